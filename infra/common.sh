@@ -1,0 +1,48 @@
+# Shared settings for infra/*.sh. Source it; do not run it.
+# Every path is absolute and derived from this file's location, so the scripts
+# work from any current directory.
+
+INFRA_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(cd "$INFRA_DIR/.." && pwd)"
+STATE_DIR="$REPO_DIR/.infra"            # ignored by git: jars, data, logs, pid files
+RUN_DIR="$STATE_DIR/run"
+
+KAFKA_LIB="$STATE_DIR/kafka/lib"
+CASSANDRA_LIB="$STATE_DIR/cassandra/lib"
+KAFKA_RUN="$RUN_DIR/kafka"
+CASSANDRA_RUN="$RUN_DIR/cassandra"
+
+KAFKA_HOST=127.0.0.1
+KAFKA_PORT=9092
+CASSANDRA_HOST=127.0.0.1
+CASSANDRA_PORT=9042
+
+# Fixed KRaft cluster id (base64url of 16 bytes), so `format --ignore-formatted`
+# is idempotent across restarts.
+KAFKA_CLUSTER_ID="${KAFKA_CLUSTER_ID:-4L6g3nShT-eMCtK--X86sw}"
+
+log() { printf '[infra %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# True when something accepts TCP connections on host:port (bash /dev/tcp, no nc needed).
+port_open() {
+  local host=$1 port=$2
+  (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null
+}
+
+# Pid recorded in a pid file, if that process is still alive.
+live_pid() {
+  local pidfile=$1 pid
+  [[ -f $pidfile ]] || return 1
+  pid=$(<"$pidfile")
+  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && { echo "$pid"; return 0; }
+  return 1
+}
+
+now_ms() { date +%s%3N; }
+
+# Milliseconds since a start time, printed as seconds with one decimal.
+elapsed() {
+  local ms=$(( $(now_ms) - $1 ))
+  printf '%d.%d' $(( ms / 1000 )) $(( ms % 1000 / 100 ))
+}

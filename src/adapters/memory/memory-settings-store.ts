@@ -1,0 +1,28 @@
+import type { ModelPrices, PriceTable } from "../../domain/pricing/price-table.js";
+import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.js";
+
+export class MemorySettingsStore implements SettingsStore {
+  private projectPaused = false;
+  private readonly paused = new Set<string>();
+  private readonly priceTable: Map<string, ModelPrices>;
+  private readonly webhooks = new Map<string, WebhookEndpoint>();
+
+  constructor(initialPrices: PriceTable) {
+    this.priceTable = new Map(initialPrices);
+  }
+
+  async isProjectPaused() { return this.projectPaused; }
+  async setProjectPaused(paused: boolean) { this.projectPaused = paused; }
+  async pausedModels(): Promise<ReadonlySet<string>> { return new Set(this.paused); }
+  async setModelPaused(model: string, paused: boolean) {
+    if (paused) this.paused.add(model);
+    else this.paused.delete(model);
+  }
+  async prices(): Promise<PriceTable> { return new Map(this.priceTable); }
+  async setPrices(model: string, prices: ModelPrices) { this.priceTable.set(model, prices); }
+  async webhook(accountId: string) { return this.webhooks.get(accountId); }
+  async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined) {
+    if (endpoint) this.webhooks.set(accountId, endpoint);
+    else this.webhooks.delete(accountId);
+  }
+}

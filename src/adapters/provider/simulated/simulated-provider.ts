@@ -1,0 +1,93 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { imagePixelSize, videoFrameSize } from "../../../domain/catalog/output-size.js";
+import { countTokens } from "../../../domain/text/tokens.js";
+import {
+  ProviderError, type GenerationOutput, type GenerationProvider, type MediaRequest, type TextChunk, type TextRequest,
+} from "../../../ports/provider.js";
+import { renderMp4 } from "./render-mp4.js";
+import { renderPng } from "./render-png.js";
+import { chunkAnswer, simulatedAnswer, truncateToTokens } from "./simulated-text.js";
+
+/**
+ * Markers a prompt may contain to steer the simulator, so every outcome of a
+ * real provider can be produced on demand (documented in the README).
+ */
+export const SIMULATOR_MARKERS = {
+  fail: "[simulate:fail]",
+  blocked: "[simulate:blocked]",
+  textOnly: "[simulate:text-only]",
+  withText: "[simulate:with-text]",
+  slow: "[simulate:slow]",
+} as const;
+
+export interface SimulatedProviderOptions {
+  /** Time an image or video takes, and the time a text answer is spread over. */
+  readonly latencyMs: number;
+}
+
+function refuseOnMarkers(prompt: string): void {
+  if (prompt.includes(SIMULATOR_MARKERS.fail)) throw new ProviderError("generation_failed", "the simulated provider failed as asked");
+  if (prompt.includes(SIMULATOR_MARKERS.blocked)) {
+    throw new ProviderError("prompt_blocked", "the prompt was blocked by the provider's safety filter (SAFETY)");
+  }
+}
+
+export class SimulatedProvider implements GenerationProvider {
+  constructor(private readonly options: SimulatedProviderOptions) {}
+
+  async generateImage(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput> {
+    await this.wait(request.prompt, signal);
+    refuseOnMarkers(request.prompt);
+    const usage = { promptTokens: countTokens(request.prompt), textOutputTokens: 0, videoOutputTokens: 0 };
+    const caption = simulatedAnswer(request.model.id, request.prompt);
+    if (request.prompt.includes(SIMULATOR_MARKERS.textOnly)) {
+      return { text: caption, usage: { ...usage, textOutputTokens: countTokens(caption) } };
+    }
+    const { width, height } = imagePixelSize(request.aspectRatio, request.resolution ?? "1K");
+    const seed = `${request.model.id}\n${request.prompt}\n${request.inputImages.length}`;
+    const media = { bytes: renderPng({ width, height, seed }), mimeType: "image/png" };
+    const text = request.prompt.includes(SIMULATOR_MARKERS.withText) ? caption : undefined;
+    return { media, text, usage: { ...usage, textOutputTokens: text ? countTokens(text) : 0 } };
+  }
+
+  async generateVideo(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput> {
+    await this.wait(request.prompt, signal);
+    refuseOnMarkers(request.prompt);
+    const { width, height } = videoFrameSize(request.aspectRatio, request.resolution ?? "720p");
+    const bytes = await renderMp4({ width, height, durationSeconds: request.durationSeconds ?? 4, seed: request.prompt });
+    signal.throwIfAborted();
+    return {
+      media: { bytes, mimeType: "video/mp4" },
+      usage: { promptTokens: countTokens(request.prompt), textOutputTokens: 0, videoOutputTokens: 0 },
+    };
+  }
+
+  async *streamText(request: TextRequest, signal: AbortSignal): AsyncIterable<TextChunk> {
+    refuseOnMarkers(request.promptText);
+    const { text, truncated } = truncateToTokens(simulatedAnswer(request.model.id, request.promptText), request.maxOutputTokens);
+    const chunks = chunkAnswer(text);
+    const promptTokens = countTokens(request.promptText);
+    const pause = Math.floor(this.latencyFor(request.promptText) / Math.max(1, chunks.length));
+    let soFar = "";
+    for (const [index, chunk] of chunks.entries()) {
+      if (pause > 0) await sleep(pause, undefined, { signal });
+      signal.throwIfAborted();
+      soFar += chunk;
+      const last = index === chunks.length - 1;
+      yield {
+        text: chunk,
+        usage: { promptTokens, textOutputTokens: countTokens(soFar), videoOutputTokens: 0 },
+        finishReason: last ? (truncated ? "MAX_TOKENS" : "STOP") : undefined,
+      };
+    }
+  }
+
+  private latencyFor(prompt: string): number {
+    return prompt.includes(SIMULATOR_MARKERS.slow) ? Math.max(this.options.latencyMs, 2000) * 5 : this.options.latencyMs;
+  }
+
+  private async wait(prompt: string, signal: AbortSignal): Promise<void> {
+    const ms = this.latencyFor(prompt);
+    if (ms > 0) await sleep(ms, undefined, { signal });
+  }
+}

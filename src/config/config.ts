@@ -1,0 +1,101 @@
+import { randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parsePriceTable, type ModelPricesText, type PriceTable } from "../domain/pricing/price-table.js";
+import { MIB } from "../domain/validation/limits.js";
+
+/** The whole configuration, read from the environment once at boot. Nothing else reads process.env. */
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly grpcPort: number;
+  readonly adminToken: string;
+  /** True when ADMIN_TOKEN was not set and a random one was made for this run. */
+  readonly adminTokenGenerated: boolean;
+  readonly publicBaseUrl: string | undefined;
+  readonly allowPrivateUrls: boolean;
+  readonly simulatedLatencyMs: number;
+  readonly dataDir: string;
+  readonly resultUrlTtlSeconds: number;
+  readonly urlSigningSecret: Buffer;
+  readonly webhookRetryScheduleMs: readonly number[];
+  readonly webhookTimeoutMs: number;
+  readonly maxInputImages: number;
+  readonly maxInputBytes: number;
+  readonly idempotencyTtlMs: number;
+  readonly prices: PriceTable;
+  /** When set, this process is a gateway in front of a remote core at that URL. */
+  readonly coreUrl: string | undefined;
+  readonly logLevel: string;
+  readonly retryAfterSeconds: number;
+}
+
+const DURATION = /^(\d+)(ms|s|m|h)$/;
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+export function parseDuration(text: string): number {
+  const match = DURATION.exec(text.trim());
+  if (!match) throw new Error(`"${text}" is not a duration such as 500ms, 5s, 30m or 2h`);
+  return Number(match[1]) * UNIT_MS[match[2]!]!;
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer ≥ ${min} (got "${raw}")`);
+  return value;
+}
+
+function flag(env: NodeJS.ProcessEnv, name: string): boolean {
+  const raw = (env[name] ?? "").toLowerCase();
+  if (raw === "" || raw === "false" || raw === "0") return false;
+  if (raw === "true" || raw === "1") return true;
+  throw new Error(`${name} must be true or false (got "${raw}")`);
+}
+
+const DEFAULT_PRICES = join(dirname(fileURLToPath(import.meta.url)), "default-prices.json");
+
+/** The URL-signing key persists in DATA_DIR so result links survive a restart. */
+function signingSecret(env: NodeJS.ProcessEnv, dataDir: string): Buffer {
+  if (env.URL_SIGNING_SECRET) return Buffer.from(env.URL_SIGNING_SECRET, "utf8");
+  const path = join(dataDir, "url-signing.key");
+  try {
+    return Buffer.from(readFileSync(path, "utf8").trim(), "hex");
+  } catch {
+    const secret = randomBytes(32);
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(path, secret.toString("hex"), { mode: 0o600 });
+    return secret;
+  }
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const dataDir = resolve(env.DATA_DIR || "data");
+  const pricesFile = env.PRICES_FILE || DEFAULT_PRICES;
+  const prices = parsePriceTable(JSON.parse(readFileSync(pricesFile, "utf8")) as Record<string, ModelPricesText>);
+  const adminToken = env.ADMIN_TOKEN || `adm_${randomBytes(18).toString("base64url")}`;
+  return Object.freeze({
+    host: env.HOST || "127.0.0.1",
+    port: integer(env, "PORT", 8080),
+    grpcPort: integer(env, "GRPC_PORT", 8081),
+    adminToken,
+    adminTokenGenerated: !env.ADMIN_TOKEN,
+    publicBaseUrl: env.PUBLIC_BASE_URL?.replace(/\/+$/, "") || undefined,
+    allowPrivateUrls: flag(env, "ALLOW_PRIVATE_URLS"),
+    simulatedLatencyMs: integer(env, "SIMULATED_LATENCY_MS", 500),
+    dataDir,
+    resultUrlTtlSeconds: integer(env, "RESULT_URL_TTL_SECONDS", 86_400, 1),
+    urlSigningSecret: signingSecret(env, dataDir),
+    webhookRetryScheduleMs: (env.WEBHOOK_RETRY_SCHEDULE || "5s,5m,30m,2h,5h,10h").split(",").map(parseDuration),
+    webhookTimeoutMs: parseDuration(env.WEBHOOK_TIMEOUT || "15s"),
+    maxInputImages: integer(env, "MAX_INPUT_IMAGES", 100, 1),
+    maxInputBytes: integer(env, "MAX_INPUT_BYTES", 200 * MIB, 1),
+    idempotencyTtlMs: parseDuration(env.IDEMPOTENCY_TTL || "24h"),
+    prices,
+    coreUrl: env.CORE_URL || undefined,
+    logLevel: env.LOG_LEVEL || "info",
+    retryAfterSeconds: integer(env, "RETRY_AFTER_SECONDS", 30, 1),
+  });
+}

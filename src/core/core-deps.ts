@@ -1,0 +1,48 @@
+import type { ValidationLimits } from "../domain/validation/limits.js";
+import type { ApiKeyStore } from "../ports/api-key-store.js";
+import type { BlobStore } from "../ports/blob-store.js";
+import type { Clock } from "../ports/clock.js";
+import type { DeliveryLog } from "../ports/delivery-log.js";
+import type { EventBus } from "../ports/event-bus.js";
+import type { IdempotencyStore } from "../ports/idempotency-store.js";
+import type { InputFetcher } from "../ports/input-fetcher.js";
+import type { JobStore } from "../ports/job-store.js";
+import type { Ledger } from "../ports/ledger.js";
+import type { GenerationProvider } from "../ports/provider.js";
+import type { SettingsStore } from "../ports/settings-store.js";
+import type { WebhookTransport } from "../ports/webhook-transport.js";
+
+/** Everything the core orchestrates over: ports only, no technology. */
+export interface CorePorts {
+  readonly jobs: JobStore;
+  readonly ledger: Ledger;
+  readonly apiKeys: ApiKeyStore;
+  readonly idempotency: IdempotencyStore;
+  readonly settings: SettingsStore;
+  readonly bus: EventBus;
+  readonly blobs: BlobStore;
+  readonly provider: GenerationProvider;
+  readonly inputs: InputFetcher;
+  readonly webhookTransport: WebhookTransport;
+  readonly deliveries: DeliveryLog;
+  readonly clock: Clock;
+}
+
+export interface CoreSettings {
+  readonly adminToken: string;
+  readonly limits: ValidationLimits;
+  readonly idempotencyTtlMs: number;
+  /** Lifetime of a signed result URL. */
+  readonly resultUrlTtlSeconds: number;
+  readonly urlSigningSecret: Buffer;
+  /** Absolute origin for result URLs, e.g. http://127.0.0.1:8080. */
+  readonly publicBaseUrl: string;
+  readonly retryAfterSeconds: number;
+  /** Delays before webhook retries 1..n. */
+  readonly webhookRetryScheduleMs: readonly number[];
+  readonly webhookTimeoutMs: number;
+}
+
+export interface CoreDeps extends CorePorts {
+  readonly settingsOf: CoreSettings;
+}

@@ -1,0 +1,84 @@
+import { randomUUID } from "node:crypto";
+import { DomainError } from "../../domain/errors/domain-error.js";
+import type { Job, JobKind } from "../../domain/jobs/job.js";
+import { quoteGeneration } from "../../domain/pricing/quote-generation.js";
+import type { GenerationSpec } from "../../domain/validation/generation-request.js";
+import { TOPICS } from "../../ports/event-bus.js";
+import type { Caller } from "../auth/api-key-auth.js";
+import type { CoreDeps } from "../core-deps.js";
+
+export interface GenerationRequested {
+  readonly jobId: string;
+}
+
+async function ingestInlineImages(deps: CoreDeps, jobId: string, spec: GenerationSpec): Promise<string[]> {
+  const keys: string[] = [];
+  try {
+    for (const [index, image] of spec.inlineImages.entries()) {
+      const key = `inputs/${jobId}/${index}`;
+      await deps.blobs.put(key, Buffer.from(image.base64, "base64"), image.mimeType);
+      keys.push(key);
+    }
+    return keys;
+  } catch (error) {
+    await Promise.allSettled(keys.map((key) => deps.blobs.delete(key)));
+    throw new DomainError("upstream_failure", "upstream_storage_failure", `storing input images failed: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Accepts a validated job: stores inline inputs, reserves its price, stores
+ * it queued and announces it. Any failure undoes what was done, so a refused
+ * request leaves no job, no blob and no hold behind.
+ */
+export async function acceptJob(deps: CoreDeps, caller: Caller, spec: GenerationSpec): Promise<Job> {
+  const prices = (await deps.settings.prices()).get(spec.model.id);
+  const price = quoteGeneration(spec, prices);
+  const jobId = randomUUID();
+  const inputBlobKeys = await ingestInlineImages(deps, jobId, spec);
+  const reservationId = `job:${jobId}`;
+  const cleanupBlobs = () => Promise.allSettled(inputBlobKeys.map((key) => deps.blobs.delete(key)));
+
+  const outcome = await deps.ledger.reserve(caller.accountId, reservationId, price);
+  if (outcome !== "reserved") {
+    await cleanupBlobs();
+    if (outcome === "unknown_account") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
+    throw new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
+      required: price.toString(),
+    });
+  }
+
+  const job: Job = {
+    id: jobId,
+    accountId: caller.accountId,
+    model: spec.model.id,
+    kind: spec.model.kind as JobKind,
+    status: "queued",
+    input: {
+      prompt: spec.prompt,
+      aspectRatio: spec.aspectRatio,
+      resolution: spec.resolution,
+      durationSeconds: spec.durationSeconds,
+      inputImageUrls: spec.inputImageUrls,
+      inputBlobKeys,
+      maxOutputTokens: spec.model.maxOutputTokens,
+      prices,
+    },
+    createdAt: deps.clock.now(),
+    timeoutSeconds: spec.timeoutSeconds,
+    reservationId,
+    reserved: price,
+    charged: 0n,
+    callbackUrl: spec.callbackUrl,
+    metadata: spec.metadata,
+  };
+  try {
+    await deps.jobs.create(job);
+    await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, jobId, { jobId });
+  } catch (error) {
+    await deps.ledger.release(reservationId);
+    await cleanupBlobs();
+    throw error;
+  }
+  return job;
+}

@@ -1,0 +1,146 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
+import { ALL_MODELS_GRANT } from "../../domain/accounts/grants.js";
+import { findModel, MODELS } from "../../domain/catalog/models.js";
+import { DomainError, invalid } from "../../domain/errors/domain-error.js";
+import { InvalidAmountError, parseMoney } from "../../domain/money.js";
+import { formatModelPrices, parseModelPrices } from "../../domain/pricing/price-table.js";
+import { isHttpUrl } from "../../domain/validation/urls.js";
+import { requireAdmin } from "../auth/admin-auth.js";
+import { hashSecret } from "../auth/api-key-auth.js";
+import type { CoreDeps } from "../core-deps.js";
+import { rpc } from "../errors/rpc-errors.js";
+import { balanceView } from "./balance-view.js";
+import { priceMessage } from "./generation-service.js";
+
+function amount(field: string, value: string, { allowZero }: { allowZero: boolean }): bigint {
+  let parsed: bigint;
+  try {
+    parsed = parseMoney(value);
+  } catch (error) {
+    if (error instanceof InvalidAmountError) throw invalid("invalid_amount", `${field}: ${error.message}`, { field });
+    throw error;
+  }
+  if (parsed < 0n || (!allowZero && parsed === 0n)) {
+    throw invalid("invalid_amount", `${field} must be ${allowZero ? "zero or more" : "more than zero"}`, { field });
+  }
+  return parsed;
+}
+
+function knownModel(id: string) {
+  const model = findModel(id);
+  if (!model) throw new DomainError("not_found", "unknown_model", `unknown model "${id}"`);
+  return model;
+}
+
+/** Standard Webhooks symmetric secret: 32 random bytes, base64, "whsec_" prefix. */
+const newWebhookSecret = () => `whsec_${randomBytes(32).toString("base64")}`;
+
+export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminService> {
+  const admin = <T>(headers: Headers, work: () => Promise<T>) =>
+    rpc(async () => {
+      requireAdmin(headers, deps.settingsOf.adminToken);
+      return work();
+    });
+
+  async function existingBalance(accountId: string) {
+    const snapshot = await deps.ledger.balance(accountId);
+    if (!snapshot) throw new DomainError("not_found", "account_not_found", `no account ${accountId}`);
+    return snapshot;
+  }
+
+  return {
+    createAccount: (request, context) =>
+      admin(context.requestHeader, async () => {
+        const initial = request.balance === "" ? 0n : amount("balance", request.balance, { allowZero: true });
+        const accountId = `acct_${randomUUID().replaceAll("-", "")}`;
+        await deps.ledger.createAccount(accountId, request.name, initial);
+        await deps.settings.setWebhook(accountId, { url: "", secret: newWebhookSecret() });
+        return { accountId, name: request.name, balance: balanceView(await existingBalance(accountId)) };
+      }),
+
+    addCredits: (request, context) =>
+      admin(context.requestHeader, async () => {
+        const credit = amount("amount", request.amount, { allowZero: false });
+        const snapshot = await deps.ledger.credit(request.accountId, credit);
+        if (!snapshot) throw new DomainError("not_found", "account_not_found", `no account ${request.accountId}`);
+        return { balance: balanceView(snapshot) };
+      }),
+
+    getAccountBalance: (request, context) =>
+      admin(context.requestHeader, async () => ({ balance: balanceView(await existingBalance(request.accountId)) })),
+
+    createApiKey: (request, context) =>
+      admin(context.requestHeader, async () => {
+        await existingBalance(request.accountId);
+        if (request.models.length === 0) throw invalid("invalid_grants", "models must name at least one model or \"*\"", { field: "models" });
+        for (const model of request.models) {
+          if (model !== ALL_MODELS_GRANT && findModel(model)?.id !== model) {
+            throw invalid("invalid_grants", `unknown model "${model}" in models`, { field: "models" });
+          }
+        }
+        const keyId = `key_${randomUUID().replaceAll("-", "")}`;
+        const apiKey = `gsk_${randomBytes(32).toString("base64url")}`;
+        await deps.apiKeys.create({
+          keyId, accountId: request.accountId, secretHash: hashSecret(apiKey), models: [...request.models],
+          revoked: false, createdAt: deps.clock.now(),
+        });
+        return { keyId, apiKey, models: request.models, accountId: request.accountId };
+      }),
+
+    revokeApiKey: (request, context) =>
+      admin(context.requestHeader, async () => {
+        if (!(await deps.apiKeys.revoke(request.keyId))) throw new DomainError("not_found", "key_not_found", `no key ${request.keyId}`);
+        return { keyId: request.keyId, revoked: true };
+      }),
+
+    setWebhook: (request, context) =>
+      admin(context.requestHeader, async () => {
+        await existingBalance(request.accountId);
+        if (request.url !== "" && !isHttpUrl(request.url)) throw invalid("invalid_url", "url must be an http:// or https:// URL", { field: "url" });
+        const secret = (await deps.settings.webhook(request.accountId))?.secret ?? newWebhookSecret();
+        await deps.settings.setWebhook(request.accountId, { url: request.url, secret });
+        return { url: request.url, secret };
+      }),
+
+    setProjectPaused: (request, context) =>
+      admin(context.requestHeader, async () => {
+        await deps.settings.setProjectPaused(request.paused);
+        return { paused: request.paused };
+      }),
+
+    setModelPaused: (request, context) =>
+      admin(context.requestHeader, async () => {
+        const model = knownModel(request.model);
+        await deps.settings.setModelPaused(model.id, request.paused);
+        return { model: model.id, paused: request.paused };
+      }),
+
+    listPrices: (_request, context) =>
+      admin(context.requestHeader, async () => {
+        const prices = await deps.settings.prices();
+        return { prices: MODELS.map((m) => ({ model: m.id, ...priceMessage(formatModelPrices(prices.get(m.id))) })) };
+      }),
+
+    updatePrice: (request, context) =>
+      admin(context.requestHeader, async () => {
+        const model = knownModel(request.price?.model ?? "");
+        const previous = (await deps.settings.prices()).get(model.id);
+        const text = request.price!;
+        const next = parseModelPrices(
+          model,
+          {
+            per_image: text.perImage,
+            per_second: text.perSecond,
+            input_per_million_tokens: text.inputPerMillionTokens,
+            output_per_million_tokens: text.outputPerMillionTokens,
+            video_output_per_million_tokens: text.videoOutputPerMillionTokens,
+          },
+          previous,
+        );
+        await deps.settings.setPrices(model.id, next);
+        return { price: { model: model.id, ...priceMessage(formatModelPrices(next)) } };
+      }),
+  };
+}

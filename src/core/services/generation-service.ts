@@ -1,0 +1,151 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import { GenerationService, InputMode } from "../../../gen/generation/v1/generation_service_pb.js";
+import { JobStatus } from "../../../gen/generation/v1/job_pb.js";
+import { ModelKind } from "../../../gen/generation/v1/model_pb.js";
+import { FULL_ASPECT_RATIOS } from "../../domain/catalog/aspect-ratios.js";
+import { MODELS, previewAliases, type ModelKind as DomainKind } from "../../domain/catalog/models.js";
+import { DomainError } from "../../domain/errors/domain-error.js";
+import { formatModelPrices } from "../../domain/pricing/price-table.js";
+import {
+  requireKnownModel, validateGenerationRequest, type GenerationRequestInput, type GenerationSpec, type InputMode as DomainInputMode,
+} from "../../domain/validation/generation-request.js";
+import { validateVideoInteraction } from "../../domain/validation/video-interaction.js";
+import { authenticate, requireGrant, type Caller } from "../auth/api-key-auth.js";
+import type { CoreDeps } from "../core-deps.js";
+import { rpc } from "../errors/rpc-errors.js";
+import { acceptJob } from "../jobs/accept-job.js";
+import { requireAvailable } from "../jobs/availability.js";
+import { idempotent } from "../jobs/idempotent.js";
+import { jobView } from "../jobs/job-view.js";
+import { balanceView } from "./balance-view.js";
+
+const INPUT_MODES: Record<InputMode, DomainInputMode> = {
+  [InputMode.UNSPECIFIED]: "any",
+  [InputMode.TEXT_ONLY]: "text_only",
+  [InputMode.IMAGE_URLS]: "image_urls",
+};
+
+export const KIND_TO_PROTO: Record<DomainKind, ModelKind> = {
+  image: ModelKind.IMAGE,
+  text: ModelKind.TEXT,
+  video: ModelKind.VIDEO,
+  multimodal_realtime: ModelKind.MULTIMODAL_REALTIME,
+};
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function createGenerationService(deps: CoreDeps): ServiceImpl<typeof GenerationService> {
+  const settings = deps.settingsOf;
+
+  /**
+   * Shared by both creation RPCs. Order: key (401), model (422), grant (403),
+   * pause (503), then the full rules (400/422), then money (402).
+   */
+  async function create(caller: Caller, operation: string, request: object, key: string, modelId: string, validate: () => GenerationSpec) {
+    return idempotent(
+      deps.idempotency,
+      { scope: caller.accountId, key, operation, request, ttlMs: settings.idempotencyTtlMs, retryAfterSeconds: 1 },
+      async () => {
+        const model = requireKnownModel(modelId);
+        requireGrant(caller, model);
+        await requireAvailable(deps.settings, model, settings.retryAfterSeconds);
+        const job = await acceptJob(deps, caller, validate());
+        return { jobId: job.id };
+      },
+    );
+  }
+
+  const accepted = (outcome: { response: { jobId: string }; replayed: boolean }) => ({
+    jobId: outcome.response.jobId,
+    status: JobStatus.QUEUED,
+    statusUrl: `/api/v1/jobs/${outcome.response.jobId}`,
+    replayed: outcome.replayed,
+  });
+
+  return {
+    createGeneration: (request, context) =>
+      rpc(async () => {
+        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const input: GenerationRequestInput = {
+          model: request.model,
+          prompt: request.prompt,
+          aspectRatio: request.aspectRatio,
+          resolution: request.resolution,
+          inputImagesUrls: request.inputImagesUrls,
+          inputImagesBase64: request.inputImagesBase64,
+          callbackUrl: request.callbackUrl,
+          metadata: request.metadata,
+          timeout: request.timeout,
+          durationSeconds: request.durationSeconds,
+          inputMode: INPUT_MODES[request.inputMode],
+        };
+        const { idempotencyKey, ...fingerprinted } = request;
+        const outcome = await create(caller, "generations", fingerprinted, idempotencyKey, request.model, () =>
+          validateGenerationRequest(input, settings.limits),
+        );
+        return accepted(outcome);
+      }),
+
+    createVideoInteraction: (request, context) =>
+      rpc(async () => {
+        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const { idempotencyKey, ...fingerprinted } = request;
+        const outcome = await create(caller, "interactions", fingerprinted, idempotencyKey, request.model, () =>
+          validateVideoInteraction({
+            model: request.model,
+            instances: request.instances,
+            parameters: { durationSeconds: request.parameters?.durationSeconds },
+          }),
+        );
+        return accepted(outcome);
+      }),
+
+    getJob: (request, context) =>
+      rpc(async () => {
+        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const job = UUID.test(request.jobId) ? await deps.jobs.get(request.jobId.toLowerCase()) : undefined;
+        // Another account's job is indistinguishable from an unknown one.
+        if (!job || job.accountId !== caller.accountId) {
+          throw new DomainError("not_found", "job_not_found", `no job ${request.jobId}`);
+        }
+        return { job: jobView(job, settings, deps.clock.now()) };
+      }),
+
+    getBalance: (_request, context) =>
+      rpc(async () => {
+        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const snapshot = await deps.ledger.balance(caller.accountId);
+        if (!snapshot) throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
+        return { balance: balanceView(snapshot) };
+      }),
+
+    listModels: () =>
+      rpc(async () => {
+        const [prices, paused] = await Promise.all([deps.settings.prices(), deps.settings.pausedModels()]);
+        return {
+          aspectRatios: [...FULL_ASPECT_RATIOS],
+          models: MODELS.map((model) => ({
+            id: model.id,
+            kind: KIND_TO_PROTO[model.kind],
+            resolutions: [...model.resolutions],
+            aspectRatios: [...model.aspectRatios],
+            aliases: previewAliases(model),
+            price: { model: model.id, ...priceMessage(formatModelPrices(prices.get(model.id))) },
+            paused: paused.has(model.id),
+            maxOutputTokens: model.maxOutputTokens ?? 0,
+            durationsSeconds: [...(model.jobDurations ?? [])],
+          })),
+        };
+      }),
+  };
+}
+
+export function priceMessage(text: ReturnType<typeof formatModelPrices>) {
+  return {
+    perImage: text.per_image,
+    perSecond: text.per_second,
+    inputPerMillionTokens: text.input_per_million_tokens,
+    outputPerMillionTokens: text.output_per_million_tokens,
+    videoOutputPerMillionTokens: text.video_output_per_million_tokens,
+  };
+}

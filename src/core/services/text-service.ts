@@ -1,0 +1,148 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import {
+  TextService, type GenerateContentRequest, type GenerateContentResponseSchema,
+} from "../../../gen/generation/v1/text_service_pb.js";
+import { randomUUID } from "node:crypto";
+import { validateTextRequest, type TextSpec } from "../../domain/validation/text-request.js";
+import { DomainError } from "../../domain/errors/domain-error.js";
+import { ProviderError, type TextChunk } from "../../ports/provider.js";
+import { authenticate, requireGrant } from "../auth/api-key-auth.js";
+import type { CoreDeps } from "../core-deps.js";
+import { rpc, toConnectError } from "../errors/rpc-errors.js";
+import { requireAvailable } from "../jobs/availability.js";
+import { TextCall } from "../text/text-call.js";
+
+type ResponseInit = MessageInitShape<typeof GenerateContentResponseSchema>;
+
+function usageMetadata(chunk: TextChunk) {
+  const output = chunk.usage.textOutputTokens + chunk.usage.videoOutputTokens;
+  const details = [{ modality: "TEXT", tokenCount: chunk.usage.textOutputTokens }];
+  if (chunk.usage.videoOutputTokens > 0) details.push({ modality: "VIDEO", tokenCount: chunk.usage.videoOutputTokens });
+  return {
+    promptTokenCount: chunk.usage.promptTokens,
+    candidatesTokenCount: output,
+    totalTokenCount: chunk.usage.promptTokens + output,
+    promptTokensDetails: [{ modality: "TEXT", tokenCount: chunk.usage.promptTokens }],
+    candidatesTokensDetails: details,
+  };
+}
+
+function chunkResponse(spec: TextSpec, responseId: string, chunk: TextChunk): ResponseInit {
+  return {
+    candidates: [
+      {
+        content: { role: "model", parts: [{ data: { case: "text", value: chunk.text } }] },
+        finishReason: chunk.finishReason ?? "",
+        index: 0,
+      },
+    ],
+    usageMetadata: usageMetadata(chunk),
+    modelVersion: spec.model.id,
+    responseId,
+  };
+}
+
+/** A blocked prompt is an answer without candidates, as the vendor gives it, and costs nothing. */
+function blockedResponse(spec: TextSpec, responseId: string): ResponseInit {
+  return {
+    promptFeedback: { blockReason: "SAFETY" },
+    usageMetadata: { promptTokenCount: spec.promptTokens, candidatesTokenCount: 0, totalTokenCount: spec.promptTokens },
+    modelVersion: spec.model.id,
+    responseId,
+  };
+}
+
+export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextService> {
+  async function open(request: GenerateContentRequest, context: HandlerContext) {
+    const caller = await authenticate(context.requestHeader, deps.apiKeys);
+    const spec = validateTextRequest({
+      model: request.model,
+      contents: request.contents.map((content) => ({
+        role: content.role,
+        parts: content.parts.map((part) => ({
+          text: part.data.case === "text" ? part.data.value : undefined,
+          hasInlineData: part.data.case === "inlineData",
+        })),
+      })),
+      systemInstruction: request.systemInstruction && {
+        parts: request.systemInstruction.parts.map((p) => ({ text: p.data.case === "text" ? p.data.value : undefined })),
+      },
+      maxOutputTokens: request.generationConfig?.maxOutputTokens,
+      candidateCount: request.generationConfig?.candidateCount,
+    });
+    requireGrant(caller, spec.model);
+    await requireAvailable(deps.settings, spec.model, deps.settingsOf.retryAfterSeconds);
+    const call = await TextCall.open(deps, caller, spec);
+    const inputImages = request.contents.flatMap((c) =>
+      c.parts.flatMap((p) => (p.data.case === "inlineData" ? [{ mimeType: p.data.value.mimeType, bytes: p.data.value.data }] : [])),
+    );
+    const chunks = deps.provider.streamText(
+      { model: spec.model, promptText: spec.promptText, maxOutputTokens: spec.maxOutputTokens, inputImages },
+      context.signal,
+    );
+    return { spec, call, chunks };
+  }
+
+  function upstreamFailure(error: unknown): never {
+    if (error instanceof DomainError) throw error;
+    if (error instanceof ProviderError) {
+      throw new DomainError("upstream_failure", error.code, `the provider failed: ${error.message}`);
+    }
+    throw error;
+  }
+
+  return {
+    generateContent: (request, context) =>
+      rpc(async () => {
+        const { spec, call, chunks } = await open(request, context);
+        const responseId = randomUUID();
+        let text = "";
+        let last: TextChunk | undefined;
+        try {
+          for await (const chunk of chunks) {
+            text += chunk.text;
+            last = chunk;
+          }
+        } catch (error) {
+          await call.end();
+          if (error instanceof ProviderError && error.code === "prompt_blocked") return blockedResponse(spec, responseId);
+          upstreamFailure(error);
+        }
+        if (last) call.markDelivered(last);
+        await call.end();
+        return chunkResponse(spec, responseId, { ...(last ?? { usage: { promptTokens: spec.promptTokens, textOutputTokens: 0, videoOutputTokens: 0 } }), text });
+      }),
+
+    async *streamGenerateContent(request, context) {
+      // Errors before the first chunk travel as RPC errors (HTTP errors on REST).
+      let opened: Awaited<ReturnType<typeof open>>;
+      try {
+        opened = await open(request.request ?? ({ model: "", contents: [] } as unknown as GenerateContentRequest), context);
+      } catch (error) {
+        throw error instanceof DomainError ? toConnectError(error) : error;
+      }
+      const { spec, call, chunks } = opened;
+      const responseId = randomUUID();
+      try {
+        for await (const chunk of chunks) {
+          // Produced output is owed once it leaves for the caller, even if the caller then hangs up.
+          call.markDelivered(chunk);
+          yield { chunk: chunkResponse(spec, responseId, chunk) };
+        }
+      } catch (error) {
+        if (error instanceof ProviderError && error.code === "prompt_blocked") {
+          await call.end();
+          yield { chunk: blockedResponse(spec, responseId) };
+          return;
+        }
+        await call.end();
+        if (error instanceof DomainError) throw toConnectError(error);
+        if (error instanceof ProviderError) throw toConnectError(new DomainError("upstream_failure", error.code, error.message));
+        throw error;
+      } finally {
+        await call.end();
+      }
+    },
+  };
+}

@@ -1,0 +1,45 @@
+import type { Job, JobResult, JobStatus, JobUsage } from "./job.js";
+import type { Money } from "../money.js";
+
+/** The spec's section 3. `queued → failed` covers inputs found missing before work starts. */
+const TRANSITIONS: Readonly<Record<JobStatus, readonly JobStatus[]>> = {
+  queued: ["processing", "failed"],
+  processing: ["done", "failed"],
+  done: [],
+  failed: [],
+};
+
+export const TERMINAL_STATUSES: readonly JobStatus[] = ["done", "failed"];
+
+export function isTerminal(status: JobStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}
+
+export function canTransition(from: JobStatus, to: JobStatus): boolean {
+  return TRANSITIONS[from].includes(to);
+}
+
+export class IllegalTransitionError extends Error {
+  constructor(readonly from: JobStatus, readonly to: JobStatus) {
+    super(`a job cannot go from ${from} to ${to}`);
+  }
+}
+
+function guard(job: Job, to: JobStatus): void {
+  if (!canTransition(job.status, to)) throw new IllegalTransitionError(job.status, to);
+}
+
+export function startJob(job: Job, now: Date): Job {
+  guard(job, "processing");
+  return { ...job, status: "processing", startedAt: now };
+}
+
+export function completeJob(job: Job, now: Date, result: JobResult, charged: Money, usage?: JobUsage): Job {
+  guard(job, "done");
+  return { ...job, status: "done", finishedAt: now, result, charged, usage };
+}
+
+export function failJob(job: Job, now: Date, error: string, errorMessage: string): Job {
+  guard(job, "failed");
+  return { ...job, status: "failed", finishedAt: now, error, errorMessage, charged: 0n };
+}

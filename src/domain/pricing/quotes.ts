@@ -1,0 +1,51 @@
+import { perMillion, times, type Money } from "../money.js";
+import { DomainError } from "../errors/domain-error.js";
+import type { ModelPrices } from "./price-table.js";
+
+/** Token usage as the provider reports it, split by output modality. */
+export interface TokenUsage {
+  readonly promptTokens: number;
+  readonly textOutputTokens: number;
+  readonly videoOutputTokens: number;
+}
+
+function missing(model: string, what: string): DomainError {
+  // A model without a configured price must never be served for free.
+  return new DomainError("unavailable", "price_not_configured", `no ${what} price is configured for ${model}`);
+}
+
+export function imagePrice(model: string, prices: ModelPrices | undefined, resolution: string): Money {
+  const price = prices?.perImage?.[resolution];
+  if (price === undefined) throw missing(model, `${resolution} image`);
+  return price;
+}
+
+export function videoPrice(model: string, prices: ModelPrices | undefined, resolution: string, seconds: number): Money {
+  const perSecond = prices?.perSecond?.[resolution];
+  if (perSecond === undefined) throw missing(model, `${resolution} per-second`);
+  return times(perSecond, seconds);
+}
+
+/** input price × prompt tokens + output prices × output tokens, exact. */
+export function tokenCost(model: string, prices: ModelPrices | undefined, usage: TokenUsage): Money {
+  if (prices?.inputPerMillion === undefined || prices.outputPerMillion === undefined) throw missing(model, "token");
+  return (
+    perMillion(prices.inputPerMillion, usage.promptTokens) +
+    perMillion(prices.outputPerMillion, usage.textOutputTokens) +
+    perMillion(prices.videoOutputPerMillion ?? prices.outputPerMillion, usage.videoOutputTokens)
+  );
+}
+
+/**
+ * The reservation for a text request: the prompt at the input price plus the
+ * largest possible answer at the dearest output price, so that settlement
+ * against actual usage can only release money, never ask for more.
+ */
+export function tokenEstimate(model: string, prices: ModelPrices | undefined, promptTokens: number, maxOutputTokens: number): Money {
+  if (prices?.inputPerMillion === undefined || prices.outputPerMillion === undefined) throw missing(model, "token");
+  const dearestOutput =
+    prices.videoOutputPerMillion !== undefined && prices.videoOutputPerMillion > prices.outputPerMillion
+      ? prices.videoOutputPerMillion
+      : prices.outputPerMillion;
+  return perMillion(prices.inputPerMillion, promptTokens) + perMillion(dearestOutput, maxOutputTokens);
+}

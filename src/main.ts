@@ -1,0 +1,37 @@
+import { loadConfig } from "./config/config.js";
+import { startService } from "./runtime/start-service.js";
+
+const config = loadConfig();
+const service = await startService(config);
+
+console.log(`gateway (REST/SSE) listening on ${service.httpUrl}`);
+if (service.grpcUrl) console.log(`core (gRPC, gRPC-Web, Connect over h2c) listening on ${service.grpcUrl}`);
+
+if (service.core && (await service.core.deps.ledger.countAccounts()) === 0) {
+  const token = config.adminTokenGenerated ? config.adminToken : "$ADMIN_TOKEN";
+  console.log(`
+No accounts yet. ${config.adminTokenGenerated ? `ADMIN_TOKEN was not set; this run's admin token is ${config.adminToken}` : ""}
+Create an account and a key for every model:
+
+  ACCOUNT=$(curl -s -X POST ${service.httpUrl}/admin/v1/accounts -H "Authorization: Bearer ${token}" \\
+    -H "Content-Type: application/json" -d '{"name":"me","balance":"10.00"}' | sed 's/.*"account_id":"\\([^"]*\\)".*/\\1/')
+  curl -s -X POST ${service.httpUrl}/admin/v1/accounts/$ACCOUNT/keys -H "Authorization: Bearer ${token}" \\
+    -H "Content-Type: application/json" -d '{"models":["*","aimodel-3.1-flash-lite-image"]}'
+`);
+}
+
+let stopping = false;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`${signal}: stopping`);
+    service.close().then(
+      () => process.exit(0),
+      (error) => {
+        console.error("shutdown failed", error);
+        process.exit(1);
+      },
+    );
+  });
+}

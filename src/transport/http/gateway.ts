@@ -1,0 +1,42 @@
+import Fastify, { type FastifyInstance } from "fastify";
+import type { CoreClients } from "../../runtime/core-clients.js";
+import { sendPlatformError, toHttpError } from "./error-replies.js";
+import { GatewayError } from "./gateway-error.js";
+import { adminRoutes } from "./routes/admin-routes.js";
+import { fileRoutes } from "./routes/file-routes.js";
+import { jobsRoutes } from "./routes/jobs-routes.js";
+import { VENDOR_PREFIX, vendorRoutes } from "./routes/vendor-routes.js";
+
+export interface GatewayOptions {
+  readonly logLevel: string;
+}
+
+/**
+ * The REST/SSE edge. It only translates: JSON ⇄ messages, headers ⇄ call
+ * options, RPC errors ⇄ the two documented error shapes. Every rule lives in
+ * the core behind `core`. Returns an app that is not listening yet.
+ */
+export async function buildGateway(core: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logLevel === "silent" ? false : { level: options.logLevel },
+    // Idle keep-alive sockets must not hold up shutdown.
+    forceCloseConnections: true,
+    return503OnClosing: true,
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const mapped = toHttpError(error);
+    if (mapped.status >= 500) request.log.error({ err: error }, "request failed");
+    return sendPlatformError(reply, mapped);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendPlatformError(reply, toHttpError(new GatewayError(404, "not_found", `no route ${request.method} ${request.url.split("?")[0]}`))),
+  );
+
+  app.get("/healthz", async () => ({ status: "ok" }));
+  await app.register(jobsRoutes(core));
+  await app.register(adminRoutes(core));
+  await app.register(fileRoutes(core));
+  await app.register(vendorRoutes(core), { prefix: VENDOR_PREFIX });
+  return app;
+}

@@ -1,0 +1,69 @@
+import { fromJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { JobStatus, type Job } from "../../../gen/generation/v1/job_pb.js";
+import type { Balance } from "../../../gen/generation/v1/money_pb.js";
+import { GatewayError } from "./gateway-error.js";
+
+/**
+ * JSON bodies are the proto JSON mapping of the request messages: proto
+ * field names and lowerCamelCase both accepted, unknown fields ignored (as
+ * the vendor does). A field of the wrong type is a 422.
+ */
+export function parseBody<S extends DescMessage>(schema: S, body: unknown): MessageShape<S> {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) {
+    throw new GatewayError(422, "validation_failed", "the request body must be a JSON object");
+  }
+  try {
+    return fromJson(schema, body as JsonValue, { ignoreUnknownFields: true });
+  } catch (error) {
+    const message = (error as Error).message.replace(/^cannot decode (message|field) [\w.]+ from JSON: /, "");
+    throw new GatewayError(422, "validation_failed", `invalid field: ${message}`);
+  }
+}
+
+const STATUS_NAMES: Record<JobStatus, string> = {
+  [JobStatus.UNSPECIFIED]: "unknown",
+  [JobStatus.QUEUED]: "queued",
+  [JobStatus.PROCESSING]: "processing",
+  [JobStatus.DONE]: "done",
+  [JobStatus.FAILED]: "failed",
+};
+
+export const jobStatusName = (status: JobStatus) => STATUS_NAMES[status];
+
+const iso = (timestamp: Timestamp | undefined) => (timestamp ? timestampDate(timestamp).toISOString() : null);
+
+/** GET /api/v1/jobs/{id} (spec 2.4): every documented field present, null where the spec says null. */
+export function jobJson(job: Job) {
+  const done = job.status === JobStatus.DONE;
+  const failed = job.status === JobStatus.FAILED;
+  return {
+    job_id: job.jobId,
+    status: jobStatusName(job.status),
+    model: job.model,
+    created_at: iso(job.createdAt),
+    started_at: iso(job.startedAt),
+    finished_at: iso(job.finishedAt),
+    result: done
+      ? { image_url: job.result?.imageUrl ?? null, text: job.result?.text ?? null, mime_type: job.result?.mimeType ?? null }
+      : null,
+    error: failed ? (job.error ?? "generation_failed") : null,
+    error_message: failed ? (job.errorMessage ?? null) : null,
+    usage: {
+      prompt_token_count: job.usage?.promptTokenCount ?? 0,
+      candidates_token_count: job.usage?.candidatesTokenCount ?? 0,
+      total_token_count: job.usage?.totalTokenCount ?? 0,
+      reserved: job.usage?.reserved ?? "0.00",
+      charged: job.usage?.charged ?? "0.00",
+    },
+  };
+}
+
+export function balanceJson(balance: Balance | undefined) {
+  return {
+    balance: balance?.balance ?? "0.00",
+    reserved: balance?.reserved ?? "0.00",
+    available: balance?.available ?? "0.00",
+    currency: balance?.currency ?? "USD",
+  };
+}

@@ -1,0 +1,107 @@
+import { toJson } from "@bufbuild/protobuf";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
+import type { CoreClients } from "../../../runtime/core-clients.js";
+import { balanceJson, parseBody } from "../json-mapping.js";
+import { GatewayError } from "../gateway-error.js";
+
+const adminCall = (request: FastifyRequest) => {
+  const headers = new Headers();
+  if (request.headers.authorization) headers.set("authorization", request.headers.authorization);
+  return { headers };
+};
+
+interface Body { [key: string]: unknown }
+
+function stringField(body: unknown, field: string, required = true): string {
+  const value = (body as Body | undefined)?.[field];
+  if (value === undefined || value === null) {
+    if (required) throw new GatewayError(422, "validation_failed", `${field} is required`);
+    return "";
+  }
+  if (typeof value === "number") return String(value);
+  if (typeof value !== "string") throw new GatewayError(422, "validation_failed", `${field} must be a string`);
+  return value;
+}
+
+function booleanField(body: unknown, field: string): boolean {
+  const value = (body as Body | undefined)?.[field];
+  if (typeof value !== "boolean") throw new GatewayError(422, "validation_failed", `${field} must be true or false`);
+  return value;
+}
+
+const priceJson = (price: Parameters<typeof toJson<typeof ModelPriceSchema>>[1]) =>
+  toJson(ModelPriceSchema, price, { useProtoFieldName: true, alwaysEmitImplicit: true });
+
+/** The fixed admin contract under /admin/v1 (tools outside the project depend on it). */
+export function adminRoutes(core: CoreClients) {
+  return async (app: FastifyInstance) => {
+    app.post("/admin/v1/accounts", async (request, reply) => {
+      const response = await core.admin.createAccount(
+        { name: stringField(request.body, "name", false), balance: stringField(request.body, "balance", false) },
+        adminCall(request),
+      );
+      return reply.code(201).send({ account_id: response.accountId, name: response.name, ...balanceJson(response.balance) });
+    });
+
+    app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/credits", async (request) => {
+      const { balance } = await core.admin.addCredits(
+        { accountId: request.params.accountId, amount: stringField(request.body, "amount") },
+        adminCall(request),
+      );
+      return balanceJson(balance);
+    });
+
+    app.get<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/balance", async (request) => {
+      const { balance } = await core.admin.getAccountBalance({ accountId: request.params.accountId }, adminCall(request));
+      return balanceJson(balance);
+    });
+
+    app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/keys", async (request, reply) => {
+      const models = (request.body as Body | undefined)?.models;
+      if (!Array.isArray(models) || models.some((m) => typeof m !== "string")) {
+        throw new GatewayError(422, "validation_failed", "models must be an array of model ids or \"*\"");
+      }
+      const key = await core.admin.createApiKey({ accountId: request.params.accountId, models }, adminCall(request));
+      return reply.code(201).send({ key_id: key.keyId, api_key: key.apiKey, account_id: key.accountId, models: key.models });
+    });
+
+    app.delete<{ Params: { keyId: string } }>("/admin/v1/keys/:keyId", async (request) => {
+      const response = await core.admin.revokeApiKey({ keyId: request.params.keyId }, adminCall(request));
+      return { key_id: response.keyId, revoked: response.revoked };
+    });
+
+    app.put<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/webhook", async (request) => {
+      const response = await core.admin.setWebhook(
+        { accountId: request.params.accountId, url: stringField(request.body, "url", false) },
+        adminCall(request),
+      );
+      return { url: response.url, secret: response.secret };
+    });
+
+    app.put("/admin/v1/pause", async (request) => {
+      const response = await core.admin.setProjectPaused({ paused: booleanField(request.body, "paused") }, adminCall(request));
+      return { paused: response.paused };
+    });
+
+    app.put<{ Params: { model: string } }>("/admin/v1/models/:model/pause", async (request) => {
+      const response = await core.admin.setModelPaused(
+        { model: request.params.model, paused: booleanField(request.body, "paused") },
+        adminCall(request),
+      );
+      return { model: response.model, paused: response.paused };
+    });
+
+    app.get("/admin/v1/prices", async (request) => {
+      const { prices } = await core.admin.listPrices({}, adminCall(request));
+      return { prices: prices.map(priceJson) };
+    });
+
+    app.put<{ Params: { model: string } }>("/admin/v1/prices/:model", async (request) => {
+      const price = parseBody(ModelPriceSchema, request.body);
+      price.model = request.params.model;
+      const response = await core.admin.updatePrice({ price }, adminCall(request));
+      return priceJson(response.price!);
+    });
+  };
+}

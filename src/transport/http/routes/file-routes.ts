@@ -1,0 +1,30 @@
+import type { FastifyInstance } from "fastify";
+import { Readable } from "node:stream";
+import type { CoreClients } from "../../../runtime/core-clients.js";
+import { clientGone } from "../call-options.js";
+import { GatewayError } from "../gateway-error.js";
+
+/** Signed result URLs: GET /files/<key>?expires=<unix>&signature=<hex>. */
+export function fileRoutes(core: CoreClients) {
+  return async (app: FastifyInstance) => {
+    app.get<{ Params: { "*": string }; Querystring: { expires?: string; signature?: string } }>("/files/*", async (request, reply) => {
+      const { expires, signature } = request.query;
+      if (!expires || !/^\d{1,12}$/.test(expires) || !signature) {
+        throw new GatewayError(403, "link_bad_signature", "the link is missing its expiry or signature");
+      }
+      const stream = core.files
+        .readFile({ key: request.params["*"], expires: BigInt(expires), signature }, { signal: clientGone(reply) })
+        [Symbol.asyncIterator]();
+      const first = await stream.next();
+      if (first.done) throw new GatewayError(404, "file_not_found", "no such file");
+      reply.header("content-type", first.value.contentType);
+      reply.header("content-length", String(first.value.size));
+      reply.header("cache-control", "private, max-age=300");
+      async function* body() {
+        if (first.value && first.value.data.length > 0) yield first.value.data;
+        for (let next = await stream.next(); !next.done; next = await stream.next()) yield next.value.data;
+      }
+      return reply.send(Readable.from(body()));
+    });
+  };
+}

@@ -1,0 +1,80 @@
+import { toJson } from "@bufbuild/protobuf";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { CreateVideoInteractionRequestSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
+import {
+  GenerateContentRequestSchema, GenerateContentResponseSchema, type GenerateContentResponse,
+} from "../../../../gen/generation/v1/text_service_pb.js";
+import type { CoreClients } from "../../../runtime/core-clients.js";
+import { idempotencyKeyOf, vendorCall } from "../call-options.js";
+import { sendVendorError, toHttpError, vendorErrorBody } from "../error-replies.js";
+import { GatewayError } from "../gateway-error.js";
+import { parseBody } from "../json-mapping.js";
+import { acceptedReply, MAX_GENERATION_BODY_BYTES } from "./jobs-routes.js";
+
+export const VENDOR_PREFIX = "/api/aimodel/v1beta";
+const MODEL_ACTION = /^([^:/]+):(generateContent|streamGenerateContent)$/;
+
+/** One SSE event: `data: <json>` and a blank line; no event names, no [DONE], as the vendor streams. */
+const sseEvent = (json: unknown) => `data: ${JSON.stringify(json)}\r\n\r\n`;
+
+const vendorJson = (response: GenerateContentResponse) => toJson(GenerateContentResponseSchema, response);
+
+/** Registered with `prefix: VENDOR_PREFIX`, so its error and not-found handlers cover only the vendor surface. */
+export function vendorRoutes(core: CoreClients) {
+  return async (app: FastifyInstance) => {
+    app.setErrorHandler((error, _request, reply) => sendVendorError(reply, toHttpError(error)));
+    app.setNotFoundHandler((_request, reply) =>
+      sendVendorError(reply, toHttpError(new GatewayError(404, "not_found", "no such endpoint"))),
+    );
+
+    app.post<{ Params: { "*": string } }>("/models/*", { bodyLimit: MAX_GENERATION_BODY_BYTES }, async (request, reply) => {
+      const match = MODEL_ACTION.exec(decodeURIComponent(request.params["*"]));
+      if (!match) throw new GatewayError(404, "not_found", "expected models/{model}:generateContent or :streamGenerateContent");
+      const [, model, action] = match;
+      const message = parseBody(GenerateContentRequestSchema, request.body);
+      message.model = model!;
+      if (action === "generateContent") return vendorJson(await core.text.generateContent(message, vendorCall(request, reply)));
+      return streamAnswer(core, message, request, reply);
+    });
+
+    app.post("/interactions", async (request, reply) => {
+      const message = parseBody(CreateVideoInteractionRequestSchema, request.body);
+      message.idempotencyKey = idempotencyKeyOf(request);
+      return acceptedReply(reply, await core.generation.createVideoInteraction(message, vendorCall(request, reply)));
+    });
+  };
+}
+
+/**
+ * Errors before the first chunk are ordinary HTTP errors; after it, one
+ * final `data: {"error": …}` event, then the stream closes. A client that
+ * hangs up aborts the call (and the upstream) through the call's signal.
+ */
+async function streamAnswer(
+  core: CoreClients,
+  message: ReturnType<typeof parseBody<typeof GenerateContentRequestSchema>>,
+  request: FastifyRequest,
+  reply: FastifyReply,
+) {
+  const stream = core.text.streamGenerateContent({ request: message }, vendorCall(request, reply))[Symbol.asyncIterator]();
+  const first = await stream.next();
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    connection: "keep-alive",
+    "x-accel-buffering": "no",
+  });
+  try {
+    for (let next = first; !next.done; next = await stream.next()) {
+      if (raw.destroyed) break;
+      raw.write(sseEvent(vendorJson(next.value.chunk!)));
+    }
+  } catch (error) {
+    if (!raw.destroyed) raw.write(sseEvent(vendorErrorBody(toHttpError(error)).body));
+  } finally {
+    await stream.return?.();
+    raw.end();
+  }
+}
