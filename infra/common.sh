@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Shared settings for infra/*.sh. Source it; do not run it.
 # Every path is absolute and derived from this file's location, so the scripts
 # work from any current directory.

@@ -36,6 +36,7 @@ bash "$INFRA_DIR/fetch.sh" "${targets[@]}"
 spawn() {
   local pidfile=$1 logfile=$2; shift 2
   rm -f "$pidfile"
+  # shellcheck disable=SC2016  # $$ and $@ belong to the inner bash
   setsid bash -c 'echo $$ > "$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$logfile" 2>&1 &
   local i
   for i in $(seq 1 50); do
@@ -74,9 +75,9 @@ start_cassandra() {
   local data="$CASSANDRA_RUN/data" logf="$CASSANDRA_RUN/cassandra.log"
   mkdir -p "$data" "$CASSANDRA_RUN/tmp"
   rotate_log "$logf"
-  local jamm
-  jamm=$(ls "$CASSANDRA_LIB"/jamm-*.jar 2>/dev/null | head -n 1)
-  [[ -n $jamm ]] || die "cassandra: jamm jar missing from $CASSANDRA_LIB"
+  local jamms=("$CASSANDRA_LIB"/jamm-*.jar)
+  local jamm=${jamms[0]}
+  [[ -f $jamm ]] || die "cassandra: jamm jar missing from $CASSANDRA_LIB"
   # JPMS opens/exports Cassandra 5.0 needs on Java 17 (conf/jvm17-server.options).
   local jpms=(
     -Djdk.attach.allowAttachSelf=true
@@ -193,4 +194,8 @@ done
 if [[ ${#failed[@]} -gt 0 ]]; then
   die "not ready: ${failed[*]} (stop what did start with: bash infra/down.sh)"
 fi
-log "all ready in $(elapsed "$t_all") s: kafka $KAFKA_HOST:$KAFKA_PORT, cassandra $CASSANDRA_HOST:$CASSANDRA_PORT (datacenter1)"
+summary=()
+want kafka && summary+=("kafka $KAFKA_HOST:$KAFKA_PORT")
+want cassandra && summary+=("cassandra $CASSANDRA_HOST:$CASSANDRA_PORT (datacenter1)")
+printf -v joined '%s, ' "${summary[@]}"
+log "ready in $(elapsed "$t_all") s: ${joined%, }"

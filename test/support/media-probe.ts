@@ -43,8 +43,9 @@ export async function probeMp4(bytes: Uint8Array): Promise<Mp4Probe> {
   file.onError = (module, message) => {
     parseError = `${module}: ${message}`;
   };
-  // mp4box keeps a reference and needs an ArrayBuffer of its own, tagged with its file offset.
-  const copy = bytes.slice().buffer;
+  // mp4box needs an ArrayBuffer holding exactly the file, tagged with its offset. Not
+  // `bytes.slice()`: on a Buffer that is a view, whose .buffer may be a shared pool.
+  const copy = new Uint8Array(bytes).buffer;
   try {
     file.appendBuffer(MP4Box.MP4BoxBuffer.fromArrayBuffer(copy, 0));
     file.flush();

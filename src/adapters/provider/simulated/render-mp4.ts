@@ -177,9 +177,55 @@ function drawBand(frame: Uint8Array, width: number, height: number, progress: nu
   }
 }
 
+/**
+ * The video's frames as planar I420. The same buffer is refilled on every
+ * step, so a consumer that keeps frames must copy them.
+ */
+export function* yuvFrames(options: { width: number; height: number; seed: string; frames: number }): Generator<Uint8Array> {
+  const { width, height, seed, frames } = options;
+  const scene = sceneFromSeed(seed);
+  const rgb = new Uint8Array(width * height * 3);
+  paintScene(scene, width, height, rgb, 3);
+  const background = rgbToI420(rgb, width, height);
+  const accent = rgbToYuv(scene.accent.r, scene.accent.g, scene.accent.b);
+  const frame = new Uint8Array(background.length);
+  for (let i = 0; i < frames; i++) {
+    frame.set(background);
+    // Centred sampling keeps the band at least partly in view in every frame, including a 1-frame video.
+    drawBand(frame, width, height, (i + 0.5) / frames, accent);
+    yield frame;
+  }
+}
+
+/**
+ * mp4v2 stamps the wall-clock time into mvhd, tkhd and mdhd, which would make
+ * every render of the same seed differ in a few bytes; zeroing them ("unknown"
+ * in ISO BMFF) makes the output a pure function of the inputs, good for ETags
+ * and caching.
+ */
+function zeroMp4Timestamps(mp4: Buffer): Buffer {
+  const walk = (start: number, end: number) => {
+    for (let off = start; off + 8 <= end; ) {
+      const size = mp4.readUInt32BE(off);
+      const type = mp4.toString("latin1", off + 4, off + 8);
+      // size 0 (to end of file) and 1 (64-bit) are never written by mp4v2 for these small boxes; stop rather than guess.
+      if (size < 8 || off + size > end) return;
+      if (type === "moov" || type === "trak" || type === "mdia") walk(off + 8, off + size);
+      if (type === "mvhd" || type === "tkhd" || type === "mdhd") {
+        const wide = mp4[off + 8] === 1;
+        mp4.fill(0, off + 12, off + 12 + (wide ? 16 : 8));
+      }
+      off += size;
+    }
+  };
+  walk(0, mp4.length);
+  return mp4;
+}
+
 export async function renderMp4(options: RenderMp4Options): Promise<Buffer> {
   const { width, height, seed } = options;
   const { fps, frames } = validate(options);
+
 
   const module = loadEncoderModule();
   let encoder: H264MP4Encoder;
@@ -201,30 +247,23 @@ export async function renderMp4(options: RenderMp4Options): Promise<Buffer> {
     encoder.frameRate = fps;
     encoder.speed = 10;
     encoder.quantizationParameter = 30;
-    // A key frame every two seconds keeps browser scrubbing working at a modest size cost.
-    encoder.groupOfPictures = Math.max(1, fps * 2);
+    // All-intra. The library flags every sample as a sync sample (it writes no
+    // stss), so with P-frames a player seeking to one would decode garbage
+    // until the next key frame; at 2 fps this costs ~3x in size (still < 1 MB
+    // for 8 s of 4K) and nothing in speed.
+    encoder.groupOfPictures = 1;
     encoder.outputFilename = outputFilename;
     encoder.initialize();
     initialized = true;
 
-    const scene = sceneFromSeed(seed);
-    const rgb = new Uint8Array(width * height * 3);
-    paintScene(scene, width, height, rgb, 3);
-    await yieldToEventLoop();
-    const background = rgbToI420(rgb, width, height);
-    const accent = rgbToYuv(scene.accent.r, scene.accent.g, scene.accent.b);
-    const frame = new Uint8Array(background.length);
-    for (let i = 0; i < frames; i++) {
-      frame.set(background);
-      // Centred sampling keeps the band at least partly in view in every frame, including a 1-frame video.
-      drawBand(frame, width, height, (i + 0.5) / frames, accent);
+    for (const frame of yuvFrames({ width, height, seed, frames })) {
       encoder.addFrameYuv(frame);
       await yieldToEventLoop();
     }
     finalized = true;
     encoder.finalize();
     // Copy out: the file's bytes live in the WASM module's memory file system.
-    const bytes = Buffer.from(encoder.FS.readFile(outputFilename));
+    const bytes = zeroMp4Timestamps(Buffer.from(encoder.FS.readFile(outputFilename)));
     failed = false;
     return bytes;
   } finally {

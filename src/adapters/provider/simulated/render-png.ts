@@ -84,8 +84,9 @@ export function sceneFromSeed(seed: string): Scene {
   const hue = next() * 6;
   // Complementary-ish second hue keeps the gradient from looking flat.
   const hue2 = (hue + 1.5 + next() * 3) % 6;
-  const from = hsl(hue, 0.55 + next() * 0.4, 0.25 + next() * 0.2);
-  const to = hsl(hue2, 0.55 + next() * 0.4, 0.55 + next() * 0.2);
+  // Dark-to-light ends guarantee contrast even when the two hues have similar luma.
+  const from = hsl(hue, 0.55 + next() * 0.4, 0.2 + next() * 0.15);
+  const to = hsl(hue2, 0.55 + next() * 0.4, 0.62 + next() * 0.18);
   let dx = next() * 2 - 1;
   const dy = next() * 2 - 1;
   if (Math.abs(dx) + Math.abs(dy) < 0.2) dx = dx < 0 ? -1 : 1;

@@ -1,0 +1,141 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { loadConfig } from "../../src/config/config.js";
+import { startService, type RunningService } from "../../src/runtime/start-service.js";
+
+export const ADMIN_TOKEN = "test-admin-token";
+
+export interface TestService {
+  readonly url: string;
+  readonly grpcUrl: string;
+  readonly running: RunningService;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the whole service (core on an h2c port, gateway on an HTTP port, both
+ * ephemeral on loopback) with test-friendly settings; `env` overrides any of them.
+ */
+export async function startTestService(env: Record<string, string> = {}): Promise<TestService> {
+  const dataDir = await mkdtemp(join(tmpdir(), "gen-service-test-"));
+  const config = loadConfig({
+    HOST: "127.0.0.1",
+    PORT: "0",
+    GRPC_PORT: "0",
+    ADMIN_TOKEN,
+    DATA_DIR: dataDir,
+    SIMULATED_LATENCY_MS: "30",
+    LOG_LEVEL: "silent",
+    ALLOW_PRIVATE_URLS: "true",
+    WEBHOOK_RETRY_SCHEDULE: "50ms,100ms,150ms",
+    WEBHOOK_TIMEOUT: "2s",
+    ...env,
+  });
+  const running = await startService(config, () => {});
+  return {
+    url: running.httpUrl,
+    grpcUrl: running.grpcUrl ?? "",
+    running,
+    async close() {
+      await running.close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface ApiResponse<T = any> {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly json: T;
+  readonly text: string;
+}
+
+export interface RequestOptions {
+  readonly key?: string;
+  readonly vendorKey?: string;
+  readonly admin?: boolean;
+  readonly body?: unknown;
+  readonly rawBody?: string;
+  readonly headers?: Record<string, string>;
+}
+
+/** One HTTP request to the gateway; parses JSON answers. */
+export async function call<T = any>(service: { url: string }, method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.key) headers.authorization = `Bearer ${options.key}`;
+  if (options.vendorKey) headers["x-vendor-api-key"] = options.vendorKey;
+  if (options.admin) headers.authorization = `Bearer ${ADMIN_TOKEN}`;
+  let body: string | undefined = options.rawBody;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const response = await fetch(service.url + path, { method, headers, body });
+  const text = await response.text();
+  let json: any;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, json, text };
+}
+
+export interface Customer {
+  readonly accountId: string;
+  readonly apiKey: string;
+  readonly keyId: string;
+}
+
+/** An account with `balance` and a key granted `models` (every model but lite by default). */
+export async function createCustomer(service: TestService, balance = "10.00", models: string[] = ["*"]): Promise<Customer> {
+  const account = await call(service, "POST", "/admin/v1/accounts", { admin: true, body: { name: "test", balance } });
+  if (account.status !== 201) throw new Error(`account creation failed: ${account.status} ${account.text}`);
+  const key = await call(service, "POST", `/admin/v1/accounts/${account.json.account_id}/keys`, { admin: true, body: { models } });
+  if (key.status !== 201) throw new Error(`key creation failed: ${key.status} ${key.text}`);
+  return { accountId: account.json.account_id, apiKey: key.json.api_key, keyId: key.json.key_id };
+}
+
+/** Polls until `predicate` holds or the deadline passes (never a fixed sleep). */
+export async function eventually<T>(
+  probe: () => Promise<T>,
+  predicate: (value: T) => boolean,
+  { timeoutMs = 15_000, intervalMs = 20, what = "condition" } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T = await probe();
+  while (!predicate(last)) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${JSON.stringify(last)}`);
+    await delay(intervalMs);
+    last = await probe();
+  }
+  return last;
+}
+
+export const TERMINAL = new Set(["done", "failed"]);
+
+/** Polls GET job until it is done or failed. */
+export async function finishedJob(service: TestService, apiKey: string, jobId: string, timeoutMs = 20_000) {
+  const response = await eventually(
+    () => call(service, "GET", `/api/v1/jobs/${jobId}`, { key: apiKey }),
+    (r) => r.status !== 200 || TERMINAL.has(r.json.status),
+    { timeoutMs, what: `job ${jobId} to finish` },
+  );
+  if (response.status !== 200) throw new Error(`GET job answered ${response.status}: ${response.text}`);
+  return response.json;
+}
+
+export async function balanceOf(service: TestService, apiKey: string) {
+  const response = await call(service, "GET", "/api/v1/balance", { key: apiKey });
+  if (response.status !== 200) throw new Error(`balance answered ${response.status}`);
+  return response.json as { balance: string; reserved: string; available: string };
+}
+
+/** Exact decimal arithmetic for assertions (picodollars), so tests never compare floats. */
+export function pico(amount: string): bigint {
+  const [whole, fraction = ""] = amount.split(".");
+  const sign = whole!.startsWith("-") ? -1n : 1n;
+  return sign * (BigInt(whole!.replace("-", "")) * 10n ** 12n + BigInt(fraction.padEnd(12, "0")));
+}
