@@ -182,7 +182,7 @@ describe("probeMp4", () => {
     const good = await renderMp4({ width: 64, height: 64, durationSeconds: 1, seed: "probe" });
     await assert.rejects(probeMp4(new Uint8Array()));
     await assert.rejects(probeMp4(renderPng({ width: 32, height: 32, seed: "png" })));
-    // mp4v2 writes the moov box last, so a cut-off file has no track table.
-    await assert.rejects(probeMp4(good.subarray(0, good.length - 100)));
+    // mp4v2 writes the moov box last, so a file cut in half has no track table.
+    await assert.rejects(probeMp4(good.subarray(0, good.length >> 1)), /moov/);
   });
 });

@@ -59,7 +59,8 @@ export async function probeMp4(bytes: Uint8Array): Promise<Mp4Probe> {
   const track = info.videoTracks[0]!;
   if (!track.video) throw new Error("video track has no visual sample entry");
   const { width, height } = track.video;
-  if (track.codec.startsWith("avc1") || track.codec.startsWith("avc3")) {
+  // avc1 must carry its SPS in the avcC box (avc3 may keep it in-band only).
+  if (track.codec.startsWith("avc1")) {
     const entry = file.getTrackById(track.id).mdia.minf.stbl.stsd.entries[0] as { avcC?: { SPS: Array<{ data: Uint8Array }> } };
     const sps = entry.avcC?.SPS[0]?.data;
     if (!sps) throw new Error("avc track without an SPS");
@@ -69,6 +70,10 @@ export async function probeMp4(bytes: Uint8Array): Promise<Mp4Probe> {
     }
   }
   if (!(track.timescale > 0)) throw new Error("video track has no timescale");
+  // With the moov first, a cut-off file still parses; its sample table then points past the end.
+  for (const sample of file.getTrackById(track.id).samples ?? []) {
+    if (sample.offset + sample.size > bytes.length) throw new Error("MP4 is truncated: sample data past the end");
+  }
   return {
     width,
     height,

@@ -73,6 +73,13 @@ function hsl(h: number, s: number, l: number): Rgb {
   return { r: to8(r), g: to8(g), b: to8(b) };
 }
 
+const luma = (c: Rgb) => (c.r * 299 + c.g * 587 + c.b * 114) / 1000;
+
+function mix(a: Rgb, b: Rgb, t: number): Rgb {
+  const at = (x: number, y: number) => Math.round(x + (y - x) * t);
+  return { r: at(a.r, b.r), g: at(a.g, b.g), b: at(a.b, b.b) };
+}
+
 export function sceneFromSeed(seed: string): Scene {
   const digest = createHash("sha256").update(seed, "utf8").digest();
   const rand = sfc32(digest.readUInt32BE(0), digest.readUInt32BE(4), digest.readUInt32BE(8), digest.readUInt32BE(12));
@@ -84,9 +91,14 @@ export function sceneFromSeed(seed: string): Scene {
   const hue = next() * 6;
   // Complementary-ish second hue keeps the gradient from looking flat.
   const hue2 = (hue + 1.5 + next() * 3) % 6;
-  // Dark-to-light ends guarantee contrast even when the two hues have similar luma.
-  const from = hsl(hue, 0.55 + next() * 0.4, 0.2 + next() * 0.15);
-  const to = hsl(hue2, 0.55 + next() * 0.4, 0.62 + next() * 0.18);
+  let from = hsl(hue, 0.55 + next() * 0.4, 0.25 + next() * 0.2);
+  let to = hsl(hue2, 0.55 + next() * 0.4, 0.55 + next() * 0.2);
+  // HSL lightness is not perceived brightness (dark yellow outshines light blue),
+  // so push the ends apart until the gradient has real contrast.
+  while (luma(to) - luma(from) < 80) {
+    from = mix(from, { r: 0, g: 0, b: 0 }, 0.15);
+    to = mix(to, { r: 255, g: 255, b: 255 }, 0.15);
+  }
   let dx = next() * 2 - 1;
   const dy = next() * 2 - 1;
   if (Math.abs(dx) + Math.abs(dy) < 0.2) dx = dx < 0 ? -1 : 1;
