@@ -18,9 +18,9 @@ export interface Ledger {
   balance(accountId: string): Promise<BalanceSnapshot | undefined>;
   reserve(accountId: string, reservationId: string, amount: Money): Promise<ReserveOutcome>;
   /** Charges `amount` and ends the hold. A no-op when the reservation is already settled or released. */
-  settle(reservationId: string, amount: Money): Promise<void>;
+  settle(accountId: string, reservationId: string, amount: Money): Promise<void>;
   /** Ends the hold without charging. A no-op when already settled or released. */
-  release(reservationId: string): Promise<void>;
+  release(accountId: string, reservationId: string): Promise<void>;
   /** Number of accounts (for the first-start hint). */
   countAccounts(): Promise<number>;
 }

@@ -15,6 +15,7 @@ import { MemoryJobStore } from "../adapters/memory/memory-job-store.js";
 import { MemoryLedger } from "../adapters/memory/memory-ledger.js";
 import { MemorySettingsStore } from "../adapters/memory/memory-settings-store.js";
 import { SimulatedProvider } from "../adapters/provider/simulated/simulated-provider.js";
+import { withSimulatedQueueTime } from "../adapters/provider/simulated/simulated-queue-time.js";
 import type { Config } from "../config/config.js";
 import type { CoreDeps, CorePorts } from "../core/core-deps.js";
 import { createAdminService } from "../core/services/admin-service.js";
@@ -53,7 +54,10 @@ export function embeddedPorts(config: Config, logError: (message: string, error:
     apiKeys: new MemoryApiKeyStore(),
     idempotency: new MemoryIdempotencyStore(),
     settings: new MemorySettingsStore(config.prices),
-    bus: new InProcessEventBus({ onHandlerError: (topic, error) => logError(`handler of ${topic} failed`, error) }),
+    bus: withSimulatedQueueTime(
+      new InProcessEventBus({ onHandlerError: (topic, error) => logError(`handler of ${topic} failed`, error) }),
+      config.simulatedLatencyMs,
+    ),
     blobs: new DiskBlobStore(`${config.dataDir}/blobs`),
     provider: new SimulatedProvider({ latencyMs: config.simulatedLatencyMs }),
     inputs: new HttpInputFetcher({ allowPrivate: config.allowPrivateUrls, timeoutMs: INPUT_FETCH_TIMEOUT_MS, maxBytes: config.maxInputBytes }),

@@ -507,7 +507,7 @@ export const InputModeSchema: GenEnum<InputMode> = /*@__PURE__*/
 export const GenerationService: GenService<{
   /**
    * Creates a job. The price (or, for text, an estimate) is reserved before
-   * the job is stored. Fails with RESOURCE_EXHAUSTED/insufficient_funds when
+   * the job is stored. Fails with FAILED_PRECONDITION/insufficient_funds when
    * the available balance cannot cover it, UNAVAILABLE/paused when the project
    * or model is paused, PERMISSION_DENIED when the key lacks the model.
    *

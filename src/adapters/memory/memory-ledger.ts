@@ -49,11 +49,11 @@ export class MemoryLedger implements Ledger {
     return "reserved";
   }
 
-  async settle(reservationId: string, amount: Money): Promise<void> {
+  async settle(_accountId: string, reservationId: string, amount: Money): Promise<void> {
     this.end(reservationId, "settled", amount);
   }
 
-  async release(reservationId: string): Promise<void> {
+  async release(_accountId: string, reservationId: string): Promise<void> {
     this.end(reservationId, "released", 0n);
   }
 

@@ -76,7 +76,7 @@ export async function acceptJob(deps: CoreDeps, caller: Caller, spec: Generation
     await deps.jobs.create(job);
     await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, jobId, { jobId });
   } catch (error) {
-    await deps.ledger.release(reservationId);
+    await deps.ledger.release(caller.accountId, reservationId);
     await cleanupBlobs();
     throw error;
   }

@@ -18,6 +18,7 @@ export class TextCall {
 
   private constructor(
     private readonly deps: CoreDeps,
+    private readonly accountId: string,
     private readonly spec: TextSpec,
     private readonly reservationId: string,
     private readonly prices: Parameters<typeof tokenCost>[1],
@@ -34,7 +35,7 @@ export class TextCall {
       });
     }
     if (outcome !== "reserved") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
-    return new TextCall(deps, spec, reservationId, prices);
+    return new TextCall(deps, caller.accountId, spec, reservationId, prices);
   }
 
   /** Records that this chunk reached the caller (its usage is cumulative). */
@@ -47,11 +48,11 @@ export class TextCall {
     if (this.ended) return 0n;
     this.ended = true;
     if (!this.delivered) {
-      await this.deps.ledger.release(this.reservationId);
+      await this.deps.ledger.release(this.accountId, this.reservationId);
       return 0n;
     }
     const cost = tokenCost(this.spec.model.id, this.prices, this.delivered);
-    await this.deps.ledger.settle(this.reservationId, cost);
+    await this.deps.ledger.settle(this.accountId, this.reservationId, cost);
     return cost;
   }
 }

@@ -88,8 +88,8 @@ export function createGenerationWorker(deps: CoreDeps) {
 
   async function finish(next: Job, expected: Job["status"]): Promise<void> {
     if (!(await deps.jobs.transition(next, expected))) return;
-    if (next.status === "done") await deps.ledger.settle(next.reservationId, next.charged);
-    else await deps.ledger.release(next.reservationId);
+    if (next.status === "done") await deps.ledger.settle(next.accountId, next.reservationId, next.charged);
+    else await deps.ledger.release(next.accountId, next.reservationId);
     await deps.bus.publish<JobFinished>(TOPICS.jobFinished, next.id, { jobId: next.id });
   }
 

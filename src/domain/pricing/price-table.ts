@@ -65,9 +65,12 @@ function parseKeyed(field: string, values: Record<string, string> | undefined, a
 export function parseModelPrices(model: ModelSpec, text: ModelPricesText, previous?: ModelPrices): ModelPrices {
   const perMillion = (field: string, value: string | undefined, keep: Money | undefined) =>
     value === undefined || value === "" ? keep : parsePrice(field, value, MAX_PER_MILLION_DECIMALS);
+  // Keyed prices merge: changing the 1K price keeps the 2K and 4K ones.
+  const merge = (next?: Record<string, Money>, before?: Readonly<Record<string, Money>>) =>
+    next || before ? { ...before, ...next } : undefined;
   return {
-    perImage: parseKeyed("per_image", text.per_image, model.resolutions) ?? previous?.perImage,
-    perSecond: parseKeyed("per_second", text.per_second, model.resolutions) ?? previous?.perSecond,
+    perImage: merge(parseKeyed("per_image", text.per_image, model.resolutions), previous?.perImage),
+    perSecond: merge(parseKeyed("per_second", text.per_second, model.resolutions), previous?.perSecond),
     inputPerMillion: perMillion("input_per_million_tokens", text.input_per_million_tokens, previous?.inputPerMillion),
     outputPerMillion: perMillion("output_per_million_tokens", text.output_per_million_tokens, previous?.outputPerMillion),
     videoOutputPerMillion: perMillion(
