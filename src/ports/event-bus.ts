@@ -3,6 +3,8 @@ export const TOPICS = {
   generationRequested: "generation.requested",
   jobFinished: "job.finished",
   webhookDelivery: "webhook.delivery",
+  /** Webhook deliveries that exhausted their retries; kept for operators. */
+  webhookDeadLetter: "webhook.dead-letter",
 } as const;
 
 export type Topic = (typeof TOPICS)[keyof typeof TOPICS];

@@ -1,9 +1,26 @@
 import type { Job, JobStatus } from "../domain/jobs/job.js";
 
-/** Jobs by id. Every state change is a compare-and-set on the status. */
+/** What a compare-and-set expects to find. */
+export interface JobExpectation {
+  readonly status: JobStatus;
+  /** When given, the stored lease owner must match too (a takeover must not race another takeover). */
+  readonly leaseOwner?: string;
+}
+
+/**
+ * Jobs by id. Every change is a compare-and-set, so a duplicated or replayed
+ * event can never move a job twice. Jobs stay "unfinished" from creation until
+ * their money and completion event are done (markFinalized), which is what
+ * the reaper scans after a crash.
+ */
 export interface JobStore {
   create(job: Job): Promise<void>;
   get(jobId: string): Promise<Job | undefined>;
-  /** Stores `next` only if the stored job is still `expected`; false when someone else moved it. */
-  transition(next: Job, expected: JobStatus): Promise<boolean>;
+  /** Stores `next` only if the stored job matches `expected`; false when someone else moved it. */
+  transition(next: Job, expected: JobExpectation): Promise<boolean>;
+  /** Extends the lease of a processing job held by `owner`; false when the job is no longer theirs. */
+  renewLease(jobId: string, owner: string, expiresAt: Date): Promise<boolean>;
+  /** Jobs created and not yet finalized (queued, processing, or finished but not settled and announced). */
+  listUnfinished(limit: number): Promise<Job[]>;
+  markFinalized(jobId: string): Promise<void>;
 }

@@ -1,22 +1,40 @@
-import type { Job, JobStatus } from "../../domain/jobs/job.js";
-import type { JobStore } from "../../ports/job-store.js";
+import type { Job } from "../../domain/jobs/job.js";
+import type { JobExpectation, JobStore } from "../../ports/job-store.js";
 
 export class MemoryJobStore implements JobStore {
   private readonly jobs = new Map<string, Job>();
+  private readonly unfinished = new Set<string>();
 
   async create(job: Job): Promise<void> {
     if (this.jobs.has(job.id)) throw new Error(`job ${job.id} exists`);
     this.jobs.set(job.id, job);
+    this.unfinished.add(job.id);
   }
 
   async get(jobId: string): Promise<Job | undefined> {
     return this.jobs.get(jobId);
   }
 
-  async transition(next: Job, expected: JobStatus): Promise<boolean> {
+  async transition(next: Job, expected: JobExpectation): Promise<boolean> {
     const current = this.jobs.get(next.id);
-    if (!current || current.status !== expected) return false;
+    if (!current || current.status !== expected.status) return false;
+    if (expected.leaseOwner !== undefined && current.leaseOwner !== expected.leaseOwner) return false;
     this.jobs.set(next.id, next);
     return true;
+  }
+
+  async renewLease(jobId: string, owner: string, expiresAt: Date): Promise<boolean> {
+    const current = this.jobs.get(jobId);
+    if (!current || current.status !== "processing" || current.leaseOwner !== owner) return false;
+    this.jobs.set(jobId, { ...current, leaseExpiresAt: expiresAt });
+    return true;
+  }
+
+  async listUnfinished(limit: number): Promise<Job[]> {
+    return [...this.unfinished].slice(0, limit).map((id) => this.jobs.get(id)!);
+  }
+
+  async markFinalized(jobId: string): Promise<void> {
+    this.unfinished.delete(jobId);
   }
 }

@@ -1,5 +1,5 @@
 import { findModel } from "../../domain/catalog/models.js";
-import { completeJob, failJob, startJob } from "../../domain/jobs/job-state-machine.js";
+import { completeJob, failJob, leaseExpired, startJob, takeOverJob } from "../../domain/jobs/job-state-machine.js";
 import type { Job, JobResult } from "../../domain/jobs/job.js";
 import { imagePrice, tokenCost, videoPrice } from "../../domain/pricing/quotes.js";
 import { TOPICS } from "../../ports/event-bus.js";
@@ -11,35 +11,43 @@ export interface JobFinished {
   readonly jobId: string;
 }
 
+export interface WorkerOptions {
+  /** Identifies this worker in job leases. */
+  readonly workerId: string;
+  /** How long a lease lasts without a heartbeat; a dead worker's jobs are taken over after it. */
+  readonly leaseMs: number;
+  /** Jobs generated at once by this worker. */
+  readonly concurrency: number;
+  /** How often the reaper looks for abandoned work. */
+  readonly reaperIntervalMs: number;
+  /** A queued job older than this is announced again (its first event may have been lost). */
+  readonly requeueAfterMs: number;
+}
+
 export const MISSING_INPUT_IMAGES = "missing_input_images";
 
 const EXTENSIONS: Record<string, string> = { "image/png": "png", "video/mp4": "mp4", "image/jpeg": "jpg" };
 
 class JobTimeoutError extends Error {}
-
-/** Runs `work` under the job's total budget (spec: `timeout` bounds the job's execution). */
-async function withinBudget<T>(seconds: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
-  const expiry = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      controller.abort(new JobTimeoutError());
-      reject(new JobTimeoutError(`the job did not finish within its ${seconds}-second timeout`));
-    }, seconds * 1000);
-  });
-  try {
-    return await Promise.race([work(controller.signal), expiry]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+class LeaseLostError extends Error {}
 
 /**
- * Consumes generation.requested: queued → processing → done | failed, then
- * settles or releases the reservation and announces job.finished. Every step
- * is a compare-and-set on the job's status, so a duplicated event does nothing.
+ * Generation: claims queued jobs (queued → processing, with a lease kept alive
+ * by heartbeats), generates, then done | failed, settles or releases the
+ * reservation and announces job.finished. Every step is a compare-and-set or
+ * idempotent, so duplicated events, a crash at any point and a takeover by
+ * another worker all end with the job finished once and charged once.
  */
-export function createGenerationWorker(deps: CoreDeps) {
+export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
+  /** Jobs this worker is generating, with the switch that abandons one (lease lost, or handed back at stop). */
+  const running = new Map<string, { done: Promise<void>; abandon: AbortController }>();
+  const waiters: (() => void)[] = [];
+  let stopping = false;
+  let reaperTimer: NodeJS.Timeout | undefined;
+  let reaping: Promise<void> | undefined;
+
+  const leaseUntil = () => new Date(deps.clock.now().getTime() + options.leaseMs);
+
   async function loadInputs(job: Job, signal: AbortSignal): Promise<InputImage[]> {
     const images: InputImage[] = [];
     for (const url of job.input.inputImageUrls) {
@@ -86,20 +94,49 @@ export function createGenerationWorker(deps: CoreDeps) {
     }
   }
 
-  async function finish(next: Job, expected: Job["status"]): Promise<void> {
-    if (!(await deps.jobs.transition(next, expected))) return;
-    if (next.status === "done") await deps.ledger.settle(next.accountId, next.reservationId, next.charged);
-    else await deps.ledger.release(next.accountId, next.reservationId);
-    await deps.bus.publish<JobFinished>(TOPICS.jobFinished, next.id, { jobId: next.id });
+  /** Money and announcement of a finished job; idempotent, so the reaper may repeat it after a crash. */
+  async function finalize(job: Job): Promise<void> {
+    if (job.status === "done") await deps.ledger.settle(job.accountId, job.reservationId, job.charged);
+    else await deps.ledger.release(job.accountId, job.reservationId);
+    await deps.bus.publish<JobFinished>(TOPICS.jobFinished, job.id, { jobId: job.id });
+    await deps.jobs.markFinalized(job.id);
   }
 
-  async function handle(event: GenerationRequested): Promise<void> {
-    const job = await deps.jobs.get(event.jobId);
-    if (!job || job.status !== "queued") return;
-    const started = startJob(job, deps.clock.now());
-    if (!(await deps.jobs.transition(started, "queued"))) return;
+  /** Runs the job's total budget from its start, so a takeover gets only what is left. */
+  async function withinBudget<T>(job: Job, work: (signal: AbortSignal) => Promise<T>, lease: AbortSignal): Promise<T> {
+    const elapsed = deps.clock.now().getTime() - (job.startedAt ?? job.createdAt).getTime();
+    const remainingMs = Math.max(0, job.timeoutSeconds * 1000 - elapsed);
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const stop = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        controller.abort(new JobTimeoutError());
+        reject(new JobTimeoutError(`the job did not finish within its ${job.timeoutSeconds}-second timeout`));
+      }, remainingMs);
+      lease.addEventListener("abort", () => {
+        controller.abort(new LeaseLostError());
+        reject(new LeaseLostError("the job's lease was taken over"));
+      });
+    });
     try {
-      const output = await withinBudget(job.timeoutSeconds, (signal) => generate(started, signal));
+      return await Promise.race([work(controller.signal), stop]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Generates a job this worker holds, keeping its lease alive, and finishes it. */
+  async function run(job: Job, leaseLost: AbortController): Promise<void> {
+    const owner = options.workerId;
+    const heartbeat = setInterval(() => {
+      deps.jobs.renewLease(job.id, owner, leaseUntil()).then(
+        (kept) => kept || leaseLost.abort(),
+        () => {}, // a failed renewal is retried on the next beat; the lease still has time
+      );
+    }, Math.max(50, Math.floor(options.leaseMs / 3)));
+    let next: Job;
+    try {
+      const output = await withinBudget(job, (signal) => generate(job, signal), leaseLost.signal);
       let result: JobResult = { text: output.text };
       if (output.media) {
         const blobKey = `outputs/${job.id}/output.${EXTENSIONS[output.media.mimeType] ?? "bin"}`;
@@ -107,17 +144,90 @@ export function createGenerationWorker(deps: CoreDeps) {
         result = { ...result, blobKey, mimeType: output.media.mimeType };
       }
       const usage = job.kind === "text" || job.kind === "multimodal_realtime" ? output.usage : undefined;
-      await finish(completeJob(started, deps.clock.now(), result, chargeFor(job, output), usage), "processing");
+      next = completeJob(job, deps.clock.now(), result, chargeFor(job, output), usage);
     } catch (error) {
+      if (error instanceof LeaseLostError) return; // someone else finishes it
       const [code, message] =
         error instanceof ProviderError
           ? [error.code, error.message]
           : error instanceof JobTimeoutError
             ? ["timeout", error.message]
             : ["generation_failed", `generation failed: ${(error as Error).message}`];
-      await finish(failJob(started, deps.clock.now(), code, message), "processing");
+      next = failJob(job, deps.clock.now(), code, message);
+    } finally {
+      clearInterval(heartbeat);
+    }
+    if (await deps.jobs.transition(next, { status: "processing", leaseOwner: owner })) await finalize(next);
+  }
+
+  async function slot(): Promise<void> {
+    while (running.size >= options.concurrency) await new Promise<void>((resolve) => waiters.push(resolve));
+  }
+
+  function track(job: Job): void {
+    const abandon = new AbortController();
+    const done = run(job, abandon).finally(() => {
+      running.delete(job.id);
+      waiters.shift()?.();
+    });
+    running.set(job.id, { done, abandon });
+    void done.catch(() => {}); // failures leave the job to the reaper
+  }
+
+  /** generation.requested: claim the job, then generate in the background (bounded by `concurrency`). */
+  async function handle(event: GenerationRequested): Promise<void> {
+    if (stopping) throw new Error("worker is stopping");
+    await slot();
+    const job = await deps.jobs.get(event.jobId);
+    if (!job || job.status !== "queued") return;
+    const claimed = startJob(job, deps.clock.now(), { owner: options.workerId, expiresAt: leaseUntil() });
+    if (!(await deps.jobs.transition(claimed, { status: "queued" }))) return;
+    track(claimed);
+  }
+
+  /** One pass over unfinished jobs: finish what a crash interrupted. */
+  async function reap(): Promise<void> {
+    const now = deps.clock.now();
+    for (const job of await deps.jobs.listUnfinished(500)) {
+      if (stopping) return;
+      if (running.has(job.id)) continue;
+      if (job.status === "done" || job.status === "failed") {
+        await finalize(job);
+      } else if (leaseExpired(job, now) && running.size < options.concurrency) {
+        const taken = takeOverJob(job, { owner: options.workerId, expiresAt: leaseUntil() });
+        if (await deps.jobs.transition(taken, { status: "processing", leaseOwner: job.leaseOwner })) track(taken);
+      } else if (job.status === "queued" && now.getTime() - job.createdAt.getTime() > options.requeueAfterMs) {
+        await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, job.id, { jobId: job.id });
+      }
     }
   }
 
-  return { handle };
+  return {
+    handle,
+    reap,
+    startReaper(onError: (error: unknown) => void) {
+      reaperTimer = setInterval(() => {
+        if (reaping) return;
+        reaping = reap().catch(onError).finally(() => (reaping = undefined));
+      }, options.reaperIntervalMs);
+    },
+    /**
+     * Graceful stop: take no more jobs, give in-flight ones `graceMs` to finish,
+     * then hand the rest back by letting their leases lapse at once.
+     */
+    async stop(graceMs: number): Promise<void> {
+      stopping = true;
+      clearInterval(reaperTimer);
+      await reaping;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled([...running.values()].map((r) => r.done)),
+        new Promise((resolve) => (timer = setTimeout(resolve, graceMs))),
+      ]);
+      clearTimeout(timer);
+      const now = deps.clock.now();
+      for (const { abandon } of running.values()) abandon.abort();
+      await Promise.allSettled([...running.keys()].map((id) => deps.jobs.renewLease(id, options.workerId, now)));
+    },
+  };
 }

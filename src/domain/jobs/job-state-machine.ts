@@ -29,17 +29,34 @@ function guard(job: Job, to: JobStatus): void {
   if (!canTransition(job.status, to)) throw new IllegalTransitionError(job.status, to);
 }
 
-export function startJob(job: Job, now: Date): Job {
+export interface Lease {
+  readonly owner: string;
+  readonly expiresAt: Date;
+}
+
+export function startJob(job: Job, now: Date, lease?: Lease): Job {
   guard(job, "processing");
-  return { ...job, status: "processing", startedAt: now };
+  return { ...job, status: "processing", startedAt: now, leaseOwner: lease?.owner, leaseExpiresAt: lease?.expiresAt };
+}
+
+/** Another worker takes over a job whose lease ran out; the job stays processing. */
+export function takeOverJob(job: Job, lease: Lease): Job {
+  if (job.status !== "processing") throw new IllegalTransitionError(job.status, "processing");
+  return { ...job, leaseOwner: lease.owner, leaseExpiresAt: lease.expiresAt };
+}
+
+export function leaseExpired(job: Job, now: Date): boolean {
+  return job.status === "processing" && (job.leaseExpiresAt === undefined || job.leaseExpiresAt < now);
 }
 
 export function completeJob(job: Job, now: Date, result: JobResult, charged: Money, usage?: JobUsage): Job {
   guard(job, "done");
-  return { ...job, status: "done", finishedAt: now, result, charged, usage };
+  return { ...job, status: "done", finishedAt: now, result, charged, usage, leaseOwner: undefined, leaseExpiresAt: undefined };
 }
 
 export function failJob(job: Job, now: Date, error: string, errorMessage: string): Job {
   guard(job, "failed");
-  return { ...job, status: "failed", finishedAt: now, error, errorMessage, charged: 0n };
+  return {
+    ...job, status: "failed", finishedAt: now, error, errorMessage, charged: 0n, leaseOwner: undefined, leaseExpiresAt: undefined,
+  };
 }

@@ -51,4 +51,7 @@ export interface Job {
   readonly usage?: JobUsage;
   readonly callbackUrl?: string;
   readonly metadata?: JsonObject;
+  /** The worker that holds the job while processing, and until when (renewed by heartbeats). */
+  readonly leaseOwner?: string;
+  readonly leaseExpiresAt?: Date;
 }

@@ -1,0 +1,50 @@
+import { mkdtemp } from "node:fs/promises";
+import os from "node:os";
+import { join } from "node:path";
+import { Session } from "node:inspector/promises";
+import { writeFileSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { loadConfig } from "../src/config/config.js";
+import type { CoreClients } from "../src/runtime/core-clients.js";
+import { createCore, embeddedPorts } from "../src/runtime/embedded-core.js";
+import { startService } from "../src/runtime/start-service.js";
+import { buildGateway } from "../src/transport/http/gateway.js";
+import { Worker } from "node:worker_threads";
+const cfg = (d: string) => loadConfig({ HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", ADMIN_TOKEN: "a", DATA_DIR: d, SIMULATED_LATENCY_MS: "0", LOG_LEVEL: "silent" });
+const config = cfg(await mkdtemp(join(os.tmpdir(), "probe-")));
+let clients: CoreClients | undefined;
+const app = await buildGateway({ get generation() { return clients!.generation; }, get text() { return clients!.text; }, get admin() { return clients!.admin; }, get files() { return clients!.files; } }, { logLevel: "silent" });
+await app.listen({ host: "127.0.0.1", port: 0 });
+const port = (app.server.address() as AddressInfo).port;
+const core = createCore(config, embeddedPorts(config, () => {}), `http://127.0.0.1:${port}`);
+clients = core.clients;
+const svc = await startService(cfg(await mkdtemp(join(os.tmpdir(), "probe-"))), () => {});
+const adm = { authorization: "Bearer a", "content-type": "application/json" };
+async function key(base: string) {
+  const a: any = await (await fetch(`${base}/admin/v1/accounts`, { method: "POST", headers: adm, body: JSON.stringify({ name: "p", balance: "1000000" }) })).json();
+  const k: any = await (await fetch(`${base}/admin/v1/accounts/${a.account_id}/keys`, { method: "POST", headers: adm, body: JSON.stringify({ models: ["*"] }) })).json();
+  return k.api_key as string;
+}
+const k1 = await key(`http://127.0.0.1:${port}`);
+const k2 = await key(svc.httpUrl);
+const job: any = await (await fetch(`${svc.httpUrl}/api/v1/generations`, { method: "POST", headers: { authorization: `Bearer ${k2}`, "content-type": "application/json" }, body: JSON.stringify({ model: "aimodel-2.5-flash-image", prompt: "x" }) })).json();
+await new Promise((r) => setTimeout(r, 500));
+const tsx = import.meta.resolve("tsx/esm/api");
+const target = new URL("./load-generator.ts", import.meta.url).href;
+const worker = new Worker(`import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(target)}); });`, { eval: true });
+const session = new Session(); session.connect();
+await session.post("Profiler.enable");
+async function prof(name: string, scenario: any) {
+  let started = false;
+  const done = new Promise<any>((res) => worker.on("message", (m: any) => { if (m.type === "measuring") { started = true; void session.post("Profiler.start"); } else res(m); }));
+  worker.postMessage({ scenario, connections: 32, warmupMs: 1000, durationMs: 4000, maxRequests: 1e7 });
+  const m = await done; worker.removeAllListeners("message");
+  const { profile } = await session.post("Profiler.stop");
+  writeFileSync(`/tmp/prof-${name}.cpuprofile`, JSON.stringify(profile));
+  console.log(name, started, m.requests / 4, "req/s", m.errors);
+}
+await prof("post", { kind: "http", host: "127.0.0.1", port, method: "POST", path: "/api/v1/generations", headers: { authorization: `Bearer ${k1}`, "content-type": "application/json" }, body: JSON.stringify({ model: "aimodel-2.5-flash-image", prompt: "a lighthouse at dusk, oil painting" }), expectStatus: 202 });
+const sport = Number(new URL(svc.httpUrl).port);
+await prof("get", { kind: "http", host: "127.0.0.1", port: sport, method: "GET", path: `/api/v1/jobs/${job.job_id}`, headers: { authorization: `Bearer ${k2}` }, expectStatus: 200 });
+await prof("grpc", { kind: "grpc", baseUrl: svc.grpcUrl, apiKey: k2, jobId: job.job_id });
+process.exit(0);
