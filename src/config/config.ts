@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -29,7 +30,50 @@ export interface Config {
   readonly coreUrl: string | undefined;
   readonly logLevel: string;
   readonly retryAfterSeconds: number;
+  /** Which parts this process runs. */
+  readonly roles: ReadonlySet<Role>;
+  readonly cassandra: CassandraConfig | undefined;
+  readonly kafka: KafkaConfig | undefined;
+  readonly worker: WorkerConfig;
+  /** How long SIGTERM waits for in-flight work before handing it back. */
+  readonly shutdownGraceMs: number;
 }
+
+export type Role = "api" | "worker" | "webhooks";
+export const ROLES: readonly Role[] = ["api", "worker", "webhooks"];
+
+export interface CassandraConfig {
+  readonly contactPoints: readonly string[];
+  readonly keyspace: string;
+  readonly localDataCenter: string;
+  /** CQL replication map used when the keyspace is created. */
+  readonly replication: string;
+}
+
+export interface KafkaConfig {
+  readonly brokers: readonly string[];
+  readonly topicPrefix: string;
+  readonly partitions: number;
+}
+
+export interface WorkerConfig {
+  readonly workerId: string;
+  readonly leaseMs: number;
+  readonly concurrency: number;
+  readonly reaperIntervalMs: number;
+  readonly requeueAfterMs: number;
+}
+
+function roles(raw: string | undefined): Set<Role> {
+  if (!raw || raw === "all") return new Set(ROLES);
+  const list = raw.split(",").map((r) => r.trim());
+  for (const role of list) {
+    if (!ROLES.includes(role as Role)) throw new Error(`ROLE must be all or a list of ${ROLES.join(", ")} (got "${raw}")`);
+  }
+  return new Set(list as Role[]);
+}
+
+const list = (raw: string | undefined) => (raw ?? "").split(",").map((s) => s.trim()).filter(Boolean);
 
 const DURATION = /^(\d+)(ms|s|m|h)$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -76,6 +120,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const pricesFile = env.PRICES_FILE || DEFAULT_PRICES;
   const prices = parsePriceTable(JSON.parse(readFileSync(pricesFile, "utf8")) as Record<string, ModelPricesText>);
   const adminToken = env.ADMIN_TOKEN || `adm_${randomBytes(18).toString("base64url")}`;
+  const cassandraPoints = list(env.CASSANDRA_CONTACT_POINTS);
+  const kafkaBrokers = list(env.KAFKA_BROKERS);
+  const processRoles = roles(env.ROLE);
+  if (processRoles.size < ROLES.length && (cassandraPoints.length === 0 || kafkaBrokers.length === 0)) {
+    throw new Error("running a single ROLE needs shared state: set CASSANDRA_CONTACT_POINTS and KAFKA_BROKERS");
+  }
   return Object.freeze({
     host: env.HOST || "127.0.0.1",
     port: integer(env, "PORT", 8080),
@@ -97,5 +147,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     coreUrl: env.CORE_URL || undefined,
     logLevel: env.LOG_LEVEL || "info",
     retryAfterSeconds: integer(env, "RETRY_AFTER_SECONDS", 30, 1),
+    roles: processRoles,
+    cassandra: cassandraPoints.length
+      ? {
+          contactPoints: cassandraPoints,
+          keyspace: env.CASSANDRA_KEYSPACE || "generation",
+          localDataCenter: env.CASSANDRA_LOCAL_DC || "datacenter1",
+          replication: env.CASSANDRA_REPLICATION || "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+        }
+      : undefined,
+    kafka: kafkaBrokers.length
+      ? { brokers: kafkaBrokers, topicPrefix: env.KAFKA_TOPIC_PREFIX ?? "", partitions: integer(env, "KAFKA_PARTITIONS", 6, 1) }
+      : undefined,
+    worker: {
+      workerId: env.WORKER_ID || `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
+      leaseMs: parseDuration(env.JOB_LEASE || "30s"),
+      concurrency: integer(env, "WORKER_CONCURRENCY", 8, 1),
+      reaperIntervalMs: parseDuration(env.REAPER_INTERVAL || "5s"),
+      requeueAfterMs: parseDuration(env.REQUEUE_AFTER || "60s"),
+    },
+    shutdownGraceMs: parseDuration(env.SHUTDOWN_GRACE || "20s"),
   });
 }

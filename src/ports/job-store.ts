@@ -7,6 +7,15 @@ export interface JobExpectation {
   readonly leaseOwner?: string;
 }
 
+/** A job id from the moment its money may be held until the job is finalized. */
+export interface UnfinishedJob {
+  readonly jobId: string;
+  readonly accountId: string;
+  readonly since: Date;
+  /** Undefined when acceptance stopped (crashed) before the job was stored. */
+  readonly job?: Job;
+}
+
 /**
  * Jobs by id. Every change is a compare-and-set, so a duplicated or replayed
  * event can never move a job twice. Jobs stay "unfinished" from creation until
@@ -14,13 +23,18 @@ export interface JobExpectation {
  * the reaper scans after a crash.
  */
 export interface JobStore {
+  /**
+   * Lists a job id as unfinished before its price is reserved, so that a crash
+   * between reservation and creation leaves a trace the reaper can release.
+   */
+  registerIntent(jobId: string, accountId: string, since: Date): Promise<void>;
   create(job: Job): Promise<void>;
   get(jobId: string): Promise<Job | undefined>;
   /** Stores `next` only if the stored job matches `expected`; false when someone else moved it. */
   transition(next: Job, expected: JobExpectation): Promise<boolean>;
   /** Extends the lease of a processing job held by `owner`; false when the job is no longer theirs. */
   renewLease(jobId: string, owner: string, expiresAt: Date): Promise<boolean>;
-  /** Jobs created and not yet finalized (queued, processing, or finished but not settled and announced). */
-  listUnfinished(limit: number): Promise<Job[]>;
+  /** Ids registered and not yet finalized: being accepted, queued, processing, or finished but not settled and announced. */
+  listUnfinished(limit: number): Promise<UnfinishedJob[]>;
   markFinalized(jobId: string): Promise<void>;
 }

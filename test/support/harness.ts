@@ -7,6 +7,28 @@ import { startService, type RunningService } from "../../src/runtime/start-servi
 
 export const ADMIN_TOKEN = "test-admin-token";
 
+/**
+ * The backend every behavioural test runs against: "embedded" (memory stores,
+ * in-process bus) or "real" (Cassandra + Kafka from infra/, at the addresses in
+ * CASSANDRA_CONTACT_POINTS / KAFKA_BROKERS). `npm test` runs the suite once per backend.
+ */
+export const BACKEND = process.env.TEST_BACKEND === "real" ? "real" : "embedded";
+
+let instances = 0;
+
+/** Settings that point a service at the real servers, isolated from every other service by a fresh keyspace and topic prefix. */
+export function realBackendEnv(): Record<string, string> {
+  const unique = `t${process.pid}_${Date.now().toString(36)}_${instances++}`;
+  return {
+    CASSANDRA_CONTACT_POINTS: process.env.CASSANDRA_CONTACT_POINTS || "127.0.0.1:9042",
+    CASSANDRA_KEYSPACE: `gen_${unique}`.toLowerCase(),
+    CASSANDRA_LOCAL_DC: "datacenter1",
+    KAFKA_BROKERS: process.env.KAFKA_BROKERS || "127.0.0.1:9092",
+    KAFKA_TOPIC_PREFIX: `${unique}.`,
+    KAFKA_PARTITIONS: "3",
+  };
+}
+
 export interface TestService {
   readonly url: string;
   readonly grpcUrl: string;
@@ -31,6 +53,10 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     ALLOW_PRIVATE_URLS: "true",
     WEBHOOK_RETRY_SCHEDULE: "50ms,100ms,150ms",
     WEBHOOK_TIMEOUT: "2s",
+    // Tests close services with slow jobs still running; those need not be waited for.
+    SHUTDOWN_GRACE: "200ms",
+    REAPER_INTERVAL: "500ms",
+    ...(BACKEND === "real" ? realBackendEnv() : {}),
     ...env,
   });
   const running = await startService(config, () => {});

@@ -1,14 +1,17 @@
 import type { Job } from "../../domain/jobs/job.js";
-import type { JobExpectation, JobStore } from "../../ports/job-store.js";
+import type { JobExpectation, JobStore, UnfinishedJob } from "../../ports/job-store.js";
 
 export class MemoryJobStore implements JobStore {
   private readonly jobs = new Map<string, Job>();
-  private readonly unfinished = new Set<string>();
+  private readonly unfinished = new Map<string, { accountId: string; since: Date }>();
+
+  async registerIntent(jobId: string, accountId: string, since: Date): Promise<void> {
+    this.unfinished.set(jobId, { accountId, since });
+  }
 
   async create(job: Job): Promise<void> {
     if (this.jobs.has(job.id)) throw new Error(`job ${job.id} exists`);
     this.jobs.set(job.id, job);
-    this.unfinished.add(job.id);
   }
 
   async get(jobId: string): Promise<Job | undefined> {
@@ -30,8 +33,8 @@ export class MemoryJobStore implements JobStore {
     return true;
   }
 
-  async listUnfinished(limit: number): Promise<Job[]> {
-    return [...this.unfinished].slice(0, limit).map((id) => this.jobs.get(id)!);
+  async listUnfinished(limit: number): Promise<UnfinishedJob[]> {
+    return [...this.unfinished].slice(0, limit).map(([jobId, entry]) => ({ jobId, ...entry, job: this.jobs.get(jobId) }));
   }
 
   async markFinalized(jobId: string): Promise<void> {

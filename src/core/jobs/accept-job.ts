@@ -7,6 +7,9 @@ import { TOPICS } from "../../ports/event-bus.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 
+/** A job's hold in the ledger; the reaper derives it from the job id alone. */
+export const reservationIdOf = (jobId: string) => `job:${jobId}`;
+
 export interface GenerationRequested {
   readonly jobId: string;
 }
@@ -35,13 +38,18 @@ export async function acceptJob(deps: CoreDeps, caller: Caller, spec: Generation
   const prices = (await deps.settings.prices()).get(spec.model.id);
   const price = quoteGeneration(spec, prices);
   const jobId = randomUUID();
+  const createdAt = deps.clock.now();
   const inputBlobKeys = await ingestInlineImages(deps, jobId, spec);
-  const reservationId = `job:${jobId}`;
-  const cleanupBlobs = () => Promise.allSettled(inputBlobKeys.map((key) => deps.blobs.delete(key)));
+  const reservationId = reservationIdOf(jobId);
+  const undo = async () => {
+    await Promise.allSettled(inputBlobKeys.map((key) => deps.blobs.delete(key)));
+    await deps.jobs.markFinalized(jobId);
+  };
 
+  await deps.jobs.registerIntent(jobId, caller.accountId, createdAt);
   const outcome = await deps.ledger.reserve(caller.accountId, reservationId, price);
   if (outcome !== "reserved") {
-    await cleanupBlobs();
+    await undo();
     if (outcome === "unknown_account") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
     throw new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
       required: price.toString(),
@@ -64,7 +72,7 @@ export async function acceptJob(deps: CoreDeps, caller: Caller, spec: Generation
       maxOutputTokens: spec.model.maxOutputTokens,
       prices,
     },
-    createdAt: deps.clock.now(),
+    createdAt,
     timeoutSeconds: spec.timeoutSeconds,
     reservationId,
     reserved: price,
@@ -76,8 +84,11 @@ export async function acceptJob(deps: CoreDeps, caller: Caller, spec: Generation
     await deps.jobs.create(job);
     await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, jobId, { jobId });
   } catch (error) {
-    await deps.ledger.release(caller.accountId, reservationId);
-    await cleanupBlobs();
+    // Stored but not announced: the reaper announces a queued job again, so only an unstored one is undone here.
+    if (!(await deps.jobs.get(jobId))) {
+      await deps.ledger.release(caller.accountId, reservationId);
+      await undo();
+    }
     throw error;
   }
   return job;

@@ -5,7 +5,7 @@ import { imagePrice, tokenCost, videoPrice } from "../../domain/pricing/quotes.j
 import { TOPICS } from "../../ports/event-bus.js";
 import { ProviderError, type GenerationOutput, type InputImage } from "../../ports/provider.js";
 import type { CoreDeps } from "../core-deps.js";
-import type { GenerationRequested } from "../jobs/accept-job.js";
+import { reservationIdOf, type GenerationRequested } from "../jobs/accept-job.js";
 
 export interface JobFinished {
   readonly jobId: string;
@@ -20,7 +20,10 @@ export interface WorkerOptions {
   readonly concurrency: number;
   /** How often the reaper looks for abandoned work. */
   readonly reaperIntervalMs: number;
-  /** A queued job older than this is announced again (its first event may have been lost). */
+  /**
+   * A queued job older than this is announced again (its first event may have
+   * been lost), and an acceptance that left no job after this long is undone.
+   */
   readonly requeueAfterMs: number;
 }
 
@@ -188,15 +191,22 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
   /** One pass over unfinished jobs: finish what a crash interrupted. */
   async function reap(): Promise<void> {
     const now = deps.clock.now();
-    for (const job of await deps.jobs.listUnfinished(500)) {
+    for (const { jobId, accountId, since, job } of await deps.jobs.listUnfinished(500)) {
       if (stopping) return;
-      if (running.has(job.id)) continue;
-      if (job.status === "done" || job.status === "failed") {
+      if (running.has(jobId)) continue;
+      const age = now.getTime() - since.getTime();
+      if (!job) {
+        // Acceptance died between reserving and storing the job: give the money back.
+        if (age > options.requeueAfterMs) {
+          await deps.ledger.release(accountId, reservationIdOf(jobId));
+          await deps.jobs.markFinalized(jobId);
+        }
+      } else if (job.status === "done" || job.status === "failed") {
         await finalize(job);
       } else if (leaseExpired(job, now) && running.size < options.concurrency) {
         const taken = takeOverJob(job, { owner: options.workerId, expiresAt: leaseUntil() });
         if (await deps.jobs.transition(taken, { status: "processing", leaseOwner: job.leaseOwner })) track(taken);
-      } else if (job.status === "queued" && now.getTime() - job.createdAt.getTime() > options.requeueAfterMs) {
+      } else if (job.status === "queued" && age > options.requeueAfterMs) {
         await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, job.id, { jobId: job.id });
       }
     }

@@ -6,7 +6,7 @@ import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
 import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
 import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
-import type { Core } from "../../runtime/embedded-core.js";
+import type { Core } from "../../runtime/core.js";
 
 /** Logs handler crashes through our logger instead of Connect's console.error. */
 function logUnexpected(log: (message: string, error: unknown) => void): Interceptor {

@@ -1,0 +1,45 @@
+import type { DeliveryAttempt, DeliveryLog, DeliveryRecord, DeliveryState } from "../../ports/delivery-log.js";
+import { conditional, serialRead, type CassandraClient } from "./cassandra-session.js";
+
+export class CassandraDeliveryLog implements DeliveryLog {
+  constructor(private readonly client: CassandraClient) {}
+
+  async get(messageId: string): Promise<DeliveryRecord | undefined> {
+    const row = await serialRead(this.client, "SELECT message_id, job_id, state, attempts FROM webhook_deliveries WHERE message_id = ?", [
+      messageId,
+    ]);
+    if (!row) return undefined;
+    return {
+      messageId,
+      jobId: row.job_id,
+      state: row.state as DeliveryState,
+      attempts: ((row.attempts as string[] | null) ?? []).map((text) => {
+        const attempt = JSON.parse(text) as DeliveryAttempt & { at: string };
+        return { ...attempt, at: new Date(attempt.at) };
+      }),
+    };
+  }
+
+  async recordAttempt(messageId: string, jobId: string, attempt: DeliveryAttempt): Promise<void> {
+    await this.ensure(messageId, jobId);
+    await conditional(this.client, "UPDATE webhook_deliveries SET attempts = attempts + ? WHERE message_id = ? IF state = 'pending'", [
+      [JSON.stringify(attempt)], messageId,
+    ]);
+  }
+
+  async finish(messageId: string, state: Exclude<DeliveryState, "pending">): Promise<boolean> {
+    await this.ensure(messageId, "");
+    const result = await conditional(this.client, "UPDATE webhook_deliveries SET state = ? WHERE message_id = ? IF state = 'pending'", [
+      state, messageId,
+    ]);
+    return result.applied;
+  }
+
+  private async ensure(messageId: string, jobId: string): Promise<void> {
+    await conditional(
+      this.client,
+      "INSERT INTO webhook_deliveries (message_id, job_id, state, attempts) VALUES (?, ?, 'pending', []) IF NOT EXISTS",
+      [messageId, jobId],
+    );
+  }
+}

@@ -1,0 +1,44 @@
+import type { ClaimOutcome, IdempotencyStore, StoredResponse } from "../../ports/idempotency-store.js";
+import { AmbiguousWriteError, conditional, serialRead, type CassandraClient, type Row } from "./cassandra-session.js";
+
+/** A claim lives this long while its request is being accepted; a crashed acceptance frees the key after it. */
+const CLAIM_TTL_SECONDS = 60;
+
+export class CassandraIdempotencyStore implements IdempotencyStore {
+  constructor(private readonly client: CassandraClient) {}
+
+  async claim(scope: string, key: string, fingerprint: string): Promise<ClaimOutcome> {
+    try {
+      const result = await conditional(
+        this.client,
+        "INSERT INTO idempotency_keys (scope, key, fingerprint) VALUES (?, ?, ?) IF NOT EXISTS USING TTL ?",
+        [scope, key, fingerprint, CLAIM_TTL_SECONDS],
+      );
+      if (result.applied) return { kind: "claimed" };
+      return this.outcomeOf(result.current);
+    } catch (error) {
+      if (!(error instanceof AmbiguousWriteError)) throw error;
+      // Whether our claim or a concurrent twin's won is unknowable; "in progress" makes the client retry safely.
+      const row = await serialRead(this.client, "SELECT fingerprint, job_id FROM idempotency_keys WHERE scope = ? AND key = ?", [scope, key]);
+      return row ? this.outcomeOf(row) : { kind: "in_progress", fingerprint };
+    }
+  }
+
+  async complete(scope: string, key: string, response: StoredResponse, ttlMs: number): Promise<void> {
+    const row = await serialRead(this.client, "SELECT fingerprint FROM idempotency_keys WHERE scope = ? AND key = ?", [scope, key]);
+    await conditional(
+      this.client,
+      "UPDATE idempotency_keys USING TTL ? SET fingerprint = ?, job_id = ? WHERE scope = ? AND key = ? IF EXISTS",
+      [Math.ceil(ttlMs / 1000), row?.fingerprint ?? "", response.jobId, scope, key],
+    );
+  }
+
+  async abandon(scope: string, key: string): Promise<void> {
+    await conditional(this.client, "DELETE FROM idempotency_keys WHERE scope = ? AND key = ? IF EXISTS", [scope, key]);
+  }
+
+  private outcomeOf(row: Row | undefined): ClaimOutcome {
+    const fingerprint = (row?.fingerprint as string | undefined) ?? "";
+    return row?.job_id ? { kind: "completed", fingerprint, response: { jobId: row.job_id as string } } : { kind: "in_progress", fingerprint };
+  }
+}

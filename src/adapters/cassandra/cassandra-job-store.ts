@@ -1,0 +1,95 @@
+import { createHash } from "node:crypto";
+import type { Job } from "../../domain/jobs/job.js";
+import type { JobExpectation, JobStore, UnfinishedJob } from "../../ports/job-store.js";
+import { AmbiguousWriteError, conditional, serialRead, type CassandraClient } from "./cassandra-session.js";
+import { decodeJob, encodeBody } from "./job-codec.js";
+
+const BUCKETS = 16;
+const COLUMNS = "job_id, account_id, status, lease_owner, lease_expires_at, body";
+
+const bucketOf = (jobId: string) => createHash("sha1").update(jobId).digest()[0]! % BUCKETS;
+
+export class CassandraJobStore implements JobStore {
+  constructor(private readonly client: CassandraClient) {}
+
+  async registerIntent(jobId: string, accountId: string, since: Date): Promise<void> {
+    await this.client.execute("INSERT INTO unfinished_jobs (bucket, job_id, account_id, since) VALUES (?, ?, ?, ?)", [
+      bucketOf(jobId), jobId, accountId, since,
+    ]);
+  }
+
+  async create(job: Job): Promise<void> {
+    try {
+      const result = await conditional(
+        this.client,
+        `INSERT INTO jobs (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS`,
+        [job.id, job.accountId, job.status, job.leaseOwner ?? null, job.leaseExpiresAt ?? null, encodeBody(job)],
+      );
+      if (!result.applied) throw new Error(`job ${job.id} exists`);
+    } catch (error) {
+      if (!(error instanceof AmbiguousWriteError)) throw error;
+      const stored = await this.serialGet(job.id);
+      if (!stored || encodeBody(stored) !== encodeBody(job)) throw error;
+    }
+  }
+
+  async get(jobId: string): Promise<Job | undefined> {
+    const row = (await this.client.execute(`SELECT ${COLUMNS} FROM jobs WHERE job_id = ?`, [jobId])).first();
+    return row ? decodeJob(row as never) : undefined;
+  }
+
+  async transition(next: Job, expected: JobExpectation): Promise<boolean> {
+    const withOwner = expected.leaseOwner !== undefined;
+    try {
+      const result = await conditional(
+        this.client,
+        `UPDATE jobs SET status = ?, lease_owner = ?, lease_expires_at = ?, body = ? WHERE job_id = ? IF status = ?${withOwner ? " AND lease_owner = ?" : ""}`,
+        [
+          next.status, next.leaseOwner ?? null, next.leaseExpiresAt ?? null, encodeBody(next), next.id, expected.status,
+          ...(withOwner ? [expected.leaseOwner] : []),
+        ],
+      );
+      return result.applied;
+    } catch (error) {
+      if (!(error instanceof AmbiguousWriteError)) throw error;
+      // Applied if the job now is exactly what we wrote (the serial read completes any in-flight round).
+      const stored = await this.serialGet(next.id);
+      return !!stored && stored.status === next.status && stored.leaseOwner === next.leaseOwner && encodeBody(stored) === encodeBody(next);
+    }
+  }
+
+  async renewLease(jobId: string, owner: string, expiresAt: Date): Promise<boolean> {
+    try {
+      const result = await conditional(
+        this.client,
+        "UPDATE jobs SET lease_expires_at = ? WHERE job_id = ? IF status = 'processing' AND lease_owner = ?",
+        [expiresAt, jobId, owner],
+      );
+      return result.applied;
+    } catch (error) {
+      if (!(error instanceof AmbiguousWriteError)) throw error;
+      const stored = await this.serialGet(jobId);
+      return stored?.status === "processing" && stored.leaseOwner === owner;
+    }
+  }
+
+  async listUnfinished(limit: number): Promise<UnfinishedJob[]> {
+    const entries: { jobId: string; accountId: string; since: Date }[] = [];
+    for (let bucket = 0; bucket < BUCKETS && entries.length < limit; bucket++) {
+      const rows = await this.client.execute("SELECT job_id, account_id, since FROM unfinished_jobs WHERE bucket = ? LIMIT ?", [
+        bucket, limit - entries.length,
+      ]);
+      entries.push(...rows.rows.map((r) => ({ jobId: r.job_id as string, accountId: r.account_id as string, since: r.since as Date })));
+    }
+    return Promise.all(entries.map(async (entry) => ({ ...entry, job: await this.get(entry.jobId) })));
+  }
+
+  async markFinalized(jobId: string): Promise<void> {
+    await this.client.execute("DELETE FROM unfinished_jobs WHERE bucket = ? AND job_id = ?", [bucketOf(jobId), jobId]);
+  }
+
+  private async serialGet(jobId: string): Promise<Job | undefined> {
+    const row = await serialRead(this.client, `SELECT ${COLUMNS} FROM jobs WHERE job_id = ?`, [jobId]);
+    return row ? decodeJob(row as never) : undefined;
+  }
+}

@@ -1,0 +1,62 @@
+import type { ModelPrices, ModelPricesText, PriceTable } from "../../domain/pricing/price-table.js";
+import { formatModelPrices, parseModelPrices } from "../../domain/pricing/price-table.js";
+import { findModel } from "../../domain/catalog/models.js";
+import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.js";
+import { conditional, type CassandraClient } from "./cassandra-session.js";
+
+export class CassandraSettingsStore implements SettingsStore {
+  constructor(private readonly client: CassandraClient) {}
+
+  /** The configured prices become the table's first values; later starts keep what admins changed. */
+  async seedPrices(defaults: PriceTable): Promise<void> {
+    for (const [model, prices] of defaults) {
+      await conditional(this.client, "INSERT INTO prices (model, prices) VALUES (?, ?) IF NOT EXISTS", [
+        model, JSON.stringify(formatModelPrices(prices)),
+      ]);
+    }
+  }
+
+  async isProjectPaused(): Promise<boolean> {
+    const row = (await this.client.execute("SELECT value FROM project_settings WHERE name = 'paused'")).first();
+    return row?.value === "true";
+  }
+
+  async setProjectPaused(paused: boolean): Promise<void> {
+    await this.client.execute("INSERT INTO project_settings (name, value) VALUES ('paused', ?)", [String(paused)]);
+  }
+
+  async pausedModels(): Promise<ReadonlySet<string>> {
+    const rows = await this.client.execute("SELECT model, paused FROM model_pauses");
+    return new Set(rows.rows.filter((r) => r.paused === true).map((r) => r.model as string));
+  }
+
+  async setModelPaused(model: string, paused: boolean): Promise<void> {
+    await this.client.execute("INSERT INTO model_pauses (model, paused) VALUES (?, ?)", [model, paused]);
+  }
+
+  async prices(): Promise<PriceTable> {
+    const rows = await this.client.execute("SELECT model, prices FROM prices");
+    const table = new Map<string, ModelPrices>();
+    for (const row of rows.rows) {
+      const model = findModel(row.model as string);
+      if (model) table.set(model.id, parseModelPrices(model, JSON.parse(row.prices as string) as ModelPricesText));
+    }
+    return table;
+  }
+
+  async setPrices(model: string, prices: ModelPrices): Promise<void> {
+    const text = JSON.stringify(formatModelPrices(prices));
+    const updated = await conditional(this.client, "UPDATE prices SET prices = ? WHERE model = ? IF EXISTS", [text, model]);
+    if (!updated.applied) await conditional(this.client, "INSERT INTO prices (model, prices) VALUES (?, ?) IF NOT EXISTS", [model, text]);
+  }
+
+  async webhook(accountId: string): Promise<WebhookEndpoint | undefined> {
+    const row = (await this.client.execute("SELECT url, secret FROM webhooks WHERE account_id = ?", [accountId])).first();
+    return row ? { url: row.url ?? "", secret: row.secret } : undefined;
+  }
+
+  async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined): Promise<void> {
+    if (!endpoint) await this.client.execute("DELETE FROM webhooks WHERE account_id = ?", [accountId]);
+    else await this.client.execute("INSERT INTO webhooks (account_id, url, secret) VALUES (?, ?, ?)", [accountId, endpoint.url, endpoint.secret]);
+  }
+}

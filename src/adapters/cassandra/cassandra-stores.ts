@@ -1,0 +1,28 @@
+import type { CassandraConfig } from "../../config/config.js";
+import type { PriceTable } from "../../domain/pricing/price-table.js";
+import type { CorePorts } from "../../core/core-deps.js";
+import { CassandraApiKeyStore } from "./cassandra-api-key-store.js";
+import { CassandraDeliveryLog } from "./cassandra-delivery-log.js";
+import { CassandraIdempotencyStore } from "./cassandra-idempotency-store.js";
+import { CassandraJobStore } from "./cassandra-job-store.js";
+import { CassandraLedger } from "./cassandra-ledger.js";
+import { openSession } from "./cassandra-session.js";
+import { CassandraSettingsStore } from "./cassandra-settings-store.js";
+
+export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "apiKeys" | "idempotency" | "settings" | "deliveries">;
+
+/** Connects, creates and migrates the schema, seeds prices, and returns every store port on Cassandra. */
+export async function openCassandraStores(config: CassandraConfig, defaultPrices: PriceTable) {
+  const client = await openSession(config);
+  const settings = new CassandraSettingsStore(client);
+  await settings.seedPrices(defaultPrices);
+  const stores: StorePorts = {
+    jobs: new CassandraJobStore(client),
+    ledger: new CassandraLedger(client),
+    apiKeys: new CassandraApiKeyStore(client),
+    idempotency: new CassandraIdempotencyStore(client),
+    settings,
+    deliveries: new CassandraDeliveryLog(client),
+  };
+  return { stores, close: () => client.shutdown() };
+}

@@ -1,0 +1,360 @@
+/**
+ * The event bus on Apache Kafka (kafkajs 2.2.4 against Kafka 3.9, KRaft).
+ *
+ * Topics (created idempotently at start, before any consumer subscribes; every name
+ * carries `topicPrefix`, "" in production):
+ *
+ * | topic                          | partitions      | key    | holds                                              |
+ * | ------------------------------ | --------------- | ------ | -------------------------------------------------- |
+ * | generation.requested           | `partitions` (6)| job id | a job waiting for a generation worker              |
+ * | job.finished                   | `partitions` (6)| job id | a job reached done/failed (webhook dispatchers)    |
+ * | webhook.delivery               | `partitions` (6)| job id | a webhook attempt that is due                      |
+ * | webhook.dead-letter            | 1               | job id | deliveries that exhausted their retries; kept      |
+ * |                                |                 |        | forever (retention.ms = -1) so they stay visible   |
+ * | delay.<tier>ms, one per tier   | 3               | job id | events published with `delayMs`, waiting until due |
+ *
+ * Consumer groups:
+ * - `<prefix><group>.<topic>` for every `subscribe(topic, group)`. The port's group is
+ *   per topic (the embedded bus keeps one group map per topic, and the runtime uses the
+ *   group "webhook-dispatchers" on two topics). In Kafka a group id spans topics, and
+ *   kafkajs's round-robin assigner hands out only the leader's own topics to every member,
+ *   so two consumers sharing one group id on different topics would starve one topic.
+ *   Hence the topic suffix.
+ * - `<prefix>delay-forwarder`: moves due messages from the delay topics to their targets.
+ *
+ * Delays: Kafka has no per-message delay, so `publish(..., { delayMs })` writes to the
+ * delay topic of the smallest tier >= delayMs (the largest tier when none is), with
+ * headers naming the target topic and the due time. Each tier holds one fixed delay, so
+ * within a partition messages are already in due order and the forwarder only has to
+ * wait on the head: when the head is not due it pauses that topic-partition, seeks back
+ * to the head's offset and resumes it when due. Other partitions and tiers keep flowing
+ * (kafkajs fetches all partitions of a broker in one request loop, so blocking inside
+ * eachMessage would stall every tier). A delay that is not a tier is delivered no earlier
+ * than asked and at most that tier's delay late.
+ *
+ * Delivery is at-least-once: a subscriber's offset is committed only after its handler
+ * returned; the forwarder commits a delay message only after the target topic acked it.
+ * A handler that throws is reported and its event is re-published to the same topic
+ * with the smallest tier's delay, so one poison event cannot block its partition.
+ */
+import kafkajs from "kafkajs";
+import type { Admin, Consumer, EachMessagePayload, IHeaders, ITopicConfig, LogEntry } from "kafkajs";
+import { TOPICS, type EventBus, type EventHandler, type PublishOptions, type Subscription, type Topic } from "../../ports/event-bus.js";
+
+const { Kafka, Partitioners, logLevel } = kafkajs;
+
+export interface KafkaEventBusOptions {
+  brokers: string[];
+  clientId: string;
+  /** Prepended to every topic and consumer group name ("" in production). */
+  topicPrefix: string;
+  /** Partitions of the main topics (generation.requested, job.finished, webhook.delivery); default 6. */
+  partitions: number;
+  /**
+   * Delays `publish({ delayMs })` must support, one delay topic each. The smallest tier
+   * is also the redelivery delay after a handler throws, so callers should include a
+   * short tier of about 1000 ms next to e.g. the webhook retry schedule.
+   */
+  delayTiersMs: readonly number[];
+  onHandlerError?: (topic: string, error: unknown) => void;
+  log?: (message: string) => void;
+}
+
+export type KafkaEventBus = EventBus & { readonly topics: Record<string, string> };
+
+const HEADER_TARGET = "x-delay-target";
+const HEADER_DUE = "x-delay-due-at";
+const DELAY_TOPIC_PARTITIONS = 3;
+const DAY_MS = 24 * 3600_000;
+const CLOSE_TIMEOUT_MS = 10_000;
+
+/*
+ * Group timing. kafkajs heartbeats only from its fetch loop (and from our ticker while a
+ * handler runs), and members learn about a rebalance from a heartbeat or the end of a
+ * fetch long-poll. The defaults (session 30 s, heartbeat 3 s, fetch wait 5 s, rebalance
+ * 60 s) make a join next to idle members take several seconds and a dead member go
+ * unnoticed for 30 s. With a 1 s heartbeat and a 1 s fetch wait, idle members rejoin
+ * within about a second; a 10 s session notices a killed worker quickly while leaving
+ * room for event-loop stalls. The rebalance timeout bounds how long the coordinator
+ * waits for a member busy in a handler to rejoin; 30 s covers our longest handlers
+ * (a slow generation) so a busy member is not thrown out of the group.
+ */
+const CONSUMER_TIMING = {
+  sessionTimeout: 10_000,
+  heartbeatInterval: 1_000,
+  rebalanceTimeout: 30_000,
+  maxWaitTimeInMs: 1_000,
+} as const;
+/** The forwarder's fetch wait bounds how late a resumed delay partition is fetched again. */
+const FORWARDER_MAX_WAIT_MS = 200;
+
+/*
+ * Retries for every client: the broker may still be electing leaders or loading the
+ * group coordinator right after it (or a topic) was created; back off briefly and keep
+ * trying for about half a minute instead of crashing.
+ */
+const RETRY = { initialRetryTime: 200, maxRetryTime: 5_000, retries: 12 } as const;
+
+export async function createKafkaEventBus(options: KafkaEventBusOptions): Promise<KafkaEventBus> {
+  const prefix = options.topicPrefix;
+  const tiers = [...new Set(options.delayTiersMs.map((ms) => Math.round(ms)))].filter((ms) => ms > 0).sort((a, b) => a - b);
+  if (tiers.length === 0) throw new Error("KafkaEventBus needs at least one delay tier (the smallest one is also the redelivery delay)");
+  const partitions = options.partitions > 0 ? Math.floor(options.partitions) : 6;
+  const log = options.log ?? ((message: string) => console.error(message));
+
+  const topicName = (topic: string) => `${prefix}${topic}`;
+  const delayTopicName = (tier: number) => `${prefix}delay.${tier}ms`;
+  const delayTopics = new Map(tiers.map((tier) => [tier, delayTopicName(tier)]));
+  const topics: Record<string, string> = {};
+  for (const topic of Object.values(TOPICS)) topics[topic] = topicName(topic);
+  for (const tier of tiers) topics[`delay.${tier}ms`] = delayTopicName(tier);
+
+  const kafka = new Kafka({
+    clientId: options.clientId,
+    brokers: options.brokers,
+    connectionTimeout: 3_000,
+    retry: RETRY,
+    logLevel: logLevel.WARN,
+    logCreator: () => (entry: LogEntry) => forwardLog(entry, log),
+  });
+
+  const admin = kafka.admin({ retry: RETRY });
+  const producer = kafka.producer({
+    idempotent: true,
+    // kafkajs's idempotent producer can assign sequence numbers out of order when several
+    // requests are in flight on one connection (tulios/kafkajs#598, #1005).
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+    createPartitioner: Partitioners.DefaultPartitioner,
+  });
+
+  await admin.connect();
+  try {
+    await ensureTopics(admin, [
+      { topic: topics[TOPICS.generationRequested]!, numPartitions: partitions },
+      { topic: topics[TOPICS.jobFinished]!, numPartitions: partitions },
+      { topic: topics[TOPICS.webhookDelivery]!, numPartitions: partitions },
+      { topic: topics[TOPICS.webhookDeadLetter]!, numPartitions: 1, configEntries: [{ name: "retention.ms", value: "-1" }] },
+      ...tiers.map((tier) => ({
+        topic: delayTopicName(tier),
+        numPartitions: DELAY_TOPIC_PARTITIONS,
+        // A delayed message must outlive its delay by a wide margin.
+        configEntries: [{ name: "retention.ms", value: String(Math.max(7 * DAY_MS, 3 * tier)) }],
+      })),
+    ], log);
+    await producer.connect();
+  } catch (error) {
+    await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
+    throw error;
+  }
+
+  const consumers = new Set<Consumer>();
+  const resumeTimers = new Set<NodeJS.Timeout>();
+  let closed = false;
+  let closing: Promise<void> | undefined;
+
+  function newConsumer(groupId: string, maxWaitTimeInMs: number): Consumer {
+    const consumer = kafka.consumer({
+      groupId,
+      ...CONSUMER_TIMING,
+      maxWaitTimeInMs,
+      allowAutoTopicCreation: false,
+      retry: RETRY,
+    });
+    consumer.on(consumer.events.CRASH, (event) => {
+      const { error, restart } = event.payload;
+      log(`kafka consumer ${groupId} crashed${restart ? " (restarting)" : " and stopped"}: ${describe(error)}`);
+    });
+    return consumer;
+  }
+
+  async function produce(topic: string, key: string, value: string | Buffer | null, headers?: IHeaders): Promise<void> {
+    await producer.send({ topic, acks: -1, messages: [{ key, value, ...(headers ? { headers } : {}) }] });
+  }
+
+  async function publishRaw(topic: string, key: string, value: string | Buffer | null, delayMs: number): Promise<void> {
+    if (!(delayMs > 0)) return produce(topic, key, value);
+    const tier = tiers.find((t) => t >= delayMs) ?? tiers[tiers.length - 1]!;
+    await produce(delayTopics.get(tier)!, key, value, {
+      [HEADER_TARGET]: topic,
+      [HEADER_DUE]: String(Date.now() + Math.ceil(delayMs)),
+    });
+  }
+
+  // The forwarder: one group over all delay topics, committing by hand so that a
+  // message is committed only once its target has it (and never by a pause/seek).
+  const forwarder = newConsumer(`${prefix}delay-forwarder`, FORWARDER_MAX_WAIT_MS);
+  consumers.add(forwarder);
+
+  async function forward({ topic, partition, message, pause }: EachMessagePayload): Promise<void> {
+    const next = (BigInt(message.offset) + 1n).toString();
+    const target = headerString(message.headers?.[HEADER_TARGET]);
+    const due = Number(headerString(message.headers?.[HEADER_DUE]));
+    if (!target || !Number.isFinite(due)) {
+      log(`kafka delay forwarder: dropping ${topic}[${partition}]@${message.offset} without target/due headers`);
+      await forwarder.commitOffsets([{ topic, partition, offset: next }]);
+      return;
+    }
+    const wait = due - Date.now();
+    if (wait > 0) {
+      // Not due: stop fetching this partition, rewind to this message, come back when due.
+      const resume = pause();
+      forwarder.seek({ topic, partition, offset: message.offset });
+      const timer = setTimeout(() => {
+        resumeTimers.delete(timer);
+        if (!closed) resume();
+      }, wait);
+      resumeTimers.add(timer);
+      return;
+    }
+    await produce(target, message.key?.toString() ?? "", message.value);
+    await forwarder.commitOffsets([{ topic, partition, offset: next }]);
+  }
+
+  try {
+    await forwarder.connect();
+    await forwarder.subscribe({ topics: [...delayTopics.values()], fromBeginning: true });
+    await forwarder.run({
+      autoCommit: false,
+      partitionsConsumedConcurrently: tiers.length * DELAY_TOPIC_PARTITIONS,
+      eachMessage: forward,
+    });
+  } catch (error) {
+    await Promise.allSettled([forwarder.disconnect(), producer.disconnect(), admin.disconnect()]);
+    throw error;
+  }
+
+  async function disconnect(consumer: Consumer): Promise<void> {
+    consumers.delete(consumer);
+    // disconnect() stops fetching, waits for the handlers in flight, commits and leaves
+    // the group before closing the connections.
+    await consumer.disconnect();
+  }
+
+  const bus: KafkaEventBus = {
+    topics,
+
+    async publish<T>(topic: Topic, key: string, event: T, publishOptions: PublishOptions = {}): Promise<void> {
+      if (closed) throw new Error("event bus is closed");
+      await publishRaw(topicName(topic), key, JSON.stringify(event) ?? "null", publishOptions.delayMs ?? 0);
+    },
+
+    async subscribe<T>(topic: Topic, group: string, handler: EventHandler<T>): Promise<Subscription> {
+      if (closed) throw new Error("event bus is closed");
+      const kafkaTopic = topicName(topic);
+      const consumer = newConsumer(`${prefix}${group}.${topic}`, CONSUMER_TIMING.maxWaitTimeInMs);
+      consumers.add(consumer);
+
+      async function eachMessage({ message, heartbeat }: EachMessagePayload): Promise<void> {
+        let event: T;
+        try {
+          event = JSON.parse(message.value?.toString() ?? "") as T;
+        } catch (error) {
+          // It will never parse: report it and move on rather than retry forever.
+          options.onHandlerError?.(topic, error);
+          log(`kafka ${kafkaTopic}@${message.offset}: skipping a message that is not JSON`);
+          return;
+        }
+        // Keep the session alive through long handlers (kafkajs heartbeats only between
+        // messages); a rebalance error here is picked up by kafkajs after we return.
+        const ticker = setInterval(() => void heartbeat().catch(() => undefined), CONSUMER_TIMING.heartbeatInterval);
+        try {
+          await handler(event);
+        } catch (error) {
+          options.onHandlerError?.(topic, error);
+          // Try again later without holding up the partition. If this publish fails the
+          // error propagates, the offset stays uncommitted and kafkajs redelivers.
+          await publishRaw(kafkaTopic, message.key?.toString() ?? "", message.value, tiers[0]!);
+        } finally {
+          clearInterval(ticker);
+        }
+      }
+
+      try {
+        await consumer.connect();
+        await consumer.subscribe({ topics: [kafkaTopic], fromBeginning: true });
+        // Resolves once the group is joined and partitions are assigned.
+        await consumer.run({ partitionsConsumedConcurrently: partitions, eachMessage });
+      } catch (error) {
+        consumers.delete(consumer);
+        await consumer.disconnect().catch(() => undefined);
+        throw error;
+      }
+      let closedOnce: Promise<void> | undefined;
+      return { close: () => (closedOnce ??= disconnect(consumer)) };
+    },
+
+    close(): Promise<void> {
+      closing ??= (async () => {
+        closed = true;
+        for (const timer of resumeTimers) clearTimeout(timer);
+        resumeTimers.clear();
+        const deadline = Date.now() + CLOSE_TIMEOUT_MS;
+        // Consumers first (their handlers may still publish), then the producer and admin.
+        const stopConsumers = Promise.allSettled([...consumers].map((consumer) => disconnect(consumer)));
+        if (!(await within(stopConsumers, deadline - Date.now() - 2_000))) {
+          log("kafka event bus: consumers did not stop in time; closing the producer anyway");
+        }
+        const stopClients = Promise.allSettled([producer.disconnect(), admin.disconnect()]);
+        if (!(await within(stopClients, deadline - Date.now()))) log("kafka event bus: producer/admin did not disconnect in time");
+      })();
+      return closing;
+    },
+  };
+  return bus;
+}
+
+/** Creates the topics that are missing and waits until every partition has a leader. */
+async function ensureTopics(admin: Admin, wanted: ITopicConfig[], log: (message: string) => void): Promise<void> {
+  // createTopics answers false, without waiting for leaders, when some already exist
+  // (another process won the race), so leaders are checked separately below.
+  await admin.createTopics({ topics: wanted, waitForLeaders: true, timeout: 30_000 });
+  const names = wanted.map((t) => t.topic);
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: names });
+      const ready = topics.length === names.length && topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0));
+      if (ready) {
+        for (const t of wanted) {
+          const actual = topics.find((m) => m.name === t.topic)?.partitions.length;
+          if (t.numPartitions !== undefined && actual !== t.numPartitions) {
+            log(`kafka topic ${t.topic} has ${actual} partitions, configured ${t.numPartitions}; leaving it as is`);
+          }
+        }
+        return;
+      }
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`kafka topics have no leaders after 30 s: ${names.join(", ")}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** True when the promise settled within ms. */
+async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, ms))));
+  try {
+    return await Promise.race([promise.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function headerString(value: Buffer | string | (Buffer | string)[] | undefined): string | undefined {
+  const first = Array.isArray(value) ? value[0] : value;
+  return first?.toString();
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
+
+function forwardLog({ level, namespace, log: entry }: LogEntry, log: (message: string) => void): void {
+  const { message, timestamp: _timestamp, logger: _logger, ...extra } = entry as typeof entry & { logger?: unknown };
+  const label = level === logLevel.ERROR ? "ERROR" : level === logLevel.WARN ? "WARN" : "INFO";
+  const details = Object.keys(extra).length > 0 ? ` ${JSON.stringify(extra)}` : "";
+  log(`kafkajs ${label} [${namespace}] ${message}${details}`);
+}
