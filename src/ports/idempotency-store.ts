@@ -13,6 +13,7 @@ export type ClaimOutcome =
  * claims of one key exactly one gets "claimed".
  */
 export interface IdempotencyStore {
+  /** `ttlMs` bounds how long even an unfinished claim can hold the key. */
   claim(scope: string, key: string, fingerprint: string, ttlMs: number): Promise<ClaimOutcome>;
   complete(scope: string, key: string, response: StoredResponse, ttlMs: number): Promise<void>;
   /** A rejected request does not consume its key. */

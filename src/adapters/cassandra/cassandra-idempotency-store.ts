@@ -7,12 +7,14 @@ const CLAIM_TTL_SECONDS = 60;
 export class CassandraIdempotencyStore implements IdempotencyStore {
   constructor(private readonly client: CassandraClient) {}
 
-  async claim(scope: string, key: string, fingerprint: string): Promise<ClaimOutcome> {
+  async claim(scope: string, key: string, fingerprint: string, ttlMs: number): Promise<ClaimOutcome> {
     try {
+      // The row marker keeps this TTL even after complete() extends the cells, so it must not outlive the key.
+      const claimTtl = Math.max(1, Math.min(CLAIM_TTL_SECONDS, Math.ceil(ttlMs / 1000)));
       const result = await conditional(
         this.client,
         "INSERT INTO idempotency_keys (scope, key, fingerprint) VALUES (?, ?, ?) IF NOT EXISTS USING TTL ?",
-        [scope, key, fingerprint, CLAIM_TTL_SECONDS],
+        [scope, key, fingerprint, claimTtl],
       );
       if (result.applied) return { kind: "claimed" };
       return this.outcomeOf(result.current);

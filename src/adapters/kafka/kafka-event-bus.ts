@@ -307,8 +307,15 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
 /** Creates the topics that are missing and waits until every partition has a leader. */
 async function ensureTopics(admin: Admin, wanted: ITopicConfig[], log: (message: string) => void): Promise<void> {
   // createTopics answers false, without waiting for leaders, when some already exist
-  // (another process won the race), so leaders are checked separately below.
-  await admin.createTopics({ topics: wanted, waitForLeaders: true, timeout: 30_000 });
+  // (another process won the race), and its wait for leaders retries only on
+  // LEADER_NOT_AVAILABLE while a KRaft broker answers UNKNOWN_TOPIC_OR_PARTITION until
+  // it has applied the new topic's metadata. So the topics are created here and their
+  // leaders awaited separately below.
+  try {
+    await admin.createTopics({ topics: wanted, waitForLeaders: true, timeout: 30_000 });
+  } catch (error) {
+    if ((error as { type?: string }).type !== "UNKNOWN_TOPIC_OR_PARTITION") throw error;
+  }
   const names = wanted.map((t) => t.topic);
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -352,8 +359,25 @@ function describe(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
+/*
+ * kafkajs's connection layer logs every error response at ERROR, including the ones the
+ * caller retries as a matter of course while a new topic's metadata propagates. Those are
+ * dropped; if they persist, the operation that needed the topic fails and says so.
+ */
+const TRANSIENT_RESPONSE_ERRORS =
+  /does not host this topic-partition|no leader for this topic-partition|not the leader for that topic-partition|group is rebalancing|Topic creation errors/i;
+/*
+ * Publishing retries are bounded on purpose (about half a minute, see RETRY): with the
+ * broker gone, publish() should fail and let the caller answer or redeliver, not hang.
+ * kafkajs warns once per producer that this weakens idempotence; duplicates are fine
+ * here (every handler is idempotent), so that warning is not passed on.
+ */
+const EXPECTED_WARNINGS = /^Limiting retries for the idempotent producer/;
+
 function forwardLog({ level, namespace, log: entry }: LogEntry, log: (message: string) => void): void {
   const { message, timestamp: _timestamp, logger: _logger, ...extra } = entry as typeof entry & { logger?: unknown };
+  if (namespace === "Connection" && message.startsWith("Response ") && TRANSIENT_RESPONSE_ERRORS.test(String(extra.error))) return;
+  if (EXPECTED_WARNINGS.test(message)) return;
   const label = level === logLevel.ERROR ? "ERROR" : level === logLevel.WARN ? "WARN" : "INFO";
   const details = Object.keys(extra).length > 0 ? ` ${JSON.stringify(extra)}` : "";
   log(`kafkajs ${label} [${namespace}] ${message}${details}`);

@@ -2,6 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { JobSchema, JobStatus, type Job as JobMessage } from "../../../gen/generation/v1/job_pb.js";
 import type { Job, JobStatus as DomainStatus } from "../../domain/jobs/job.js";
+import { publicState } from "../../domain/jobs/job-state-machine.js";
 import { formatMoney } from "../../domain/money.js";
 import type { CoreSettings } from "../core-deps.js";
 import { signedResultUrl } from "./result-urls.js";
@@ -14,7 +15,8 @@ export const STATUS_TO_PROTO: Record<DomainStatus, JobStatus> = {
 };
 
 /** The public view of a job; the result URL is signed anew on every read. */
-export function jobView(job: Job, settings: CoreSettings, now: Date): JobMessage {
+export function jobView(stored: Job, settings: CoreSettings, now: Date): JobMessage {
+  const job = publicState(stored);
   const isText = job.kind === "text" || job.kind === "multimodal_realtime";
   const usage = job.usage;
   const output = usage ? usage.textOutputTokens + usage.videoOutputTokens : 0;

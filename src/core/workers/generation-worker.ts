@@ -1,5 +1,5 @@
 import { findModel } from "../../domain/catalog/models.js";
-import { completeJob, failJob, leaseExpired, startJob, takeOverJob } from "../../domain/jobs/job-state-machine.js";
+import { completeJob, failJob, leaseExpired, settleJob, startJob, takeOverJob } from "../../domain/jobs/job-state-machine.js";
 import type { Job, JobResult } from "../../domain/jobs/job.js";
 import { imagePrice, tokenCost, videoPrice } from "../../domain/pricing/quotes.js";
 import { TOPICS } from "../../ports/event-bus.js";
@@ -97,10 +97,14 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     }
   }
 
-  /** Money and announcement of a finished job; idempotent, so the reaper may repeat it after a crash. */
+  /**
+   * After the outcome is recorded: move the money, show the outcome, announce
+   * it. Every step is idempotent, so the reaper may repeat it after a crash.
+   */
   async function finalize(job: Job): Promise<void> {
     if (job.status === "done") await deps.ledger.settle(job.accountId, job.reservationId, job.charged);
     else await deps.ledger.release(job.accountId, job.reservationId);
+    if (!job.settled) await deps.jobs.transition(settleJob(job), { status: job.status });
     await deps.bus.publish<JobFinished>(TOPICS.jobFinished, job.id, { jobId: job.id });
     await deps.jobs.markFinalized(job.id);
   }

@@ -24,7 +24,7 @@ export function createWebhookDispatcher(deps: CoreDeps) {
 
   async function attempt(event: WebhookAttemptDue): Promise<void> {
     const job = await deps.jobs.get(event.jobId);
-    if (!job || !isTerminal(job.status)) return;
+    if (!job || !isTerminal(job.status) || !job.settled) return;
     const endpoint = await deps.settings.webhook(job.accountId);
     const url = job.callbackUrl ?? (endpoint?.url || undefined);
     if (!url || !endpoint) return;

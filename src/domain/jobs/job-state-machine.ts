@@ -45,6 +45,22 @@ export function takeOverJob(job: Job, lease: Lease): Job {
   return { ...job, leaseOwner: lease.owner, leaseExpiresAt: lease.expiresAt };
 }
 
+/** Marks a finished job's money as moved (see Job.settled). */
+export function settleJob(job: Job): Job {
+  if (!isTerminal(job.status)) throw new Error(`job ${job.id} is ${job.status}: only a finished job is settled`);
+  return { ...job, settled: true };
+}
+
+/**
+ * What clients see: a job whose outcome is decided but whose money has not
+ * moved yet still shows as processing. The outcome is recorded first (so a
+ * crash cannot lose it) and shown last (so balance and status always agree).
+ */
+export function publicState(job: Job): Job {
+  if (!isTerminal(job.status) || job.settled) return job;
+  return { ...job, status: "processing", finishedAt: undefined, result: undefined, error: undefined, errorMessage: undefined, charged: 0n };
+}
+
 export function leaseExpired(job: Job, now: Date): boolean {
   return job.status === "processing" && (job.leaseExpiresAt === undefined || job.leaseExpiresAt < now);
 }

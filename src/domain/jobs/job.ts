@@ -51,6 +51,11 @@ export interface Job {
   readonly usage?: JobUsage;
   readonly callbackUrl?: string;
   readonly metadata?: JsonObject;
+  /**
+   * Set once a finished job's money has moved. Until then the job is shown as
+   * processing, so a client that sees `done` always sees the settled balance.
+   */
+  readonly settled?: boolean;
   /** The worker that holds the job while processing, and until when (renewed by heartbeats). */
   readonly leaseOwner?: string;
   readonly leaseExpiresAt?: Date;
