@@ -4,6 +4,7 @@
 #   infra/down.sh          keep data (the next up.sh restarts on it)
 #   infra/down.sh --wipe   also delete data and logs under .infra/run/ (jars stay)
 # A server this script did not start (no pid file) is left alone.
+# INFRA_ONLY=kafka|cassandra stops just one of them.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -47,13 +48,19 @@ stop() {
   log "$name: stopped in $(elapsed "$t0") s"
 }
 
-stop kafka "$KAFKA_RUN/kafka.pid" 30 kafka.Kafka &
-p1=$!
-stop cassandra "$CASSANDRA_RUN/cassandra.pid" 60 org.apache.cassandra.service.CassandraDaemon &
-p2=$!
+ONLY="${INFRA_ONLY:-}"
+want() { [[ -z $ONLY || $ONLY == "$1" ]]; }
+pids=()
+if want kafka; then
+  stop kafka "$KAFKA_RUN/kafka.pid" 30 kafka.Kafka &
+  pids+=($!)
+fi
+if want cassandra; then
+  stop cassandra "$CASSANDRA_RUN/cassandra.pid" 60 org.apache.cassandra.service.CassandraDaemon &
+  pids+=($!)
+fi
 rc=0
-wait "$p1" || rc=1
-wait "$p2" || rc=1
+for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
 
 if $wipe; then
   log "wiping $KAFKA_RUN and $CASSANDRA_RUN"

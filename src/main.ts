@@ -4,10 +4,13 @@ import { startService } from "./runtime/start-service.js";
 const config = loadConfig();
 const service = await startService(config);
 
-console.log(`gateway (REST/SSE) listening on ${service.httpUrl}`);
+const roles = [...config.roles].join(",");
+console.log(`roles ${roles}; ${service.backends ?? `gateway in front of ${config.coreUrl}`}`);
+if (service.httpUrl) console.log(`gateway (REST/SSE) listening on ${service.httpUrl}`);
 if (service.grpcUrl) console.log(`core (gRPC, gRPC-Web, Connect over h2c) listening on ${service.grpcUrl}`);
+console.log("ready");
 
-if (service.core && (await service.core.deps.ledger.countAccounts()) === 0) {
+if (service.httpUrl && service.core && (await service.core.deps.ledger.countAccounts()) === 0) {
   const token = config.adminTokenGenerated ? config.adminToken : "$ADMIN_TOKEN";
   console.log(`
 No accounts yet. ${config.adminTokenGenerated ? `ADMIN_TOKEN was not set; this run's admin token is ${config.adminToken}` : ""}
@@ -20,6 +23,10 @@ Create an account and a key for every model:
 `);
 }
 
+/**
+ * SIGTERM/SIGINT: stop taking requests and jobs, let in-flight work finish
+ * within SHUTDOWN_GRACE, hand back the rest (their leases lapse at once), exit.
+ */
 let stopping = false;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => {
@@ -27,7 +34,10 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
     stopping = true;
     console.log(`${signal}: stopping`);
     service.close().then(
-      () => process.exit(0),
+      () => {
+        console.log("stopped");
+        process.exit(0);
+      },
       (error) => {
         console.error("shutdown failed", error);
         process.exit(1);

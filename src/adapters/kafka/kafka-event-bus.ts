@@ -35,7 +35,8 @@
  * Delivery is at-least-once: a subscriber's offset is committed only after its handler
  * returned; the forwarder commits a delay message only after the target topic acked it.
  * A handler that throws is reported and its event is re-published to the same topic
- * with the smallest tier's delay, so one poison event cannot block its partition.
+ * with the redelivery delay (default: the smallest tier), so one poison event cannot
+ * block its partition.
  */
 import kafkajs from "kafkajs";
 import type { Admin, Consumer, EachMessagePayload, IHeaders, ITopicConfig, LogEntry } from "kafkajs";
@@ -51,13 +52,20 @@ export interface KafkaEventBusOptions {
   /** Partitions of the main topics (generation.requested, job.finished, webhook.delivery); default 6. */
   partitions: number;
   /**
-   * Delays `publish({ delayMs })` must support, one delay topic each. The smallest tier
-   * is also the redelivery delay after a handler throws, so callers should include a
-   * short tier of about 1000 ms next to e.g. the webhook retry schedule.
+   * Delays `publish({ delayMs })` must support, one delay topic each. Redeliveries after
+   * a handler throws go through a tier too, so callers should include a short tier of
+   * about 1000 ms next to e.g. the webhook retry schedule.
    */
   delayTiersMs: readonly number[];
+  /**
+   * Delay before a handler that threw sees its event again, rounded up to a tier like
+   * any delay. Default: the smallest tier.
+   */
+  redeliveryDelayMs?: number;
   onHandlerError?: (topic: string, error: unknown) => void;
   log?: (message: string) => void;
+  /** Upper bound for close(); default 10 s. Handlers still running then are abandoned. */
+  closeTimeoutMs?: number;
 }
 
 export type KafkaEventBus = EventBus & { readonly topics: Record<string, string> };
@@ -66,7 +74,7 @@ const HEADER_TARGET = "x-delay-target";
 const HEADER_DUE = "x-delay-due-at";
 const DELAY_TOPIC_PARTITIONS = 3;
 const DAY_MS = 24 * 3600_000;
-const CLOSE_TIMEOUT_MS = 10_000;
+const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
 
 /*
  * Group timing. kafkajs heartbeats only from its fetch loop (and from our ticker while a
@@ -86,7 +94,7 @@ const CONSUMER_TIMING = {
   maxWaitTimeInMs: 1_000,
 } as const;
 /** The forwarder's fetch wait bounds how late a resumed delay partition is fetched again. */
-const FORWARDER_MAX_WAIT_MS = 200;
+const FORWARDER_MAX_WAIT_MS = 100;
 
 /*
  * Retries for every client: the broker may still be electing leaders or loading the
@@ -101,6 +109,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
   if (tiers.length === 0) throw new Error("KafkaEventBus needs at least one delay tier (the smallest one is also the redelivery delay)");
   const partitions = options.partitions > 0 ? Math.floor(options.partitions) : 6;
   const log = options.log ?? ((message: string) => console.error(message));
+  const redeliveryDelayMs = options.redeliveryDelayMs !== undefined && options.redeliveryDelayMs > 0 ? options.redeliveryDelayMs : tiers[0]!;
 
   const topicName = (topic: string) => `${prefix}${topic}`;
   const delayTopicName = (tier: number) => `${prefix}delay.${tier}ms`;
@@ -264,7 +273,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
           options.onHandlerError?.(topic, error);
           // Try again later without holding up the partition. If this publish fails the
           // error propagates, the offset stays uncommitted and kafkajs redelivers.
-          await publishRaw(kafkaTopic, message.key?.toString() ?? "", message.value, tiers[0]!);
+          await publishRaw(kafkaTopic, message.key?.toString() ?? "", message.value, redeliveryDelayMs);
         } finally {
           clearInterval(ticker);
         }
@@ -289,10 +298,12 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
         closed = true;
         for (const timer of resumeTimers) clearTimeout(timer);
         resumeTimers.clear();
-        const deadline = Date.now() + CLOSE_TIMEOUT_MS;
-        // Consumers first (their handlers may still publish), then the producer and admin.
+        const budget = options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
+        const deadline = Date.now() + budget;
+        // Consumers first (their handlers may still publish), then the producer and admin,
+        // which keep a fifth of the budget.
         const stopConsumers = Promise.allSettled([...consumers].map((consumer) => disconnect(consumer)));
-        if (!(await within(stopConsumers, deadline - Date.now() - 2_000))) {
+        if (!(await within(stopConsumers, budget * 0.8))) {
           log("kafka event bus: consumers did not stop in time; closing the producer anyway");
         }
         const stopClients = Promise.allSettled([producer.disconnect(), admin.disconnect()]);

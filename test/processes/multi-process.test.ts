@@ -1,0 +1,194 @@
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BACKEND, call, eventually, realBackendEnv, TERMINAL } from "../support/harness.js";
+import { startProcess, type ServiceProcess } from "../support/processes.js";
+
+/**
+ * Several real processes of the service against the same Cassandra and Kafka,
+ * as an operator runs them: API processes, workers and webhook dispatchers,
+ * killed and restarted. Only meaningful on the real backend.
+ */
+const skip = BACKEND !== "real" && "needs TEST_BACKEND=real (Cassandra + Kafka)";
+
+async function sharedEnv(extra: Record<string, string> = {}) {
+  const dataDir = await mkdtemp(join(tmpdir(), "gen-processes-"));
+  return {
+    ...realBackendEnv(),
+    DATA_DIR: dataDir,
+    URL_SIGNING_SECRET: randomBytes(16).toString("hex"),
+    ALLOW_PRIVATE_URLS: "true",
+    REAPER_INTERVAL: "300ms",
+    JOB_LEASE: "2s",
+    REQUEUE_AFTER: "3s",
+    WEBHOOK_RETRY_SCHEDULE: "100ms,200ms",
+    ...extra,
+  };
+}
+
+async function customer(api: ServiceProcess, balance: string) {
+  const account = await call(api, "POST", "/admin/v1/accounts", { admin: true, body: { name: "p", balance } });
+  assert.equal(account.status, 201, account.text);
+  const key = await call(api, "POST", `/admin/v1/accounts/${account.json.account_id}/keys`, { admin: true, body: { models: ["*"] } });
+  assert.equal(key.status, 201, key.text);
+  return key.json.api_key as string;
+}
+
+const jobOf = (api: ServiceProcess, key: string, id: string) => call(api, "GET", `/api/v1/jobs/${id}`, { key });
+const balanceOf = async (api: ServiceProcess, key: string) => (await call(api, "GET", "/api/v1/balance", { key })).json;
+
+/** A local webhook receiver counting deliveries per job. */
+async function receiver() {
+  const deliveries: { job_id: string; status: string }[] = [];
+  const server: Server = createServer((request, response) => {
+    let body = "";
+    request.on("data", (c) => (body += c));
+    request.on("end", () => {
+      deliveries.push(JSON.parse(body));
+      response.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, deliveries, close: () => server.close() };
+}
+
+describe("several processes on one Cassandra and Kafka", { skip }, () => {
+  const processes: ServiceProcess[] = [];
+  const dirs: string[] = [];
+  const start = async (env: Record<string, string>) => {
+    const p = await startProcess(env);
+    processes.push(p);
+    return p;
+  };
+  after(async () => {
+    await Promise.allSettled(processes.map((p) => p.stop("SIGKILL")));
+    await Promise.allSettled(dirs.map((d) => rm(d, { recursive: true, force: true })));
+  });
+
+  it("200 concurrent creations through two API processes against funds for exactly 50: 50 accepted, 150 refused, balance exact", async () => {
+    const env = await sharedEnv({ SIMULATED_LATENCY_MS: "20" });
+    dirs.push(env.DATA_DIR);
+    const [api1, api2] = await Promise.all([
+      start({ ...env, ROLE: "api" }),
+      start({ ...env, ROLE: "api" }),
+      start({ ...env, ROLE: "worker" }),
+      start({ ...env, ROLE: "webhooks" }),
+    ]);
+    const key = await customer(api1!, "1.95"); // 50 × 0.039
+    const responses = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        call(i % 2 ? api2! : api1!, "POST", "/api/v1/generations", {
+          key,
+          body: { model: "aimodel-2.5-flash-image", prompt: `race ${i}` },
+        }),
+      ),
+    );
+    const statuses = responses.map((r) => r.status);
+    assert.equal(statuses.filter((s) => s === 202).length, 50, `statuses: ${JSON.stringify(statuses)}`);
+    assert.equal(statuses.filter((s) => s === 402).length, 150);
+    const ids = responses.filter((r) => r.status === 202).map((r) => r.json.job_id as string);
+    assert.equal(new Set(ids).size, 50);
+    await eventually(
+      () => Promise.all(ids.map((id, i) => jobOf(i % 2 ? api1! : api2!, key, id))),
+      (jobs) => jobs.every((j) => j.json.status === "done"),
+      { timeoutMs: 60_000, intervalMs: 250, what: "all 50 jobs done" },
+    );
+    assert.deepEqual(await balanceOf(api2!, key), { balance: "0.00", reserved: "0.00", available: "0.00", currency: "USD" });
+  });
+
+  it("a worker killed with SIGKILL mid-job: another worker finishes it, once, charged once, one webhook", async () => {
+    const env = await sharedEnv({ SIMULATED_LATENCY_MS: "1500" });
+    dirs.push(env.DATA_DIR);
+    const hooks = await receiver();
+    try {
+      const api = await start({ ...env, ROLE: "api,webhooks" });
+      const workerA = await start({ ...env, ROLE: "worker", WORKER_ID: "worker-a" });
+      const key = await customer(api, "1.00");
+      const created = await call(api, "POST", "/api/v1/generations", {
+        key,
+        body: { model: "aimodel-3-pro-image", prompt: "survives a crash", callback_url: hooks.url },
+      });
+      assert.equal(created.status, 202, created.text);
+      const id = created.json.job_id as string;
+      await eventually(() => jobOf(api, key, id), (r) => r.json.status === "processing", { timeoutMs: 30_000, what: "processing" });
+      assert.equal(await workerA.stop("SIGKILL"), "SIGKILL");
+
+      await start({ ...env, ROLE: "worker", WORKER_ID: "worker-b" });
+      const done = await eventually(() => jobOf(api, key, id), (r) => TERMINAL.has(r.json.status), { timeoutMs: 45_000, what: "done" });
+      assert.equal(done.json.status, "done");
+      assert.equal(done.json.usage.charged, "0.134");
+      assert.deepEqual(await balanceOf(api, key), { balance: "0.866", reserved: "0.00", available: "0.866", currency: "USD" });
+      await eventually(async () => hooks.deliveries.length, (n) => n >= 1, { timeoutMs: 20_000, what: "the webhook" });
+      // A second job through the same dispatcher proves it has moved on; the first still has exactly one delivery.
+      const second = await call(api, "POST", "/api/v1/generations", {
+        key, body: { model: "aimodel-2.5-flash-image", prompt: "after", callback_url: hooks.url },
+      });
+      await eventually(async () => hooks.deliveries.some((d) => d.job_id === second.json.job_id), Boolean, { timeoutMs: 30_000, what: "second webhook" });
+      assert.equal(hooks.deliveries.filter((d) => d.job_id === id).length, 1);
+      assert.equal(hooks.deliveries.find((d) => d.job_id === id)!.status, "success");
+    } finally {
+      hooks.close();
+    }
+  });
+
+  it("killing every process and starting them again loses no accepted job and no money", async () => {
+    const env = await sharedEnv({ SIMULATED_LATENCY_MS: "1000" });
+    dirs.push(env.DATA_DIR);
+    let api = await start({ ...env, ROLE: "all" });
+    const key = await customer(api, "2.00");
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const r = await call(api, "POST", "/api/v1/generations", { key, body: { model: "aimodel-nbx-2.1", prompt: `job ${i}`, aspect_ratio: "1:1", resolution: "1K" } });
+      assert.equal(r.status, 202, r.text);
+      ids.push(r.json.job_id);
+    }
+    assert.equal((await balanceOf(api, key)).reserved, "0.30"); // 6 × 0.05 held
+    assert.equal(await api.stop("SIGKILL"), "SIGKILL");
+
+    api = await start({ ...env, ROLE: "all" });
+    await eventually(
+      () => Promise.all(ids.map((id) => jobOf(api, key, id))),
+      (jobs) => jobs.every((j) => j.json.status === "done"),
+      { timeoutMs: 60_000, intervalMs: 250, what: "every job done after the restart" },
+    );
+    assert.deepEqual(await balanceOf(api, key), { balance: "1.70", reserved: "0.00", available: "1.70", currency: "USD" });
+  });
+
+  it("SIGTERM lets a worker finish its job within the grace period and exit cleanly", async () => {
+    const env = await sharedEnv({ SIMULATED_LATENCY_MS: "1000", SHUTDOWN_GRACE: "20s" });
+    dirs.push(env.DATA_DIR);
+    const api = await start({ ...env, ROLE: "api,webhooks" });
+    const worker = await start({ ...env, ROLE: "worker" });
+    const key = await customer(api, "1.00");
+    const created = await call(api, "POST", "/api/v1/generations", { key, body: { model: "aimodel-2.5-flash-image", prompt: "graceful" } });
+    await eventually(() => jobOf(api, key, created.json.job_id), (r) => r.json.status === "processing", { timeoutMs: 30_000, what: "processing" });
+    assert.equal(await worker.stop("SIGTERM"), 0);
+    const job = await jobOf(api, key, created.json.job_id);
+    assert.equal(job.json.status, "done", "the job finished before the worker exited");
+    assert.equal((await balanceOf(api, key)).balance, "0.961");
+  });
+
+  it("SIGTERM with a job longer than the grace period hands it back; the next worker finishes it at once", async () => {
+    const env = await sharedEnv({ SIMULATED_LATENCY_MS: "3000", SHUTDOWN_GRACE: "100ms", JOB_LEASE: "60s" });
+    dirs.push(env.DATA_DIR);
+    const api = await start({ ...env, ROLE: "api,webhooks" });
+    const worker = await start({ ...env, ROLE: "worker" });
+    const key = await customer(api, "1.00");
+    const created = await call(api, "POST", "/api/v1/generations", { key, body: { model: "aimodel-2.5-flash-image", prompt: "handed back" } });
+    await eventually(() => jobOf(api, key, created.json.job_id), (r) => r.json.status === "processing", { timeoutMs: 30_000, what: "processing" });
+    assert.equal(await worker.stop("SIGTERM"), 0);
+    assert.equal((await jobOf(api, key, created.json.job_id)).json.status, "processing");
+    // With a 60 s lease, finishing well before that shows the lease was handed back, not waited out.
+    const startedAt = Date.now();
+    await start({ ...env, ROLE: "worker" });
+    const done = await eventually(() => jobOf(api, key, created.json.job_id), (r) => r.json.status === "done", { timeoutMs: 40_000, what: "done" });
+    assert.equal(done.json.usage.charged, "0.039");
+    assert.ok(Date.now() - startedAt < 40_000);
+    assert.equal((await balanceOf(api, key)).balance, "0.961");
+  });
+});

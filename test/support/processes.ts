@@ -1,0 +1,58 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
+import { ADMIN_TOKEN } from "./harness.js";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+export interface ServiceProcess {
+  readonly child: ChildProcess;
+  /** Gateway origin, for processes with the api role. */
+  readonly url: string;
+  readonly output: () => string;
+  /** Resolves with the exit code (or signal) when the process ends. */
+  readonly exited: Promise<number | string>;
+  stop(signal?: NodeJS.Signals): Promise<number | string>;
+}
+
+/**
+ * Runs `src/main.ts` as a real separate process (as an operator would), waits
+ * until it prints "ready", and reads its gateway URL from its output.
+ */
+export async function startProcess(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", ADMIN_TOKEN, LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout!.on("data", (chunk) => (output += chunk));
+  child.stderr!.on("data", (chunk) => (output += chunk));
+  const exited = once(child, "exit").then(([code, signal]) => (code ?? signal) as number | string);
+  const ready = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`process not ready in ${readyTimeoutMs} ms:\n${output}`)), readyTimeoutMs);
+    const check = () => {
+      if (/^ready$/m.test(output)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on("data", check);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`process exited (${code}) before it was ready:\n${output}`));
+    });
+  });
+  await ready;
+  const url = /gateway \(REST\/SSE\) listening on (\S+)/.exec(output)?.[1] ?? "";
+  return {
+    child,
+    url,
+    output: () => output,
+    exited,
+    async stop(signal: NodeJS.Signals = "SIGTERM") {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
