@@ -40,6 +40,7 @@ async function openBus(config: Config, log: Log): Promise<EventBus> {
     topicPrefix: config.kafka.topicPrefix,
     partitions: config.kafka.partitions,
     delayTiersMs: [...new Set([REDELIVERY_DELAY_MS, config.simulatedLatencyMs, ...config.webhookRetryScheduleMs].filter((ms) => ms > 0))],
+    redeliveryDelayMs: REDELIVERY_DELAY_MS,
     onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error),
   });
 }

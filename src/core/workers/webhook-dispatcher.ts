@@ -6,6 +6,17 @@ import type { CoreDeps } from "../core-deps.js";
 import { signedResultUrl } from "../jobs/result-urls.js";
 import type { JobFinished } from "./generation-worker.js";
 
+/** What lands on the dead-letter topic when a delivery exhausts its retries. */
+export interface WebhookDeadLetter {
+  readonly messageId: string;
+  readonly jobId: string;
+  readonly url: string;
+  readonly payload: string;
+  readonly attempts: number;
+  readonly lastStatus?: number;
+  readonly lastError?: string;
+}
+
 export interface WebhookAttemptDue {
   readonly jobId: string;
   /** 0 for the first attempt. */
@@ -55,7 +66,13 @@ export function createWebhookDispatcher(deps: CoreDeps) {
       }
       const delay = settings.webhookRetryScheduleMs[event.attempt];
       if (delay === undefined) {
-        await deps.deliveries.finish(messageId, "exhausted");
+        if (await deps.deliveries.finish(messageId, "exhausted")) {
+          const record = await deps.deliveries.get(messageId);
+          await deps.bus.publish<WebhookDeadLetter>(TOPICS.webhookDeadLetter, job.id, {
+            messageId, jobId: job.id, url, payload: body, attempts: record?.attempts.length ?? event.attempt + 1,
+            lastStatus: outcome.status, lastError: outcome.error,
+          });
+        }
         return;
       }
       await deps.bus.publish<WebhookAttemptDue>(
