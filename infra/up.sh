@@ -114,9 +114,9 @@ start_cassandra() {
       --add-opens jdk.compiler/com.sun.tools.javac=ALL-UNNAMED
     )
   fi
-  log "cassandra: starting (heap 1g), log $logf"
+  log "cassandra: starting (heap 2g), log $logf"
   spawn "$CASSANDRA_RUN/cassandra.pid" "$logf" \
-    java -Xms1g -Xmx1g -Xss256k \
+    java -Xms2g -Xmx2g -Xss256k \
       -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 \
       -XX:G1HeapRegionSize=16m -XX:MaxGCPauseMillis=300 \
       -XX:+UseTLAB -XX:+ResizeTLAB -XX:+PerfDisableSharedMem \

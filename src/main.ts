@@ -10,7 +10,7 @@ if (service.httpUrl) console.log(`gateway (REST/SSE) listening on ${service.http
 if (service.grpcUrl) console.log(`core (gRPC, gRPC-Web, Connect over h2c) listening on ${service.grpcUrl}`);
 console.log("ready");
 
-if (service.httpUrl && service.core && (await service.core.deps.ledger.countAccounts()) === 0) {
+if (service.httpUrl && service.core && !(await service.core.deps.ledger.hasAnyAccount())) {
   const token = config.adminTokenGenerated ? config.adminToken : "$ADMIN_TOKEN";
   console.log(`
 No accounts yet. ${config.adminTokenGenerated ? `ADMIN_TOKEN was not set; this run's admin token is ${config.adminToken}` : ""}

@@ -21,6 +21,6 @@ export interface Ledger {
   settle(accountId: string, reservationId: string, amount: Money): Promise<void>;
   /** Ends the hold without charging. A no-op when already settled or released. */
   release(accountId: string, reservationId: string): Promise<void>;
-  /** Number of accounts (for the first-start hint). */
-  countAccounts(): Promise<number>;
+  /** Whether any account exists (for the first-start hint). */
+  hasAnyAccount(): Promise<boolean>;
 }

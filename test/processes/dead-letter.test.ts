@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import kafkajs from "kafkajs";
 import { BACKEND, call, createCustomer, eventually, finishedJob, realBackendEnv, startTestService } from "../support/harness.js";
 
+
 const skip = BACKEND !== "real" && "needs TEST_BACKEND=real (Kafka)";
 
 describe("webhook dead letters on Kafka", { skip }, () => {

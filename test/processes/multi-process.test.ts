@@ -6,7 +6,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BACKEND, call, eventually, realBackendEnv, TERMINAL } from "../support/harness.js";
+import { BACKEND, call, dropRealBackend, eventually, realBackendEnv, TERMINAL } from "../support/harness.js";
 import { startProcess, type ServiceProcess } from "../support/processes.js";
 
 /**
@@ -18,7 +18,7 @@ const skip = BACKEND !== "real" && "needs TEST_BACKEND=real (Cassandra + Kafka)"
 
 async function sharedEnv(extra: Record<string, string> = {}) {
   const dataDir = await mkdtemp(join(tmpdir(), "gen-processes-"));
-  return {
+  return remember({
     ...realBackendEnv(),
     DATA_DIR: dataDir,
     URL_SIGNING_SECRET: randomBytes(16).toString("hex"),
@@ -28,7 +28,13 @@ async function sharedEnv(extra: Record<string, string> = {}) {
     REQUEUE_AFTER: "3s",
     WEBHOOK_RETRY_SCHEDULE: "100ms,200ms",
     ...extra,
-  };
+  });
+}
+
+const created: Record<string, string>[] = [];
+function remember<T extends Record<string, string>>(env: T): T {
+  created.push(env);
+  return env;
 }
 
 async function customer(api: ServiceProcess, balance: string) {
@@ -68,6 +74,7 @@ describe("several processes on one Cassandra and Kafka", { skip }, () => {
   after(async () => {
     await Promise.allSettled(processes.map((p) => p.stop("SIGKILL")));
     await Promise.allSettled(dirs.map((d) => rm(d, { recursive: true, force: true })));
+    for (const env of created) await dropRealBackend(env).catch(() => {});
   });
 
   it("200 concurrent creations through two API processes against funds for exactly 50: 50 accepted, 150 refused, balance exact", async () => {

@@ -4,6 +4,9 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { loadConfig } from "../../src/config/config.js";
 import { startService, type RunningService } from "../../src/runtime/start-service.js";
+import type { Config } from "../../src/config/config.js";
+import cassandra from "cassandra-driver";
+import kafkajs from "kafkajs";
 
 export const ADMIN_TOKEN = "test-admin-token";
 
@@ -49,7 +52,8 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     ADMIN_TOKEN,
     DATA_DIR: dataDir,
     SIMULATED_LATENCY_MS: "30",
-    LOG_LEVEL: "silent",
+    // TEST_LOG=1 shows the service's own logs when a test needs explaining.
+    LOG_LEVEL: process.env.TEST_LOG ? "warn" : "silent",
     ALLOW_PRIVATE_URLS: "true",
     WEBHOOK_RETRY_SCHEDULE: "50ms,100ms,150ms",
     WEBHOOK_TIMEOUT: "2s",
@@ -59,7 +63,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     ...(BACKEND === "real" ? realBackendEnv() : {}),
     ...env,
   });
-  const running = await startService(config, () => {});
+  const running = await startService(config, process.env.TEST_LOG ? (m, e) => console.error(m, e) : () => {});
   return {
     url: running.httpUrl,
     grpcUrl: running.grpcUrl ?? "",
@@ -67,8 +71,50 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     async close() {
       await running.close();
       await rm(dataDir, { recursive: true, force: true });
+      await dropRealBackendState(config);
     },
   };
+}
+
+/**
+ * A test service's keyspace and topics are dropped when it closes: hundreds of
+ * keyspaces and topics left behind would exhaust the servers' memory.
+ */
+async function dropRealBackendState(config: Config): Promise<void> {
+  if (config.cassandra && config.kafka) {
+    await dropRealBackend({
+      CASSANDRA_CONTACT_POINTS: config.cassandra.contactPoints.join(","),
+      CASSANDRA_KEYSPACE: config.cassandra.keyspace,
+      KAFKA_BROKERS: config.kafka.brokers.join(","),
+      KAFKA_TOPIC_PREFIX: config.kafka.topicPrefix,
+    });
+  }
+}
+
+/** Drops what realBackendEnv() pointed at: the keyspace, the topics and the consumer groups. */
+export async function dropRealBackend(env: Record<string, string>): Promise<void> {
+  const keyspace = env.CASSANDRA_KEYSPACE ?? "";
+  if (keyspace.startsWith("gen_t")) {
+    const client = new cassandra.Client({ contactPoints: env.CASSANDRA_CONTACT_POINTS!.split(","), localDataCenter: "datacenter1" });
+    try {
+      await client.execute(`DROP KEYSPACE IF EXISTS ${keyspace}`);
+    } finally {
+      await client.shutdown();
+    }
+  }
+  const prefix = env.KAFKA_TOPIC_PREFIX ?? "";
+  if (prefix.startsWith("t")) {
+    const admin = new kafkajs.Kafka({ brokers: env.KAFKA_BROKERS!.split(","), logLevel: kafkajs.logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      const topics = (await admin.listTopics()).filter((topic) => topic.startsWith(prefix));
+      if (topics.length > 0) await admin.deleteTopics({ topics });
+      const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((id) => id.startsWith(prefix));
+      if (groups.length > 0) await admin.deleteGroups(groups).catch(() => {});
+    } finally {
+      await admin.disconnect();
+    }
+  }
 }
 
 export interface ApiResponse<T = any> {

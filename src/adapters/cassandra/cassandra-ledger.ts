@@ -78,8 +78,8 @@ export class CassandraLedger implements Ledger {
     await this.enqueue(accountId, { kind: "release", reservationId });
   }
 
-  async countAccounts(): Promise<number> {
-    return (await this.client.execute("SELECT account_id FROM accounts LIMIT 1")).rowLength;
+  async hasAnyAccount(): Promise<boolean> {
+    return (await this.client.execute("SELECT account_id FROM accounts LIMIT 1")).rowLength > 0;
   }
 
   private enqueue(accountId: string, operation: Operation): Promise<Outcome> {

@@ -57,8 +57,8 @@ export class MemoryLedger implements Ledger {
     this.end(reservationId, "released", 0n);
   }
 
-  async countAccounts(): Promise<number> {
-    return this.accounts.size;
+  async hasAnyAccount(): Promise<boolean> {
+    return this.accounts.size > 0;
   }
 
   private end(reservationId: string, state: "settled" | "released", charge: Money): void {

@@ -1,0 +1,103 @@
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import cassandra from "cassandra-driver";
+import { CassandraJobStore } from "../../src/adapters/cassandra/cassandra-job-store.js";
+import { CassandraLedger } from "../../src/adapters/cassandra/cassandra-ledger.js";
+import { openSession, type CassandraClient } from "../../src/adapters/cassandra/cassandra-session.js";
+import { completeJob, startJob } from "../../src/domain/jobs/job-state-machine.js";
+import type { Job } from "../../src/domain/jobs/job.js";
+
+const contactPoints = process.env.CASSANDRA_CONTACT_POINTS;
+const skip = !contactPoints && "needs CASSANDRA_CONTACT_POINTS (real Cassandra)";
+
+/**
+ * A client whose next conditional write on `table` is applied by the real
+ * server but whose answer is lost, as when a coordinator times out after Paxos
+ * committed: the adapters must find out by reading, not by writing again.
+ */
+function losingAnswers(client: CassandraClient, table: string, times: number): CassandraClient {
+  let left = times;
+  return new Proxy(client, {
+    get(target, property, receiver) {
+      if (property !== "execute") return Reflect.get(target, property, receiver);
+      return async (query: string, params?: unknown[], options?: object) => {
+        const result = await target.execute(query, params as never, options as never);
+        if (left > 0 && query.startsWith(`UPDATE ${table}`) && query.includes(" IF ")) {
+          left--;
+          throw new cassandra.errors.ResponseError(cassandra.types.responseErrorCodes.writeTimeout, "simulated: answer lost");
+        }
+        return result;
+      };
+    },
+  });
+}
+
+describe("Cassandra stores against a real server", { skip }, () => {
+  const keyspace = `gen_t_adapters_${process.pid}`;
+  let client: CassandraClient;
+  before(async () => {
+    client = await openSession({
+      contactPoints: contactPoints!.split(","), keyspace, localDataCenter: "datacenter1",
+      replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+    });
+  });
+  after(async () => {
+    await client.execute(`DROP KEYSPACE IF EXISTS ${keyspace}`);
+    await client.shutdown();
+  });
+
+  it("ledger: a reservation whose answer was lost is resolved by reading, and held exactly once", async () => {
+    const ledger = new CassandraLedger(losingAnswers(client, "accounts", 1));
+    await ledger.createAccount("acct-lost", "x", 1_000n);
+    assert.equal(await ledger.reserve("acct-lost", "r1", 300n), "reserved");
+    assert.deepEqual(await ledger.balance("acct-lost"), { balance: 1_000n, reserved: 300n });
+    await ledger.settle("acct-lost", "r1", 250n);
+    await ledger.settle("acct-lost", "r1", 250n); // a replayed settlement moves nothing
+    assert.deepEqual(await ledger.balance("acct-lost"), { balance: 750n, reserved: 0n });
+  });
+
+  it("ledger: a credit whose answer was lost is applied once", async () => {
+    const ledger = new CassandraLedger(losingAnswers(client, "accounts", 1));
+    await ledger.createAccount("acct-credit", "x", 0n);
+    await ledger.credit("acct-credit", 500n);
+    assert.deepEqual(await ledger.balance("acct-credit"), { balance: 500n, reserved: 0n });
+  });
+
+  it("ledger: two writers (two processes' ledgers) racing on one hot account never overdraw it", async () => {
+    const a = new CassandraLedger(client);
+    const b = new CassandraLedger(client);
+    await a.createAccount("acct-hot", "x", 50n);
+    const outcomes = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => (i % 2 ? a : b).reserve("acct-hot", `hot-${i}`, 1n)),
+    );
+    assert.equal(outcomes.filter((o) => o === "reserved").length, 50);
+    assert.equal(outcomes.filter((o) => o === "insufficient_funds").length, 150);
+    assert.deepEqual(await a.balance("acct-hot"), { balance: 50n, reserved: 50n });
+  });
+
+  it("jobs: a transition whose answer was lost reports applied, and a second transition from the old state fails", async () => {
+    const store = new CassandraJobStore(losingAnswers(client, "jobs", 1));
+    const job: Job = {
+      id: "00000000-0000-4000-8000-000000000001", accountId: "a", model: "aimodel-3-pro-image", kind: "image",
+      status: "queued", input: { prompt: "p", inputImageUrls: [], inputBlobKeys: [] }, createdAt: new Date(),
+      timeoutSeconds: 60, reservationId: "r", reserved: 5n, charged: 0n,
+    };
+    await store.registerIntent(job.id, job.accountId, job.createdAt);
+    await store.create(job);
+    const started = startJob(job, new Date(), { owner: "w1", expiresAt: new Date(Date.now() + 10_000) });
+    assert.equal(await store.transition(started, { status: "queued" }), true);
+    assert.equal(await store.transition(started, { status: "queued" }), false);
+    assert.equal(await store.renewLease(job.id, "w2", new Date()), false);
+    assert.equal(await store.renewLease(job.id, "w1", new Date(Date.now() + 20_000)), true);
+    const done = completeJob(started, new Date(), { text: "t" }, 5n);
+    assert.equal(await store.transition(done, { status: "processing", leaseOwner: "w2" }), false);
+    assert.equal(await store.transition(done, { status: "processing", leaseOwner: "w1" }), true);
+    const stored = await store.get(job.id);
+    assert.equal(stored?.status, "done");
+    assert.equal(stored?.charged, 5n);
+    assert.equal(stored?.createdAt.toISOString(), job.createdAt.toISOString());
+    assert.equal((await store.listUnfinished(10)).some((u) => u.jobId === job.id), true);
+    await store.markFinalized(job.id);
+    assert.equal((await store.listUnfinished(10)).some((u) => u.jobId === job.id), false);
+  });
+});
