@@ -4,6 +4,8 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parsePriceTable, type ModelPricesText, type PriceTable } from "../domain/pricing/price-table.js";
+import { parseRoutesFile, type Route, type RoutesFile } from "../domain/routing/routes.js";
+import { findModel } from "../domain/catalog/models.js";
 import { MIB } from "../domain/validation/limits.js";
 
 /** The whole configuration, read from the environment once at boot. Nothing else reads process.env. */
@@ -37,6 +39,10 @@ export interface Config {
   readonly worker: WorkerConfig;
   /** How long SIGTERM waits for in-flight work before handing it back. */
   readonly shutdownGraceMs: number;
+  /** Upstream routes to the vendor's API; undefined means the simulated provider. */
+  readonly routes: readonly Route[] | undefined;
+  /** How often a long-running upstream video operation is polled. */
+  readonly upstreamPollMs: number;
 }
 
 export type Role = "api" | "worker" | "webhooks";
@@ -97,6 +103,28 @@ function flag(env: NodeJS.ProcessEnv, name: string): boolean {
   if (raw === "" || raw === "false" || raw === "0") return false;
   if (raw === "true" || raw === "1") return true;
   throw new Error(`${name} must be true or false (got "${raw}")`);
+}
+
+/** VENDOR_BASE_URL + VENDOR_API_KEY: every model to one upstream; ROUTES_FILE: the full table. */
+function loadRoutes(env: NodeJS.ProcessEnv, maxInputImages: number): Route[] | undefined {
+  const timeoutMs = parseDuration(env.UPSTREAM_TIMEOUT || "120s");
+  if (env.ROUTES_FILE) {
+    const file = JSON.parse(readFileSync(env.ROUTES_FILE, "utf8")) as RoutesFile;
+    const routes = parseRoutesFile(file, { timeoutMs, maxInputImages }, env);
+    for (const route of routes) {
+      for (const model of route.models) {
+        if (model !== "*" && findModel(model)?.id !== model) throw new Error(`ROUTES_FILE: route ${route.name} names an unknown model "${model}"`);
+      }
+    }
+    return routes;
+  }
+  if (!env.VENDOR_BASE_URL) return undefined;
+  if (!env.VENDOR_API_KEY) throw new Error("VENDOR_BASE_URL is set: VENDOR_API_KEY is required too");
+  return parseRoutesFile(
+    { routes: [{ name: "vendor", base_url: env.VENDOR_BASE_URL, api_key: env.VENDOR_API_KEY }] },
+    { timeoutMs, maxInputImages },
+    env,
+  );
 }
 
 const DEFAULT_PRICES = join(dirname(fileURLToPath(import.meta.url)), "default-prices.json");
@@ -167,5 +195,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       requeueAfterMs: parseDuration(env.REQUEUE_AFTER || "60s"),
     },
     shutdownGraceMs: parseDuration(env.SHUTDOWN_GRACE || "20s"),
+    routes: loadRoutes(env, integer(env, "MAX_INPUT_IMAGES", 100, 1)),
+    upstreamPollMs: parseDuration(env.UPSTREAM_POLL_INTERVAL || "1s"),
   });
 }

@@ -8,6 +8,8 @@ export interface InputImage {
 
 export interface MediaRequest {
   readonly model: ModelSpec;
+  /** The route assigned at acceptance (tried first), when the provider has routes. */
+  readonly route?: string;
   readonly prompt: string;
   readonly aspectRatio?: string;
   readonly resolution?: string;
@@ -17,6 +19,13 @@ export interface MediaRequest {
 
 export interface TextRequest {
   readonly model: ModelSpec;
+  readonly route?: string;
+  /**
+   * The caller's request in the vendor's JSON (contents, systemInstruction,
+   * generationConfig, …) when it came through the vendor surface, so a real
+   * upstream gets it whole; the simulator reads promptText.
+   */
+  readonly wire?: Record<string, unknown>;
   readonly promptText: string;
   readonly maxOutputTokens: number;
   readonly inputImages: readonly InputImage[];
@@ -47,8 +56,38 @@ export class ProviderError extends Error {
   }
 }
 
+/** Where a request will go, decided when it is accepted. */
+export interface RoutePlan {
+  /** Route name, when the provider has routes. */
+  readonly route?: string;
+  /** Input images the route accepts: the limit validation applies. */
+  readonly maxInputImages: number;
+}
+
+/** A route and its health, for operators. */
+export interface RouteStatus {
+  readonly name: string;
+  readonly baseUrl: string;
+  readonly models: readonly string[];
+  readonly weight: number;
+  readonly timeoutMs: number;
+  readonly maxInputImages: number;
+  readonly paused: boolean;
+  readonly healthy: boolean;
+  readonly requests: number;
+  readonly failures: number;
+  readonly consecutiveFailures: number;
+  readonly lastError?: string;
+  readonly lastErrorAt?: Date;
+  readonly lastSuccessAt?: Date;
+}
+
 /** Where generations come from: the built-in simulator or the vendor's API. */
 export interface GenerationProvider {
+  /** Chooses the route of a new request (and so its input-image limit). */
+  planRoute(model: ModelSpec): Promise<RoutePlan>;
+  /** Routes and their health; empty for a provider without routes. */
+  routes(): Promise<RouteStatus[]>;
   generateImage(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput>;
   generateVideo(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput>;
   streamText(request: TextRequest, signal: AbortSignal): AsyncIterable<TextChunk>;

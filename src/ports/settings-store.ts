@@ -14,6 +14,8 @@ export interface SettingsStore {
   setModelPaused(model: string, paused: boolean): Promise<void>;
   prices(): Promise<PriceTable>;
   setPrices(model: string, prices: ModelPrices): Promise<void>;
+  pausedRoutes(): Promise<ReadonlySet<string>>;
+  setRoutePaused(route: string, paused: boolean): Promise<void>;
   webhook(accountId: string): Promise<WebhookEndpoint | undefined>;
   setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined): Promise<void>;
 }

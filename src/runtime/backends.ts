@@ -11,6 +11,7 @@ import { MemoryJobStore } from "../adapters/memory/memory-job-store.js";
 import { MemoryLedger } from "../adapters/memory/memory-ledger.js";
 import { MemorySettingsStore } from "../adapters/memory/memory-settings-store.js";
 import { SimulatedProvider } from "../adapters/provider/simulated/simulated-provider.js";
+import { RoutedVendorProvider } from "../adapters/vendor/routed-vendor-provider.js";
 import { withSimulatedQueueTime } from "../adapters/provider/simulated/simulated-queue-time.js";
 import type { Config } from "../config/config.js";
 import type { CorePorts } from "../core/core-deps.js";
@@ -69,14 +70,20 @@ export async function openBackends(config: Config, log: Log): Promise<Backends> 
   return {
     ports: {
       ...stores,
-      bus: withSimulatedQueueTime(bus, config.simulatedLatencyMs),
+      bus: config.routes ? bus : withSimulatedQueueTime(bus, config.simulatedLatencyMs),
       blobs: new DiskBlobStore(`${config.dataDir}/blobs`),
-      provider: new SimulatedProvider({ latencyMs: config.simulatedLatencyMs }),
+      provider: config.routes
+        ? new RoutedVendorProvider({
+            routes: config.routes,
+            pausedRoutes: () => stores.settings.pausedRoutes(),
+            pollIntervalMs: config.upstreamPollMs,
+          })
+        : new SimulatedProvider({ latencyMs: config.simulatedLatencyMs, maxInputImages: config.maxInputImages }),
       inputs: new HttpInputFetcher({ allowPrivate: config.allowPrivateUrls, timeoutMs: INPUT_FETCH_TIMEOUT_MS, maxBytes: config.maxInputBytes }),
       webhookTransport: new HttpWebhookTransport(config.allowPrivateUrls),
       clock: systemClock,
     },
-    description: `${config.cassandra ? `Cassandra ${config.cassandra.contactPoints.join(",")}/${config.cassandra.keyspace}` : "in-memory stores"}, ${
+    description: `${config.routes ? `upstream routes ${config.routes.map((r) => r.name).join(",")}` : "simulated provider"}, ${config.cassandra ? `Cassandra ${config.cassandra.contactPoints.join(",")}/${config.cassandra.keyspace}` : "in-memory stores"}, ${
       config.kafka ? `Kafka ${config.kafka.brokers.join(",")}` : "in-process event bus"
     }`,
     async close() {

@@ -8,13 +8,15 @@ import type { ModelPrice } from "./model_pb.js";
 import { file_generation_v1_model } from "./model_pb.js";
 import type { Balance } from "./money_pb.js";
 import { file_generation_v1_money } from "./money_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file generation/v1/admin_service.proto.
  */
 export const file_generation_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UiOQoTQ3JlYXRlQXBpS2V5UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBm1vZGVscxgCIAMoCSJbChRDcmVhdGVBcGlLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSDwoHYXBpX2tleRgCIAEoCRIOCgZtb2RlbHMYAyADKAkSEgoKYWNjb3VudF9pZBgEIAEoCSIlChNSZXZva2VBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCSI3ChRSZXZva2VBcGlLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSDwoHcmV2b2tlZBgCIAEoCCI0ChFTZXRXZWJob29rUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEgsKA3VybBgCIAEoCSIxChJTZXRXZWJob29rUmVzcG9uc2USCwoDdXJsGAEgASgJEg4KBnNlY3JldBgCIAEoCSIpChdTZXRQcm9qZWN0UGF1c2VkUmVxdWVzdBIOCgZwYXVzZWQYASABKAgiKgoYU2V0UHJvamVjdFBhdXNlZFJlc3BvbnNlEg4KBnBhdXNlZBgBIAEoCCI2ChVTZXRNb2RlbFBhdXNlZFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIjcKFlNldE1vZGVsUGF1c2VkUmVzcG9uc2USDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIhMKEUxpc3RQcmljZXNSZXF1ZXN0Ij8KEkxpc3RQcmljZXNSZXNwb25zZRIpCgZwcmljZXMYASADKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPgoSVXBkYXRlUHJpY2VSZXF1ZXN0EigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj8KE1VwZGF0ZVByaWNlUmVzcG9uc2USKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UylwcKDEFkbWluU2VydmljZRJaCg1DcmVhdGVBY2NvdW50EiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVxdWVzdBokLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlElEKCkFkZENyZWRpdHMSIC5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVzcG9uc2USZgoRR2V0QWNjb3VudEJhbGFuY2USJy5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVxdWVzdBooLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXNwb25zZRJXCgxDcmVhdGVBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlElcKDFJldm9rZUFwaUtleRIiLmdlbmVyYXRpb24udjEuUmV2b2tlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuUmV2b2tlQXBpS2V5UmVzcG9uc2USUQoKU2V0V2ViaG9vaxIgLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXNwb25zZRJjChBTZXRQcm9qZWN0UGF1c2VkEiYuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVxdWVzdBonLmdlbmVyYXRpb24udjEuU2V0UHJvamVjdFBhdXNlZFJlc3BvbnNlEl0KDlNldE1vZGVsUGF1c2VkEiQuZ2VuZXJhdGlvbi52MS5TZXRNb2RlbFBhdXNlZFJlcXVlc3QaJS5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVzcG9uc2USUQoKTGlzdFByaWNlcxIgLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RQcmljZXNSZXNwb25zZRJUCgtVcGRhdGVQcmljZRIhLmdlbmVyYXRpb24udjEuVXBkYXRlUHJpY2VSZXF1ZXN0GiIuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlc3BvbnNlYgZwcm90bzM", [file_generation_v1_model, file_generation_v1_money]);
+  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UiOQoTQ3JlYXRlQXBpS2V5UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBm1vZGVscxgCIAMoCSJbChRDcmVhdGVBcGlLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSDwoHYXBpX2tleRgCIAEoCRIOCgZtb2RlbHMYAyADKAkSEgoKYWNjb3VudF9pZBgEIAEoCSIlChNSZXZva2VBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCSI3ChRSZXZva2VBcGlLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSDwoHcmV2b2tlZBgCIAEoCCI0ChFTZXRXZWJob29rUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEgsKA3VybBgCIAEoCSIxChJTZXRXZWJob29rUmVzcG9uc2USCwoDdXJsGAEgASgJEg4KBnNlY3JldBgCIAEoCSIpChdTZXRQcm9qZWN0UGF1c2VkUmVxdWVzdBIOCgZwYXVzZWQYASABKAgiKgoYU2V0UHJvamVjdFBhdXNlZFJlc3BvbnNlEg4KBnBhdXNlZBgBIAEoCCI2ChVTZXRNb2RlbFBhdXNlZFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIjcKFlNldE1vZGVsUGF1c2VkUmVzcG9uc2USDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIhMKEUxpc3RQcmljZXNSZXF1ZXN0Ij8KEkxpc3RQcmljZXNSZXNwb25zZRIpCgZwcmljZXMYASADKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPgoSVXBkYXRlUHJpY2VSZXF1ZXN0EigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj8KE1VwZGF0ZVByaWNlUmVzcG9uc2USKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2Ui3AIKDVVwc3RyZWFtUm91dGUSDAoEbmFtZRgBIAEoCRIQCghiYXNlX3VybBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDgoGd2VpZ2h0GAQgASgFEhIKCnRpbWVvdXRfbXMYBSABKAUSGAoQbWF4X2lucHV0X2ltYWdlcxgGIAEoBRIOCgZwYXVzZWQYByABKAgSDwoHaGVhbHRoeRgIIAEoCBIQCghyZXF1ZXN0cxgJIAEoAxIQCghmYWlsdXJlcxgKIAEoAxIcChRjb25zZWN1dGl2ZV9mYWlsdXJlcxgLIAEoBRISCgpsYXN0X2Vycm9yGAwgASgJEjEKDWxhc3RfZXJyb3JfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3Rfc3VjY2Vzc19hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEwoRTGlzdFJvdXRlc1JlcXVlc3QiQgoSTGlzdFJvdXRlc1Jlc3BvbnNlEiwKBnJvdXRlcxgBIAMoCzIcLmdlbmVyYXRpb24udjEuVXBzdHJlYW1Sb3V0ZSI1ChVTZXRSb3V0ZVBhdXNlZFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIOCgZwYXVzZWQYAiABKAgiNgoWU2V0Um91dGVQYXVzZWRSZXNwb25zZRIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCDLJCAoMQWRtaW5TZXJ2aWNlEloKDUNyZWF0ZUFjY291bnQSIy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRSZXF1ZXN0GiQuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVzcG9uc2USUQoKQWRkQ3JlZGl0cxIgLmdlbmVyYXRpb24udjEuQWRkQ3JlZGl0c1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXNwb25zZRJmChFHZXRBY2NvdW50QmFsYW5jZRInLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXF1ZXN0GiguZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlElcKDENyZWF0ZUFwaUtleRIiLmdlbmVyYXRpb24udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USVwoMUmV2b2tlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJRCgpTZXRXZWJob29rEiAuZ2VuZXJhdGlvbi52MS5TZXRXZWJob29rUmVxdWVzdBohLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1Jlc3BvbnNlEmMKEFNldFByb2plY3RQYXVzZWQSJi5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USXQoOU2V0TW9kZWxQYXVzZWQSJC5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVxdWVzdBolLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXNwb25zZRJRCgpMaXN0UHJpY2VzEiAuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1Jlc3BvbnNlElQKC1VwZGF0ZVByaWNlEiEuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlcXVlc3QaIi5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVzcG9uc2USUQoKTGlzdFJvdXRlcxIgLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RSb3V0ZXNSZXNwb25zZRJdCg5TZXRSb3V0ZVBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0Um91dGVQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlc3BvbnNlYgZwcm90bzM", [file_generation_v1_model, file_generation_v1_money, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateAccount.
@@ -523,6 +525,210 @@ export const UpdatePriceResponseSchema: GenMessage<UpdatePriceResponse> = /*@__P
   messageDesc(file_generation_v1_admin_service, 19);
 
 /**
+ * An upstream route to the vendor's API and how it has been answering.
+ *
+ * @generated from message generation.v1.UpstreamRoute
+ */
+export type UpstreamRoute = Message<"generation.v1.UpstreamRoute"> & {
+  /**
+   * Name from the route table.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Origin of the upstream API.
+   *
+   * @generated from field: string base_url = 2;
+   */
+  baseUrl: string;
+
+  /**
+   * Model ids served ("*" for all).
+   *
+   * @generated from field: repeated string models = 3;
+   */
+  models: string[];
+
+  /**
+   * Share of new requests; 0 means failover only.
+   *
+   * @generated from field: int32 weight = 4;
+   */
+  weight: number;
+
+  /**
+   * Bound of one upstream call, in milliseconds.
+   *
+   * @generated from field: int32 timeout_ms = 5;
+   */
+  timeoutMs: number;
+
+  /**
+   * Input images per request this route accepts.
+   *
+   * @generated from field: int32 max_input_images = 6;
+   */
+  maxInputImages: number;
+
+  /**
+   * True when an operator paused it.
+   *
+   * @generated from field: bool paused = 7;
+   */
+  paused: boolean;
+
+  /**
+   * False after several failures in a row (then tried after the healthy routes).
+   *
+   * @generated from field: bool healthy = 8;
+   */
+  healthy: boolean;
+
+  /**
+   * Calls made by this process since it started.
+   *
+   * @generated from field: int64 requests = 9;
+   */
+  requests: bigint;
+
+  /**
+   * Failed calls since start.
+   *
+   * @generated from field: int64 failures = 10;
+   */
+  failures: bigint;
+
+  /**
+   * Failures in a row.
+   *
+   * @generated from field: int32 consecutive_failures = 11;
+   */
+  consecutiveFailures: number;
+
+  /**
+   * Last failure, if any.
+   *
+   * @generated from field: string last_error = 12;
+   */
+  lastError: string;
+
+  /**
+   * When the last failure happened.
+   *
+   * @generated from field: google.protobuf.Timestamp last_error_at = 13;
+   */
+  lastErrorAt?: Timestamp | undefined;
+
+  /**
+   * When the last success happened.
+   *
+   * @generated from field: google.protobuf.Timestamp last_success_at = 14;
+   */
+  lastSuccessAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message generation.v1.UpstreamRoute.
+ * Use `create(UpstreamRouteSchema)` to create a new message.
+ */
+export const UpstreamRouteSchema: GenMessage<UpstreamRoute> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 20);
+
+/**
+ * Request of ListRoutes.
+ *
+ * @generated from message generation.v1.ListRoutesRequest
+ */
+export type ListRoutesRequest = Message<"generation.v1.ListRoutesRequest"> & {
+};
+
+/**
+ * Describes the message generation.v1.ListRoutesRequest.
+ * Use `create(ListRoutesRequestSchema)` to create a new message.
+ */
+export const ListRoutesRequestSchema: GenMessage<ListRoutesRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 21);
+
+/**
+ * Response of ListRoutes.
+ *
+ * @generated from message generation.v1.ListRoutesResponse
+ */
+export type ListRoutesResponse = Message<"generation.v1.ListRoutesResponse"> & {
+  /**
+   * The routes, in configuration order (health as seen by the answering process).
+   *
+   * @generated from field: repeated generation.v1.UpstreamRoute routes = 1;
+   */
+  routes: UpstreamRoute[];
+};
+
+/**
+ * Describes the message generation.v1.ListRoutesResponse.
+ * Use `create(ListRoutesResponseSchema)` to create a new message.
+ */
+export const ListRoutesResponseSchema: GenMessage<ListRoutesResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 22);
+
+/**
+ * Request of SetRoutePaused.
+ *
+ * @generated from message generation.v1.SetRoutePausedRequest
+ */
+export type SetRoutePausedRequest = Message<"generation.v1.SetRoutePausedRequest"> & {
+  /**
+   * Route name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * True pauses, false resumes.
+   *
+   * @generated from field: bool paused = 2;
+   */
+  paused: boolean;
+};
+
+/**
+ * Describes the message generation.v1.SetRoutePausedRequest.
+ * Use `create(SetRoutePausedRequestSchema)` to create a new message.
+ */
+export const SetRoutePausedRequestSchema: GenMessage<SetRoutePausedRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 23);
+
+/**
+ * Response of SetRoutePaused.
+ *
+ * @generated from message generation.v1.SetRoutePausedResponse
+ */
+export type SetRoutePausedResponse = Message<"generation.v1.SetRoutePausedResponse"> & {
+  /**
+   * Route name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The new state.
+   *
+   * @generated from field: bool paused = 2;
+   */
+  paused: boolean;
+};
+
+/**
+ * Describes the message generation.v1.SetRoutePausedResponse.
+ * Use `create(SetRoutePausedResponseSchema)` to create a new message.
+ */
+export const SetRoutePausedResponseSchema: GenMessage<SetRoutePausedResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 24);
+
+/**
  * AdminService manages accounts, API keys, webhooks, pauses and prices.
  * Authentication: `authorization: Bearer <ADMIN_TOKEN>`.
  * The REST form lives under /admin/v1 on the gateway.
@@ -629,6 +835,26 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof UpdatePriceRequestSchema;
     output: typeof UpdatePriceResponseSchema;
+  },
+  /**
+   * Lists the upstream routes with their health (empty with the simulated provider).
+   *
+   * @generated from rpc generation.v1.AdminService.ListRoutes
+   */
+  listRoutes: {
+    methodKind: "unary";
+    input: typeof ListRoutesRequestSchema;
+    output: typeof ListRoutesResponseSchema;
+  },
+  /**
+   * Pauses or resumes one upstream route: a paused route is skipped.
+   *
+   * @generated from rpc generation.v1.AdminService.SetRoutePaused
+   */
+  setRoutePaused: {
+    methodKind: "unary";
+    input: typeof SetRoutePausedRequestSchema;
+    output: typeof SetRoutePausedResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_generation_v1_admin_service, 0);

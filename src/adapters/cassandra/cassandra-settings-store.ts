@@ -34,6 +34,15 @@ export class CassandraSettingsStore implements SettingsStore {
     await this.client.execute("INSERT INTO model_pauses (model, paused) VALUES (?, ?)", [model, paused]);
   }
 
+  async pausedRoutes(): Promise<ReadonlySet<string>> {
+    const rows = await this.client.execute("SELECT route, paused FROM route_pauses");
+    return new Set(rows.rows.filter((r) => r.paused === true).map((r) => r.route as string));
+  }
+
+  async setRoutePaused(route: string, paused: boolean): Promise<void> {
+    await this.client.execute("INSERT INTO route_pauses (route, paused) VALUES (?, ?)", [route, paused]);
+  }
+
   async prices(): Promise<PriceTable> {
     const rows = await this.client.execute("SELECT model, prices FROM prices");
     const table = new Map<string, ModelPrices>();

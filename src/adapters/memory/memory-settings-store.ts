@@ -4,6 +4,7 @@ import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.
 export class MemorySettingsStore implements SettingsStore {
   private projectPaused = false;
   private readonly paused = new Set<string>();
+  private readonly routesPaused = new Set<string>();
   private readonly priceTable: Map<string, ModelPrices>;
   private readonly webhooks = new Map<string, WebhookEndpoint>();
 
@@ -17,6 +18,11 @@ export class MemorySettingsStore implements SettingsStore {
   async setModelPaused(model: string, paused: boolean) {
     if (paused) this.paused.add(model);
     else this.paused.delete(model);
+  }
+  async pausedRoutes(): Promise<ReadonlySet<string>> { return new Set(this.routesPaused); }
+  async setRoutePaused(route: string, paused: boolean) {
+    if (paused) this.routesPaused.add(route);
+    else this.routesPaused.delete(route);
   }
   async prices(): Promise<PriceTable> { return new Map(this.priceTable); }
   async setPrices(model: string, prices: ModelPrices) { this.priceTable.set(model, prices); }

@@ -34,7 +34,7 @@ async function ingestInlineImages(deps: CoreDeps, jobId: string, spec: Generatio
  * it queued and announces it. Any failure undoes what was done, so a refused
  * request leaves no job, no blob and no hold behind.
  */
-export async function acceptJob(deps: CoreDeps, caller: Caller, spec: GenerationSpec): Promise<Job> {
+export async function acceptJob(deps: CoreDeps, caller: Caller, spec: GenerationSpec, route?: string): Promise<Job> {
   const prices = (await deps.settings.prices()).get(spec.model.id);
   const price = quoteGeneration(spec, prices);
   const jobId = randomUUID();
@@ -71,6 +71,7 @@ export async function acceptJob(deps: CoreDeps, caller: Caller, spec: Generation
       inputBlobKeys,
       maxOutputTokens: spec.model.maxOutputTokens,
       prices,
+      route,
     },
     createdAt,
     timeoutSeconds: spec.timeoutSeconds,

@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { ALL_MODELS_GRANT } from "../../domain/accounts/grants.js";
@@ -121,6 +122,35 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
       admin(context.requestHeader, async () => {
         const prices = await deps.settings.prices();
         return { prices: MODELS.map((m) => ({ model: m.id, ...priceMessage(formatModelPrices(prices.get(m.id))) })) };
+      }),
+
+    listRoutes: (_request, context) =>
+      admin(context.requestHeader, async () => ({
+        routes: (await deps.provider.routes()).map((route) => ({
+          name: route.name,
+          baseUrl: route.baseUrl,
+          models: [...route.models],
+          weight: route.weight,
+          timeoutMs: route.timeoutMs,
+          maxInputImages: route.maxInputImages,
+          paused: route.paused,
+          healthy: route.healthy,
+          requests: BigInt(route.requests),
+          failures: BigInt(route.failures),
+          consecutiveFailures: route.consecutiveFailures,
+          lastError: route.lastError ?? "",
+          lastErrorAt: route.lastErrorAt && timestampFromDate(route.lastErrorAt),
+          lastSuccessAt: route.lastSuccessAt && timestampFromDate(route.lastSuccessAt),
+        })),
+      })),
+
+    setRoutePaused: (request, context) =>
+      admin(context.requestHeader, async () => {
+        if (!(await deps.provider.routes()).some((route) => route.name === request.name)) {
+          throw new DomainError("not_found", "route_not_found", `no upstream route named "${request.name}"`);
+        }
+        await deps.settings.setRoutePaused(request.name, request.paused);
+        return { name: request.name, paused: request.paused };
       }),
 
     updatePrice: (request, context) =>

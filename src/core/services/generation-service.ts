@@ -10,6 +10,7 @@ import {
   requireKnownModel, validateGenerationRequest, type GenerationRequestInput, type GenerationSpec, type InputMode as DomainInputMode,
 } from "../../domain/validation/generation-request.js";
 import { validateVideoInteraction } from "../../domain/validation/video-interaction.js";
+import type { ValidationLimits } from "../../domain/validation/limits.js";
 import { authenticate, requireGrant, type Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { rpc } from "../errors/rpc-errors.js";
@@ -41,7 +42,10 @@ export function createGenerationService(deps: CoreDeps): ServiceImpl<typeof Gene
    * Shared by both creation RPCs. Order: key (401), model (422), grant (403),
    * pause (503), then the full rules (400/422), then money (402).
    */
-  async function create(caller: Caller, operation: string, request: object, key: string, modelId: string, validate: () => GenerationSpec) {
+  async function create(
+    caller: Caller, operation: string, request: object, key: string, modelId: string,
+    validate: (limits: ValidationLimits) => GenerationSpec,
+  ) {
     return idempotent(
       deps.idempotency,
       { scope: caller.accountId, key, operation, request, ttlMs: settings.idempotencyTtlMs, retryAfterSeconds: 1 },
@@ -49,7 +53,9 @@ export function createGenerationService(deps: CoreDeps): ServiceImpl<typeof Gene
         const model = requireKnownModel(modelId);
         requireGrant(caller, model);
         await requireAvailable(deps.settings, model, settings.retryAfterSeconds);
-        const job = await acceptJob(deps, caller, validate());
+        // The route chosen now decides the input-image limit and is where the job goes first.
+        const plan = await deps.provider.planRoute(model);
+        const job = await acceptJob(deps, caller, validate({ ...settings.limits, maxInputImages: plan.maxInputImages }), plan.route);
         return { jobId: job.id };
       },
     );
@@ -80,8 +86,8 @@ export function createGenerationService(deps: CoreDeps): ServiceImpl<typeof Gene
           inputMode: INPUT_MODES[request.inputMode],
         };
         const { idempotencyKey, ...fingerprinted } = request;
-        const outcome = await create(caller, "generations", fingerprinted, idempotencyKey, request.model, () =>
-          validateGenerationRequest(input, settings.limits),
+        const outcome = await create(caller, "generations", fingerprinted, idempotencyKey, request.model, (limits) =>
+          validateGenerationRequest(input, limits),
         );
         return accepted(outcome);
       }),

@@ -1,7 +1,8 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { toJson } from "@bufbuild/protobuf";
 import {
-  TextService, type GenerateContentRequest, type GenerateContentResponseSchema,
+  GenerateContentRequestSchema, TextService, type GenerateContentRequest, type GenerateContentResponseSchema,
 } from "../../../gen/generation/v1/text_service_pb.js";
 import { randomUUID } from "node:crypto";
 import { validateTextRequest, type TextSpec } from "../../domain/validation/text-request.js";
@@ -73,12 +74,16 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     });
     requireGrant(caller, spec.model);
     await requireAvailable(deps.settings, spec.model, deps.settingsOf.retryAfterSeconds);
+    const plan = await deps.provider.planRoute(spec.model);
     const call = await TextCall.open(deps, caller, spec);
     const inputImages = request.contents.flatMap((c) =>
       c.parts.flatMap((p) => (p.data.case === "inlineData" ? [{ mimeType: p.data.value.mimeType, bytes: p.data.value.data }] : [])),
     );
+    const { model: _model, ...wire } = toJson(GenerateContentRequestSchema, request) as Record<string, unknown>;
+    // The reservation assumed at most this many output tokens; the upstream is held to it.
+    wire.generationConfig = { ...(wire.generationConfig as object | undefined), maxOutputTokens: spec.maxOutputTokens };
     const chunks = deps.provider.streamText(
-      { model: spec.model, promptText: spec.promptText, maxOutputTokens: spec.maxOutputTokens, inputImages },
+      { model: spec.model, route: plan.route, promptText: spec.promptText, maxOutputTokens: spec.maxOutputTokens, inputImages, wire },
       context.signal,
     );
     return { spec, call, chunks };

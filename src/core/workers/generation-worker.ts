@@ -77,10 +77,17 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     if (model.kind === "video") return deps.provider.generateVideo(media, signal);
     let text = "";
     let usage = { promptTokens: 0, textOutputTokens: 0, videoOutputTokens: 0 };
-    const request = { model, promptText: job.input.prompt, maxOutputTokens: job.input.maxOutputTokens ?? model.maxOutputTokens!, inputImages };
+    let finishReason: string | undefined;
+    const request = {
+      model, route: job.input.route, promptText: job.input.prompt, maxOutputTokens: job.input.maxOutputTokens ?? model.maxOutputTokens!, inputImages,
+    };
     for await (const chunk of deps.provider.streamText(request, signal)) {
       text += chunk.text;
       usage = chunk.usage;
+      finishReason = chunk.finishReason ?? finishReason;
+    }
+    if (text.length === 0 && finishReason && finishReason !== "STOP" && finishReason !== "MAX_TOKENS") {
+      throw new ProviderError("output_blocked", `the provider withheld the answer (${finishReason})`);
     }
     return { text, usage };
   }

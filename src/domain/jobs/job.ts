@@ -17,6 +17,8 @@ export interface JobInput {
   readonly maxOutputTokens?: number;
   /** Prices at acceptance: a text job settles at the prices it was accepted under. */
   readonly prices?: ModelPrices;
+  /** The upstream route assigned at acceptance (tried first). */
+  readonly route?: string;
 }
 
 export interface JobResult {

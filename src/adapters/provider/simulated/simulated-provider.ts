@@ -2,7 +2,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { imagePixelSize, videoFrameSize } from "../../../domain/catalog/output-size.js";
 import { countTokens } from "../../../domain/text/tokens.js";
 import {
-  ProviderError, type GenerationOutput, type GenerationProvider, type MediaRequest, type TextChunk, type TextRequest,
+  ProviderError, type GenerationOutput, type GenerationProvider, type MediaRequest, type RoutePlan, type RouteStatus,
+  type TextChunk, type TextRequest,
 } from "../../../ports/provider.js";
 import { renderMp4 } from "./render-mp4.js";
 import { renderPng } from "./render-png.js";
@@ -23,6 +24,8 @@ export const SIMULATOR_MARKERS = {
 export interface SimulatedProviderOptions {
   /** Time an image or video takes, and the time a text answer is spread over. */
   readonly latencyMs: number;
+  /** Input images per request (the simulator has one route: the default limit). */
+  readonly maxInputImages: number;
 }
 
 function refuseOnMarkers(prompt: string): void {
@@ -34,6 +37,14 @@ function refuseOnMarkers(prompt: string): void {
 
 export class SimulatedProvider implements GenerationProvider {
   constructor(private readonly options: SimulatedProviderOptions) {}
+
+  async planRoute(): Promise<RoutePlan> {
+    return { maxInputImages: this.options.maxInputImages };
+  }
+
+  async routes(): Promise<RouteStatus[]> {
+    return [];
+  }
 
   async generateImage(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput> {
     await this.wait(request.prompt, signal);

@@ -1,6 +1,7 @@
 import { toJson } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
+import { UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { balanceJson, parseBody } from "../json-mapping.js";
 import { GatewayError } from "../gateway-error.js";
@@ -90,6 +91,19 @@ export function adminRoutes(core: CoreClients) {
         adminCall(request),
       );
       return { model: response.model, paused: response.paused };
+    });
+
+    app.get("/admin/v1/routes", async (request) => {
+      const { routes } = await core.admin.listRoutes({}, adminCall(request));
+      return { routes: routes.map((route) => toJson(UpstreamRouteSchema, route, { useProtoFieldName: true, alwaysEmitImplicit: true })) };
+    });
+
+    app.put<{ Params: { name: string } }>("/admin/v1/routes/:name/pause", async (request) => {
+      const response = await core.admin.setRoutePaused(
+        { name: request.params.name, paused: booleanField(request.body, "paused") },
+        adminCall(request),
+      );
+      return { name: response.name, paused: response.paused };
     });
 
     app.get("/admin/v1/prices", async (request) => {

@@ -1,0 +1,179 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { ModelSpec } from "../../domain/catalog/models.js";
+import { orderRoutes, routesForModel, type Route } from "../../domain/routing/routes.js";
+import {
+  ProviderError, type GenerationOutput, type GenerationProvider, type InputImage, type MediaRequest, type RoutePlan,
+  type RouteStatus, type TextChunk, type TextRequest,
+} from "../../ports/provider.js";
+import type { TokenUsage } from "../../domain/pricing/quotes.js";
+import { countTokens } from "../../domain/text/tokens.js";
+import { RouteHealth } from "./route-health.js";
+import { UpstreamError } from "./upstream-error.js";
+import { VendorClient } from "./vendor-client.js";
+import { chunkText, interpret, refusalOf, usageOf, videoOf, type VendorResponse } from "./vendor-response.js";
+
+export interface RoutedVendorProviderOptions {
+  readonly routes: readonly Route[];
+  /** Route names an operator paused (shared settings, so every process agrees). */
+  readonly pausedRoutes: () => Promise<ReadonlySet<string>>;
+  readonly pollIntervalMs: number;
+  readonly random?: () => number;
+}
+
+const imageParts = (images: readonly InputImage[]) =>
+  images.map((image) => ({ inlineData: { mimeType: image.mimeType, data: Buffer.from(image.bytes).toString("base64") } }));
+
+/** The vendor's body for a job: the prompt and its images as one user turn. */
+function contentsOf(prompt: string, images: readonly InputImage[]) {
+  return [{ role: "user", parts: [{ text: prompt }, ...imageParts(images)] }];
+}
+
+/**
+ * The vendor's API as the provider, across routes. A call goes to the route
+ * chosen at acceptance (or drawn by weight), and on a connect error, a 5xx, a
+ * 429, a broken body or a timeout it fails over to the next route that can
+ * take the request, until one answers or the caller's deadline (the job's
+ * `timeout`) ends it. A stream fails over only before its first chunk.
+ */
+export class RoutedVendorProvider implements GenerationProvider {
+  private readonly health = new RouteHealth();
+  private readonly clients: Map<string, VendorClient>;
+  private readonly random: () => number;
+
+  constructor(private readonly options: RoutedVendorProviderOptions) {
+    this.clients = new Map(options.routes.map((route) => [route.name, new VendorClient(route)]));
+    this.random = options.random ?? Math.random;
+  }
+
+  private async order(model: ModelSpec, imageCount: number, preferred?: string): Promise<Route[]> {
+    const candidates = routesForModel(this.options.routes, model.id);
+    const ordered = orderRoutes(candidates, {
+      paused: await this.options.pausedRoutes(), unhealthy: this.health.unhealthy(), imageCount, preferred, random: this.random,
+    });
+    if (ordered.length === 0) {
+      throw new ProviderError("no_route", `no active upstream route serves ${model.id}${imageCount ? ` with ${imageCount} input images` : ""}`);
+    }
+    return ordered;
+  }
+
+  async planRoute(model: ModelSpec): Promise<RoutePlan> {
+    const [route] = await this.order(model, 0).catch(() => [] as Route[]);
+    // With no active route the request is still validated (against the largest limit) and fails in the job.
+    const limit = route?.maxInputImages ?? Math.max(0, ...routesForModel(this.options.routes, model.id).map((r) => r.maxInputImages));
+    return { route: route?.name, maxInputImages: limit };
+  }
+
+  async routes(): Promise<RouteStatus[]> {
+    const paused = await this.options.pausedRoutes();
+    return this.options.routes.map((route) => {
+      const health = this.health.snapshot(route.name);
+      return {
+        name: route.name, baseUrl: route.baseUrl, models: route.models, weight: route.weight, timeoutMs: route.timeoutMs,
+        maxInputImages: route.maxInputImages, paused: paused.has(route.name), ...health,
+      };
+    });
+  }
+
+  /** Tries the routes in order; only route faults move on to the next. */
+  private async failover<T>(routes: Route[], signal: AbortSignal, call: (client: VendorClient) => Promise<T>): Promise<T> {
+    let last: UpstreamError | undefined;
+    for (const route of routes) {
+      signal.throwIfAborted();
+      try {
+        const result = await call(this.clients.get(route.name)!);
+        this.health.succeeded(route.name);
+        return result;
+      } catch (error) {
+        if (!(error instanceof UpstreamError)) {
+          if (error instanceof ProviderError) this.health.succeeded(route.name); // the route answered; the answer was a refusal
+          throw error;
+        }
+        this.health.failed(route.name, error.message);
+        if (!error.retryable) throw new ProviderError("upstream_rejected", error.message);
+        last = error;
+      }
+    }
+    throw new ProviderError("upstream_unavailable", `every upstream route failed; last: ${last?.message}`);
+  }
+
+  async generateImage(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput> {
+    const routes = await this.order(request.model, request.inputImages.length, request.route);
+    const imageConfig: Record<string, string> = {};
+    if (request.aspectRatio) imageConfig.aspectRatio = request.aspectRatio; // "auto": nothing is sent
+    if (request.resolution && !request.model.ignoresResolution) imageConfig.imageSize = request.resolution;
+    const body = {
+      contents: contentsOf(request.prompt, request.inputImages),
+      generationConfig: { responseModalities: ["TEXT", "IMAGE"], imageConfig },
+    };
+    const answer = await this.failover(routes, signal, async (client) => interpret(await client.generateContent(request.model.id, body, signal)));
+    if (!answer.image && !answer.text) throw new ProviderError("empty_response", "the upstream answered without an image or text");
+    return { text: answer.text, media: answer.image, usage: answer.usage };
+  }
+
+  async generateVideo(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput> {
+    const routes = await this.order(request.model, request.inputImages.length, request.route);
+    const parameters: Record<string, unknown> = { durationSeconds: request.durationSeconds ?? 4 };
+    if (request.resolution) parameters.resolution = request.resolution;
+    if (request.aspectRatio) parameters.aspectRatio = request.aspectRatio;
+    const first = request.inputImages[0];
+    const instance: Record<string, unknown> = { prompt: request.prompt };
+    if (first) instance.image = { bytesBase64Encoded: Buffer.from(first.bytes).toString("base64"), mimeType: first.mimeType };
+    // The operation lives on the route that started it: polling and download stay there.
+    return this.failover(routes, signal, async (client) => {
+      const name = await client.startVideo(request.model.id, { instances: [instance], parameters }, signal);
+      for (;;) {
+        const operation = await client.getOperation(name, signal);
+        if (operation.done) {
+          const video = videoOf(operation);
+          const file = "bytes" in video ? { bytes: video.bytes, mimeType: "video/mp4" } : await client.download(video.uri, signal);
+          return { media: file, usage: { promptTokens: 0, textOutputTokens: 0, videoOutputTokens: 0 } };
+        }
+        await sleep(this.options.pollIntervalMs, undefined, { signal });
+      }
+    });
+  }
+
+  /**
+   * Streams text from the first route that produces a first chunk. Once a
+   * chunk has been passed on, the stream belongs to that route: a later fault
+   * is an error for the caller, never a silent switch to another route.
+   */
+  async *streamText(request: TextRequest, signal: AbortSignal): AsyncIterable<TextChunk> {
+    const routes = await this.order(request.model, request.inputImages.length, request.route);
+    const body = request.wire ?? {
+      contents: contentsOf(request.promptText, request.inputImages),
+      generationConfig: { maxOutputTokens: request.maxOutputTokens },
+    };
+    const opened = await this.failover(routes, signal, async (client) => {
+      const stream = client.streamGenerateContent(request.model.id, body, signal);
+      const first = await stream.next();
+      return { stream, first, route: client.route.name };
+    });
+    let next = opened.first;
+    let textSoFar = "";
+    let usage: TokenUsage | undefined;
+    try {
+      while (!next.done) {
+        const chunk: VendorResponse = next.value;
+        const refusal = refusalOf(chunk);
+        if (refusal && refusal.code === "prompt_blocked") throw refusal;
+        const text = chunkText(chunk);
+        textSoFar += text;
+        // The vendor's usage is cumulative and wins; before it first reports, the output so far is counted by our rule.
+        usage = chunk.usageMetadata
+          ? usageOf(chunk.usageMetadata)
+          : { promptTokens: usage?.promptTokens ?? countTokens(request.promptText), textOutputTokens: countTokens(textSoFar), videoOutputTokens: usage?.videoOutputTokens ?? 0 };
+        yield { text, usage, finishReason: chunk.candidates?.[0]?.finishReason };
+        next = await opened.stream.next();
+      }
+    } catch (error) {
+      if (error instanceof UpstreamError) {
+        this.health.failed(opened.route, error.message);
+        throw new ProviderError("upstream_interrupted", `${error.message} (after output began; not retried)`);
+      }
+      throw error;
+    } finally {
+      await opened.stream.return(undefined);
+    }
+  }
+}
