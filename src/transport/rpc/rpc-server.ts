@@ -1,6 +1,6 @@
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
-import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
@@ -14,9 +14,9 @@ function logUnexpected(log: (message: string, error: unknown) => void): Intercep
     try {
       return await next(request);
     } catch (error) {
-      if (!(error instanceof ConnectError) || error.cause instanceof Error) {
-        if (!(error instanceof ConnectError) || error.code === 13) log(`${request.method.name} failed`, error);
-      }
+      // Refusals (invalid, unauthenticated, …) are answers; only crashes are worth a log line.
+      const crash = !(error instanceof ConnectError) || error.code === Code.Internal || error.code === Code.Unknown;
+      if (crash) log(`${request.method.name} failed`, error);
       throw error;
     }
   };
