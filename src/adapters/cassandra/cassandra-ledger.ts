@@ -91,7 +91,8 @@ export class CassandraLedger implements Ledger {
         return;
       }
       this.queues.set(accountId, [pending]);
-      void this.drain(accountId);
+      // Wait one turn of the event loop so that operations arriving together share the first round too.
+      setImmediate(() => void this.drain(accountId));
     });
   }
 
