@@ -1,14 +1,22 @@
 /**
  * Gateway and core throughput/latency against a bare Fastify JSON route, in one
  * run on one machine (issue 2). Run with `npm run bench` (or
- * `npx tsx bench/http-vs-baseline.ts`). The servers run on this process's main
- * thread; the load comes from a worker thread (bench/load-generator.ts).
+ * `npx tsx bench/http-vs-baseline.ts`); about 100 s; results go to BENCHMARKS.md.
+ *
+ * The servers (the real service on its embedded backends, a copy with its
+ * consumers stopped, the bare Fastify baseline and a bare Connect gRPC server)
+ * share this process's main thread; the load comes from closed loops in a
+ * worker thread (bench/load-generator.ts), so client and server each have an
+ * event loop of their own. Scenarios run one after another, each with a
+ * warm-up; the POST against the instance whose worker renders PNGs runs last
+ * (see main()).
  *
  * Knobs (environment): BENCH_DURATION_S (default 10), BENCH_WARMUP_S (2),
  * BENCH_CONNECTIONS (32), BENCH_OUT (also write the report to this file).
  */
 import { execFileSync } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { rmSync } from "node:fs";
+import { mkdtemp, writeFile } from "node:fs/promises";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
@@ -22,16 +30,14 @@ import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-nod
 import Fastify, { type FastifyInstance } from "fastify";
 import { GenerationService, GetJobRequestSchema, type GetJobResponse } from "../gen/generation/v1/generation_service_pb.js";
 import { loadConfig, type Config } from "../src/config/config.js";
-import type { CoreClients } from "../src/runtime/core-clients.js";
-import { createCore, embeddedPorts } from "../src/runtime/embedded-core.js";
 import { startService } from "../src/runtime/start-service.js";
-import { buildGateway } from "../src/transport/http/gateway.js";
 import type { GrpcScenario, HttpScenario, RunRequest, WorkerMessage } from "./load-generator.js";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const MAX_REQUESTS_PER_PHASE = 2_000_000;
+const WATCHDOG_S = 30 + 9 * (WARMUP_S + DURATION_S) + 60;
 const ADMIN_TOKEN = "bench-admin-token";
 const MODEL = "aimodel-2.5-flash-image";
 const PRICE_PICO = 39_000_000_000n; // 0.039, the fast model's default 1K price
@@ -64,27 +70,14 @@ async function startRealService(dataDir: string): Promise<Gateway> {
 }
 
 /**
- * The same gateway and core with the generation worker never subscribed, so
- * accepted jobs stay queued: isolates the accept path from PNG rendering, which
- * otherwise runs on this same event loop. Mirrors startService minus startWorkers.
+ * The same service with its consumers stopped, so accepted jobs stay queued:
+ * isolates the accept path from PNG rendering, which otherwise runs on this
+ * same event loop. The in-process bus drops events that no group consumes.
  */
 async function startServiceWithoutWorkers(dataDir: string): Promise<Gateway> {
-  const config = benchConfig(dataDir);
-  let clients: CoreClients | undefined;
-  const app = await buildGateway(
-    {
-      get generation() { return clients!.generation; },
-      get text() { return clients!.text; },
-      get admin() { return clients!.admin; },
-      get files() { return clients!.files; },
-    },
-    { logLevel: "silent" },
-  );
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  const core = createCore(config, embeddedPorts(config, () => {}), url);
-  clients = core.clients;
-  return { url, close: async () => { await app.close(); await core.close(); } };
+  const running = await startService(benchConfig(dataDir), () => {});
+  await running.core!.stopConsumers(0);
+  return { url: running.httpUrl, close: () => running.close() };
 }
 
 /** A bare Fastify app: JSON in, JSON out, nothing else. The floor any Node HTTP route pays. */
@@ -180,6 +173,8 @@ interface Measured {
   readonly statuses: Record<string, number>;
   readonly serverElu: number;
   readonly clientElu: number;
+  /** CPU time of the whole process (both threads, GC helpers, libuv) per wall second; 2.0 is both cores. */
+  readonly processCpu: number;
   readonly errorSamples: string[];
 }
 
@@ -201,16 +196,22 @@ async function measure(worker: Worker, name: string, scenario: HttpScenario | Gr
     scenario, connections: CONNECTIONS, warmupMs: WARMUP_S * 1000, durationMs: DURATION_S * 1000, maxRequests: MAX_REQUESTS_PER_PHASE,
   };
   process.stderr.write(`· ${name} … `);
-  const result = await new Promise<Extract<WorkerMessage, { type: "result" }> & { serverElu: number }>((resolve, reject) => {
+  const result = await new Promise<Extract<WorkerMessage, { type: "result" }> & { serverElu: number; processCpu: number }>((resolve, reject) => {
     let eluStart: ReturnType<typeof performance.eventLoopUtilization> | undefined;
+    let cpuStart: NodeJS.CpuUsage | undefined;
+    let wallStart = 0;
     const onMessage = (message: WorkerMessage) => {
       if (message.type === "measuring") {
         eluStart = performance.eventLoopUtilization();
+        cpuStart = process.cpuUsage();
+        wallStart = performance.now();
         return;
       }
       const serverElu = eluStart ? performance.eventLoopUtilization(eluStart).utilization : NaN;
+      const cpu = process.cpuUsage(cpuStart);
+      const processCpu = cpuStart ? (cpu.user + cpu.system) / 1000 / (performance.now() - wallStart) : NaN;
       cleanup();
-      resolve({ ...message, serverElu });
+      resolve({ ...message, serverElu, processCpu });
     };
     const onError = (error: Error) => { cleanup(); reject(error); };
     const cleanup = () => { worker.off("message", onMessage); worker.off("error", onError); };
@@ -230,6 +231,7 @@ async function measure(worker: Worker, name: string, scenario: HttpScenario | Gr
     statuses: result.statuses,
     serverElu: result.serverElu,
     clientElu: result.clientElu,
+    processCpu: result.processCpu,
     errorSamples: result.errorSamples,
   };
   process.stderr.write(`${measured.rps.toFixed(0)} req/s, p50 ${measured.p50.toFixed(2)} ms, p99 ${measured.p99.toFixed(2)} ms, errors ${measured.errors}\n`);
@@ -273,8 +275,8 @@ const fmt = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) :
 
 function table(rows: Measured[], baselineOf: Map<string, Measured>): string[] {
   const lines = [
-    "| scenario | req/s | p50 ms | p99 ms | max ms | requests | non-2xx / errors | req/s vs baseline | p50 vs baseline | p99 vs baseline | server loop busy | client loop busy |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| scenario | req/s | p50 ms | p99 ms | max ms | requests | non-2xx / errors | req/s vs baseline | p50 vs baseline | p99 vs baseline | server loop busy | client loop busy | process CPU (cores) |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const r of rows) {
     const base = baselineOf.get(r.name);
@@ -282,7 +284,7 @@ function table(rows: Measured[], baselineOf: Map<string, Measured>): string[] {
     lines.push(
       `| ${r.name} | ${fmt(r.rps, 0)} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${fmt(r.max, 1)} | ${r.requests} | ${r.errors} | ` +
         `${ratio(r.rps, base?.rps)} | ${ratio(r.p50, base?.p50)} | ${ratio(r.p99, base?.p99)} | ` +
-        `${fmt(r.serverElu * 100, 0)}% | ${fmt(r.clientElu * 100, 0)}% |`,
+        `${fmt(r.serverElu * 100, 0)}% | ${fmt(r.clientElu * 100, 0)}% | ${fmt(r.processCpu)} |`,
     );
   }
   return lines;
@@ -293,7 +295,7 @@ function table(rows: Measured[], baselineOf: Map<string, Measured>): string[] {
 async function main(): Promise<void> {
   const loadBefore = os.loadavg();
   const started = performance.now();
-  const dataDirs = await Promise.all([0, 1].map(() => mkdtemp(join(os.tmpdir(), "gen-service-bench-"))));
+  const dataDirs = await Promise.all([0, 1, 2].map(() => mkdtemp(join(os.tmpdir(), "gen-service-bench-"))));
   const service = await startRealService(dataDirs[0]!);
   const noWorkers = await startServiceWithoutWorkers(dataDirs[1]!);
   const cleanups: (() => Promise<unknown>)[] = [() => service.close(), () => noWorkers.close()];
@@ -320,26 +322,8 @@ async function main(): Promise<void> {
 
     const basePost = await measure(worker, "baseline: bare Fastify POST /baseline", httpScenario(baseline.url, "POST", "/baseline", 202));
     rows.push(basePost);
-
-    const before = await balance(service, apiKey);
-    const postWorkers = await measure(
-      worker, `gateway: POST /api/v1/generations (${MODEL}), worker rendering in-process`, httpScenario(service.url, "POST", "/api/v1/generations", 202, apiKey),
-    );
-    // Jobs accepted during warm-up and measurement are rendered on this same event loop; wait for them so they do not bleed into later scenarios.
-    const drainStart = performance.now();
-    const sentinel = await createJob(service, apiKey);
-    await finished(service, apiKey, sentinel, 120_000);
-    const drainMs = performance.now() - drainStart;
-    const after = await balance(service, apiKey);
-    const rendered = (before.balance - after.balance) / PRICE_PICO - 1n;
-    rows.push(postWorkers);
-    baselineOf.set(postWorkers.name, basePost);
-    notes.push(
-      `POST with workers: ${rendered} jobs (warm-up + measured) were rendered and charged; ${fmt(drainMs / 1000, 1)} s after the load stopped the last one was done (reserved left: ${after.reserved}).`,
-    );
-
     const postNoWorkers = await measure(
-      worker, `gateway: POST /api/v1/generations (${MODEL}), no worker subscribed`, httpScenario(noWorkers.url, "POST", "/api/v1/generations", 202, noWorkersKey),
+      worker, `gateway: POST /api/v1/generations (${MODEL}), no worker running`, httpScenario(noWorkers.url, "POST", "/api/v1/generations", 202, noWorkersKey),
     );
     rows.push(postNoWorkers);
     baselineOf.set(postNoWorkers.name, basePost);
@@ -351,14 +335,39 @@ async function main(): Promise<void> {
     baselineOf.set(getJob.name, baseGet);
 
     const grpcBase = await measure(worker, "gRPC baseline: bare Connect server, GetJob (fixed reply)", {
-      kind: "grpc", baseUrl: grpcBaseline.url, apiKey, jobId: doneJobId,
+      kind: "grpc", protocol: "grpc", baseUrl: grpcBaseline.url, apiKey, jobId: doneJobId,
     });
     rows.push(grpcBase);
     const grpcCore = await measure(worker, "core: gRPC GenerationService.GetJob on the core port", {
-      kind: "grpc", baseUrl: service.grpcUrl!, apiKey, jobId: doneJobId,
+      kind: "grpc", protocol: "grpc", baseUrl: service.grpcUrl!, apiKey, jobId: doneJobId,
     });
     rows.push(grpcCore);
     baselineOf.set(grpcCore.name, baseGet);
+    const connectCore = await measure(worker, "core: Connect protocol GetJob on the core port (h2, as a gateway with CORE_URL calls it)", {
+      kind: "grpc", protocol: "connect", baseUrl: service.grpcUrl!, apiKey, jobId: doneJobId,
+    });
+    rows.push(connectCore);
+    baselineOf.set(connectCore.name, baseGet);
+
+    // Last, on its own instance: accepting outpaces rendering, so the backlog it leaves would take minutes to
+    // render and would disturb any scenario after it. This instance is never closed: a graceful stop would
+    // wait for that backlog. The process exits right after the report instead.
+    const rendering = await startRealService(dataDirs[2]!);
+    const renderingKey = await customer(rendering);
+    const before = await balance(rendering, renderingKey);
+    const postWorkers = await measure(
+      worker, `gateway: POST /api/v1/generations (${MODEL}), worker rendering PNGs in the same process`,
+      httpScenario(rendering.url, "POST", "/api/v1/generations", 202, renderingKey),
+    );
+    const after = await balance(rendering, renderingKey);
+    rows.splice(2, 0, postWorkers);
+    baselineOf.set(postWorkers.name, basePost);
+    const accepted = (before.balance - after.balance + after.reserved) / PRICE_PICO;
+    const charged = (before.balance - after.balance) / PRICE_PICO;
+    notes.push(
+      `POST with the worker running: ${accepted} jobs accepted in ${WARMUP_S + DURATION_S} s (warm-up included), ${charged} of them rendered and charged ` +
+        `(${fmt(Number(charged) / (WARMUP_S + DURATION_S), 0)} PNGs/s), ${accepted - charged} still queued or rendering when the load stopped.`,
+    );
 
     const bytes = Buffer.byteLength(JSON.stringify(doneJob));
     const report = [
@@ -372,7 +381,7 @@ async function main(): Promise<void> {
       "",
       ...table(rows, baselineOf),
       "",
-      `Ratios: gateway POST rows against the bare POST; GET job against the bare GET (job JSON of ${bytes} bytes); the core's gRPC GetJob against the bare GET as well (its own protocol floor is the gRPC baseline row).`,
+      `Ratios: gateway POST rows against the bare POST; GET job against the bare GET (job JSON of ${bytes} bytes); the core's gRPC and Connect GetJob against the bare GET as well (the gRPC protocol's own floor in Node is the gRPC baseline row).`,
       ...notes.map((n) => `- ${n}`),
       ...rows.filter((r) => r.errors > 0).map((r) => `- ${r.name}: ${r.errors} errors, statuses ${JSON.stringify(r.statuses)}, e.g. ${r.errorSamples.join("; ")}`),
     ].join("\n");
@@ -381,8 +390,21 @@ async function main(): Promise<void> {
   } finally {
     await worker.terminate();
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await Promise.all(dataDirs.map((d) => rm(d, { recursive: true, force: true })));
+    // Synchronous, so the rendering instance gets no turn to write another blob between the removal and the exit.
+    for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
   }
 }
 
-await main();
+// Bounded in time whatever happens (a stuck scenario, a server that stops answering).
+setTimeout(() => {
+  console.error(`bench: gave up after ${WATCHDOG_S} s`);
+  process.exit(2);
+}, WATCHDOG_S * 1000).unref();
+
+try {
+  await main();
+  process.exit(0);
+} catch (error) {
+  console.error(error);
+  process.exit(1);
+}

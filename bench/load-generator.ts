@@ -10,7 +10,7 @@ import { connect, type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import { parentPort } from "node:worker_threads";
 import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { GenerationService } from "../gen/generation/v1/generation_service_pb.js";
 
 export interface HttpScenario {
@@ -26,6 +26,8 @@ export interface HttpScenario {
 
 export interface GrpcScenario {
   readonly kind: "grpc";
+  /** gRPC, or the Connect protocol (what a gateway in front of a remote core speaks) on the same h2c port. */
+  readonly protocol: "grpc" | "connect";
   readonly baseUrl: string;
   readonly apiKey: string;
   readonly jobId: string;
@@ -179,7 +181,9 @@ async function httpLoops(s: HttpScenario, connections: number, tallyRef: { curre
 
 function grpcLoops(s: GrpcScenario, connections: number, tallyRef: { current: Tally }) {
   // One HTTP/2 session multiplexes every in-flight call, as a gRPC client normally does.
-  const client = createClient(GenerationService, createGrpcTransport({ baseUrl: s.baseUrl }));
+  const transport =
+    s.protocol === "grpc" ? createGrpcTransport({ baseUrl: s.baseUrl }) : createConnectTransport({ baseUrl: s.baseUrl, httpVersion: "2" });
+  const client = createClient(GenerationService, transport);
   const headers = { authorization: `Bearer ${s.apiKey}` };
   const loops = Array.from({ length: connections }, (): Attempt => async () => {
     const tally = tallyRef.current;

@@ -192,6 +192,8 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
   async function handle(event: GenerationRequested): Promise<void> {
     if (stopping) throw new Error("worker is stopping");
     await slot();
+    // Stopping may have begun while this waited for a slot: leave the job for another worker.
+    if (stopping) throw new Error("worker is stopping");
     const job = await deps.jobs.get(event.jobId);
     if (!job || job.status !== "queued") return;
     const claimed = startJob(job, deps.clock.now(), { owner: options.workerId, expiresAt: leaseUntil() });

@@ -5,6 +5,13 @@ import {
 
 type AnyHandler = (request: unknown, context: ReturnType<typeof createHandlerContext>) => unknown;
 
+/**
+ * The reason a finished call's context is aborted with (Connect aborts it
+ * when the call ends). One shared reason: aborting without one builds a new
+ * DOMException per call, a measurable cost on the gateway's hot path.
+ */
+const CALL_ENDED = new Error("call ended");
+
 function contextFor(service: DescService, method: DescMethod, options: CallOptions = {}) {
   return createHandlerContext({
     service,
@@ -35,7 +42,7 @@ export function createInProcessClient<S extends DescService>(service: S, impleme
         } catch (error) {
           throw ConnectError.from(error);
         } finally {
-          context.abort();
+          context.abort(CALL_ENDED);
         }
       };
     }
@@ -48,7 +55,7 @@ export function createInProcessClient<S extends DescService>(service: S, impleme
         } catch (error) {
           throw ConnectError.from(error);
         } finally {
-          context.abort();
+          context.abort(CALL_ENDED);
         }
       };
     }
