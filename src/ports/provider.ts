@@ -51,7 +51,12 @@ export interface TextChunk {
 
 /** A provider refused or failed: the job fails with `code`, nothing is charged. */
 export class ProviderError extends Error {
-  constructor(readonly code: string, message: string) {
+  constructor(
+    readonly code: string,
+    message: string,
+    /** For refusals: the provider's block or finish reason (e.g. SAFETY, IMAGE_SAFETY). */
+    readonly reason?: string,
+  ) {
     super(message);
   }
 }

@@ -156,7 +156,8 @@ export class RoutedVendorProvider implements GenerationProvider {
       while (!next.done) {
         const chunk: VendorResponse = next.value;
         const refusal = refusalOf(chunk);
-        if (refusal && refusal.code === "prompt_blocked") throw refusal;
+        // A refusal before any output is the whole answer: uncharged. After output it is just the last chunk.
+        if (refusal && (refusal.code === "prompt_blocked" || (refusal.code === "output_blocked" && textSoFar === ""))) throw refusal;
         const text = chunkText(chunk);
         textSoFar += text;
         // The vendor's usage is cumulative and wins; before it first reports, the output so far is counted by our rule.

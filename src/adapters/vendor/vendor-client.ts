@@ -5,9 +5,27 @@ import type { VendorOperation, VendorResponse } from "./vendor-response.js";
 
 const API_VERSION = "v1beta";
 
-/** A signal that fires when the caller's does or after `ms`, whichever is first. */
-function bounded(signal: AbortSignal, ms: number): AbortSignal {
-  return AbortSignal.any([signal, AbortSignal.timeout(ms)]);
+class CallTimeoutError extends Error {
+  override name = "TimeoutError";
+}
+
+/**
+ * Runs `work` with a signal that fires when the caller's does or after `ms`.
+ * A plain timer, not AbortSignal.timeout: on Node 20 a timeout signal that only
+ * AbortSignal.any() holds can be garbage-collected and then never fires.
+ */
+async function bounded<T>(signal: AbortSignal, ms: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(signal.reason);
+  if (signal.aborted) onAbort();
+  else signal.addEventListener("abort", onAbort, { once: true });
+  const timer = setTimeout(() => controller.abort(new CallTimeoutError(`timed out after ${ms} ms`)), ms);
+  try {
+    return await work(controller.signal);
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener("abort", onAbort);
+  }
 }
 
 function classify(error: unknown, signal: AbortSignal, route: Route, what: string): unknown {
@@ -58,11 +76,12 @@ export class VendorClient {
 
   async generateContent(model: string, body: unknown, signal: AbortSignal): Promise<VendorResponse> {
     const what = `${model}:generateContent`;
-    const callSignal = bounded(signal, this.route.timeoutMs);
     try {
-      const response = await this.post(`models/${encodeURIComponent(model)}:generateContent`, body, callSignal);
-      await failIfNotOk(response, this.route, what);
-      return await json<VendorResponse>(response, this.route, what);
+      return await bounded(signal, this.route.timeoutMs, async (callSignal) => {
+        const response = await this.post(`models/${encodeURIComponent(model)}:generateContent`, body, callSignal);
+        await failIfNotOk(response, this.route, what);
+        return json<VendorResponse>(response, this.route, what);
+      });
     } catch (error) {
       throw classify(error, signal, this.route, what);
     }
@@ -120,9 +139,11 @@ export class VendorClient {
   async startVideo(model: string, body: unknown, signal: AbortSignal): Promise<string> {
     const what = `${model}:predictLongRunning`;
     try {
-      const response = await this.post(`models/${encodeURIComponent(model)}:predictLongRunning`, body, bounded(signal, this.route.timeoutMs));
-      await failIfNotOk(response, this.route, what);
-      const operation = await json<VendorOperation>(response, this.route, what);
+      const operation = await bounded(signal, this.route.timeoutMs, async (callSignal) => {
+        const response = await this.post(`models/${encodeURIComponent(model)}:predictLongRunning`, body, callSignal);
+        await failIfNotOk(response, this.route, what);
+        return json<VendorOperation>(response, this.route, what);
+      });
       if (!operation.name) throw new UpstreamError("malformed", `${this.route.name}: ${what} answered without an operation name`);
       return operation.name;
     } catch (error) {
@@ -133,12 +154,11 @@ export class VendorClient {
   async getOperation(name: string, signal: AbortSignal): Promise<VendorOperation> {
     const what = `GET ${name}`;
     try {
-      const response = await fetch(this.url(name), {
-        headers: { "x-vendor-api-key": this.route.apiKey },
-        signal: bounded(signal, this.route.timeoutMs),
+      return await bounded(signal, this.route.timeoutMs, async (callSignal) => {
+        const response = await fetch(this.url(name), { headers: { "x-vendor-api-key": this.route.apiKey }, signal: callSignal });
+        await failIfNotOk(response, this.route, what);
+        return json<VendorOperation>(response, this.route, what);
       });
-      await failIfNotOk(response, this.route, what);
-      return await json<VendorOperation>(response, this.route, what);
     } catch (error) {
       throw classify(error, signal, this.route, what);
     }
@@ -148,12 +168,14 @@ export class VendorClient {
   async download(uri: string, signal: AbortSignal): Promise<{ bytes: Uint8Array; mimeType: string }> {
     const what = `GET ${uri}`;
     try {
-      const response = await fetch(uri, { headers: { "x-vendor-api-key": this.route.apiKey }, signal: bounded(signal, this.route.timeoutMs) });
-      await failIfNotOk(response, this.route, what);
-      return {
-        bytes: new Uint8Array(await response.arrayBuffer()),
-        mimeType: (response.headers.get("content-type") ?? "video/mp4").split(";")[0]!.trim(),
-      };
+      return await bounded(signal, this.route.timeoutMs, async (callSignal) => {
+        const response = await fetch(uri, { headers: { "x-vendor-api-key": this.route.apiKey }, signal: callSignal });
+        await failIfNotOk(response, this.route, what);
+        return {
+          bytes: new Uint8Array(await response.arrayBuffer()),
+          mimeType: (response.headers.get("content-type") ?? "video/mp4").split(";")[0]!.trim(),
+        };
+      });
     } catch (error) {
       throw classify(error, signal, this.route, what);
     }

@@ -47,12 +47,12 @@ export function usageOf(usage: VendorUsage | undefined): TokenUsage {
 /** A refusal by the vendor's filters: the job fails with a clear code and is not charged. */
 export function refusalOf(response: VendorResponse): ProviderError | undefined {
   const blockReason = response.promptFeedback?.blockReason;
-  if (blockReason) return new ProviderError("prompt_blocked", `the upstream blocked the prompt (${blockReason})`);
+  if (blockReason) return new ProviderError("prompt_blocked", `the upstream blocked the prompt (${blockReason})`, blockReason);
   const candidate = response.candidates?.[0];
   const parts = candidate?.content?.parts ?? [];
   const hasOutput = parts.some((p) => !p.thought && (p.text || p.inlineData?.data));
   if (!hasOutput && candidate?.finishReason && FILTERED.has(candidate.finishReason)) {
-    return new ProviderError("output_blocked", `the upstream withheld the output (${candidate.finishReason})`);
+    return new ProviderError("output_blocked", `the upstream withheld the output (${candidate.finishReason})`, candidate.finishReason);
   }
   if (!candidate && !blockReason) return new ProviderError("empty_response", "the upstream answered without candidates");
   return undefined;

@@ -44,10 +44,19 @@ function chunkResponse(spec: TextSpec, responseId: string, chunk: TextChunk): Re
   };
 }
 
-/** A blocked prompt is an answer without candidates, as the vendor gives it, and costs nothing. */
-function blockedResponse(spec: TextSpec, responseId: string): ResponseInit {
+/** Refusals the vendor answers with 200: a blocked prompt, or output withheld before any of it was produced. */
+const REFUSALS = new Set(["prompt_blocked", "output_blocked"]);
+
+/**
+ * A refusal is passed on as the vendor gives it (a blocked prompt: no
+ * candidates and promptFeedback; withheld output: a candidate with only its
+ * finish reason) and costs nothing.
+ */
+function refusalResponse(spec: TextSpec, responseId: string, refusal: ProviderError): ResponseInit {
+  const blocked = refusal.code === "prompt_blocked";
   return {
-    promptFeedback: { blockReason: "SAFETY" },
+    promptFeedback: blocked ? { blockReason: refusal.reason ?? "SAFETY" } : undefined,
+    candidates: blocked ? [] : [{ finishReason: refusal.reason ?? "SAFETY", index: 0 }],
     usageMetadata: { promptTokenCount: spec.promptTokens, candidatesTokenCount: 0, totalTokenCount: spec.promptTokens },
     modelVersion: spec.model.id,
     responseId,
@@ -111,7 +120,7 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
           }
         } catch (error) {
           await call.end();
-          if (error instanceof ProviderError && error.code === "prompt_blocked") return blockedResponse(spec, responseId);
+          if (error instanceof ProviderError && REFUSALS.has(error.code)) return refusalResponse(spec, responseId, error);
           upstreamFailure(error);
         }
         if (last) call.markDelivered(last);
@@ -136,9 +145,9 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
           yield { chunk: chunkResponse(spec, responseId, chunk) };
         }
       } catch (error) {
-        if (error instanceof ProviderError && error.code === "prompt_blocked") {
+        if (error instanceof ProviderError && REFUSALS.has(error.code)) {
           await call.end();
-          yield { chunk: blockedResponse(spec, responseId) };
+          yield { chunk: refusalResponse(spec, responseId, error) };
           return;
         }
         await call.end();

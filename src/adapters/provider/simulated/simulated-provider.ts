@@ -31,7 +31,7 @@ export interface SimulatedProviderOptions {
 function refuseOnMarkers(prompt: string): void {
   if (prompt.includes(SIMULATOR_MARKERS.fail)) throw new ProviderError("generation_failed", "the simulated provider failed as asked");
   if (prompt.includes(SIMULATOR_MARKERS.blocked)) {
-    throw new ProviderError("prompt_blocked", "the prompt was blocked by the provider's safety filter (SAFETY)");
+    throw new ProviderError("prompt_blocked", "the prompt was blocked by the provider's safety filter (SAFETY)", "SAFETY");
   }
 }
 

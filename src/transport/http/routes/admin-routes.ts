@@ -95,7 +95,14 @@ export function adminRoutes(core: CoreClients) {
 
     app.get("/admin/v1/routes", async (request) => {
       const { routes } = await core.admin.listRoutes({}, adminCall(request));
-      return { routes: routes.map((route) => toJson(UpstreamRouteSchema, route, { useProtoFieldName: true, alwaysEmitImplicit: true })) };
+      // Counters are int64 in the proto (strings in proto JSON); the REST view gives plain numbers.
+      return {
+        routes: routes.map((route) => ({
+          ...(toJson(UpstreamRouteSchema, route, { useProtoFieldName: true, alwaysEmitImplicit: true }) as object),
+          requests: Number(route.requests),
+          failures: Number(route.failures),
+        })),
+      };
     });
 
     app.put<{ Params: { name: string } }>("/admin/v1/routes/:name/pause", async (request) => {
