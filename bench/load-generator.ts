@@ -6,12 +6,12 @@
  * request as a bare Fastify route, and would cap the baseline at the client's
  * speed rather than the server's.
  */
-import { connect, type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import { parentPort } from "node:worker_threads";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { GenerationService } from "../gen/generation/v1/generation_service_pb.js";
+import { RawHttpConnection } from "./raw-http-connection.js";
 
 export interface HttpScenario {
   readonly kind: "http";
@@ -73,67 +73,6 @@ function noteError(tally: Tally, what: string): void {
   if (tally.errorSamples.length < 5) tally.errorSamples.push(what);
 }
 
-const HEADER_END = Buffer.from("\r\n\r\n");
-
-/** One keep-alive HTTP/1.1 connection that handles one request at a time (no pipelining). */
-class RawHttpConnection {
-  private buffered: Buffer = Buffer.alloc(0);
-  private waiting: { resolve: (status: number) => void; reject: (error: Error) => void } | undefined;
-
-  private constructor(private readonly socket: Socket) {
-    socket.on("data", (chunk: Buffer) => this.onData(chunk));
-    socket.on("error", (error) => this.fail(error));
-    socket.on("close", () => this.fail(new Error("connection closed by server")));
-  }
-
-  static open(host: string, port: number): Promise<RawHttpConnection> {
-    return new Promise((resolve, reject) => {
-      const socket = connect({ host, port, noDelay: true }, () => {
-        socket.off("error", reject);
-        resolve(new RawHttpConnection(socket));
-      });
-      socket.once("error", reject);
-    });
-  }
-
-  request(bytes: Buffer): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.waiting = { resolve, reject };
-      this.socket.write(bytes);
-    });
-  }
-
-  close(): void {
-    this.socket.destroy();
-  }
-
-  private onData(chunk: Buffer): void {
-    this.buffered = this.buffered.length === 0 ? chunk : Buffer.concat([this.buffered, chunk]);
-    const end = this.buffered.indexOf(HEADER_END);
-    if (end < 0) return;
-    const head = this.buffered.subarray(0, end).toString("latin1");
-    const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-    if (!length) {
-      // Every route measured here answers with a Content-Length; anything else is a finding, not something to parse around.
-      this.fail(new Error(`response without content-length: ${head.split("\r\n")[0]}`));
-      return;
-    }
-    const total = end + HEADER_END.length + Number(length[1]);
-    if (this.buffered.length < total) return;
-    const status = Number(head.slice(9, 12));
-    this.buffered = this.buffered.subarray(total);
-    const waiting = this.waiting;
-    this.waiting = undefined;
-    waiting?.resolve(status);
-  }
-
-  private fail(error: Error): void {
-    const waiting = this.waiting;
-    this.waiting = undefined;
-    waiting?.reject(error);
-  }
-}
-
 function requestBytes(s: HttpScenario): Buffer {
   const body = s.body === undefined ? undefined : Buffer.from(s.body);
   const lines = [`${s.method} ${s.path} HTTP/1.1`, `host: ${s.host}:${s.port}`, "connection: keep-alive"];
@@ -164,7 +103,7 @@ async function httpLoops(s: HttpScenario, connections: number, tallyRef: { curre
     const tally = tallyRef.current;
     const t0 = performance.now();
     try {
-      const status = await pool[index]!.request(bytes);
+      const { status } = await pool[index]!.request(bytes);
       tally.latencies.push(performance.now() - t0);
       tally.requests++;
       tally.statuses[status] = (tally.statuses[status] ?? 0) + 1;

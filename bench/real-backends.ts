@@ -23,7 +23,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
-import { connect, type AddressInfo, type Socket } from "node:net";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -33,6 +33,7 @@ import { CassandraLedger } from "../src/adapters/cassandra/cassandra-ledger.js";
 import { openSession, type CassandraClient } from "../src/adapters/cassandra/cassandra-session.js";
 import { ADMIN_TOKEN, dropRealBackend, realBackendEnv } from "../test/support/harness.js";
 import { startProcess, type ServiceProcess } from "../test/support/processes.js";
+import { RawHttpConnection, type RawReply } from "./raw-http-connection.js";
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_S ?? 12) * 1000;
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_S ?? 2) * 1000;
@@ -51,91 +52,21 @@ const KAFKA = process.env.KAFKA_BROKERS || "127.0.0.1:9092";
 
 // ---------------------------------------------------------------- HTTP client
 
-interface Reply {
-  readonly status: number;
-  readonly body: Buffer;
-}
-
-const HEADER_END = Buffer.from("\r\n\r\n");
-
-/** One keep-alive HTTP/1.1 connection, one request at a time. Cheaper per request than fetch or node:http, which matters when the client shares two cores with the servers. */
-class Connection {
-  private buffered: Buffer = Buffer.alloc(0);
-  private waiting: { resolve: (reply: Reply) => void; reject: (error: Error) => void } | undefined;
-
-  private constructor(private readonly socket: Socket) {
-    socket.on("data", (chunk: Buffer) => this.onData(chunk));
-    socket.on("error", (error) => this.fail(error));
-    socket.on("close", () => this.fail(new Error("connection closed by server")));
-  }
-
-  static open(port: number): Promise<Connection> {
-    return new Promise((resolve, reject) => {
-      const socket = connect({ host: "127.0.0.1", port, noDelay: true }, () => {
-        socket.off("error", reject);
-        resolve(new Connection(socket));
-      });
-      socket.once("error", reject);
-    });
-  }
-
-  request(bytes: Buffer): Promise<Reply> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.fail(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`));
-        this.socket.destroy();
-      }, REQUEST_TIMEOUT_MS);
-      this.waiting = {
-        resolve: (reply) => { clearTimeout(timer); resolve(reply); },
-        reject: (error) => { clearTimeout(timer); reject(error); },
-      };
-      this.socket.write(bytes);
-    });
-  }
-
-  close(): void {
-    this.socket.destroy();
-  }
-
-  private onData(chunk: Buffer): void {
-    this.buffered = this.buffered.length === 0 ? chunk : Buffer.concat([this.buffered, chunk]);
-    const end = this.buffered.indexOf(HEADER_END);
-    if (end < 0) return;
-    const head = this.buffered.subarray(0, end).toString("latin1");
-    const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-    if (!length) {
-      this.fail(new Error(`response without content-length: ${head.split("\r\n")[0]}`));
-      return;
-    }
-    const total = end + HEADER_END.length + Number(length[1]);
-    if (this.buffered.length < total) return;
-    const reply = { status: Number(head.slice(9, 12)), body: this.buffered.subarray(end + HEADER_END.length, total) };
-    this.buffered = this.buffered.subarray(total);
-    const waiting = this.waiting;
-    this.waiting = undefined;
-    waiting?.resolve(reply);
-  }
-
-  private fail(error: Error): void {
-    const waiting = this.waiting;
-    this.waiting = undefined;
-    waiting?.reject(error);
-  }
-}
+type Reply = RawReply;
 
 /** A connection that reopens itself after a transport error, so one reset does not end a loop. */
 class Client {
-  private connection: Promise<Connection>;
+  private connection: Promise<RawHttpConnection>;
   constructor(private readonly port: number) {
-    this.connection = Connection.open(port);
+    this.connection = RawHttpConnection.open("127.0.0.1", port);
   }
   async request(bytes: Buffer): Promise<Reply> {
     const connection = await this.connection;
     try {
-      return await connection.request(bytes);
+      return await connection.request(bytes, REQUEST_TIMEOUT_MS);
     } catch (error) {
       connection.close();
-      this.connection = Connection.open(this.port);
+      this.connection = RawHttpConnection.open("127.0.0.1", this.port);
       throw error;
     }
   }
