@@ -26,6 +26,8 @@ export interface CorePorts {
   readonly webhookTransport: WebhookTransport;
   readonly deliveries: DeliveryLog;
   readonly clock: Clock;
+  /** Problems worth an operator's attention that do not fail the request (a lost event, a late bookkeeping write). */
+  readonly log: (message: string, error?: unknown) => void;
 }
 
 export interface CoreSettings {

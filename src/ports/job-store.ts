@@ -34,7 +34,12 @@ export interface JobStore {
   transition(next: Job, expected: JobExpectation): Promise<boolean>;
   /** Extends the lease of a processing job held by `owner`; false when the job is no longer theirs. */
   renewLease(jobId: string, owner: string, expiresAt: Date): Promise<boolean>;
-  /** Ids registered and not yet finalized: being accepted, queued, processing, or finished but not settled and announced. */
-  listUnfinished(limit: number): Promise<UnfinishedJob[]>;
+  /**
+   * Ids registered and not yet finalized: being accepted, queued, processing,
+   * or finished but not settled and announced. `after` continues a scan where
+   * the previous page ended (undefined starts over), so a large backlog is
+   * scanned whole over successive calls.
+   */
+  listUnfinished(limit: number, after?: string): Promise<{ entries: UnfinishedJob[]; next?: string }>;
   markFinalized(jobId: string): Promise<void>;
 }

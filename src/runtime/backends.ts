@@ -79,9 +79,10 @@ export async function openBackends(config: Config, log: Log): Promise<Backends> 
             pollIntervalMs: config.upstreamPollMs,
           })
         : new SimulatedProvider({ latencyMs: config.simulatedLatencyMs, maxInputImages: config.maxInputImages }),
-      inputs: new HttpInputFetcher({ allowPrivate: config.allowPrivateUrls, timeoutMs: INPUT_FETCH_TIMEOUT_MS, maxBytes: config.maxInputBytes }),
+      inputs: new HttpInputFetcher({ allowPrivate: config.allowPrivateUrls, timeoutMs: INPUT_FETCH_TIMEOUT_MS }),
       webhookTransport: new HttpWebhookTransport(config.allowPrivateUrls),
       clock: systemClock,
+      log,
     },
     description: `${config.routes ? `upstream routes ${config.routes.map((r) => r.name).join(",")}` : "simulated provider"}, ${config.cassandra ? `Cassandra ${config.cassandra.contactPoints.join(",")}/${config.cassandra.keyspace}` : "in-memory stores"}, ${
       config.kafka ? `Kafka ${config.kafka.brokers.join(",")}` : "in-process event bus"

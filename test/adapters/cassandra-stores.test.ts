@@ -96,8 +96,8 @@ describe("Cassandra stores against a real server", { skip }, () => {
     assert.equal(stored?.status, "done");
     assert.equal(stored?.charged, 5n);
     assert.equal(stored?.createdAt.toISOString(), job.createdAt.toISOString());
-    assert.equal((await store.listUnfinished(10)).some((u) => u.jobId === job.id), true);
+    assert.equal((await store.listUnfinished(10)).entries.some((u) => u.jobId === job.id), true);
     await store.markFinalized(job.id);
-    assert.equal((await store.listUnfinished(10)).some((u) => u.jobId === job.id), false);
+    assert.equal((await store.listUnfinished(10)).entries.some((u) => u.jobId === job.id), false);
   });
 });

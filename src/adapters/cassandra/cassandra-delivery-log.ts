@@ -22,7 +22,7 @@ export class CassandraDeliveryLog implements DeliveryLog {
 
   async recordAttempt(messageId: string, jobId: string, attempt: DeliveryAttempt): Promise<void> {
     await this.ensure(messageId, jobId);
-    await conditional(this.client, "UPDATE webhook_deliveries SET attempts = attempts + ? WHERE message_id = ? IF state = 'pending'", [
+    await conditional(this.client, "UPDATE webhook_deliveries SET attempts = attempts + ? WHERE message_id = ? IF EXISTS", [
       [JSON.stringify(attempt)], messageId,
     ]);
   }

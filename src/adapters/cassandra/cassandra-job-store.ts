@@ -73,15 +73,25 @@ export class CassandraJobStore implements JobStore {
     }
   }
 
-  async listUnfinished(limit: number): Promise<UnfinishedJob[]> {
+  /** Pages through the buckets in order; the cursor is "<bucket>:<last job id>". */
+  async listUnfinished(limit: number, after?: string): Promise<{ entries: UnfinishedJob[]; next?: string }> {
     const entries: { jobId: string; accountId: string; since: Date }[] = [];
-    for (let bucket = 0; bucket < BUCKETS && entries.length < limit; bucket++) {
-      const rows = await this.client.execute("SELECT job_id, account_id, since FROM unfinished_jobs WHERE bucket = ? LIMIT ?", [
-        bucket, limit - entries.length,
-      ]);
+    let [bucket, lastId] = after ? [Number(after.split(":")[0]), after.slice(after.indexOf(":") + 1)] : [0, ""];
+    let next: string | undefined;
+    while (bucket < BUCKETS) {
+      const rows = await this.client.execute(
+        "SELECT job_id, account_id, since FROM unfinished_jobs WHERE bucket = ? AND job_id > ? LIMIT ?",
+        [bucket, lastId, limit - entries.length],
+      );
       entries.push(...rows.rows.map((r) => ({ jobId: r.job_id as string, accountId: r.account_id as string, since: r.since as Date })));
+      if (entries.length >= limit) {
+        next = `${bucket}:${entries[entries.length - 1]!.jobId}`;
+        break;
+      }
+      bucket++;
+      lastId = "";
     }
-    return Promise.all(entries.map(async (entry) => ({ ...entry, job: await this.get(entry.jobId) })));
+    return { entries: await Promise.all(entries.map(async (entry) => ({ ...entry, job: await this.get(entry.jobId) }))), next };
   }
 
   async markFinalized(jobId: string): Promise<void> {

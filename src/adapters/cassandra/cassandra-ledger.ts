@@ -27,8 +27,12 @@ interface AccountState {
   lastOps: string[];
 }
 
-/** Operation ids remembered per account to resolve writes of unknown outcome. */
-const REMEMBERED_OPS = 256;
+/**
+ * Operation ids remembered per account to resolve writes of unknown outcome:
+ * enough for several full batches of other writers to land between a timed-out
+ * write and the re-read that looks for it.
+ */
+const REMEMBERED_OPS = 2048;
 /** Operations folded into one conditional write. */
 const MAX_BATCH = 128;
 const MAX_ATTEMPTS = 60;

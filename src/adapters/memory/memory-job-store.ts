@@ -33,8 +33,12 @@ export class MemoryJobStore implements JobStore {
     return true;
   }
 
-  async listUnfinished(limit: number): Promise<UnfinishedJob[]> {
-    return [...this.unfinished].slice(0, limit).map(([jobId, entry]) => ({ jobId, ...entry, job: this.jobs.get(jobId) }));
+  async listUnfinished(limit: number, after?: string): Promise<{ entries: UnfinishedJob[]; next?: string }> {
+    const ids = [...this.unfinished.keys()];
+    const start = after === undefined ? 0 : Number(after);
+    const page = ids.slice(start, start + limit);
+    const entries = page.map((jobId) => ({ jobId, ...this.unfinished.get(jobId)!, job: this.jobs.get(jobId) }));
+    return { entries, next: start + limit < ids.length ? String(start + limit) : undefined };
   }
 
   async markFinalized(jobId: string): Promise<void> {

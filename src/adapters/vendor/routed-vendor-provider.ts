@@ -118,19 +118,37 @@ export class RoutedVendorProvider implements GenerationProvider {
     const first = request.inputImages[0];
     const instance: Record<string, unknown> = { prompt: request.prompt };
     if (first) instance.image = { bytesBase64Encoded: Buffer.from(first.bytes).toString("base64"), mimeType: first.mimeType };
-    // The operation lives on the route that started it: polling and download stay there.
-    return this.failover(routes, signal, async (client) => {
-      const name = await client.startVideo(request.model.id, { instances: [instance], parameters }, signal);
-      for (;;) {
-        const operation = await client.getOperation(name, signal);
-        if (operation.done) {
-          const video = videoOf(operation);
-          const file = "bytes" in video ? { bytes: video.bytes, mimeType: "video/mp4" } : await client.download(video.uri, signal);
-          return { media: file, usage: { promptTokens: 0, textOutputTokens: 0, videoOutputTokens: 0 } };
-        }
+    // Only starting fails over: once an operation runs at the vendor (and is paid for), polling and
+    // download stay on its route and ride out that route's hiccups until the job's deadline.
+    const { client, name } = await this.failover(routes, signal, async (client) => ({
+      client,
+      name: await client.startVideo(request.model.id, { instances: [instance], parameters }, signal),
+    }));
+    for (;;) {
+      const operation = await this.persist(client, signal, () => client.getOperation(name, signal));
+      if (operation.done) {
+        const video = videoOf(operation);
+        const file = "bytes" in video ? { bytes: video.bytes, mimeType: "video/mp4" } : await this.persist(client, signal, () => client.download(video.uri, signal));
+        return { media: file, usage: { promptTokens: 0, textOutputTokens: 0, videoOutputTokens: 0 } };
+      }
+      await sleep(this.options.pollIntervalMs, undefined, { signal });
+    }
+  }
+
+  /** Retries one route's call through its passing faults (not its refusals) until it answers or the deadline ends it. */
+  private async persist<T>(client: VendorClient, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
+    for (;;) {
+      try {
+        const result = await call();
+        this.health.succeeded(client.route.name);
+        return result;
+      } catch (error) {
+        if (!(error instanceof UpstreamError)) throw error;
+        this.health.failed(client.route.name, error.message);
+        if (!error.retryable) throw new ProviderError("upstream_rejected", error.message);
         await sleep(this.options.pollIntervalMs, undefined, { signal });
       }
-    });
+    }
   }
 
   /**

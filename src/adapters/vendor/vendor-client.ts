@@ -109,6 +109,7 @@ export class VendorClient {
       const events: string[] = [];
       const parser = createParser({ onEvent: (event) => events.push(event.data) });
       const decoder = new TextDecoder();
+      let finished = false;
       for await (const bytes of response.body) {
         armStall();
         parser.feed(decoder.decode(bytes as Uint8Array, { stream: true }));
@@ -121,9 +122,12 @@ export class VendorClient {
             throw new UpstreamError("malformed", `${this.route.name}: ${what} sent an event that is not JSON`);
           }
           if (chunk.error) throw new UpstreamError("dropped", `${this.route.name}: ${what} failed mid-stream: ${chunk.error.message ?? chunk.error.code}`);
+          if (chunk.candidates?.[0]?.finishReason || chunk.promptFeedback?.blockReason) finished = true;
           yield chunk;
         }
       }
+      // The last chunk carries the finish reason (or the block): a stream that ends without one was cut short.
+      if (!finished) throw new UpstreamError("dropped", `${this.route.name}: ${what} ended before its last chunk`);
     } catch (error) {
       if (local.signal.aborted) throw local.signal.reason;
       if ((error as { name?: string }).name === "TypeError" && !signal.aborted) {
@@ -164,12 +168,17 @@ export class VendorClient {
     }
   }
 
-  /** Downloads a file the vendor serves (it needs the key, as the vendor's file links do). */
+  /**
+   * Downloads a file the vendor serves. Its own file links need the key; a
+   * link to any other origin gets no key, so the key never leaks elsewhere.
+   */
   async download(uri: string, signal: AbortSignal): Promise<{ bytes: Uint8Array; mimeType: string }> {
     const what = `GET ${uri}`;
+    const sameOrigin = new URL(uri).origin === new URL(this.route.baseUrl).origin;
+    const headers: Record<string, string> = sameOrigin ? { "x-vendor-api-key": this.route.apiKey } : {};
     try {
       return await bounded(signal, this.route.timeoutMs, async (callSignal) => {
-        const response = await fetch(uri, { headers: { "x-vendor-api-key": this.route.apiKey }, signal: callSignal });
+        const response = await fetch(uri, { headers, signal: callSignal });
         await failIfNotOk(response, this.route, what);
         return {
           bytes: new Uint8Array(await response.arrayBuffer()),

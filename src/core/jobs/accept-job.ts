@@ -31,8 +31,9 @@ async function ingestInlineImages(deps: CoreDeps, jobId: string, spec: Generatio
 
 /**
  * Accepts a validated job: stores inline inputs, reserves its price, stores
- * it queued and announces it. Any failure undoes what was done, so a refused
- * request leaves no job, no blob and no hold behind.
+ * it queued and announces it. A failure before the job is stored undoes what
+ * was done, so a refused request leaves no job, no blob and no hold behind;
+ * once stored, the job is accepted whatever happens next.
  */
 export async function acceptJob(deps: CoreDeps, caller: Caller, spec: GenerationSpec, route?: string): Promise<Job> {
   const prices = (await deps.settings.prices()).get(spec.model.id);
@@ -83,14 +84,19 @@ export async function acceptJob(deps: CoreDeps, caller: Caller, spec: Generation
   };
   try {
     await deps.jobs.create(job);
-    await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, jobId, { jobId });
   } catch (error) {
-    // Stored but not announced: the reaper announces a queued job again, so only an unstored one is undone here.
     if (!(await deps.jobs.get(jobId))) {
       await deps.ledger.release(caller.accountId, reservationId);
       await undo();
     }
     throw error;
+  }
+  // Stored means accepted: a lost announcement must not turn into an error the client retries
+  // (that would create a second job); the reaper announces a queued job again.
+  try {
+    await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, jobId, { jobId });
+  } catch (error) {
+    deps.log(`job ${jobId} is stored but its announcement failed; the reaper will announce it`, error);
   }
   return job;
 }

@@ -16,6 +16,7 @@ const MAX_KEY_LENGTH = 255;
  */
 export async function idempotent(
   store: IdempotencyStore,
+  log: (message: string, error?: unknown) => void,
   options: { scope: string; key: string; operation: string; request: unknown; ttlMs: number; retryAfterSeconds: number },
   accept: () => Promise<StoredResponse>,
 ): Promise<IdempotentOutcome> {
@@ -43,6 +44,18 @@ export async function idempotent(
     await store.abandon(options.scope, key);
     throw error;
   }
-  await store.complete(options.scope, key, response, options.ttlMs);
+  // The job exists now: its key must never be given back, so recording it is retried, and a
+  // failure is logged rather than turned into an error the client would retry.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await store.complete(options.scope, key, response, options.ttlMs);
+      break;
+    } catch (error) {
+      if (attempt >= 3) {
+        log(`Idempotency-Key of job ${response.jobId} could not be recorded as complete`, error);
+        break;
+      }
+    }
+  }
   return { response, replayed: false };
 }

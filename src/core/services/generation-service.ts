@@ -48,6 +48,7 @@ export function createGenerationService(deps: CoreDeps): ServiceImpl<typeof Gene
   ) {
     return idempotent(
       deps.idempotency,
+      deps.log,
       { scope: caller.accountId, key, operation, request, ttlMs: settings.idempotencyTtlMs, retryAfterSeconds: 1 },
       async () => {
         const model = requireKnownModel(modelId);

@@ -51,20 +51,29 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
 
   const leaseUntil = () => new Date(deps.clock.now().getTime() + options.leaseMs);
 
+  /** Inputs of a job, fetched and read within one byte budget (the spec's 200 MiB applies to all of them together). */
   async function loadInputs(job: Job, signal: AbortSignal): Promise<InputImage[]> {
     const images: InputImage[] = [];
+    let budget = deps.settingsOf.limits.maxInputBytes;
+    const spend = (image: InputImage) => {
+      budget -= image.bytes.length;
+      if (budget < 0) throw new ProviderError("input_too_large", `the input images exceed ${deps.settingsOf.limits.maxInputBytes} bytes together`);
+      images.push(image);
+    };
     for (const url of job.input.inputImageUrls) {
+      let image: InputImage;
       try {
-        images.push(await deps.inputs.fetch(url, signal));
+        image = await deps.inputs.fetch(url, signal, Math.max(0, budget));
       } catch (error) {
         if (signal.aborted) throw error;
         throw new ProviderError(MISSING_INPUT_IMAGES, `input image ${url} could not be fetched: ${(error as Error).message}`);
       }
+      spend(image);
     }
     for (const key of job.input.inputBlobKeys) {
       const blob = await deps.blobs.read(key);
       if (!blob) throw new ProviderError(MISSING_INPUT_IMAGES, `stored input image ${key} is missing`);
-      images.push({ bytes: blob.bytes, mimeType: blob.contentType });
+      spend({ bytes: blob.bytes, mimeType: blob.contentType });
     }
     return images;
   }
@@ -77,18 +86,14 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     if (model.kind === "video") return deps.provider.generateVideo(media, signal);
     let text = "";
     let usage = { promptTokens: 0, textOutputTokens: 0, videoOutputTokens: 0 };
-    let finishReason: string | undefined;
     const request = {
       model, route: job.input.route, promptText: job.input.prompt, maxOutputTokens: job.input.maxOutputTokens ?? model.maxOutputTokens!, inputImages,
     };
     for await (const chunk of deps.provider.streamText(request, signal)) {
       text += chunk.text;
       usage = chunk.usage;
-      finishReason = chunk.finishReason ?? finishReason;
     }
-    if (text.length === 0 && finishReason && finishReason !== "STOP" && finishReason !== "MAX_TOKENS") {
-      throw new ProviderError("output_blocked", `the provider withheld the answer (${finishReason})`);
-    }
+    // Refusals (blocked prompt, withheld output) are the provider's to recognise: it throws them for both surfaces alike.
     return { text, usage };
   }
 
@@ -191,6 +196,8 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
   /** generation.requested: claim the job, then generate in the background (bounded by `concurrency`). */
   async function handle(event: GenerationRequested): Promise<void> {
     if (stopping) throw new Error("worker is stopping");
+    // A duplicate announcement of a job already taken must not wait for a slot (and hold up the partition).
+    if ((await deps.jobs.get(event.jobId))?.status !== "queued") return;
     await slot();
     // Stopping may have begun while this waited for a slot: leave the job for another worker.
     if (stopping) throw new Error("worker is stopping");
@@ -201,10 +208,18 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     track(claimed);
   }
 
-  /** One pass over unfinished jobs: finish what a crash interrupted. */
+  /** Where the reaper's scan continues: each pass takes the next page, so a large backlog is covered in turn. */
+  let cursor: string | undefined;
+  /** When this worker last re-announced a queued job, so the re-announcements stay one per interval. */
+  const announced = new Map<string, number>();
+
+  /** One pass over a page of unfinished jobs: finish what a crash interrupted. */
   async function reap(): Promise<void> {
     const now = deps.clock.now();
-    for (const { jobId, accountId, since, job } of await deps.jobs.listUnfinished(500)) {
+    if (announced.size > 10_000) announced.clear(); // bounded memory; at worst a job is announced once more
+    const page = await deps.jobs.listUnfinished(500, cursor);
+    cursor = page.next;
+    for (const { jobId, accountId, since, job } of page.entries) {
       if (stopping) return;
       if (running.has(jobId)) continue;
       const age = now.getTime() - since.getTime();
@@ -220,7 +235,10 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
         const taken = takeOverJob(job, { owner: options.workerId, expiresAt: leaseUntil() });
         if (await deps.jobs.transition(taken, { status: "processing", leaseOwner: job.leaseOwner })) track(taken);
       } else if (job.status === "queued" && age > options.requeueAfterMs) {
-        await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, job.id, { jobId: job.id });
+        if (now.getTime() - (announced.get(job.id) ?? 0) > options.requeueAfterMs) {
+          announced.set(job.id, now.getTime());
+          await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, job.id, { jobId: job.id });
+        }
       }
     }
   }

@@ -1,5 +1,6 @@
 import { Webhook } from "standardwebhooks";
 import { isTerminal } from "../../domain/jobs/job-state-machine.js";
+import type { Job } from "../../domain/jobs/job.js";
 import { webhookMessageId, webhookPayload } from "../../domain/webhooks/payload.js";
 import { TOPICS } from "../../ports/event-bus.js";
 import type { CoreDeps } from "../core-deps.js";
@@ -31,7 +32,8 @@ export interface WebhookAttemptDue {
  */
 export function createWebhookDispatcher(deps: CoreDeps) {
   const settings = deps.settingsOf;
-  const sending = new Set<string>();
+  /** Attempts of one message run one after another in this process (the log's CAS covers other processes). */
+  const inFlight = new Map<string, Promise<void>>();
 
   async function attempt(event: WebhookAttemptDue): Promise<void> {
     const job = await deps.jobs.get(event.jobId);
@@ -40,49 +42,58 @@ export function createWebhookDispatcher(deps: CoreDeps) {
     const url = job.callbackUrl ?? (endpoint?.url || undefined);
     if (!url || !endpoint) return;
     const messageId = webhookMessageId(job);
-    // One attempt per message at a time in this process; the log's CAS covers the rest.
-    if (sending.has(messageId)) return;
-    const record = await deps.deliveries.get(messageId);
-    if (record && record.state !== "pending") return;
-    if (record && record.attempts.length > event.attempt) return; // a duplicate of an attempt already made
-    sending.add(messageId);
+    const previous = inFlight.get(messageId);
+    const current = (previous ?? Promise.resolve()).catch(() => {}).then(() => send(job, endpoint.secret, url, messageId, event));
+    inFlight.set(messageId, current);
     try {
-      const now = deps.clock.now();
-      const imageUrl = job.result?.blobKey ? signedResultUrl(settings, job.result.blobKey, now) : undefined;
-      const body = JSON.stringify(webhookPayload(job, imageUrl));
-      const signature = new Webhook(endpoint.secret).sign(messageId, now, body);
-      const headers = {
-        "content-type": "application/json",
-        "user-agent": "generation-service-webhooks/1",
-        "webhook-id": messageId,
-        "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
-        "webhook-signature": signature,
-      };
-      const outcome = await deps.webhookTransport.post(url, headers, body, settings.webhookTimeoutMs);
-      await deps.deliveries.recordAttempt(messageId, job.id, { at: now, url, ...outcome });
-      if (outcome.status !== undefined && outcome.status >= 200 && outcome.status <= 299) {
-        await deps.deliveries.finish(messageId, "delivered");
-        return;
-      }
-      const delay = settings.webhookRetryScheduleMs[event.attempt];
-      if (delay === undefined) {
-        if (await deps.deliveries.finish(messageId, "exhausted")) {
-          const record = await deps.deliveries.get(messageId);
-          await deps.bus.publish<WebhookDeadLetter>(TOPICS.webhookDeadLetter, job.id, {
-            messageId, jobId: job.id, url, payload: body, attempts: record?.attempts.length ?? event.attempt + 1,
-            lastStatus: outcome.status, lastError: outcome.error,
-          });
-        }
-        return;
-      }
-      await deps.bus.publish<WebhookAttemptDue>(
-        TOPICS.webhookDelivery, job.id, { jobId: job.id, attempt: event.attempt + 1 }, { delayMs: delay },
-      );
+      await current;
     } finally {
-      sending.delete(messageId);
+      if (inFlight.get(messageId) === current) inFlight.delete(messageId);
     }
   }
 
+  async function send(job: Job, secret: string, url: string, messageId: string, event: WebhookAttemptDue): Promise<void> {
+    const record = await deps.deliveries.get(messageId);
+    if (record && record.state !== "pending") return;
+    if (record && record.attempts.length > event.attempt) return; // a duplicate of an attempt already made
+    const now = deps.clock.now();
+    const imageUrl = job.result?.blobKey ? signedResultUrl(settings, job.result.blobKey, now) : undefined;
+    const body = JSON.stringify(webhookPayload(job, imageUrl));
+    const signature = new Webhook(secret).sign(messageId, now, body);
+    const headers = {
+      "content-type": "application/json",
+      "user-agent": "generation-service-webhooks/1",
+      "webhook-id": messageId,
+      "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+      "webhook-signature": signature,
+    };
+    const outcome = await deps.webhookTransport.post(url, headers, body, settings.webhookTimeoutMs);
+    const attempt = { at: now, url, ...outcome };
+    if (outcome.status !== undefined && outcome.status >= 200 && outcome.status <= 299) {
+      // Final first: if anything below fails and the event comes again, it finds the delivery done.
+      await deps.deliveries.finish(messageId, "delivered");
+      await deps.deliveries.recordAttempt(messageId, job.id, attempt).catch((error) => deps.log(`recording delivery ${messageId}`, error));
+      return;
+    }
+    const delay = settings.webhookRetryScheduleMs[event.attempt];
+    if (delay !== undefined) {
+      // The retry is scheduled before this attempt is recorded: if scheduling fails, the event comes
+      // again and this (failed) attempt is simply made again, instead of the delivery stalling.
+      await deps.bus.publish<WebhookAttemptDue>(
+        TOPICS.webhookDelivery, job.id, { jobId: job.id, attempt: event.attempt + 1 }, { delayMs: delay },
+      );
+      await deps.deliveries.recordAttempt(messageId, job.id, attempt);
+      return;
+    }
+    await deps.deliveries.recordAttempt(messageId, job.id, attempt);
+    if (await deps.deliveries.finish(messageId, "exhausted")) {
+      const final = await deps.deliveries.get(messageId);
+      await deps.bus.publish<WebhookDeadLetter>(TOPICS.webhookDeadLetter, job.id, {
+        messageId, jobId: job.id, url, payload: body, attempts: final?.attempts.length ?? event.attempt + 1,
+        lastStatus: outcome.status, lastError: outcome.error,
+      });
+    }
+  }
   return {
     onJobFinished: (event: JobFinished) => attempt({ jobId: event.jobId, attempt: 0 }),
     onAttemptDue: attempt,

@@ -20,8 +20,8 @@ function stringField(body: unknown, field: string, required = true): string {
     if (required) throw new GatewayError(422, "validation_failed", `${field} is required`);
     return "";
   }
-  if (typeof value === "number") return String(value);
-  if (typeof value !== "string") throw new GatewayError(422, "validation_failed", `${field} must be a string`);
+  // Numbers are refused too: a JSON number is a float, and money travels as a decimal string.
+  if (typeof value !== "string") throw new GatewayError(422, "validation_failed", `${field} must be a string (money as a decimal string, e.g. "10.00")`);
   return value;
 }
 
