@@ -68,6 +68,7 @@ export interface WorkerConfig {
   readonly concurrency: number;
   readonly reaperIntervalMs: number;
   readonly requeueAfterMs: number;
+  readonly textCallLimitMs: number;
 }
 
 function roles(raw: string | undefined): Set<Role> {
@@ -193,6 +194,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       concurrency: integer(env, "WORKER_CONCURRENCY", 8, 1),
       reaperIntervalMs: parseDuration(env.REAPER_INTERVAL || "5s"),
       requeueAfterMs: parseDuration(env.REQUEUE_AFTER || "60s"),
+      textCallLimitMs: parseDuration(env.TEXT_CALL_LIMIT || "1h"),
     },
     shutdownGraceMs: parseDuration(env.SHUTDOWN_GRACE || "20s"),
     routes: loadRoutes(env, integer(env, "MAX_INPUT_IMAGES", 100, 1)),

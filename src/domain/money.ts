@@ -49,7 +49,3 @@ export function perMillion(pricePerMillion: Money, quantity: number | bigint): M
 export function times(price: Money, quantity: number | bigint): Money {
   return price * BigInt(quantity);
 }
-
-export function minMoney(a: Money, b: Money): Money {
-  return a < b ? a : b;
-}

@@ -4,7 +4,8 @@ export interface StoredResponse {
 }
 
 export type ClaimOutcome =
-  | { readonly kind: "claimed" }
+  /** `token` proves ownership: only the claimant can complete or give back the key. */
+  | { readonly kind: "claimed"; readonly token: string }
   | { readonly kind: "in_progress"; readonly fingerprint: string }
   | { readonly kind: "completed"; readonly fingerprint: string; readonly response: StoredResponse };
 
@@ -15,7 +16,8 @@ export type ClaimOutcome =
 export interface IdempotencyStore {
   /** `ttlMs` bounds how long even an unfinished claim can hold the key. */
   claim(scope: string, key: string, fingerprint: string, ttlMs: number): Promise<ClaimOutcome>;
-  complete(scope: string, key: string, response: StoredResponse, ttlMs: number): Promise<void>;
-  /** A rejected request does not consume its key. */
-  abandon(scope: string, key: string): Promise<void>;
+  /** Records the response, if `token` still owns the key. */
+  complete(scope: string, key: string, token: string, response: StoredResponse, ttlMs: number): Promise<void>;
+  /** A rejected request does not consume its key (given back only by its owner). */
+  abandon(scope: string, key: string, token: string): Promise<void>;
 }

@@ -29,6 +29,12 @@ export interface JobStore {
    */
   registerIntent(jobId: string, accountId: string, since: Date): Promise<void>;
   create(job: Job): Promise<void>;
+  /**
+   * Fences off an acceptance that never stored its job: after this returns
+   * true, create() of that id fails, so releasing its hold cannot race a job
+   * that still appears. False when the job was stored meanwhile.
+   */
+  abandonIntent(jobId: string): Promise<boolean>;
   get(jobId: string): Promise<Job | undefined>;
   /** Stores `next` only if the stored job matches `expected`; false when someone else moved it. */
   transition(next: Job, expected: JobExpectation): Promise<boolean>;

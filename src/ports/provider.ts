@@ -22,8 +22,9 @@ export interface TextRequest {
   readonly route?: string;
   /**
    * The caller's request in the vendor's JSON (contents, systemInstruction,
-   * generationConfig, …) when it came through the vendor surface, so a real
-   * upstream gets it whole; the simulator reads promptText.
+   * generationConfig, safetySettings, tools, …: every field the text API
+   * models) when it came through the vendor surface, so a real upstream gets
+   * what the caller asked for; the simulator reads promptText.
    */
   readonly wire?: Record<string, unknown>;
   readonly promptText: string;

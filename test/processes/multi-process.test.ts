@@ -166,6 +166,28 @@ describe("several processes on one Cassandra and Kafka", { skip }, () => {
     assert.deepEqual(await balanceOf(api, key), { balance: "1.70", reserved: "0.00", available: "1.70", currency: "USD" });
   });
 
+  it("an API process killed in the middle of a synchronous text call leaves no hold behind: the reaper releases it", async () => {
+    const env = await sharedEnv({ SIMULATED_LATENCY_MS: "20000", TEXT_CALL_LIMIT: "3s" });
+    dirs.push(env.DATA_DIR);
+    let api = await start({ ...env, ROLE: "api" });
+    await start({ ...env, ROLE: "worker" });
+    const key = await customer(api, "1.00");
+    const controller = new AbortController();
+    const stream = fetch(`${api.url}/api/aimodel/v1beta/models/aimodel-3.5-flash:streamGenerateContent?alt=sse`, {
+      method: "POST",
+      headers: { "x-vendor-api-key": key, "content-type": "application/json" },
+      body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: "a long answer, please" }] }] }),
+      signal: controller.signal,
+    }).catch(() => undefined);
+    await eventually(() => balanceOf(api, key), (b) => b.reserved !== "0.00", { timeoutMs: 20_000, what: "the call's hold" });
+    assert.equal(await api.stop("SIGKILL"), "SIGKILL");
+    controller.abort();
+    await stream;
+    api = await start({ ...env, ROLE: "api" });
+    const after = await eventually(() => balanceOf(api, key), (b) => b.reserved === "0.00", { timeoutMs: 30_000, what: "the hold released" });
+    assert.deepEqual(after, { balance: "1.00", reserved: "0.00", available: "1.00", currency: "USD" });
+  });
+
   it("SIGTERM lets a worker finish its job within the grace period and exit cleanly", async () => {
     const env = await sharedEnv({ SIMULATED_LATENCY_MS: "1000", SHUTDOWN_GRACE: "20s" });
     dirs.push(env.DATA_DIR);

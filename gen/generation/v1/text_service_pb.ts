@@ -4,13 +4,15 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Message } from "@bufbuild/protobuf";
+import type { Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file generation/v1/text_service.proto.
  */
 export const file_generation_v1_text_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBnZW5lcmF0aW9uL3YxL3RleHRfc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSInCgRCbG9iEhEKCW1pbWVfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIlsKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEioKC2lubGluZV9kYXRhGAIgASgLMhMuZ2VuZXJhdGlvbi52MS5CbG9iSAASDwoHdGhvdWdodBgDIAEoCEIGCgRkYXRhIjsKB0NvbnRlbnQSDAoEcm9sZRgBIAEoCRIiCgVwYXJ0cxgCIAMoCzITLmdlbmVyYXRpb24udjEuUGFydCJhCgtJbWFnZUNvbmZpZxIZCgxhc3BlY3RfcmF0aW8YASABKAlIAIgBARIXCgppbWFnZV9zaXplGAIgASgJSAGIAQFCDwoNX2FzcGVjdF9yYXRpb0INCgtfaW1hZ2Vfc2l6ZSLzAQoQR2VuZXJhdGlvbkNvbmZpZxIwCgxpbWFnZV9jb25maWcYASABKAsyGi5nZW5lcmF0aW9uLnYxLkltYWdlQ29uZmlnEh4KEW1heF9vdXRwdXRfdG9rZW5zGAIgASgFSACIAQESGAoLdGVtcGVyYXR1cmUYAyABKAJIAYgBARIbChNyZXNwb25zZV9tb2RhbGl0aWVzGAQgAygJEhwKD2NhbmRpZGF0ZV9jb3VudBgFIAEoBUgCiAEBQhQKEl9tYXhfb3V0cHV0X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCEgoQX2NhbmRpZGF0ZV9jb3VudCLBAQoWR2VuZXJhdGVDb250ZW50UmVxdWVzdBINCgVtb2RlbBgBIAEoCRIoCghjb250ZW50cxgCIAMoCzIWLmdlbmVyYXRpb24udjEuQ29udGVudBIyChJzeXN0ZW1faW5zdHJ1Y3Rpb24YAyABKAsyFi5nZW5lcmF0aW9uLnYxLkNvbnRlbnQSOgoRZ2VuZXJhdGlvbl9jb25maWcYBCABKAsyHy5nZW5lcmF0aW9uLnYxLkdlbmVyYXRpb25Db25maWciOwoSTW9kYWxpdHlUb2tlbkNvdW50EhAKCG1vZGFsaXR5GAEgASgJEhMKC3Rva2VuX2NvdW50GAIgASgFIsUCCg1Vc2FnZU1ldGFkYXRhEh8KEnByb21wdF90b2tlbl9jb3VudBgBIAEoBUgAiAEBEiMKFmNhbmRpZGF0ZXNfdG9rZW5fY291bnQYAiABKAVIAYgBARIeChF0b3RhbF90b2tlbl9jb3VudBgDIAEoBUgCiAEBEkAKFXByb21wdF90b2tlbnNfZGV0YWlscxgEIAMoCzIhLmdlbmVyYXRpb24udjEuTW9kYWxpdHlUb2tlbkNvdW50EkQKGWNhbmRpZGF0ZXNfdG9rZW5zX2RldGFpbHMYBSADKAsyIS5nZW5lcmF0aW9uLnYxLk1vZGFsaXR5VG9rZW5Db3VudEIVChNfcHJvbXB0X3Rva2VuX2NvdW50QhkKF19jYW5kaWRhdGVzX3Rva2VuX2NvdW50QhQKEl90b3RhbF90b2tlbl9jb3VudCJaCglDYW5kaWRhdGUSJwoHY29udGVudBgBIAEoCzIWLmdlbmVyYXRpb24udjEuQ29udGVudBIVCg1maW5pc2hfcmVhc29uGAIgASgJEg0KBWluZGV4GAMgASgFIiYKDlByb21wdEZlZWRiYWNrEhQKDGJsb2NrX3JlYXNvbhgBIAEoCSLhAQoXR2VuZXJhdGVDb250ZW50UmVzcG9uc2USLAoKY2FuZGlkYXRlcxgBIAMoCzIYLmdlbmVyYXRpb24udjEuQ2FuZGlkYXRlEjQKDnVzYWdlX21ldGFkYXRhGAIgASgLMhwuZ2VuZXJhdGlvbi52MS5Vc2FnZU1ldGFkYXRhEhUKDW1vZGVsX3ZlcnNpb24YAyABKAkSEwoLcmVzcG9uc2VfaWQYBCABKAkSNgoPcHJvbXB0X2ZlZWRiYWNrGAUgASgLMh0uZ2VuZXJhdGlvbi52MS5Qcm9tcHRGZWVkYmFjayJWChxTdHJlYW1HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0EjYKB3JlcXVlc3QYASABKAsyJS5nZW5lcmF0aW9uLnYxLkdlbmVyYXRlQ29udGVudFJlcXVlc3QiVgodU3RyZWFtR2VuZXJhdGVDb250ZW50UmVzcG9uc2USNQoFY2h1bmsYASABKAsyJi5nZW5lcmF0aW9uLnYxLkdlbmVyYXRlQ29udGVudFJlc3BvbnNlMuUBCgtUZXh0U2VydmljZRJgCg9HZW5lcmF0ZUNvbnRlbnQSJS5nZW5lcmF0aW9uLnYxLkdlbmVyYXRlQ29udGVudFJlcXVlc3QaJi5nZW5lcmF0aW9uLnYxLkdlbmVyYXRlQ29udGVudFJlc3BvbnNlEnQKFVN0cmVhbUdlbmVyYXRlQ29udGVudBIrLmdlbmVyYXRpb24udjEuU3RyZWFtR2VuZXJhdGVDb250ZW50UmVxdWVzdBosLmdlbmVyYXRpb24udjEuU3RyZWFtR2VuZXJhdGVDb250ZW50UmVzcG9uc2UwAWIGcHJvdG8z");
+  fileDesc("CiBnZW5lcmF0aW9uL3YxL3RleHRfc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSInCgRCbG9iEhEKCW1pbWVfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIlsKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEioKC2lubGluZV9kYXRhGAIgASgLMhMuZ2VuZXJhdGlvbi52MS5CbG9iSAASDwoHdGhvdWdodBgDIAEoCEIGCgRkYXRhIjsKB0NvbnRlbnQSDAoEcm9sZRgBIAEoCRIiCgVwYXJ0cxgCIAMoCzITLmdlbmVyYXRpb24udjEuUGFydCJhCgtJbWFnZUNvbmZpZxIZCgxhc3BlY3RfcmF0aW8YASABKAlIAIgBARIXCgppbWFnZV9zaXplGAIgASgJSAGIAQFCDwoNX2FzcGVjdF9yYXRpb0INCgtfaW1hZ2Vfc2l6ZSLMBAoQR2VuZXJhdGlvbkNvbmZpZxIwCgxpbWFnZV9jb25maWcYASABKAsyGi5nZW5lcmF0aW9uLnYxLkltYWdlQ29uZmlnEh4KEW1heF9vdXRwdXRfdG9rZW5zGAIgASgFSACIAQESGAoLdGVtcGVyYXR1cmUYAyABKAJIAYgBARIbChNyZXNwb25zZV9tb2RhbGl0aWVzGAQgAygJEhwKD2NhbmRpZGF0ZV9jb3VudBgFIAEoBUgCiAEBEhIKBXRvcF9wGAYgASgCSAOIAQESEgoFdG9wX2sYByABKAVIBIgBARIWCg5zdG9wX3NlcXVlbmNlcxgIIAMoCRIaChJyZXNwb25zZV9taW1lX3R5cGUYCSABKAkSLwoPcmVzcG9uc2Vfc2NoZW1hGAogASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEjAKD3RoaW5raW5nX2NvbmZpZxgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoEc2VlZBgMIAEoBUgFiAEBEh0KEHByZXNlbmNlX3BlbmFsdHkYDSABKAJIBogBARIeChFmcmVxdWVuY3lfcGVuYWx0eRgOIAEoAkgHiAEBQhQKEl9tYXhfb3V0cHV0X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCEgoQX2NhbmRpZGF0ZV9jb3VudEIICgZfdG9wX3BCCAoGX3RvcF9rQgcKBV9zZWVkQhMKEV9wcmVzZW5jZV9wZW5hbHR5QhQKEl9mcmVxdWVuY3lfcGVuYWx0eSLhAgoWR2VuZXJhdGVDb250ZW50UmVxdWVzdBINCgVtb2RlbBgBIAEoCRIoCghjb250ZW50cxgCIAMoCzIWLmdlbmVyYXRpb24udjEuQ29udGVudBIyChJzeXN0ZW1faW5zdHJ1Y3Rpb24YAyABKAsyFi5nZW5lcmF0aW9uLnYxLkNvbnRlbnQSOgoRZ2VuZXJhdGlvbl9jb25maWcYBCABKAsyHy5nZW5lcmF0aW9uLnYxLkdlbmVyYXRpb25Db25maWcSMAoPc2FmZXR5X3NldHRpbmdzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgV0b29scxgGIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLAoLdG9vbF9jb25maWcYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhYKDmNhY2hlZF9jb250ZW50GAggASgJIjsKEk1vZGFsaXR5VG9rZW5Db3VudBIQCghtb2RhbGl0eRgBIAEoCRITCgt0b2tlbl9jb3VudBgCIAEoBSLFAgoNVXNhZ2VNZXRhZGF0YRIfChJwcm9tcHRfdG9rZW5fY291bnQYASABKAVIAIgBARIjChZjYW5kaWRhdGVzX3Rva2VuX2NvdW50GAIgASgFSAGIAQESHgoRdG90YWxfdG9rZW5fY291bnQYAyABKAVIAogBARJAChVwcm9tcHRfdG9rZW5zX2RldGFpbHMYBCADKAsyIS5nZW5lcmF0aW9uLnYxLk1vZGFsaXR5VG9rZW5Db3VudBJEChljYW5kaWRhdGVzX3Rva2Vuc19kZXRhaWxzGAUgAygLMiEuZ2VuZXJhdGlvbi52MS5Nb2RhbGl0eVRva2VuQ291bnRCFQoTX3Byb21wdF90b2tlbl9jb3VudEIZChdfY2FuZGlkYXRlc190b2tlbl9jb3VudEIUChJfdG90YWxfdG9rZW5fY291bnQiWgoJQ2FuZGlkYXRlEicKB2NvbnRlbnQYASABKAsyFi5nZW5lcmF0aW9uLnYxLkNvbnRlbnQSFQoNZmluaXNoX3JlYXNvbhgCIAEoCRINCgVpbmRleBgDIAEoBSImCg5Qcm9tcHRGZWVkYmFjaxIUCgxibG9ja19yZWFzb24YASABKAki4QEKF0dlbmVyYXRlQ29udGVudFJlc3BvbnNlEiwKCmNhbmRpZGF0ZXMYASADKAsyGC5nZW5lcmF0aW9uLnYxLkNhbmRpZGF0ZRI0Cg51c2FnZV9tZXRhZGF0YRgCIAEoCzIcLmdlbmVyYXRpb24udjEuVXNhZ2VNZXRhZGF0YRIVCg1tb2RlbF92ZXJzaW9uGAMgASgJEhMKC3Jlc3BvbnNlX2lkGAQgASgJEjYKD3Byb21wdF9mZWVkYmFjaxgFIAEoCzIdLmdlbmVyYXRpb24udjEuUHJvbXB0RmVlZGJhY2siVgocU3RyZWFtR2VuZXJhdGVDb250ZW50UmVxdWVzdBI2CgdyZXF1ZXN0GAEgASgLMiUuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0IlYKHVN0cmVhbUdlbmVyYXRlQ29udGVudFJlc3BvbnNlEjUKBWNodW5rGAEgASgLMiYuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZTLlAQoLVGV4dFNlcnZpY2USYAoPR2VuZXJhdGVDb250ZW50EiUuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0GiYuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZRJ0ChVTdHJlYW1HZW5lcmF0ZUNvbnRlbnQSKy5nZW5lcmF0aW9uLnYxLlN0cmVhbUdlbmVyYXRlQ29udGVudFJlcXVlc3QaLC5nZW5lcmF0aW9uLnYxLlN0cmVhbUdlbmVyYXRlQ29udGVudFJlc3BvbnNlMAFiBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * Raw bytes with their media type (an inline image, for example).
@@ -180,6 +182,69 @@ export type GenerationConfig = Message<"generation.v1.GenerationConfig"> & {
    * @generated from field: optional int32 candidate_count = 5;
    */
   candidateCount?: number | undefined;
+
+  /**
+   * Nucleus sampling.
+   *
+   * @generated from field: optional float top_p = 6;
+   */
+  topP?: number | undefined;
+
+  /**
+   * Top-k sampling.
+   *
+   * @generated from field: optional int32 top_k = 7;
+   */
+  topK?: number | undefined;
+
+  /**
+   * Sequences that end the answer.
+   *
+   * @generated from field: repeated string stop_sequences = 8;
+   */
+  stopSequences: string[];
+
+  /**
+   * Output media type, for example "application/json".
+   *
+   * @generated from field: string response_mime_type = 9;
+   */
+  responseMimeType: string;
+
+  /**
+   * Schema of a JSON answer (the vendor's Schema object).
+   *
+   * @generated from field: google.protobuf.Value response_schema = 10;
+   */
+  responseSchema?: Value | undefined;
+
+  /**
+   * Reasoning options (the vendor's ThinkingConfig object).
+   *
+   * @generated from field: google.protobuf.Struct thinking_config = 11;
+   */
+  thinkingConfig?: JsonObject | undefined;
+
+  /**
+   * Seed for sampling.
+   *
+   * @generated from field: optional int32 seed = 12;
+   */
+  seed?: number | undefined;
+
+  /**
+   * Presence penalty.
+   *
+   * @generated from field: optional float presence_penalty = 13;
+   */
+  presencePenalty?: number | undefined;
+
+  /**
+   * Frequency penalty.
+   *
+   * @generated from field: optional float frequency_penalty = 14;
+   */
+  frequencyPenalty?: number | undefined;
 };
 
 /**
@@ -222,6 +287,34 @@ export type GenerateContentRequest = Message<"generation.v1.GenerateContentReque
    * @generated from field: generation.v1.GenerationConfig generation_config = 4;
    */
   generationConfig?: GenerationConfig | undefined;
+
+  /**
+   * Safety settings, passed to the upstream as given (the vendor's SafetySetting objects).
+   *
+   * @generated from field: repeated google.protobuf.Struct safety_settings = 5;
+   */
+  safetySettings: JsonObject[];
+
+  /**
+   * Tools, passed to the upstream as given (the vendor's Tool objects).
+   *
+   * @generated from field: repeated google.protobuf.Struct tools = 6;
+   */
+  tools: JsonObject[];
+
+  /**
+   * Tool configuration, passed to the upstream as given.
+   *
+   * @generated from field: google.protobuf.Struct tool_config = 7;
+   */
+  toolConfig?: JsonObject | undefined;
+
+  /**
+   * Name of cached content to use, passed to the upstream.
+   *
+   * @generated from field: string cached_content = 8;
+   */
+  cachedContent: string;
 };
 
 /**

@@ -5,6 +5,8 @@ import { AmbiguousWriteError, conditional, serialRead, type CassandraClient } fr
 import { decodeJob, encodeBody } from "./job-codec.js";
 
 const BUCKETS = 16;
+/** The status of a fence row: an id whose acceptance died before storing its job (never a job). */
+const ABANDONED = "abandoned";
 const COLUMNS = "job_id, account_id, status, lease_owner, lease_expires_at, body";
 
 const bucketOf = (jobId: string) => createHash("sha1").update(jobId).digest()[0]! % BUCKETS;
@@ -33,9 +35,20 @@ export class CassandraJobStore implements JobStore {
     }
   }
 
+  async abandonIntent(jobId: string): Promise<boolean> {
+    try {
+      const result = await conditional(this.client, `INSERT INTO jobs (job_id, status, body) VALUES (?, '${ABANDONED}', '{}') IF NOT EXISTS`, [jobId]);
+      return result.applied;
+    } catch (error) {
+      if (!(error instanceof AmbiguousWriteError)) throw error;
+      const row = await serialRead(this.client, "SELECT status FROM jobs WHERE job_id = ?", [jobId]);
+      return row?.status === ABANDONED;
+    }
+  }
+
   async get(jobId: string): Promise<Job | undefined> {
     const row = (await this.client.execute(`SELECT ${COLUMNS} FROM jobs WHERE job_id = ?`, [jobId])).first();
-    return row ? decodeJob(row as never) : undefined;
+    return row && row.status !== ABANDONED ? decodeJob(row as never) : undefined;
   }
 
   async transition(next: Job, expected: JobExpectation): Promise<boolean> {
@@ -100,6 +113,6 @@ export class CassandraJobStore implements JobStore {
 
   private async serialGet(jobId: string): Promise<Job | undefined> {
     const row = await serialRead(this.client, `SELECT ${COLUMNS} FROM jobs WHERE job_id = ?`, [jobId]);
-    return row ? decodeJob(row as never) : undefined;
+    return row && row.status !== ABANDONED ? decodeJob(row as never) : undefined;
   }
 }

@@ -1,7 +1,9 @@
+import { randomUUID } from "node:crypto";
 import type { ClaimOutcome, IdempotencyStore, StoredResponse } from "../../ports/idempotency-store.js";
 
 interface Entry {
   fingerprint: string;
+  token: string;
   response?: StoredResponse;
   expiresAt: number;
 }
@@ -19,18 +21,20 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
         ? { kind: "completed", fingerprint: existing.fingerprint, response: existing.response }
         : { kind: "in_progress", fingerprint: existing.fingerprint };
     }
-    this.entries.set(id, { fingerprint, expiresAt: this.now() + ttlMs });
+    const token = randomUUID();
+    this.entries.set(id, { fingerprint, token, expiresAt: this.now() + ttlMs });
     this.sweep();
-    return { kind: "claimed" };
+    return { kind: "claimed", token };
   }
 
-  async complete(scope: string, key: string, response: StoredResponse, ttlMs: number): Promise<void> {
+  async complete(scope: string, key: string, token: string, response: StoredResponse, ttlMs: number): Promise<void> {
     const entry = this.entries.get(`${scope}\u0000${key}`);
-    if (entry) Object.assign(entry, { response, expiresAt: this.now() + ttlMs });
+    if (entry?.token === token) Object.assign(entry, { response, expiresAt: this.now() + ttlMs });
   }
 
-  async abandon(scope: string, key: string): Promise<void> {
-    this.entries.delete(`${scope}\u0000${key}`);
+  async abandon(scope: string, key: string, token: string): Promise<void> {
+    const id = `${scope}\u0000${key}`;
+    if (this.entries.get(id)?.token === token) this.entries.delete(id);
   }
 
   private lastSweep = 0;

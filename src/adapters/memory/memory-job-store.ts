@@ -9,9 +9,17 @@ export class MemoryJobStore implements JobStore {
     this.unfinished.set(jobId, { accountId, since });
   }
 
+  private readonly abandoned = new Set<string>();
+
   async create(job: Job): Promise<void> {
-    if (this.jobs.has(job.id)) throw new Error(`job ${job.id} exists`);
+    if (this.jobs.has(job.id) || this.abandoned.has(job.id)) throw new Error(`job ${job.id} exists or was abandoned`);
     this.jobs.set(job.id, job);
+  }
+
+  async abandonIntent(jobId: string): Promise<boolean> {
+    if (this.jobs.has(jobId)) return false;
+    this.abandoned.add(jobId);
+    return true;
   }
 
   async get(jobId: string): Promise<Job | undefined> {

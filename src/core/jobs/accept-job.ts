@@ -39,8 +39,9 @@ export async function acceptJob(deps: CoreDeps, caller: Caller, spec: Generation
   const prices = (await deps.settings.prices()).get(spec.model.id);
   const price = quoteGeneration(spec, prices);
   const jobId = randomUUID();
-  const createdAt = deps.clock.now();
   const inputBlobKeys = await ingestInlineImages(deps, jobId, spec);
+  // After the (possibly long) ingest, so the reaper's age of an unfinished acceptance starts at its hold.
+  const createdAt = deps.clock.now();
   const reservationId = reservationIdOf(jobId);
   const undo = async () => {
     await Promise.allSettled(inputBlobKeys.map((key) => deps.blobs.delete(key)));

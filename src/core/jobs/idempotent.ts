@@ -41,14 +41,14 @@ export async function idempotent(
   try {
     response = await accept();
   } catch (error) {
-    await store.abandon(options.scope, key);
+    await store.abandon(options.scope, key, claim.token);
     throw error;
   }
   // The job exists now: its key must never be given back, so recording it is retried, and a
   // failure is logged rather than turned into an error the client would retry.
   for (let attempt = 1; ; attempt++) {
     try {
-      await store.complete(options.scope, key, response, options.ttlMs);
+      await store.complete(options.scope, key, claim.token, response, options.ttlMs);
       break;
     } catch (error) {
       if (attempt >= 3) {

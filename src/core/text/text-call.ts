@@ -6,6 +6,11 @@ import type { TextSpec } from "../../domain/validation/text-request.js";
 import type { TextChunk } from "../../ports/provider.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
+import { reservationIdOf } from "../jobs/accept-job.js";
+
+/** Intent ids of synchronous text calls (job ids are UUIDs, so the two never meet). */
+export const TEXT_CALL_PREFIX = "text-call-";
+
 
 /**
  * One synchronous text call's money: the estimate is held while the answer
@@ -19,6 +24,7 @@ export class TextCall {
   private constructor(
     private readonly deps: CoreDeps,
     private readonly accountId: string,
+    private readonly intentId: string,
     private readonly spec: TextSpec,
     private readonly reservationId: string,
     private readonly prices: Parameters<typeof tokenCost>[1],
@@ -26,16 +32,20 @@ export class TextCall {
 
   static async open(deps: CoreDeps, caller: Caller, spec: TextSpec): Promise<TextCall> {
     const prices = (await deps.settings.prices()).get(spec.model.id);
-    const estimate: Money = tokenEstimate(spec.model.id, prices, spec.promptTokens, spec.maxOutputTokens);
-    const reservationId = `text:${randomUUID()}`;
+    const estimate: Money = tokenEstimate(spec.model.id, prices, spec.reservedPromptTokens, spec.maxOutputTokens);
+    // Registered like a job's acceptance, so that a process dying mid-call leaves a hold the reaper releases.
+    const intentId = `${TEXT_CALL_PREFIX}${randomUUID()}`;
+    const reservationId = reservationIdOf(intentId);
+    await deps.jobs.registerIntent(intentId, caller.accountId, deps.clock.now());
     const outcome = await deps.ledger.reserve(caller.accountId, reservationId, estimate);
+    if (outcome !== "reserved") await deps.jobs.markFinalized(intentId);
     if (outcome === "insufficient_funds") {
       throw new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
         required: estimate.toString(),
       });
     }
     if (outcome !== "reserved") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
-    return new TextCall(deps, caller.accountId, spec, reservationId, prices);
+    return new TextCall(deps, caller.accountId, intentId, spec, reservationId, prices);
   }
 
   /** Records that this chunk reached the caller (its usage is cumulative). */
@@ -47,12 +57,14 @@ export class TextCall {
   async end(): Promise<Money> {
     if (this.ended) return 0n;
     this.ended = true;
-    if (!this.delivered) {
+    let cost = 0n;
+    if (this.delivered) {
+      cost = tokenCost(this.spec.model.id, this.prices, this.delivered);
+      await this.deps.ledger.settle(this.accountId, this.reservationId, cost);
+    } else {
       await this.deps.ledger.release(this.accountId, this.reservationId);
-      return 0n;
     }
-    const cost = tokenCost(this.spec.model.id, this.prices, this.delivered);
-    await this.deps.ledger.settle(this.accountId, this.reservationId, cost);
+    await this.deps.jobs.markFinalized(this.intentId);
     return cost;
   }
 }

@@ -6,6 +6,7 @@ import { TOPICS } from "../../ports/event-bus.js";
 import { ProviderError, type GenerationOutput, type InputImage } from "../../ports/provider.js";
 import type { CoreDeps } from "../core-deps.js";
 import { reservationIdOf, type GenerationRequested } from "../jobs/accept-job.js";
+import { TEXT_CALL_PREFIX } from "../text/text-call.js";
 
 export interface JobFinished {
   readonly jobId: string;
@@ -25,6 +26,8 @@ export interface WorkerOptions {
    * been lost), and an acceptance that left no job after this long is undone.
    */
   readonly requeueAfterMs: number;
+  /** No synchronous text call lives longer: an older call's hold was left by a dead process and is released. */
+  readonly textCallLimitMs: number;
 }
 
 export const MISSING_INPUT_IMAGES = "missing_input_images";
@@ -224,8 +227,9 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
       if (running.has(jobId)) continue;
       const age = now.getTime() - since.getTime();
       if (!job) {
-        // Acceptance died between reserving and storing the job: give the money back.
-        if (age > options.requeueAfterMs) {
+        // An acceptance (or a synchronous text call) died holding money and left no job: give the money back.
+        const grace = jobId.startsWith(TEXT_CALL_PREFIX) ? options.textCallLimitMs : options.requeueAfterMs;
+        if (age > grace && (await deps.jobs.abandonIntent(jobId))) {
           await deps.ledger.release(accountId, reservationIdOf(jobId));
           await deps.jobs.markFinalized(jobId);
         }

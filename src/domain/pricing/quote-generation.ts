@@ -1,6 +1,6 @@
 import type { Money } from "../money.js";
 import type { GenerationSpec } from "../validation/generation-request.js";
-import { countTokens } from "../text/tokens.js";
+import { promptTokenEstimate } from "../text/tokens.js";
 import type { ModelPrices } from "./price-table.js";
 import { imagePrice, tokenEstimate, videoPrice } from "./quotes.js";
 
@@ -14,6 +14,8 @@ export function quoteGeneration(spec: GenerationSpec, prices: ModelPrices | unde
       return videoPrice(model.id, prices, spec.resolution!, spec.durationSeconds!);
     case "text":
     case "multimodal_realtime":
-      return tokenEstimate(model.id, prices, countTokens(spec.prompt), model.maxOutputTokens!);
+      return tokenEstimate(
+        model.id, prices, promptTokenEstimate(spec.prompt, spec.inputImageUrls.length + spec.inlineImages.length), model.maxOutputTokens!,
+      );
   }
 }

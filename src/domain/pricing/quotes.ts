@@ -38,8 +38,11 @@ export function tokenCost(model: string, prices: ModelPrices | undefined, usage:
 
 /**
  * The reservation for a text request: the prompt at the input price plus the
- * largest possible answer at the dearest output price, so that settlement
- * against actual usage can only release money, never ask for more.
+ * largest possible answer at the dearest output price. Output is bounded
+ * exactly (the upstream is held to maxOutputTokens); the prompt is estimated
+ * (see promptTokenEstimate), so an upstream that counts a prompt higher than
+ * the estimate can charge a little more than was held: the charge follows the
+ * upstream's count.
  */
 export function tokenEstimate(model: string, prices: ModelPrices | undefined, promptTokens: number, maxOutputTokens: number): Money {
   if (prices?.inputPerMillion === undefined || prices.outputPerMillion === undefined) throw missing(model, "token");

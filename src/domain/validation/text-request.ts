@@ -1,6 +1,6 @@
 import { isServedAsText, type ModelSpec } from "../catalog/models.js";
 import { invalid } from "../errors/domain-error.js";
-import { countTokens } from "../text/tokens.js";
+import { countTokens, promptTokenEstimate } from "../text/tokens.js";
 import { requireKnownModel } from "./generation-request.js";
 
 export interface TextPartInput {
@@ -21,6 +21,8 @@ export interface TextSpec {
   /** The prompt as the simulated provider and the estimate read it. */
   readonly promptText: string;
   readonly promptTokens: number;
+  /** Prompt tokens the reservation assumes: the text plus an allowance per inline image. */
+  readonly reservedPromptTokens: number;
   readonly maxOutputTokens: number;
 }
 
@@ -51,5 +53,6 @@ export function validateTextRequest(input: TextRequestInput): TextSpec {
   if (input.candidateCount !== undefined && input.candidateCount !== 1) {
     throw invalid("invalid_candidate_count", "only candidateCount 1 is supported", { field: "generationConfig.candidateCount" });
   }
-  return { model, promptText, promptTokens: countTokens(promptText), maxOutputTokens };
+  const images = [...input.contents.flatMap((c) => c.parts), ...(input.systemInstruction?.parts ?? [])].filter((p) => p.hasInlineData).length;
+  return { model, promptText, promptTokens: countTokens(promptText), reservedPromptTokens: promptTokenEstimate(promptText, images), maxOutputTokens };
 }
