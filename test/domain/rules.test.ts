@@ -6,7 +6,7 @@ import { imagePixelSize, videoFrameSize } from "../../src/domain/catalog/output-
 import { DomainError } from "../../src/domain/errors/domain-error.js";
 import { checkFileAccess, signFile } from "../../src/domain/files/signed-urls.js";
 import { requestFingerprint } from "../../src/domain/idempotency/fingerprint.js";
-import { countTokens } from "../../src/domain/text/tokens.js";
+import { countTokens, IMAGE_PROMPT_TOKEN_ALLOWANCE, promptTokenEstimate } from "../../src/domain/text/tokens.js";
 import { validateGenerationRequest } from "../../src/domain/validation/generation-request.js";
 import { DEFAULT_LIMITS } from "../../src/domain/validation/limits.js";
 import { validateVideoInteraction } from "../../src/domain/validation/video-interaction.js";
@@ -98,6 +98,11 @@ describe("domain rules", () => {
     assert.equal(requestFingerprint("op", { a: 1, b: { c: 2, d: 3 } }), requestFingerprint("op", { b: { d: 3, c: 2 }, a: 1 }));
     assert.notEqual(requestFingerprint("op", { a: 1 }), requestFingerprint("op", { a: 2 }));
     assert.notEqual(requestFingerprint("op1", { a: 1 }), requestFingerprint("op2", { a: 1 }));
+  });
+
+  it("reserves for input images on top of the prompt text", () => {
+    assert.equal(promptTokenEstimate("abcd", 0), 1);
+    assert.equal(promptTokenEstimate("abcd", 2), 1 + 2 * IMAGE_PROMPT_TOKEN_ALLOWANCE);
   });
 
   it("counts tokens as started 4-byte groups of UTF-8", () => {
