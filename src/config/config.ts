@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { parsePriceTable, type ModelPricesText, type PriceTable } from "../domain/pricing/price-table.js";
 import { parseRoutesFile, type Route, type RoutesFile } from "../domain/routing/routes.js";
 import { findModel } from "../domain/catalog/models.js";
+import type { WorkerOptions } from "../core/workers/generation-worker.js";
 import { MIB } from "../domain/validation/limits.js";
 
 /** The whole configuration, read from the environment once at boot. Nothing else reads process.env. */
@@ -36,7 +37,7 @@ export interface Config {
   readonly roles: ReadonlySet<Role>;
   readonly cassandra: CassandraConfig | undefined;
   readonly kafka: KafkaConfig | undefined;
-  readonly worker: WorkerConfig;
+  readonly worker: WorkerOptions;
   /** How long SIGTERM waits for in-flight work before handing it back. */
   readonly shutdownGraceMs: number;
   /** Upstream routes to the vendor's API; undefined means the simulated provider. */
@@ -60,15 +61,6 @@ export interface KafkaConfig {
   readonly brokers: readonly string[];
   readonly topicPrefix: string;
   readonly partitions: number;
-}
-
-export interface WorkerConfig {
-  readonly workerId: string;
-  readonly leaseMs: number;
-  readonly concurrency: number;
-  readonly reaperIntervalMs: number;
-  readonly requeueAfterMs: number;
-  readonly textCallLimitMs: number;
 }
 
 function roles(raw: string | undefined): Set<Role> {
