@@ -35,7 +35,7 @@ const urls = (n: number, base = "http://127.0.0.1:9/in") => Array.from({ length:
 const ROWS: Row[] = [
   // model
   { name: "an unknown model", body: image({ model: "aimodel-9-imaginary" }), status: 422, code: "unknown_model" },
-  { name: "a missing model", body: { prompt: "x", aspect_ratio: "1:1", resolution: "1K" }, status: 422, code: "unknown_model" },
+  { name: "a missing model", body: { prompt: "x", aspect_ratio: "1:1", resolution: "1K" }, status: 422, code: "missing_model" },
   { name: "a text model id with a -preview suffix", body: { model: "aimodel-3.5-flash-preview", prompt: "hi" }, status: 422, code: "unknown_model" },
   { name: "the lite image model with a -preview suffix", body: image({ model: `${LITE}-preview` }), status: 422, code: "unknown_model" },
   { name: "the nbx model with a -preview suffix", body: image({ model: "aimodel-nbx-2.1-preview" }), status: 422, code: "unknown_model" },

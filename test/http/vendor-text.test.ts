@@ -315,3 +315,57 @@ describe("vendor text API: a client that aborts the stream", () => {
     assert.deepEqual(after, { balance: "10.00", reserved: "0.00", available: "10.00", currency: "USD" });
   });
 });
+
+describe("vendor surface edge cases", () => {
+  let service: TestService;
+  let key: string;
+  before(async () => {
+    service = await startTestService();
+    key = (await createCustomer(service, "1.00")).apiKey;
+  });
+  after(() => service.close());
+
+  it("answers streamGenerateContent without alt=sse as one JSON array of chunks, as the vendor does", async () => {
+    const response = await call(service, "POST", "/api/aimodel/v1beta/models/aimodel-3.5-flash:streamGenerateContent", {
+      vendorKey: key,
+      body: { contents: [{ role: "user", parts: [{ text: "hello" }] }] },
+    });
+    assert.equal(response.status, 200);
+    assert.ok(Array.isArray(response.json) && response.json.length > 1);
+    const last = response.json[response.json.length - 1];
+    assert.equal(last.candidates[0].finishReason, "STOP");
+    assert.ok(last.usageMetadata.totalTokenCount > 0);
+  });
+
+  it("gives unknown routes under the vendor prefix the canonical NOT_FOUND status", async () => {
+    const response = await call(service, "POST", "/api/aimodel/v1beta/models/aimodel-3.5-flash:countTokens", {
+      vendorKey: key, body: { contents: [] },
+    });
+    assert.equal(response.status, 404);
+    assert.equal(response.json.error.code, 404);
+    assert.equal(response.json.error.status, "NOT_FOUND");
+  });
+
+  it("treats a missing model on the interactions endpoint as a validation failure (422), not an unknown model", async () => {
+    const response = await call(service, "POST", "/api/aimodel/v1beta/interactions", { vendorKey: key, body: { instances: [{ prompt: "a" }] } });
+    assert.equal(response.status, 422);
+    assert.equal(response.json.error.status, "INVALID_ARGUMENT");
+  });
+
+  it("reports no tokens for a refused prompt, since it is not charged", async () => {
+    const response = await call(service, "POST", "/api/aimodel/v1beta/models/aimodel-3.5-flash:generateContent", {
+      vendorKey: key, body: { contents: [{ role: "user", parts: [{ text: "[simulate:blocked] x" }] }] },
+    });
+    assert.equal(response.status, 200);
+    assert.equal(response.json.promptFeedback.blockReason, "SAFETY");
+    assert.equal(response.json.usageMetadata.totalTokenCount, 0);
+  });
+
+  it("refuses a body that is not sent as JSON with 415", async () => {
+    const response = await call(service, "POST", "/api/v1/generations", {
+      key, rawBody: JSON.stringify({ model: "aimodel-2.5-flash-image", prompt: "x" }), headers: { "content-type": "text/plain" },
+    });
+    assert.equal(response.status, 415);
+    assert.equal(response.json.error.code, "unsupported_media_type");
+  });
+});

@@ -57,7 +57,8 @@ function refusalResponse(spec: TextSpec, responseId: string, refusal: ProviderEr
   return {
     promptFeedback: blocked ? { blockReason: refusal.reason ?? "SAFETY" } : undefined,
     candidates: blocked ? [] : [{ finishReason: refusal.reason ?? "SAFETY", index: 0 }],
-    usageMetadata: { promptTokenCount: spec.promptTokens, candidatesTokenCount: 0, totalTokenCount: spec.promptTokens },
+    // The counts used for charging: a refusal is not charged, so it reports none.
+    usageMetadata: { promptTokenCount: 0, candidatesTokenCount: 0, totalTokenCount: 0 },
     modelVersion: spec.model.id,
     responseId,
   };

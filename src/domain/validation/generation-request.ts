@@ -44,10 +44,10 @@ export interface GenerationSpec {
 }
 
 export function requireKnownModel(id: string): ModelSpec {
+  // A missing model is a validation failure (422 on every surface); an unknown one is the vendor surface's 404.
+  if (!id) throw invalid("missing_model", "model is required", { field: "model" });
   const model = findModel(id);
-  if (!model) {
-    throw invalid("unknown_model", id ? `unknown model "${id}"` : "model is required", { field: "model" });
-  }
+  if (!model) throw invalid("unknown_model", `unknown model "${id}"`, { field: "model" });
   return model;
 }
 

@@ -12,7 +12,8 @@ function fromFastify(error: FastifyError): HttpError | undefined {
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return make(400, "invalid_json", `the body is not valid JSON: ${error.message}`, Code.InvalidArgument);
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return make(413, "request_too_large", "the request body is too large", Code.InvalidArgument);
+      // Only a body far beyond every documented input limit (200 MiB of images) gets here: the spec's 422.
+      return make(422, "input_too_large", "the request is larger than the 200 MiB input limit allows", Code.InvalidArgument);
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return make(415, "unsupported_media_type", "send the body as Content-Type: application/json", Code.InvalidArgument);
   }
@@ -21,9 +22,18 @@ function fromFastify(error: FastifyError): HttpError | undefined {
   return undefined;
 }
 
+/** The RPC code (and so the vendor's canonical status) of the gateway's own refusals. */
+const CODE_BY_STATUS: Record<number, Code> = {
+  400: Code.InvalidArgument,
+  403: Code.PermissionDenied,
+  404: Code.NotFound,
+  415: Code.InvalidArgument,
+  422: Code.InvalidArgument,
+};
+
 export function toHttpError(error: unknown): HttpError {
   if (error instanceof GatewayError) {
-    return { status: error.status, reason: error.reason, message: error.message, code: error.status === 422 ? Code.InvalidArgument : Code.Unknown };
+    return { status: error.status, reason: error.reason, message: error.message, code: CODE_BY_STATUS[error.status] ?? Code.Unknown };
   }
   return fromFastify(error as FastifyError) ?? httpErrorOf(error);
 }

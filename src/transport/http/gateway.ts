@@ -18,7 +18,14 @@ export interface GatewayOptions {
  */
 export async function buildGateway(core: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logLevel === "silent" ? false : { level: options.logLevel },
+    logger:
+      options.logLevel === "silent"
+        ? false
+        : {
+            level: options.logLevel,
+            // Result links carry their signature in the query: logs keep the path only.
+            serializers: { req: (request) => ({ method: request.method, url: request.url.split("?")[0], remoteAddress: request.ip }) },
+          },
     // Idle keep-alive sockets must not hold up shutdown.
     forceCloseConnections: true,
     return503OnClosing: true,
@@ -26,7 +33,8 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
 
   app.setErrorHandler((error, request, reply) => {
     const mapped = toHttpError(error);
-    if (mapped.status >= 500) request.log.error({ err: error }, "request failed");
+    // Refusals (503 paused, 502 upstream) are answers, not failures of this service: only crashes are logged as errors.
+    if (mapped.reason === "internal_error") request.log.error({ err: error }, "request failed");
     return sendPlatformError(reply, mapped);
   });
   app.setNotFoundHandler((request, reply) =>

@@ -10,6 +10,10 @@ import { GatewayError } from "./gateway-error.js";
  * the vendor does). A field of the wrong type is a 422.
  */
 export function parseBody<S extends DescMessage>(schema: S, body: unknown): MessageShape<S> {
+  if (typeof body === "string") {
+    // Fastify parses text/plain into a string: the body was not sent as JSON.
+    throw new GatewayError(415, "unsupported_media_type", "send the body as Content-Type: application/json");
+  }
   if (body === null || typeof body !== "object" || Array.isArray(body)) {
     throw new GatewayError(422, "validation_failed", "the request body must be a JSON object");
   }

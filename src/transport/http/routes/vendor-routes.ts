@@ -34,6 +34,7 @@ export function vendorRoutes(core: CoreClients) {
       const message = parseBody(GenerateContentRequestSchema, request.body);
       message.model = model!;
       if (action === "generateContent") return vendorJson(await core.text.generateContent(message, vendorCall(request, reply)));
+      if ((request.query as { alt?: string }).alt !== "sse") return streamAsArray(core, message, request, reply);
       return streamAnswer(core, message, request, reply);
     });
 
@@ -43,6 +44,20 @@ export function vendorRoutes(core: CoreClients) {
       return acceptedReply(reply, await core.generation.createVideoInteraction(message, vendorCall(request, reply)));
     });
   };
+}
+
+/** Without `alt=sse` the vendor answers a stream as one JSON array of the chunks; so does this surface. */
+async function streamAsArray(
+  core: CoreClients,
+  message: ReturnType<typeof parseBody<typeof GenerateContentRequestSchema>>,
+  request: FastifyRequest,
+  reply: FastifyReply,
+) {
+  const chunks: unknown[] = [];
+  for await (const response of core.text.streamGenerateContent({ request: message }, vendorCall(request, reply))) {
+    chunks.push(vendorJson(response.chunk!));
+  }
+  return reply.send(chunks);
 }
 
 /**
