@@ -20,6 +20,8 @@ export interface Config {
   readonly publicBaseUrl: string | undefined;
   readonly allowPrivateUrls: boolean;
   readonly simulatedLatencyMs: number;
+  /** Worker threads the simulator renders images and videos on (0: on the event loop). */
+  readonly simulatedRenderThreads: number;
   readonly dataDir: string;
   readonly resultUrlTtlSeconds: number;
   readonly urlSigningSecret: Buffer;
@@ -156,6 +158,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicBaseUrl: env.PUBLIC_BASE_URL?.replace(/\/+$/, "") || undefined,
     allowPrivateUrls: flag(env, "ALLOW_PRIVATE_URLS"),
     simulatedLatencyMs: integer(env, "SIMULATED_LATENCY_MS", 500),
+    simulatedRenderThreads: integer(env, "SIMULATED_RENDER_THREADS", 1),
     dataDir,
     resultUrlTtlSeconds: integer(env, "RESULT_URL_TTL_SECONDS", 86_400, 1),
     urlSigningSecret: signingSecret(env, dataDir),

@@ -94,6 +94,8 @@ export interface GenerationProvider {
   planRoute(model: ModelSpec): Promise<RoutePlan>;
   /** Routes and their health; empty for a provider without routes. */
   routes(): Promise<RouteStatus[]>;
+  /** Releases what the provider holds (threads, connections). */
+  close?(): Promise<void>;
   generateImage(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput>;
   generateVideo(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput>;
   streamText(request: TextRequest, signal: AbortSignal): AsyncIterable<TextChunk>;

@@ -16,6 +16,7 @@ import { withSimulatedQueueTime } from "../adapters/provider/simulated/simulated
 import type { Config } from "../config/config.js";
 import type { CorePorts } from "../core/core-deps.js";
 import type { EventBus } from "../ports/event-bus.js";
+import type { GenerationProvider } from "../ports/provider.js";
 import { systemClock } from "../ports/clock.js";
 
 const INPUT_FETCH_TIMEOUT_MS = 30_000;
@@ -67,18 +68,21 @@ export async function openBackends(config: Config, log: Log): Promise<Backends> 
     await cassandra?.close();
     throw error;
   }
+  const provider: GenerationProvider = config.routes
+    ? new RoutedVendorProvider({
+        routes: config.routes,
+        pausedRoutes: () => stores.settings.pausedRoutes(),
+        pollIntervalMs: config.upstreamPollMs,
+      })
+    : new SimulatedProvider({
+        latencyMs: config.simulatedLatencyMs, maxInputImages: config.maxInputImages, renderThreads: config.simulatedRenderThreads,
+      });
   return {
     ports: {
       ...stores,
       bus: config.routes ? bus : withSimulatedQueueTime(bus, config.simulatedLatencyMs),
       blobs: new DiskBlobStore(`${config.dataDir}/blobs`),
-      provider: config.routes
-        ? new RoutedVendorProvider({
-            routes: config.routes,
-            pausedRoutes: () => stores.settings.pausedRoutes(),
-            pollIntervalMs: config.upstreamPollMs,
-          })
-        : new SimulatedProvider({ latencyMs: config.simulatedLatencyMs, maxInputImages: config.maxInputImages }),
+      provider,
       inputs: new HttpInputFetcher({ allowPrivate: config.allowPrivateUrls, timeoutMs: INPUT_FETCH_TIMEOUT_MS }),
       webhookTransport: new HttpWebhookTransport(config.allowPrivateUrls),
       clock: systemClock,
@@ -89,6 +93,7 @@ export async function openBackends(config: Config, log: Log): Promise<Backends> 
     }`,
     async close() {
       await bus.close();
+      await provider.close?.();
       await cassandra?.close();
     },
   };

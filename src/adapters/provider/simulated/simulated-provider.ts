@@ -7,6 +7,7 @@ import {
 } from "../../../ports/provider.js";
 import { renderMp4 } from "./render-mp4.js";
 import { renderPng } from "./render-png.js";
+import { RenderPool } from "./render-pool.js";
 import { chunkAnswer, simulatedAnswer, truncateToTokens } from "./simulated-text.js";
 
 /**
@@ -26,6 +27,8 @@ export interface SimulatedProviderOptions {
   readonly latencyMs: number;
   /** Input images per request (the simulator has one route: the default limit). */
   readonly maxInputImages: number;
+  /** Worker threads that render images and videos; 0 renders on the event loop. */
+  readonly renderThreads: number;
 }
 
 function refuseOnMarkers(prompt: string): void {
@@ -36,7 +39,15 @@ function refuseOnMarkers(prompt: string): void {
 }
 
 export class SimulatedProvider implements GenerationProvider {
-  constructor(private readonly options: SimulatedProviderOptions) {}
+  private readonly pool?: RenderPool;
+
+  constructor(private readonly options: SimulatedProviderOptions) {
+    if (options.renderThreads > 0) this.pool = new RenderPool(options.renderThreads);
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.close();
+  }
 
   async planRoute(): Promise<RoutePlan> {
     return { maxInputImages: this.options.maxInputImages };
@@ -56,7 +67,9 @@ export class SimulatedProvider implements GenerationProvider {
     }
     const { width, height } = imagePixelSize(request.aspectRatio, request.resolution ?? "1K");
     const seed = `${request.model.id}\n${request.prompt}\n${request.inputImages.length}`;
-    const media = { bytes: renderPng({ width, height, seed }), mimeType: "image/png" };
+    const bytes = this.pool ? await this.pool.png({ width, height, seed }) : renderPng({ width, height, seed });
+    signal.throwIfAborted();
+    const media = { bytes, mimeType: "image/png" };
     const text = request.prompt.includes(SIMULATOR_MARKERS.withText) ? caption : undefined;
     return { media, text, usage: { ...usage, textOutputTokens: text ? countTokens(text) : 0 } };
   }
@@ -65,7 +78,8 @@ export class SimulatedProvider implements GenerationProvider {
     await this.wait(request.prompt, signal);
     refuseOnMarkers(request.prompt);
     const { width, height } = videoFrameSize(request.aspectRatio, request.resolution ?? "720p");
-    const bytes = await renderMp4({ width, height, durationSeconds: request.durationSeconds ?? 4, seed: request.prompt });
+    const options = { width, height, durationSeconds: request.durationSeconds ?? 4, seed: request.prompt };
+    const bytes = this.pool ? await this.pool.mp4(options) : await renderMp4(options);
     signal.throwIfAborted();
     return {
       media: { bytes, mimeType: "video/mp4" },
