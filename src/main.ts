@@ -1,12 +1,43 @@
 import { loadConfig } from "./config/config.js";
-import { startService } from "./runtime/start-service.js";
+import { launchService } from "./runtime/start-service.js";
 
 const config = loadConfig();
-const service = await startService(config);
+const launched = await launchService(config);
+if (launched.httpUrl) console.log(`gateway (REST/SSE) listening on ${launched.httpUrl} (503 until ready)`);
+
+/**
+ * SIGTERM: /readyz turns 503 at once and requests are still served for
+ * DRAIN_DELAY (a load balancer takes the process out), then no new requests
+ * or jobs, in-flight work finishes within SHUTDOWN_GRACE, the rest is handed
+ * back (leases lapse at once), exit. SIGINT (Ctrl-C) skips the drain delay.
+ */
+let stopping = false;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`${signal}: stopping`);
+    launched.close({ drain: signal === "SIGTERM" }).then(
+      () => {
+        console.log("stopped");
+        process.exit(0);
+      },
+      (error) => {
+        console.error("shutdown failed", error);
+        process.exit(1);
+      },
+    );
+  });
+}
+
+const service = await launched.ready.catch((error) => {
+  if (stopping) return new Promise<never>(() => {}); // a signal is shutting us down: let it finish
+  console.error("start-up failed", error);
+  process.exit(1);
+});
 
 const roles = [...config.roles].join(",");
 console.log(`roles ${roles}; ${service.backends ?? `gateway in front of ${config.coreUrl}`}`);
-if (service.httpUrl) console.log(`gateway (REST/SSE) listening on ${service.httpUrl}`);
 if (service.grpcUrl) console.log(`core (gRPC, gRPC-Web, Connect over h2c) listening on ${service.grpcUrl}`);
 console.log("ready");
 
@@ -21,27 +52,4 @@ Create an account and a key for every model:
   curl -s -X POST ${service.httpUrl}/admin/v1/accounts/$ACCOUNT/keys -H "Authorization: Bearer ${token}" \\
     -H "Content-Type: application/json" -d '{"models":["*","aimodel-3.1-flash-lite-image"]}'
 `);
-}
-
-/**
- * SIGTERM/SIGINT: stop taking requests and jobs, let in-flight work finish
- * within SHUTDOWN_GRACE, hand back the rest (their leases lapse at once), exit.
- */
-let stopping = false;
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, () => {
-    if (stopping) return;
-    stopping = true;
-    console.log(`${signal}: stopping`);
-    service.close().then(
-      () => {
-        console.log("stopped");
-        process.exit(0);
-      },
-      (error) => {
-        console.error("shutdown failed", error);
-        process.exit(1);
-      },
-    );
-  });
 }

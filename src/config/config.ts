@@ -46,6 +46,22 @@ export interface Config {
   readonly routes: readonly Route[] | undefined;
   /** How often a long-running upstream video operation is polled. */
   readonly upstreamPollMs: number;
+  /** Where the embedded default keeps its state: "sqlite" (durable, DATA_DIR/service.db) or "memory" (lost on restart). */
+  readonly embeddedStore: "sqlite" | "memory";
+  /** SQLite's synchronous setting: "full" survives a power loss, "normal" a process crash only. */
+  readonly sqliteSynchronous: "normal" | "full" | "extra";
+  /** JOB_RETENTION: how long finished jobs and their files are kept. */
+  readonly jobRetentionMs: number;
+  /** How often the retention sweeper runs (worker role). */
+  readonly retentionSweepMs: number;
+  /** How long accepting one job may take; a key still being accepted after that belongs to a dead acceptance. */
+  readonly acceptTimeoutMs: number;
+  /** On SIGTERM: how long /readyz says 503 while requests are still served, before the ports close. */
+  readonly drainDelayMs: number;
+  /** How often Cassandra, Kafka or SQLite are probed for readiness. */
+  readonly dependencyCheckMs: number;
+  /** Bound of one publish to Kafka. */
+  readonly publishTimeoutMs: number;
 }
 
 export type Role = "api" | "worker" | "webhooks";
@@ -76,12 +92,12 @@ function roles(raw: string | undefined): Set<Role> {
 
 const list = (raw: string | undefined) => (raw ?? "").split(",").map((s) => s.trim()).filter(Boolean);
 
-const DURATION = /^(\d+)(ms|s|m|h)$/;
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const DURATION = /^(\d+)(ms|s|m|h|d)$/;
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 export function parseDuration(text: string): number {
   const match = DURATION.exec(text.trim());
-  if (!match) throw new Error(`"${text}" is not a duration such as 500ms, 5s, 30m or 2h`);
+  if (!match) throw new Error(`"${text}" is not a duration such as 500ms, 5s, 30m, 2h or 30d`);
   return Number(match[1]) * UNIT_MS[match[2]!]!;
 }
 
@@ -91,6 +107,22 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer ≥ ${min} (got "${raw}")`);
   return value;
+}
+
+function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = (env[name] ?? "").toLowerCase();
+  if (raw === "") return fallback;
+  if (!allowed.includes(raw as T)) throw new Error(`${name} must be one of ${allowed.join(", ")} (got "${raw}")`);
+  return raw as T;
+}
+
+/** Cassandra caps a TTL at 20 years. */
+const MAX_RETENTION_MS = 20 * 365 * 86_400_000;
+
+function retention(env: NodeJS.ProcessEnv): number {
+  const ms = parseDuration(env.JOB_RETENTION || "30d");
+  if (ms < 1000 || ms > MAX_RETENTION_MS) throw new Error(`JOB_RETENTION must be between 1s and 20 years (got "${env.JOB_RETENTION}")`);
+  return ms;
 }
 
 function flag(env: NodeJS.ProcessEnv, name: string): boolean {
@@ -194,5 +226,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: parseDuration(env.SHUTDOWN_GRACE || "20s"),
     routes: loadRoutes(env, integer(env, "MAX_INPUT_IMAGES", 100, 1)),
     upstreamPollMs: parseDuration(env.UPSTREAM_POLL_INTERVAL || "1s"),
+    embeddedStore: oneOf(env, "EMBEDDED_STORE", ["sqlite", "memory"] as const, "sqlite"),
+    sqliteSynchronous: oneOf(env, "SQLITE_SYNCHRONOUS", ["normal", "full", "extra"] as const, "full"),
+    jobRetentionMs: retention(env),
+    retentionSweepMs: parseDuration(env.RETENTION_SWEEP_INTERVAL || "1h"),
+    acceptTimeoutMs: parseDuration(env.ACCEPT_TIMEOUT || "15s"),
+    drainDelayMs: parseDuration(env.DRAIN_DELAY || "5s"),
+    dependencyCheckMs: Math.max(100, parseDuration(env.DEPENDENCY_CHECK_INTERVAL || "1s")),
+    publishTimeoutMs: Math.max(100, parseDuration(env.PUBLISH_TIMEOUT || "3s")),
   });
 }

@@ -43,6 +43,14 @@ export interface CoreSettings {
   /** Delays before webhook retries 1..n. */
   readonly webhookRetryScheduleMs: readonly number[];
   readonly webhookTimeoutMs: number;
+  /** How long accepting a job may take; a key still being accepted after that belongs to a dead acceptance. */
+  readonly acceptTimeoutMs: number;
+  /**
+   * Set when this process is the only one using its store (the embedded
+   * default): everything left unfinished before this instant belongs to a
+   * process that is gone, and is recovered at once instead of after a timeout.
+   */
+  readonly ownsStoreSince?: Date;
 }
 
 export interface CoreDeps extends CorePorts {

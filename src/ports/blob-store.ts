@@ -10,4 +10,6 @@ export interface BlobStore {
   open(key: string): Promise<StoredBlob | undefined>;
   read(key: string): Promise<{ bytes: Uint8Array; contentType: string } | undefined>;
   delete(key: string): Promise<void>;
+  /** Retention: removes blobs written before `before`; returns how many. */
+  purgeOlderThan(before: Date): Promise<number>;
 }

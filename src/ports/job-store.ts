@@ -32,7 +32,8 @@ export interface JobStore {
   /**
    * Fences off an acceptance that never stored its job: after this returns
    * true, create() of that id fails, so releasing its hold cannot race a job
-   * that still appears. False when the job was stored meanwhile.
+   * that still appears. False when the job was stored meanwhile. Idempotent:
+   * true again for an id already fenced (by anyone).
    */
   abandonIntent(jobId: string): Promise<boolean>;
   get(jobId: string): Promise<Job | undefined>;
@@ -48,4 +49,11 @@ export interface JobStore {
    */
   listUnfinished(limit: number, after?: string): Promise<{ entries: UnfinishedJob[]; next?: string }>;
   markFinalized(jobId: string): Promise<void>;
+  /**
+   * Retention: removes up to `limit` jobs that finished (done or failed, and
+   * finalized) before `finishedBefore`, with what is stored only for them
+   * (webhook deliveries). Returns how many were removed; stores whose finished
+   * jobs expire by themselves (a TTL written at the end) return 0.
+   */
+  purgeFinished(finishedBefore: Date, limit: number): Promise<number>;
 }

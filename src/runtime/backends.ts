@@ -1,7 +1,7 @@
 import { DiskBlobStore } from "../adapters/disk/disk-blob-store.js";
 import { HttpInputFetcher } from "../adapters/http/http-input-fetcher.js";
 import { HttpWebhookTransport } from "../adapters/http/http-webhook-transport.js";
-import { openCassandraStores } from "../adapters/cassandra/cassandra-stores.js";
+import { openCassandraStores, type StorePorts } from "../adapters/cassandra/cassandra-stores.js";
 import { createKafkaEventBus } from "../adapters/kafka/kafka-event-bus.js";
 import { InProcessEventBus } from "../adapters/memory/in-process-event-bus.js";
 import { MemoryApiKeyStore } from "../adapters/memory/memory-api-key-store.js";
@@ -11,10 +11,12 @@ import { MemoryJobStore } from "../adapters/memory/memory-job-store.js";
 import { MemoryLedger } from "../adapters/memory/memory-ledger.js";
 import { MemorySettingsStore } from "../adapters/memory/memory-settings-store.js";
 import { SimulatedProvider } from "../adapters/provider/simulated/simulated-provider.js";
+import { openSqliteStores } from "../adapters/sqlite/sqlite-stores.js";
 import { RoutedVendorProvider } from "../adapters/vendor/routed-vendor-provider.js";
 import { withSimulatedQueueTime } from "../adapters/provider/simulated/simulated-queue-time.js";
 import type { Config } from "../config/config.js";
 import type { CorePorts } from "../core/core-deps.js";
+import type { DependencyProbe } from "../ports/dependency.js";
 import type { EventBus } from "../ports/event-bus.js";
 import type { GenerationProvider } from "../ports/provider.js";
 import { systemClock } from "../ports/clock.js";
@@ -23,51 +25,122 @@ const INPUT_FETCH_TIMEOUT_MS = 30_000;
 /** Delay before a failed event handler sees its event again. */
 const REDELIVERY_DELAY_MS = 1000;
 
+/** A dependency to watch, and whether requests fail without it (a store) or only background work (a bus). */
+export interface WatchedDependency {
+  readonly probe: DependencyProbe;
+  readonly neededByRequests: boolean;
+}
+
 export interface Backends {
   readonly ports: CorePorts;
   /** For the start-up log: which stores and bus are in use. */
   readonly description: string;
+  readonly dependencies: readonly WatchedDependency[];
+  /** The embedded default's store belongs to this process alone (a lock on DATA_DIR says so). */
+  readonly ownsStore: boolean;
   close(): Promise<void>;
 }
 
 type Log = (message: string, error: unknown) => void;
+/** Runs one opening step until it succeeds (start-up waits for a server that is not up yet). */
+export type Persist = <T>(dependency: string, open: () => Promise<T>) => Promise<T>;
 
-async function openBus(config: Config, log: Log): Promise<EventBus> {
-  if (!config.kafka) {
-    return new InProcessEventBus({ onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error) });
+interface OpenedStores {
+  readonly stores: StorePorts;
+  readonly bus?: EventBus;
+  readonly dependency?: WatchedDependency;
+  readonly description: string;
+  readonly ownsStore: boolean;
+  close(): Promise<void>;
+}
+
+async function openStores(config: Config, log: Log, persist: Persist): Promise<OpenedStores> {
+  if (config.cassandra) {
+    const cassandra = config.cassandra;
+    const opened = await persist("cassandra", () =>
+      openCassandraStores(cassandra, { defaultPrices: config.prices, retentionSeconds: Math.ceil(config.jobRetentionMs / 1000) }),
+    );
+    return {
+      ...opened,
+      dependency: { probe: opened.probe, neededByRequests: true },
+      description: `Cassandra ${cassandra.contactPoints.join(",")}/${cassandra.keyspace}`,
+      ownsStore: false,
+    };
   }
-  return createKafkaEventBus({
-    brokers: [...config.kafka.brokers],
-    clientId: `generation-service-${config.worker.workerId}`,
-    topicPrefix: config.kafka.topicPrefix,
-    partitions: config.kafka.partitions,
-    delayTiersMs: [...new Set([REDELIVERY_DELAY_MS, config.simulatedLatencyMs, ...config.webhookRetryScheduleMs].filter((ms) => ms > 0))],
-    redeliveryDelayMs: REDELIVERY_DELAY_MS,
-    onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error),
-  });
+  if (config.embeddedStore === "sqlite") {
+    // Not retried: a DATA_DIR held by another process, or unwritable, is an operator's mistake to fix.
+    const opened = await openSqliteStores({
+      dataDir: config.dataDir,
+      synchronous: config.sqliteSynchronous,
+      defaultPrices: config.prices,
+      redeliveryDelayMs: REDELIVERY_DELAY_MS,
+      onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error),
+    });
+    return {
+      stores: opened.stores,
+      // Kafka, when configured, carries the events; otherwise the durable bus in the same file.
+      bus: config.kafka ? undefined : opened.bus,
+      dependency: { probe: opened.probe, neededByRequests: true },
+      description: `SQLite ${opened.path} (synchronous=${config.sqliteSynchronous})`,
+      ownsStore: true,
+      close: opened.close,
+    };
+  }
+  return {
+    stores: {
+      jobs: new MemoryJobStore(),
+      ledger: new MemoryLedger(),
+      apiKeys: new MemoryApiKeyStore(),
+      idempotency: new MemoryIdempotencyStore(),
+      settings: new MemorySettingsStore(config.prices),
+      deliveries: new MemoryDeliveryLog(),
+    },
+    description: "in-memory stores (nothing survives a restart)",
+    ownsStore: true,
+    close: async () => {},
+  };
+}
+
+async function openKafka(config: Config, log: Log, persist: Persist) {
+  const kafka = config.kafka!;
+  return persist("kafka", () =>
+    createKafkaEventBus({
+      brokers: [...kafka.brokers],
+      clientId: `generation-service-${config.worker.workerId}`,
+      topicPrefix: kafka.topicPrefix,
+      partitions: kafka.partitions,
+      delayTiersMs: [...new Set([REDELIVERY_DELAY_MS, config.simulatedLatencyMs, ...config.webhookRetryScheduleMs].filter((ms) => ms > 0))],
+      redeliveryDelayMs: REDELIVERY_DELAY_MS,
+      publishTimeoutMs: config.publishTimeoutMs,
+      onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error),
+      log: (message) => log(message, undefined),
+    }),
+  );
 }
 
 /**
  * Chooses the adapters: Cassandra stores when CASSANDRA_CONTACT_POINTS is set,
- * Kafka when KAFKA_BROKERS is set, the embedded ones otherwise.
+ * Kafka when KAFKA_BROKERS is set, the embedded ones otherwise (SQLite in
+ * DATA_DIR, with its durable in-process bus). Servers that are not up yet are
+ * waited for through `persist`.
  */
-export async function openBackends(config: Config, log: Log): Promise<Backends> {
-  const cassandra = config.cassandra ? await openCassandraStores(config.cassandra, config.prices) : undefined;
-  const stores = cassandra?.stores ?? {
-    jobs: new MemoryJobStore(),
-    ledger: new MemoryLedger(),
-    apiKeys: new MemoryApiKeyStore(),
-    idempotency: new MemoryIdempotencyStore(),
-    settings: new MemorySettingsStore(config.prices),
-    deliveries: new MemoryDeliveryLog(),
-  };
+export async function openBackends(config: Config, log: Log, persist: Persist): Promise<Backends> {
+  const opened = await openStores(config, log, persist);
+  const dependencies: WatchedDependency[] = opened.dependency ? [opened.dependency] : [];
   let bus: EventBus;
   try {
-    bus = await openBus(config, log);
+    if (config.kafka) {
+      const kafka = await openKafka(config, log, persist);
+      dependencies.push({ probe: kafka.probe, neededByRequests: false });
+      bus = kafka;
+    } else {
+      bus = opened.bus ?? new InProcessEventBus({ onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error) });
+    }
   } catch (error) {
-    await cassandra?.close();
+    await opened.close();
     throw error;
   }
+  const stores = opened.stores;
   const provider: GenerationProvider = config.routes
     ? new RoutedVendorProvider({
         routes: config.routes,
@@ -88,13 +161,15 @@ export async function openBackends(config: Config, log: Log): Promise<Backends> 
       clock: systemClock,
       log,
     },
-    description: `${config.routes ? `upstream routes ${config.routes.map((r) => r.name).join(",")}` : "simulated provider"}, ${config.cassandra ? `Cassandra ${config.cassandra.contactPoints.join(",")}/${config.cassandra.keyspace}` : "in-memory stores"}, ${
-      config.kafka ? `Kafka ${config.kafka.brokers.join(",")}` : "in-process event bus"
+    description: `${config.routes ? `upstream routes ${config.routes.map((r) => r.name).join(",")}` : "simulated provider"}, ${opened.description}, ${
+      config.kafka ? `Kafka ${config.kafka.brokers.join(",")}` : opened.bus ? "durable in-process event bus" : "in-process event bus"
     }`,
+    dependencies,
+    ownsStore: opened.ownsStore,
     async close() {
       await bus.close();
       await provider.close?.();
-      await cassandra?.close();
+      await opened.close();
     },
   };
 }

@@ -13,6 +13,8 @@ import { createGenerationService } from "../core/services/generation-service.js"
 import { createTextService } from "../core/services/text-service.js";
 import { createGenerationWorker, type JobFinished } from "../core/workers/generation-worker.js";
 import { createWebhookDispatcher, type WebhookAttemptDue } from "../core/workers/webhook-dispatcher.js";
+import { createRetentionSweeper } from "../core/workers/retention.js";
+import { createAnnouncer } from "../core/jobs/announcer.js";
 import { TOPICS, type Subscription } from "../ports/event-bus.js";
 import { createInProcessClient } from "../transport/rpc/in-process-client.js";
 import type { CoreClients } from "./core-clients.js";
@@ -33,7 +35,11 @@ export interface Core {
   stopConsumers(graceMs: number): Promise<void>;
 }
 
-export function createCore(config: Config, ports: CorePorts, publicBaseUrl: string): Core {
+/**
+ * `ownsStoreSince`: set when this process is the only user of its store (the
+ * embedded default), so work left unfinished before it started is recovered at once.
+ */
+export function createCore(config: Config, ports: CorePorts, publicBaseUrl: string, ownsStoreSince?: Date): Core {
   const deps: CoreDeps = {
     ...ports,
     settingsOf: {
@@ -46,10 +52,13 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
       retryAfterSeconds: config.retryAfterSeconds,
       webhookRetryScheduleMs: config.webhookRetryScheduleMs,
       webhookTimeoutMs: config.webhookTimeoutMs,
+      acceptTimeoutMs: config.acceptTimeoutMs,
+      ownsStoreSince,
     },
   };
+  const announcer = createAnnouncer(deps.bus, deps.log);
   const services = {
-    generation: createGenerationService(deps),
+    generation: createGenerationService(deps, announcer.announce),
     text: createTextService(deps),
     admin: createAdminService(deps),
     files: createFileService(deps),
@@ -62,6 +71,7 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
   };
   const subscriptions: Subscription[] = [];
   let worker: ReturnType<typeof createGenerationWorker> | undefined;
+  let retentionTimer: NodeJS.Timeout | undefined;
   return {
     deps,
     services,
@@ -71,6 +81,14 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
         worker = createGenerationWorker(deps, config.worker);
         subscriptions.push(await deps.bus.subscribe<GenerationRequested>(TOPICS.generationRequested, "generation-workers", worker.handle));
         worker.startReaper((error) => log("reaper pass failed", error));
+        const retention = createRetentionSweeper(deps, { retentionMs: config.jobRetentionMs });
+        let sweeping = false;
+        retentionTimer = setInterval(() => {
+          if (sweeping) return;
+          sweeping = true;
+          retention.sweep().catch((error) => log("retention sweep failed", error)).finally(() => (sweeping = false));
+        }, config.retentionSweepMs);
+        retentionTimer.unref();
       }
       if (roles.has("webhooks")) {
         const webhooks = createWebhookDispatcher(deps);
@@ -81,6 +99,8 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
       }
     },
     async stopConsumers(graceMs) {
+      clearInterval(retentionTimer);
+      announcer.close();
       await Promise.all(subscriptions.splice(0).map((s) => s.close()));
       await worker?.stop(graceMs);
     },

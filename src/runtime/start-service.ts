@@ -1,9 +1,12 @@
 import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "../config/config.js";
+import { Readiness } from "../core/health/readiness.js";
+import { isDependencyUnavailable } from "../ports/dependency.js";
 import { buildGateway } from "../transport/http/gateway.js";
 import { listenRpc } from "../transport/rpc/rpc-server.js";
-import { openBackends, type Backends } from "./backends.js";
+import { openBackends, type Backends, type Persist, type WatchedDependency } from "./backends.js";
 import type { CoreClients } from "./core-clients.js";
 import { createCore, remoteCoreClients, type Core } from "./core.js";
 
@@ -14,62 +17,180 @@ export interface RunningService {
   readonly grpcUrl?: string;
   readonly core?: Core;
   readonly backends?: string;
-  /** Graceful stop: no new requests or jobs, in-flight work finished or handed back. */
-  close(): Promise<void>;
+  readonly readiness: Readiness;
+  /**
+   * Graceful stop, in one place: /readyz turns 503 at once (a load balancer
+   * drains this process) while requests are still served for DRAIN_DELAY,
+   * then no new requests or jobs, in-flight work finished or handed back.
+   */
+  close(options?: { drain?: boolean }): Promise<void>;
+}
+
+/** A service whose gateway listens (answering 503 until ready) while its stores and bus are being opened. */
+export interface LaunchedService {
+  readonly httpUrl: string;
+  readonly readiness: Readiness;
+  /** Resolves once everything serves; rejects when start-up fails for good (a configuration error). */
+  readonly ready: Promise<RunningService>;
+  /** Stops whatever has started so far. */
+  close(options?: { drain?: boolean }): Promise<void>;
 }
 
 type Log = (message: string, error: unknown) => void;
 
+/** How long start-up waits between attempts to reach a server that is not up yet. */
+const START_RETRY_MS = 1000;
+
+/**
+ * Outages are reported once per dependency and state change (by the monitor),
+ * not once per failed request or reaper pass: this keeps the rest of the log readable.
+ */
+function quiet(log: Log): Log {
+  return (message, error) => {
+    if (isDependencyUnavailable(error)) return;
+    log(message, error);
+  };
+}
+
+/** Probes every dependency each interval and tells readiness; logs each change once. */
+function watchDependencies(dependencies: readonly WatchedDependency[], readiness: Readiness, intervalMs: number, log: Log) {
+  for (const { probe, neededByRequests } of dependencies) readiness.track(probe.name, { neededByRequests });
+  let stopped = false;
+  const running = new Set<Promise<void>>();
+  const check = async ({ probe }: WatchedDependency) => {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), Math.max(500, intervalMs * 2));
+    try {
+      await probe.check(controller.signal);
+      if (!stopped && readiness.report(probe.name, "up")) log(`${probe.name} is reachable again`, undefined);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (!stopped && readiness.report(probe.name, "down", message)) log(`${probe.name} is unreachable: ${message}`, undefined);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const timers = dependencies.map((dependency) => {
+    let busy = false;
+    const timer = setInterval(() => {
+      if (busy || stopped) return;
+      busy = true;
+      const run = check(dependency).finally(() => {
+        busy = false;
+        running.delete(run);
+      });
+      running.add(run);
+    }, intervalMs);
+    timer.unref();
+    return timer;
+  });
+  return async () => {
+    stopped = true;
+    timers.forEach(clearInterval);
+    await Promise.allSettled([...running]);
+  };
+}
+
 /**
  * The composition root. Role `api` serves the gateway on PORT and the core on
  * GRPC_PORT; `worker` and `webhooks` run the consumers. With CORE_URL set the
- * process is only a gateway in front of that core.
+ * process is only a gateway in front of that core. The gateway listens first
+ * and answers 503 with Retry-After until the stores and bus are open, so a
+ * starting process never answers 500; a server that is not up yet is waited
+ * for (readiness says which), not a reason to exit.
  */
-export async function startService(config: Config, log: Log = (m, e) => console.error(m, e)): Promise<RunningService> {
+export async function launchService(config: Config, baseLog: Log = (m, e) => console.error(m, e)): Promise<LaunchedService> {
+  const log = quiet(baseLog);
+  const readiness = new Readiness();
   const serveApi = config.roles.has("api");
+  const stopping = new AbortController();
   let clients: CoreClients | undefined;
   let gateway: FastifyInstance | undefined;
   let httpUrl = "";
   if (serveApi) {
-    // The gateway's port decides the default public URL, so it is bound before the core is built.
+    // The gate answers 503 until `clients` exist, so these getters are never reached before.
     const lazy: CoreClients = {
       get generation() { return clients!.generation; },
       get text() { return clients!.text; },
       get admin() { return clients!.admin; },
       get files() { return clients!.files; },
     };
-    gateway = await buildGateway(lazy, { logLevel: config.logLevel });
+    gateway = await buildGateway(lazy, { logLevel: config.logLevel, readiness });
     await gateway.listen({ host: config.host, port: config.port });
     httpUrl = `http://${config.host}:${(gateway.server.address() as AddressInfo).port}`;
   }
 
-  if (config.coreUrl) {
-    clients = remoteCoreClients(config.coreUrl);
-    return { httpUrl, close: async () => void (await gateway?.close()) };
-  }
+  let backends: Backends | undefined;
+  let core: Core | undefined;
+  let rpc: Awaited<ReturnType<typeof listenRpc>> | undefined;
+  let stopWatching: (() => Promise<void>) | undefined;
+  let closing: Promise<void> | undefined;
 
-  let backends: Backends;
-  try {
-    backends = await openBackends(config, log);
-  } catch (error) {
-    await gateway?.close();
-    throw error;
-  }
-  const core = createCore(config, backends.ports, config.publicBaseUrl ?? (httpUrl || `http://${config.host}:${config.port}`));
-  clients = core.clients;
-  await core.startConsumers(config.roles, log);
-  const rpc = serveApi ? await listenRpc(core, config.host, config.grpcPort, log) : undefined;
+  const persist: Persist = async (dependency, open) => {
+    for (let attempt = 1; ; attempt++) {
+      if (stopping.signal.aborted) throw new Error("stopped during start-up");
+      try {
+        return await open();
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        readiness.starting(`${dependency} unreachable`);
+        if (attempt === 1) baseLog(`waiting for ${dependency} (retrying every ${START_RETRY_MS} ms): ${message}`, undefined);
+        await sleep(START_RETRY_MS, undefined, { signal: stopping.signal }).catch(() => undefined);
+      }
+    }
+  };
 
-  return {
-    httpUrl,
-    grpcUrl: rpc && `http://${config.host}:${rpc.port}`,
-    core,
-    backends: backends.description,
-    async close() {
+  async function close(options: { drain?: boolean } = {}): Promise<void> {
+    closing ??= (async () => {
+      readiness.drain();
+      if (options.drain !== false && config.drainDelayMs > 0 && readiness.current.serving) await sleep(config.drainDelayMs);
+      stopping.abort();
       await gateway?.close();
       await rpc?.close();
-      await core.stopConsumers(config.shutdownGraceMs);
+      await core?.stopConsumers(config.shutdownGraceMs);
+      await stopWatching?.();
+      await backends?.close();
+    })();
+    return closing;
+  }
+
+  const ready = (async (): Promise<RunningService> => {
+    const running = (grpcUrl?: string): RunningService => ({
+      httpUrl, grpcUrl, core, backends: backends?.description, readiness, close,
+    });
+    if (config.coreUrl) {
+      clients = remoteCoreClients(config.coreUrl);
+      readiness.markStarted();
+      return running();
+    }
+    const startedAt = new Date();
+    backends = await openBackends(config, log, persist);
+    if (stopping.signal.aborted) {
       await backends.close();
-    },
-  };
+      throw new Error("stopped during start-up");
+    }
+    core = createCore(
+      config, backends.ports, config.publicBaseUrl ?? (httpUrl || `http://${config.host}:${config.port}`),
+      backends.ownsStore ? startedAt : undefined,
+    );
+    clients = core.clients;
+    stopWatching = watchDependencies(backends.dependencies, readiness, config.dependencyCheckMs, baseLog);
+    await core.startConsumers(config.roles, log);
+    rpc = serveApi ? await listenRpc(core, config.host, config.grpcPort, log, readiness) : undefined;
+    readiness.markStarted();
+    return running(rpc && `http://${config.host}:${rpc.port}`);
+  })();
+  ready.catch(() => undefined);
+  return { httpUrl, readiness, ready, close };
+}
+
+/** Starts the service and resolves once it serves (the gateway answers 503 until then). */
+export async function startService(config: Config, log?: Log): Promise<RunningService> {
+  const launched = await launchService(config, log);
+  try {
+    return await launched.ready;
+  } catch (error) {
+    await launched.close({ drain: false }).catch(() => undefined);
+    throw error;
+  }
 }

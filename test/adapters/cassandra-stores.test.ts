@@ -76,7 +76,7 @@ describe("Cassandra stores against a real server", { skip }, () => {
   });
 
   it("jobs: a transition whose answer was lost reports applied, and a second transition from the old state fails", async () => {
-    const store = new CassandraJobStore(losingAnswers(client, "jobs", 1));
+    const store = new CassandraJobStore(losingAnswers(client, "jobs", 1), 86_400);
     const job: Job = {
       id: "00000000-0000-4000-8000-000000000001", accountId: "a", model: "aimodel-3-pro-image", kind: "image",
       status: "queued", input: { prompt: "p", inputImageUrls: [], inputBlobKeys: [] }, createdAt: new Date(),

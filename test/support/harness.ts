@@ -11,8 +11,8 @@ import kafkajs from "kafkajs";
 export const ADMIN_TOKEN = "test-admin-token";
 
 /**
- * The backend every behavioural test runs against: "embedded" (memory stores,
- * in-process bus) or "real" (Cassandra + Kafka from infra/, at the addresses in
+ * The backend every behavioural test runs against: "embedded" (the default:
+ * SQLite in the service's DATA_DIR, durable in-process bus) or "real" (Cassandra + Kafka from infra/, at the addresses in
  * CASSANDRA_CONTACT_POINTS / KAFKA_BROKERS). `npm test` runs the suite once per backend.
  */
 export const BACKEND = process.env.TEST_BACKEND === "real" ? "real" : "embedded";
@@ -60,6 +60,8 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     // Tests close services with slow jobs still running; those need not be waited for.
     SHUTDOWN_GRACE: "200ms",
     REAPER_INTERVAL: "500ms",
+    // Tests stop services at once; the drain delay has tests of its own.
+    DRAIN_DELAY: "0ms",
     ...(BACKEND === "real" ? realBackendEnv() : {}),
     ...env,
   });

@@ -1,8 +1,12 @@
 import type { DeliveryAttempt, DeliveryLog, DeliveryRecord, DeliveryState } from "../../ports/delivery-log.js";
 import { conditional, serialRead, type CassandraClient } from "./cassandra-session.js";
 
+/** Deliveries live as long as their job (JOB_RETENTION): every write carries that TTL. */
 export class CassandraDeliveryLog implements DeliveryLog {
-  constructor(private readonly client: CassandraClient) {}
+  constructor(
+    private readonly client: CassandraClient,
+    private readonly retentionSeconds: number,
+  ) {}
 
   async get(messageId: string): Promise<DeliveryRecord | undefined> {
     const row = await serialRead(this.client, "SELECT message_id, job_id, state, attempts FROM webhook_deliveries WHERE message_id = ?", [
@@ -22,15 +26,15 @@ export class CassandraDeliveryLog implements DeliveryLog {
 
   async recordAttempt(messageId: string, jobId: string, attempt: DeliveryAttempt): Promise<void> {
     await this.ensure(messageId, jobId);
-    await conditional(this.client, "UPDATE webhook_deliveries SET attempts = attempts + ? WHERE message_id = ? IF EXISTS", [
-      [JSON.stringify(attempt)], messageId,
+    await conditional(this.client, "UPDATE webhook_deliveries USING TTL ? SET attempts = attempts + ? WHERE message_id = ? IF EXISTS", [
+      this.retentionSeconds, [JSON.stringify(attempt)], messageId,
     ]);
   }
 
   async finish(messageId: string, state: Exclude<DeliveryState, "pending">): Promise<boolean> {
     await this.ensure(messageId, "");
-    const result = await conditional(this.client, "UPDATE webhook_deliveries SET state = ? WHERE message_id = ? IF state = 'pending'", [
-      state, messageId,
+    const result = await conditional(this.client, "UPDATE webhook_deliveries USING TTL ? SET state = ? WHERE message_id = ? IF state = 'pending'", [
+      this.retentionSeconds, state, messageId,
     ]);
     return result.applied;
   }
@@ -38,8 +42,8 @@ export class CassandraDeliveryLog implements DeliveryLog {
   private async ensure(messageId: string, jobId: string): Promise<void> {
     await conditional(
       this.client,
-      "INSERT INTO webhook_deliveries (message_id, job_id, state, attempts) VALUES (?, ?, 'pending', []) IF NOT EXISTS",
-      [messageId, jobId],
+      "INSERT INTO webhook_deliveries (message_id, job_id, state, attempts) VALUES (?, ?, 'pending', []) IF NOT EXISTS USING TTL ?",
+      [messageId, jobId, this.retentionSeconds],
     );
   }
 }

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { Job } from "../../domain/jobs/job.js";
 import type { JobExpectation, JobStore, UnfinishedJob } from "../../ports/job-store.js";
 import { AmbiguousWriteError, conditional, serialRead, type CassandraClient } from "./cassandra-session.js";
-import { decodeJob, encodeBody } from "./job-codec.js";
+import { decodeJob, encodeBody } from "../shared/job-codec.js";
 
 const BUCKETS = 16;
 /** The status of a fence row: an id whose acceptance died before storing its job (never a job). */
@@ -11,8 +11,17 @@ const COLUMNS = "job_id, account_id, status, lease_owner, lease_expires_at, body
 
 const bucketOf = (jobId: string) => createHash("sha1").update(jobId).digest()[0]! % BUCKETS;
 
+/**
+ * Jobs written only with lightweight transactions. A finished job's last write
+ * (the one that shows it settled) carries the retention TTL, so it expires by
+ * itself; what remains of its row then reads as no job.
+ */
 export class CassandraJobStore implements JobStore {
-  constructor(private readonly client: CassandraClient) {}
+  constructor(
+    private readonly client: CassandraClient,
+    /** JOB_RETENTION: how long a finished job is kept. */
+    private readonly retentionSeconds: number,
+  ) {}
 
   async registerIntent(jobId: string, accountId: string, since: Date): Promise<void> {
     await this.client.execute("INSERT INTO unfinished_jobs (bucket, job_id, account_id, since) VALUES (?, ?, ?, ?)", [
@@ -38,7 +47,7 @@ export class CassandraJobStore implements JobStore {
   async abandonIntent(jobId: string): Promise<boolean> {
     try {
       const result = await conditional(this.client, `INSERT INTO jobs (job_id, status, body) VALUES (?, '${ABANDONED}', '{}') IF NOT EXISTS`, [jobId]);
-      return result.applied;
+      return result.applied || result.current?.status === ABANDONED;
     } catch (error) {
       if (!(error instanceof AmbiguousWriteError)) throw error;
       const row = await serialRead(this.client, "SELECT status FROM jobs WHERE job_id = ?", [jobId]);
@@ -48,20 +57,24 @@ export class CassandraJobStore implements JobStore {
 
   async get(jobId: string): Promise<Job | undefined> {
     const row = (await this.client.execute(`SELECT ${COLUMNS} FROM jobs WHERE job_id = ?`, [jobId])).first();
-    return row && row.status !== ABANDONED ? decodeJob(row as never) : undefined;
+    return row && isJob(row.status) ? decodeJob(row as never) : undefined;
   }
 
   async transition(next: Job, expected: JobExpectation): Promise<boolean> {
     const withOwner = expected.leaseOwner !== undefined;
+    // The last step of a job starts its retention.
+    const ttl = next.settled && (next.status === "done" || next.status === "failed") ? ` USING TTL ${this.retentionSeconds}` : "";
     try {
       const result = await conditional(
         this.client,
-        `UPDATE jobs SET status = ?, lease_owner = ?, lease_expires_at = ?, body = ? WHERE job_id = ? IF status = ?${withOwner ? " AND lease_owner = ?" : ""}`,
+        `UPDATE jobs${ttl} SET account_id = ?, status = ?, lease_owner = ?, lease_expires_at = ?, body = ? WHERE job_id = ? IF status = ?${withOwner ? " AND lease_owner = ?" : ""}`,
         [
-          next.status, next.leaseOwner ?? null, next.leaseExpiresAt ?? null, encodeBody(next), next.id, expected.status,
+          next.accountId, next.status, next.leaseOwner ?? null, next.leaseExpiresAt ?? null, encodeBody(next), next.id, expected.status,
           ...(withOwner ? [expected.leaseOwner] : []),
         ],
       );
+      // The row's marker (written by create, without a TTL) expires with it, so nothing of the job is left.
+      if (result.applied && ttl) await this.client.execute(`INSERT INTO jobs (job_id) VALUES (?)${ttl}`, [next.id]);
       return result.applied;
     } catch (error) {
       if (!(error instanceof AmbiguousWriteError)) throw error;
@@ -113,6 +126,14 @@ export class CassandraJobStore implements JobStore {
 
   private async serialGet(jobId: string): Promise<Job | undefined> {
     const row = await serialRead(this.client, `SELECT ${COLUMNS} FROM jobs WHERE job_id = ?`, [jobId]);
-    return row && row.status !== ABANDONED ? decodeJob(row as never) : undefined;
+    return row && isJob(row.status) ? decodeJob(row as never) : undefined;
+  }
+
+  /** Finished jobs expire by the TTL of their last write. */
+  async purgeFinished(): Promise<number> {
+    return 0;
   }
 }
+
+/** A fence row is no job, and neither is a row whose cells expired (only its key is left). */
+const isJob = (status: unknown) => typeof status === "string" && status !== ABANDONED;

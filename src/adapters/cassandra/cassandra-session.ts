@@ -3,10 +3,55 @@ import { readdir, readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { CassandraConfig } from "../../config/config.js";
+import { DependencyUnavailableError, type DependencyProbe } from "../../ports/dependency.js";
 
-const { Client, types, errors } = cassandra;
-export type CassandraClient = InstanceType<typeof Client>;
+const { Client, types, errors, policies } = cassandra;
 export type Row = cassandra.types.Row;
+type Params = cassandra.ArrayOrObject | undefined;
+
+/** Errors that mean Cassandra cannot answer now (down, stalled, overloaded), as opposed to a bad query. */
+function isUnreachable(error: unknown): boolean {
+  if (error instanceof errors.NoHostAvailableError || error instanceof errors.OperationTimedOutError) return true;
+  if (error instanceof errors.ResponseError) {
+    const codes = types.responseErrorCodes;
+    return [codes.unavailableException, codes.overloaded, codes.isBootstrapping, codes.readTimeout, codes.writeTimeout, codes.readFailure, codes.writeFailure]
+      .includes(error.code);
+  }
+  // A connection closed under a request (the server went away mid-query).
+  return error instanceof errors.DriverError && /socket|connection|closed|ECONNRE/i.test(error.message);
+}
+
+/**
+ * The driver's client as the adapters see it: the same `execute`, except that
+ * "cannot reach Cassandra" leaves as DependencyUnavailableError (503 with
+ * Retry-After at the edges), never as a crash.
+ */
+export class CassandraClient {
+  constructor(readonly driver: InstanceType<typeof Client>) {}
+
+  async execute(query: string, params?: Params, options?: cassandra.QueryOptions): Promise<cassandra.types.ResultSet> {
+    try {
+      return await this.driver.execute(query, params, options);
+    } catch (error) {
+      if (isUnreachable(error)) throw new DependencyUnavailableError("cassandra", `Cassandra is unreachable: ${(error as Error).message}`, { cause: error });
+      throw error;
+    }
+  }
+
+  shutdown(): Promise<void> {
+    return this.driver.shutdown();
+  }
+}
+
+/** Readiness: asks the local node for its version, with a short bound. */
+export function cassandraProbe(client: CassandraClient): DependencyProbe {
+  return {
+    name: "cassandra",
+    async check() {
+      await client.execute("SELECT release_version FROM system.local", [], { readTimeout: 2000, consistency: types.consistencies.one, prepare: false });
+    },
+  };
+}
 
 const MIGRATIONS = join(dirname(fileURLToPath(import.meta.url)), "migrations");
 
@@ -27,20 +72,25 @@ function clientOptions(config: CassandraConfig, keyspace?: string): cassandra.Cl
     },
     // Above the server's cas_contention_timeout + write_request_timeout, so the
     // client never gives up on a write the server may still commit.
-    socketOptions: { readTimeout: 15_000, connectTimeout: 10_000 },
+    socketOptions: { readTimeout: 15_000, connectTimeout: 5_000 },
+    // After an outage, reconnect every second (the default backs off towards
+    // minutes, which kept processes failing long after Cassandra was back);
+    // heartbeats find a silently dead connection within seconds.
+    policies: { reconnection: new policies.reconnection.ConstantReconnectionPolicy(1000) },
+    pooling: { heartBeatInterval: 5_000 },
   };
 }
 
 /** Creates the keyspace, applies pending migrations in order, and returns a client bound to the keyspace. */
 export async function openSession(config: CassandraConfig): Promise<CassandraClient> {
   if (!/^[a-z][a-z0-9_]{0,47}$/.test(config.keyspace)) throw new Error(`invalid keyspace name "${config.keyspace}"`);
-  const bootstrap = new Client(clientOptions(config));
+  const bootstrap = new CassandraClient(new Client(clientOptions(config)));
   try {
     await bootstrap.execute(`CREATE KEYSPACE IF NOT EXISTS ${config.keyspace} WITH replication = ${config.replication}`);
   } finally {
     await bootstrap.shutdown();
   }
-  const client = new Client(clientOptions(config, config.keyspace));
+  const client = new CassandraClient(new Client(clientOptions(config, config.keyspace)));
   try {
     await migrate(client);
   } catch (error) {
@@ -75,14 +125,22 @@ async function migrate(client: CassandraClient): Promise<void> {
   }
 }
 
-/** A conditional write whose outcome is unknown: resolve by reading, never by applying again. */
-export class AmbiguousWriteError extends Error {}
+/**
+ * A conditional write whose outcome is unknown: resolve by reading, never by
+ * applying again. Left unresolved (the read failed too), it is an outage.
+ */
+export class AmbiguousWriteError extends DependencyUnavailableError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("cassandra", message, options);
+  }
+}
 
 export function isAmbiguous(error: unknown): boolean {
+  const cause = error instanceof DependencyUnavailableError ? error.cause : error;
   return (
-    (error instanceof errors.ResponseError && error.code === types.responseErrorCodes.writeTimeout) ||
-    error instanceof errors.OperationTimedOutError ||
-    error instanceof errors.NoHostAvailableError
+    (cause instanceof errors.ResponseError && cause.code === types.responseErrorCodes.writeTimeout) ||
+    cause instanceof errors.OperationTimedOutError ||
+    cause instanceof errors.NoHostAvailableError
   );
 }
 
@@ -98,7 +156,7 @@ export async function conditional(client: CassandraClient, query: string, params
     const result = await client.execute(query, params);
     return { applied: result.wasApplied(), current: result.first() ?? undefined };
   } catch (error) {
-    if (isAmbiguous(error)) throw new AmbiguousWriteError(`outcome of a conditional write is unknown: ${(error as Error).message}`);
+    if (isAmbiguous(error)) throw new AmbiguousWriteError(`outcome of a conditional write is unknown: ${(error as Error).message}`, { cause: error });
     throw error;
   }
 }

@@ -1,28 +1,42 @@
 import type { CassandraConfig } from "../../config/config.js";
 import type { PriceTable } from "../../domain/pricing/price-table.js";
 import type { CorePorts } from "../../core/core-deps.js";
+import type { DependencyProbe } from "../../ports/dependency.js";
 import { CassandraApiKeyStore } from "./cassandra-api-key-store.js";
 import { CassandraDeliveryLog } from "./cassandra-delivery-log.js";
 import { CassandraIdempotencyStore } from "./cassandra-idempotency-store.js";
 import { CassandraJobStore } from "./cassandra-job-store.js";
 import { CassandraLedger } from "./cassandra-ledger.js";
-import { openSession } from "./cassandra-session.js";
+import { cassandraProbe, openSession } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
 
 export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "apiKeys" | "idempotency" | "settings" | "deliveries">;
 
+export interface OpenStores {
+  readonly stores: StorePorts;
+  readonly probe: DependencyProbe;
+  close(): Promise<void>;
+}
+
 /** Connects, creates and migrates the schema, seeds prices, and returns every store port on Cassandra. */
-export async function openCassandraStores(config: CassandraConfig, defaultPrices: PriceTable) {
+export async function openCassandraStores(
+  config: CassandraConfig, options: { defaultPrices: PriceTable; retentionSeconds: number },
+): Promise<OpenStores> {
   const client = await openSession(config);
-  const settings = new CassandraSettingsStore(client);
-  await settings.seedPrices(defaultPrices);
-  const stores: StorePorts = {
-    jobs: new CassandraJobStore(client),
-    ledger: new CassandraLedger(client),
-    apiKeys: new CassandraApiKeyStore(client),
-    idempotency: new CassandraIdempotencyStore(client),
-    settings,
-    deliveries: new CassandraDeliveryLog(client),
-  };
-  return { stores, close: () => client.shutdown() };
+  try {
+    const settings = new CassandraSettingsStore(client);
+    await settings.seedPrices(options.defaultPrices);
+    const stores: StorePorts = {
+      jobs: new CassandraJobStore(client, options.retentionSeconds),
+      ledger: new CassandraLedger(client),
+      apiKeys: new CassandraApiKeyStore(client),
+      idempotency: new CassandraIdempotencyStore(client),
+      settings,
+      deliveries: new CassandraDeliveryLog(client, options.retentionSeconds),
+    };
+    return { stores, probe: cassandraProbe(client), close: () => client.shutdown() };
+  } catch (error) {
+    await client.shutdown();
+    throw error;
+  }
 }

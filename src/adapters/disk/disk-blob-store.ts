@@ -1,5 +1,5 @@
 import { createReadStream } from "node:fs";
-import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { randomUUID } from "node:crypto";
 import type { BlobStore, StoredBlob } from "../../ports/blob-store.js";
@@ -51,10 +51,69 @@ export class DiskBlobStore implements BlobStore {
     await Promise.all([rm(path, { force: true }), rm(`${path}.type`, { force: true })]);
   }
 
+  /**
+   * Retention: removes blobs (with their `.type` sidecars) last written before
+   * `before`, and directories the sweep leaves empty; returns how many blobs.
+   * Temporary files of writes that never finished, and sidecars left without
+   * their blob, go too when as old (they are not counted).
+   */
+  async purgeOlderThan(before: Date): Promise<number> {
+    return (await this.purgeDirectory(this.root, before.getTime(), true)).blobs;
+  }
+
+  /** `gone`: this directory was removed (it was old or the sweep emptied it, and nothing is in it now). */
+  private async purgeDirectory(directory: string, before: number, isRoot: boolean): Promise<{ blobs: number; gone: boolean }> {
+    // Taken before the sweep changes it: a directory created just now (a put under way) is never removed.
+    const createdOld = isRoot ? false : ((await mtimeOf(directory)) ?? Infinity) < before;
+    let entries;
+    try {
+      entries = await readdir(directory, { withFileTypes: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return { blobs: 0, gone: false };
+      throw error;
+    }
+    const names = new Set(entries.map((entry) => entry.name));
+    let blobs = 0;
+    let emptied = false;
+    for (const entry of entries) {
+      const path = join(directory, entry.name);
+      if (entry.isDirectory()) {
+        const child = await this.purgeDirectory(path, before, false);
+        blobs += child.blobs;
+        emptied ||= child.gone;
+        continue;
+      }
+      if (!entry.isFile()) continue;
+      const sidecar = entry.name.endsWith(".type");
+      // A sidecar goes with its blob; only an orphaned one is looked at on its own.
+      if (sidecar && names.has(entry.name.slice(0, -".type".length))) continue;
+      const modified = await mtimeOf(path);
+      if (modified === undefined || modified >= before) continue;
+      await rm(path, { force: true });
+      emptied = true;
+      if (sidecar || entry.name.endsWith(".tmp")) continue; // a write that never finished, or an orphaned sidecar
+      await rm(`${path}.type`, { force: true });
+      blobs++;
+    }
+    if (isRoot || !(emptied || createdOld)) return { blobs, gone: false };
+    // rmdir removes only an empty directory: one a concurrent put wrote into stays.
+    const gone = await rmdir(directory).then(() => true, () => false);
+    return { blobs, gone };
+  }
+
   /** Keys come from the service, but a key must never escape the root all the same. */
   private pathOf(key: string): string {
     const path = resolve(join(this.root, key));
     if (!path.startsWith(this.root + sep)) throw new Error(`blob key escapes the store: ${key}`);
     return path;
+  }
+}
+
+async function mtimeOf(path: string): Promise<number | undefined> {
+  try {
+    return (await stat(path)).mtimeMs;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
   }
 }

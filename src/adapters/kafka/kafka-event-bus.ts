@@ -41,6 +41,7 @@
 import kafkajs from "kafkajs";
 import type { Admin, Consumer, EachMessagePayload, IHeaders, ITopicConfig, LogEntry } from "kafkajs";
 import { TOPICS, type EventBus, type EventHandler, type PublishOptions, type Subscription, type Topic } from "../../ports/event-bus.js";
+import { DependencyUnavailableError, type DependencyProbe } from "../../ports/dependency.js";
 
 const { Kafka, Partitioners, logLevel } = kafkajs;
 
@@ -66,15 +67,23 @@ export interface KafkaEventBusOptions {
   log?: (message: string) => void;
   /** Upper bound for close(); default 10 s. Handlers still running then are abandoned. */
   closeTimeoutMs?: number;
+  /**
+   * Upper bound of one publish (default 3 s). Past it, publish() fails with
+   * DependencyUnavailableError and the caller decides (announce later, answer
+   * 503); kafkajs may still deliver it, which at-least-once allows.
+   */
+  publishTimeoutMs?: number;
 }
 
-export type KafkaEventBus = EventBus & { readonly topics: Record<string, string> };
+export type KafkaEventBus = EventBus & { readonly topics: Record<string, string>; readonly probe: DependencyProbe };
 
 const HEADER_TARGET = "x-delay-target";
 const HEADER_DUE = "x-delay-due-at";
 const DELAY_TOPIC_PARTITIONS = 3;
 const DAY_MS = 24 * 3600_000;
 const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
+const DEFAULT_PUBLISH_TIMEOUT_MS = 3_000;
+const PROBE_TIMEOUT_MS = 2_000;
 
 /*
  * Group timing. kafkajs heartbeats only from its fetch loop (and from our ticker while a
@@ -126,6 +135,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
     logLevel: logLevel.WARN,
     logCreator: () => (entry: LogEntry) => forwardLog(entry, log),
   });
+  const publishTimeoutMs = options.publishTimeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS;
 
   const admin = kafka.admin({ retry: RETRY });
   const producer = kafka.producer({
@@ -168,7 +178,8 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
       ...CONSUMER_TIMING,
       maxWaitTimeInMs,
       allowAutoTopicCreation: false,
-      retry: RETRY,
+      // Always come back after an outage: a consumer that gave up would leave its topic unread until a restart.
+      retry: { ...RETRY, restartOnFailure: async () => true },
     });
     consumer.on(consumer.events.CRASH, (event) => {
       const { error, restart } = event.payload;
@@ -240,12 +251,33 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
     await consumer.disconnect();
   }
 
+  // Readiness asks a client of its own that does not retry, so a probe answers within its bound.
+  const prober = kafka.admin({ retry: { retries: 0 } });
+  const probe: DependencyProbe = {
+    name: "kafka",
+    async check() {
+      const answered = prober.connect().then(() => prober.describeCluster()).then((cluster) => {
+        if (cluster.brokers.length === 0) throw new Error("no brokers");
+      });
+      answered.catch(() => undefined);
+      if (!(await within(answered, PROBE_TIMEOUT_MS))) throw new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`);
+      await answered;
+    },
+  };
+
   const bus: KafkaEventBus = {
     topics,
+    probe,
 
     async publish<T>(topic: Topic, key: string, event: T, publishOptions: PublishOptions = {}): Promise<void> {
       if (closed) throw new Error("event bus is closed");
-      await publishRaw(topicName(topic), key, JSON.stringify(event) ?? "null", publishOptions.delayMs ?? 0);
+      const sent = publishRaw(topicName(topic), key, JSON.stringify(event) ?? "null", publishOptions.delayMs ?? 0);
+      let failure: unknown;
+      sent.catch((error: unknown) => (failure = error));
+      if (!(await within(sent, publishTimeoutMs))) {
+        throw new DependencyUnavailableError("kafka", `Kafka did not take the event within ${publishTimeoutMs} ms`);
+      }
+      if (failure !== undefined) throw new DependencyUnavailableError("kafka", `Kafka refused the event: ${describe(failure)}`, { cause: failure });
     },
 
     async subscribe<T>(topic: Topic, group: string, handler: EventHandler<T>): Promise<Subscription> {
@@ -306,7 +338,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
         if (!(await within(stopConsumers, budget * 0.8))) {
           log("kafka event bus: consumers did not stop in time; closing the producer anyway");
         }
-        const stopClients = Promise.allSettled([producer.disconnect(), admin.disconnect()]);
+        const stopClients = Promise.allSettled([producer.disconnect(), admin.disconnect(), prober.disconnect()]);
         if (!(await within(stopClients, deadline - Date.now()))) log("kafka event bus: producer/admin did not disconnect in time");
       })();
       return closing;
@@ -385,10 +417,19 @@ const TRANSIENT_RESPONSE_ERRORS =
  */
 const EXPECTED_WARNINGS = /^Limiting retries for the idempotent producer/;
 
+/** During an outage kafkajs repeats the same complaint on every retry: one line per message per interval is enough. */
+const REPEAT_INTERVAL_MS = 30_000;
+const lastLogged = new Map<string, number>();
+
 function forwardLog({ level, namespace, log: entry }: LogEntry, log: (message: string) => void): void {
   const { message, timestamp: _timestamp, logger: _logger, ...extra } = entry as typeof entry & { logger?: unknown };
   if (namespace === "Connection" && message.startsWith("Response ") && TRANSIENT_RESPONSE_ERRORS.test(String(extra.error))) return;
   if (EXPECTED_WARNINGS.test(message)) return;
+  const now = Date.now();
+  const seen = `${namespace}:${message}`;
+  if (now - (lastLogged.get(seen) ?? 0) < REPEAT_INTERVAL_MS) return;
+  if (lastLogged.size > 1000) lastLogged.clear();
+  lastLogged.set(seen, now);
   const label = level === logLevel.ERROR ? "ERROR" : level === logLevel.WARN ? "WARN" : "INFO";
   const details = Object.keys(extra).length > 0 ? ` ${JSON.stringify(extra)}` : "";
   log(`kafkajs ${label} [${namespace}] ${message}${details}`);

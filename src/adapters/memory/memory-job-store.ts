@@ -16,6 +16,7 @@ export class MemoryJobStore implements JobStore {
     this.jobs.set(job.id, job);
   }
 
+  /** Idempotent: true again for an id already fenced. */
   async abandonIntent(jobId: string): Promise<boolean> {
     if (this.jobs.has(jobId)) return false;
     this.abandoned.add(jobId);
@@ -51,5 +52,19 @@ export class MemoryJobStore implements JobStore {
 
   async markFinalized(jobId: string): Promise<void> {
     this.unfinished.delete(jobId);
+  }
+
+  /** Finished, finalized jobs only (their deliveries live in the delivery log, which keeps its own). */
+  async purgeFinished(finishedBefore: Date, limit: number): Promise<number> {
+    let removed = 0;
+    for (const [jobId, job] of this.jobs) {
+      if (removed >= limit) break;
+      const finished = (job.status === "done" || job.status === "failed") && job.finishedAt !== undefined;
+      if (finished && job.finishedAt! < finishedBefore && !this.unfinished.has(jobId)) {
+        this.jobs.delete(jobId);
+        removed++;
+      }
+    }
+    return removed;
   }
 }

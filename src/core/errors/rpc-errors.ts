@@ -2,6 +2,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { DomainError, type ErrorCategory } from "../../domain/errors/domain-error.js";
+import { isDependencyUnavailable } from "../../ports/dependency.js";
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from "../health/readiness.js";
 
 /** Category → (RPC code, the spec's HTTP status). The one table of this mapping. */
 const BY_CATEGORY: Record<ErrorCategory, { code: Code; http: number }> = {
@@ -28,12 +30,28 @@ export function toConnectError(error: DomainError): ConnectError {
   return new ConnectError(error.message, code, undefined, [{ desc: ErrorDetailSchema, value: detail }], error);
 }
 
-/** Wraps a handler so every DomainError leaves as a ConnectError with its detail. */
+/**
+ * What leaves the core for an error: a DomainError with its detail; an
+ * unreachable Cassandra, Kafka or SQLite as 503 service_unavailable with
+ * Retry-After (an outage is an answer, not a crash); anything else as is
+ * (Connect makes it Internal, and its message stays out of the wire).
+ */
+export function toRpcError(error: unknown): unknown {
+  if (error instanceof DomainError) return toConnectError(error);
+  if (isDependencyUnavailable(error)) {
+    return toConnectError(
+      new DomainError("unavailable", "service_unavailable", `${error.dependency} is unavailable; retry shortly`, { dependency: error.dependency },
+        UNAVAILABLE_RETRY_AFTER_SECONDS),
+    );
+  }
+  return error;
+}
+
+/** Wraps a handler so every refusal leaves as a ConnectError with its detail. */
 export async function rpc<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof DomainError) throw toConnectError(error);
-    throw error;
+    throw toRpcError(error);
   }
 }

@@ -1,14 +1,12 @@
-import { randomUUID } from "node:crypto";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import type { Job, JobKind } from "../../domain/jobs/job.js";
 import { quoteGeneration } from "../../domain/pricing/quote-generation.js";
 import type { GenerationSpec } from "../../domain/validation/generation-request.js";
-import { TOPICS } from "../../ports/event-bus.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-
-/** A job's hold in the ledger; the reaper derives it from the job id alone. */
-export const reservationIdOf = (jobId: string) => `job:${jobId}`;
+import { isDependencyUnavailable } from "../../ports/dependency.js";
+import { OutcomeUnknown } from "./idempotent.js";
+import { releaseHold, reservationIdOf, takeHold } from "../money/holds.js";
 
 export interface GenerationRequested {
   readonly jobId: string;
@@ -29,16 +27,22 @@ async function ingestInlineImages(deps: CoreDeps, jobId: string, spec: Generatio
   }
 }
 
+/** Announces a stored job to the generation workers; retries in the background when the bus cannot take it now. */
+export type Announce = (jobId: string) => Promise<void>;
+
 /**
- * Accepts a validated job: stores inline inputs, reserves its price, stores
- * it queued and announces it. A failure before the job is stored undoes what
- * was done, so a refused request leaves no job, no blob and no hold behind;
- * once stored, the job is accepted whatever happens next.
+ * Accepts a validated job under the id its Idempotency-Key claim named:
+ * stores inline inputs, reserves its price, stores it queued and announces
+ * it. A failure before the job is stored undoes what was done, so a refused
+ * request leaves no job, no blob and no hold behind; once stored, the job is
+ * accepted whatever happens next (an announcement that cannot be made now is
+ * made later, never turned into an error the client would retry).
  */
-export async function acceptJob(deps: CoreDeps, caller: Caller, spec: GenerationSpec, route?: string): Promise<Job> {
+export async function acceptJob(
+  deps: CoreDeps, announce: Announce, caller: Caller, jobId: string, spec: GenerationSpec, route?: string,
+): Promise<Job> {
   const prices = (await deps.settings.prices()).get(spec.model.id);
   const price = quoteGeneration(spec, prices);
-  const jobId = randomUUID();
   const inputBlobKeys = await ingestInlineImages(deps, jobId, spec);
   // After the (possibly long) ingest, so the reaper's age of an unfinished acceptance starts at its hold.
   const createdAt = deps.clock.now();
@@ -48,8 +52,7 @@ export async function acceptJob(deps: CoreDeps, caller: Caller, spec: Generation
     await deps.jobs.markFinalized(jobId);
   };
 
-  await deps.jobs.registerIntent(jobId, caller.accountId, createdAt);
-  const outcome = await deps.ledger.reserve(caller.accountId, reservationId, price);
+  const outcome = await takeHold(deps, caller.accountId, jobId, price, createdAt);
   if (outcome !== "reserved") {
     await undo();
     if (outcome === "unknown_account") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
@@ -86,18 +89,23 @@ export async function acceptJob(deps: CoreDeps, caller: Caller, spec: Generation
   try {
     await deps.jobs.create(job);
   } catch (error) {
-    if (!(await deps.jobs.get(jobId))) {
-      await deps.ledger.release(caller.accountId, reservationId);
-      await undo();
+    if (isDependencyUnavailable(error)) throw new OutcomeUnknown(error.dependency, { cause: error });
+    let stored: boolean;
+    try {
+      stored = (await deps.jobs.get(jobId)) !== undefined;
+    } catch (readError) {
+      if (isDependencyUnavailable(readError)) throw new OutcomeUnknown(readError.dependency, { cause: error });
+      throw readError;
     }
-    throw error;
+    if (!stored) {
+      // Fenced off: a retry with the same key found this acceptance dead and took the key over.
+      await releaseHold(deps, caller.accountId, jobId);
+      await undo();
+      throw new DomainError(
+        "conflict", "idempotency_key_in_use", "this request was superseded by a retry with the same Idempotency-Key; retry to get its job", {}, 1,
+      );
+    }
   }
-  // Stored means accepted: a lost announcement must not turn into an error the client retries
-  // (that would create a second job); the reaper announces a queued job again.
-  try {
-    await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, jobId, { jobId });
-  } catch (error) {
-    deps.log(`job ${jobId} is stored but its announcement failed; the reaper will announce it`, error);
-  }
+  await announce(jobId);
   return job;
 }

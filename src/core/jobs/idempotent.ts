@@ -1,54 +1,124 @@
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { requestFingerprint } from "../../domain/idempotency/fingerprint.js";
-import type { IdempotencyStore, StoredResponse } from "../../ports/idempotency-store.js";
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from "../health/readiness.js";
+import type { ClaimOutcome, IdempotencyStore, StoredResponse } from "../../ports/idempotency-store.js";
 
 export interface IdempotentOutcome {
   readonly response: StoredResponse;
   readonly replayed: boolean;
 }
 
+export interface IdempotencyOptions {
+  readonly scope: string;
+  readonly key: string;
+  readonly operation: string;
+  readonly request: unknown;
+  readonly ttlMs: number;
+  readonly retryAfterSeconds: number;
+  /**
+   * A claim made before this instant that is still not completed belongs to
+   * an acceptance that died (or overran its time): a retry resolves it.
+   */
+  readonly staleBefore: Date;
+}
+
+/** How a request is accepted under a key, and how a dead acceptance's pending response is resolved. */
+export interface IdempotentWork {
+  /** The response a new acceptance will give (its job id), named in the claim before anything is created. */
+  newResponse(): StoredResponse;
+  accept(pending: StoredResponse): Promise<StoredResponse>;
+  /**
+   * Decides a dead acceptance's fate for good: "stored" when its job exists
+   * (it is replayed), "gone" when it was fenced off and can never appear (the
+   * key is taken over and a new job is created).
+   */
+  resolveDead(pending: StoredResponse): Promise<"stored" | "gone">;
+}
+
+/**
+ * The work failed in a way that leaves its result unknown (the store went
+ * away mid-write): the claim stays, so a retry resolves the acceptance for
+ * good (replays its job if it was stored, fences it off otherwise), and the
+ * reaper releases the hold of a job that never appeared. Answers 503.
+ */
+export class OutcomeUnknown extends DomainError {
+  constructor(dependency: string, options?: { cause?: unknown }) {
+    super("unavailable", "service_unavailable", `${dependency} is unavailable; retry with the same Idempotency-Key`, { dependency },
+      UNAVAILABLE_RETRY_AFTER_SECONDS);
+    if (options?.cause !== undefined) Object.defineProperty(this, "cause", { value: options.cause });
+  }
+}
+
 const MAX_KEY_LENGTH = 255;
+/** Rounds of resolving and re-reading a contested key before answering 409. */
+const MAX_ROUNDS = 4;
 
 /**
  * The Idempotency-Key rule (IETF draft): a completed key replays its
  * response, a key still being accepted is a 409, the same key with another
- * request is a 422, and a request that fails gives its key back.
+ * request is a 422, and a request that fails gives its key back. The claim
+ * names its job id before the job exists and lives as long as the key, so a
+ * retry after a crashed acceptance finds either that job (and replays it) or
+ * fences it off and creates one: never both.
  */
 export async function idempotent(
   store: IdempotencyStore,
   log: (message: string, error?: unknown) => void,
-  options: { scope: string; key: string; operation: string; request: unknown; ttlMs: number; retryAfterSeconds: number },
-  accept: () => Promise<StoredResponse>,
+  options: IdempotencyOptions,
+  work: IdempotentWork,
 ): Promise<IdempotentOutcome> {
   const key = options.key.replace(/^"(.*)"$/, "$1");
-  if (!key) return { response: await accept(), replayed: false };
+  if (!key) return { response: await work.accept(work.newResponse()), replayed: false };
   if (key.length > MAX_KEY_LENGTH) {
     throw new DomainError("invalid", "invalid_idempotency_key", `Idempotency-Key may be at most ${MAX_KEY_LENGTH} characters`);
   }
+  const { scope, ttlMs } = options;
   const fingerprint = requestFingerprint(options.operation, options.request);
-  const claim = await store.claim(options.scope, key, fingerprint, options.ttlMs);
-  if (claim.kind !== "claimed") {
+  let pending = work.newResponse();
+  let claim: ClaimOutcome = await store.claim(scope, key, fingerprint, pending, ttlMs);
+  for (let round = 0; claim.kind !== "claimed"; round++) {
     if (claim.fingerprint !== fingerprint) {
       throw new DomainError("invalid", "idempotency_key_reused", "this Idempotency-Key was used with a different request");
     }
     if (claim.kind === "completed") return { response: claim.response, replayed: true };
-    throw new DomainError(
-      "conflict", "idempotency_key_in_use", "a request with this Idempotency-Key is still being accepted; retry shortly", {},
-      options.retryAfterSeconds,
-    );
+    if (claim.claimedAt.getTime() >= options.staleBefore.getTime() || round >= MAX_ROUNDS) {
+      throw new DomainError(
+        "conflict", "idempotency_key_in_use", "a request with this Idempotency-Key is still being accepted; retry shortly", {},
+        options.retryAfterSeconds,
+      );
+    }
+    // The acceptance holding the key is dead: its job either exists (replay it) or is fenced off for good.
+    const stale = claim;
+    if ((await work.resolveDead(stale.pending)) === "stored") {
+      try {
+        await store.complete(scope, key, stale.token, stale.pending, ttlMs);
+        return { response: stale.pending, replayed: true };
+      } catch {
+        claim = await store.claim(scope, key, fingerprint, pending, ttlMs); // moved meanwhile: look again
+        continue;
+      }
+    }
+    pending = work.newResponse();
+    claim = await store.takeOver(scope, key, stale.token, fingerprint, pending, ttlMs);
   }
+  const token = claim.token;
   let response: StoredResponse;
   try {
-    response = await accept();
+    response = await work.accept(pending);
   } catch (error) {
-    await store.abandon(options.scope, key, claim.token);
+    // A request that failed gives its key back, unless its job may exist after all: then the claim
+    // stays, and a retry resolves it through the pending job id.
+    if (!(error instanceof OutcomeUnknown)) {
+      await store.abandon(scope, key, token).catch((abandonError) => log(`giving back Idempotency-Key ${key} failed`, abandonError));
+    }
     throw error;
   }
   // The job exists now: its key must never be given back, so recording it is retried, and a
-  // failure is logged rather than turned into an error the client would retry.
+  // failure is logged rather than turned into an error the client would retry (a retry then
+  // finds the stored job through the claim's pending id and replays it).
   for (let attempt = 1; ; attempt++) {
     try {
-      await store.complete(options.scope, key, claim.token, response, options.ttlMs);
+      await store.complete(scope, key, token, response, ttlMs);
       break;
     } catch (error) {
       if (attempt >= 3) {

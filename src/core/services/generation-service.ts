@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { GenerationService, InputMode } from "../../../gen/generation/v1/generation_service_pb.js";
 import { JobStatus } from "../../../gen/generation/v1/job_pb.js";
@@ -14,9 +15,11 @@ import type { ValidationLimits } from "../../domain/validation/limits.js";
 import { authenticate, requireGrant, type Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { rpc } from "../errors/rpc-errors.js";
-import { acceptJob } from "../jobs/accept-job.js";
+import { acceptJob, type Announce } from "../jobs/accept-job.js";
 import { requireAvailable } from "../jobs/availability.js";
 import { idempotent } from "../jobs/idempotent.js";
+import { abandonIntent } from "../money/holds.js";
+import { staleBefore } from "../jobs/stale.js";
 import { jobView } from "../jobs/job-view.js";
 import { balanceView } from "./balance-view.js";
 
@@ -35,7 +38,7 @@ export const KIND_TO_PROTO: Record<DomainKind, ModelKind> = {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-export function createGenerationService(deps: CoreDeps): ServiceImpl<typeof GenerationService> {
+export function createGenerationService(deps: CoreDeps, announce: Announce): ServiceImpl<typeof GenerationService> {
   const settings = deps.settingsOf;
 
   /**
@@ -49,15 +52,26 @@ export function createGenerationService(deps: CoreDeps): ServiceImpl<typeof Gene
     return idempotent(
       deps.idempotency,
       deps.log,
-      { scope: caller.accountId, key, operation, request, ttlMs: settings.idempotencyTtlMs, retryAfterSeconds: 1 },
-      async () => {
-        const model = requireKnownModel(modelId);
-        requireGrant(caller, model);
-        await requireAvailable(deps.settings, model, settings.retryAfterSeconds);
-        // The route chosen now decides the input-image limit and is where the job goes first.
-        const plan = await deps.provider.planRoute(model);
-        const job = await acceptJob(deps, caller, validate({ ...settings.limits, maxInputImages: plan.maxInputImages }), plan.route);
-        return { jobId: job.id };
+      {
+        scope: caller.accountId, key, operation, request, ttlMs: settings.idempotencyTtlMs, retryAfterSeconds: 1,
+        staleBefore: staleBefore(settings, deps.clock.now()),
+      },
+      {
+        newResponse: () => ({ jobId: randomUUID() }),
+        accept: async (pending) => {
+          const model = requireKnownModel(modelId);
+          requireGrant(caller, model);
+          await requireAvailable(deps.settings, model, settings.retryAfterSeconds);
+          // The route chosen now decides the input-image limit and is where the job goes first.
+          const plan = await deps.provider.planRoute(model);
+          const spec = validate({ ...settings.limits, maxInputImages: plan.maxInputImages });
+          const job = await acceptJob(deps, announce, caller, pending.jobId, spec, plan.route);
+          return { jobId: job.id };
+        },
+        resolveDead: async (pending) => {
+          if (await deps.jobs.get(pending.jobId)) return "stored";
+          return (await abandonIntent(deps, caller.accountId, pending.jobId)) ? "gone" : "stored";
+        },
       },
     );
   }

@@ -10,7 +10,7 @@ import { DomainError } from "../../domain/errors/domain-error.js";
 import { ProviderError, type TextChunk } from "../../ports/provider.js";
 import { authenticate, requireGrant } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { rpc, toConnectError } from "../errors/rpc-errors.js";
+import { rpc, toConnectError, toRpcError } from "../errors/rpc-errors.js";
 import { requireAvailable } from "../jobs/availability.js";
 import { TextCall } from "../text/text-call.js";
 
@@ -135,7 +135,7 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
       try {
         opened = await open(request.request ?? ({ model: "", contents: [] } as unknown as GenerateContentRequest), context);
       } catch (error) {
-        throw error instanceof DomainError ? toConnectError(error) : error;
+        throw toRpcError(error);
       }
       const { spec, call, chunks } = opened;
       const responseId = randomUUID();
@@ -152,9 +152,8 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
           return;
         }
         await call.end();
-        if (error instanceof DomainError) throw toConnectError(error);
         if (error instanceof ProviderError) throw toConnectError(new DomainError("upstream_failure", error.code, error.message));
-        throw error;
+        throw toRpcError(error);
       } finally {
         await call.end();
       }

@@ -6,7 +6,7 @@ import type { TextSpec } from "../../domain/validation/text-request.js";
 import type { TextChunk } from "../../ports/provider.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { reservationIdOf } from "../jobs/accept-job.js";
+import { releaseHold, settleHold, takeHold } from "../money/holds.js";
 
 /** Intent ids of synchronous text calls (job ids are UUIDs, so the two never meet). */
 export const TEXT_CALL_PREFIX = "text-call-";
@@ -26,7 +26,6 @@ export class TextCall {
     private readonly accountId: string,
     private readonly intentId: string,
     private readonly spec: TextSpec,
-    private readonly reservationId: string,
     private readonly prices: Parameters<typeof tokenCost>[1],
   ) {}
 
@@ -35,17 +34,14 @@ export class TextCall {
     const estimate: Money = tokenEstimate(spec.model.id, prices, spec.reservedPromptTokens, spec.maxOutputTokens);
     // Registered like a job's acceptance, so that a process dying mid-call leaves a hold the reaper releases.
     const intentId = `${TEXT_CALL_PREFIX}${randomUUID()}`;
-    const reservationId = reservationIdOf(intentId);
-    await deps.jobs.registerIntent(intentId, caller.accountId, deps.clock.now());
-    const outcome = await deps.ledger.reserve(caller.accountId, reservationId, estimate);
-    if (outcome !== "reserved") await deps.jobs.markFinalized(intentId);
+    const outcome = await takeHold(deps, caller.accountId, intentId, estimate, deps.clock.now());
     if (outcome === "insufficient_funds") {
       throw new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
         required: estimate.toString(),
       });
     }
     if (outcome !== "reserved") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
-    return new TextCall(deps, caller.accountId, intentId, spec, reservationId, prices);
+    return new TextCall(deps, caller.accountId, intentId, spec, prices);
   }
 
   /** Records that this chunk reached the caller (its usage is cumulative). */
@@ -60,9 +56,9 @@ export class TextCall {
     let cost = 0n;
     if (this.delivered) {
       cost = tokenCost(this.spec.model.id, this.prices, this.delivered);
-      await this.deps.ledger.settle(this.accountId, this.reservationId, cost);
+      await settleHold(this.deps, this.accountId, this.intentId, cost);
     } else {
-      await this.deps.ledger.release(this.accountId, this.reservationId);
+      await releaseHold(this.deps, this.accountId, this.intentId);
     }
     await this.deps.jobs.markFinalized(this.intentId);
     return cost;

@@ -5,7 +5,8 @@ import { imagePrice, tokenCost, videoPrice } from "../../domain/pricing/quotes.j
 import { TOPICS } from "../../ports/event-bus.js";
 import { ProviderError, type GenerationOutput, type InputImage } from "../../ports/provider.js";
 import type { CoreDeps } from "../core-deps.js";
-import { reservationIdOf, type GenerationRequested } from "../jobs/accept-job.js";
+import type { GenerationRequested } from "../jobs/accept-job.js";
+import { abandonIntent, releaseHold, settleHold } from "../money/holds.js";
 import { TEXT_CALL_PREFIX } from "../text/text-call.js";
 
 export interface JobFinished {
@@ -117,8 +118,8 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
    * it. Every step is idempotent, so the reaper may repeat it after a crash.
    */
   async function finalize(job: Job): Promise<void> {
-    if (job.status === "done") await deps.ledger.settle(job.accountId, job.reservationId, job.charged);
-    else await deps.ledger.release(job.accountId, job.reservationId);
+    if (job.status === "done") await settleHold(deps, job.accountId, job.id, job.charged);
+    else await releaseHold(deps, job.accountId, job.id);
     if (!job.settled) await deps.jobs.transition(settleJob(job), { status: job.status });
     await deps.bus.publish<JobFinished>(TOPICS.jobFinished, job.id, { jobId: job.id });
     await deps.jobs.markFinalized(job.id);
@@ -216,6 +217,12 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
   /** When this worker last re-announced a queued job, so the re-announcements stay one per interval. */
   const announced = new Map<string, number>();
 
+  /** With a store of its own, whatever was left unfinished before this process started belongs to a dead process. */
+  const ownsSince = deps.settingsOf.ownsStoreSince;
+  const deadBefore = (since: Date) => ownsSince !== undefined && since.getTime() < ownsSince.getTime();
+  const abandoned = (job: Job, now: Date) =>
+    leaseExpired(job, now) || (ownsSince !== undefined && job.status === "processing" && job.leaseOwner !== options.workerId);
+
   /** One pass over a page of unfinished jobs: finish what a crash interrupted. */
   async function reap(): Promise<void> {
     const now = deps.clock.now();
@@ -229,16 +236,13 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
       if (!job) {
         // An acceptance (or a synchronous text call) died holding money and left no job: give the money back.
         const grace = jobId.startsWith(TEXT_CALL_PREFIX) ? options.textCallLimitMs : options.requeueAfterMs;
-        if (age > grace && (await deps.jobs.abandonIntent(jobId))) {
-          await deps.ledger.release(accountId, reservationIdOf(jobId));
-          await deps.jobs.markFinalized(jobId);
-        }
+        if (age > grace || deadBefore(since)) await abandonIntent(deps, accountId, jobId);
       } else if (job.status === "done" || job.status === "failed") {
         await finalize(job);
-      } else if (leaseExpired(job, now) && running.size < options.concurrency) {
+      } else if (abandoned(job, now) && running.size < options.concurrency) {
         const taken = takeOverJob(job, { owner: options.workerId, expiresAt: leaseUntil() });
         if (await deps.jobs.transition(taken, { status: "processing", leaseOwner: job.leaseOwner })) track(taken);
-      } else if (job.status === "queued" && age > options.requeueAfterMs) {
+      } else if (job.status === "queued" && (age > options.requeueAfterMs || deadBefore(since))) {
         if (now.getTime() - (announced.get(job.id) ?? 0) > options.requeueAfterMs) {
           announced.set(job.id, now.getTime());
           await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, job.id, { jobId: job.id });
@@ -250,11 +254,14 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
   return {
     handle,
     reap,
+    /** Reaps at once (a restart resumes its predecessor's work without waiting), then every interval. */
     startReaper(onError: (error: unknown) => void) {
-      reaperTimer = setInterval(() => {
-        if (reaping) return;
+      const pass = () => {
+        if (reaping || stopping) return;
         reaping = reap().catch(onError).finally(() => (reaping = undefined));
-      }, options.reaperIntervalMs);
+      };
+      reaperTimer = setInterval(pass, options.reaperIntervalMs);
+      pass();
     },
     /**
      * Graceful stop: take no more jobs, give in-flight ones `graceMs` to finish,

@@ -1,14 +1,18 @@
 import Fastify, { type FastifyInstance } from "fastify";
+import type { Readiness } from "../../core/health/readiness.js";
 import type { CoreClients } from "../../runtime/core-clients.js";
 import { sendPlatformError, toHttpError } from "./error-replies.js";
 import { GatewayError } from "./gateway-error.js";
 import { adminRoutes } from "./routes/admin-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
+import { healthRoutes } from "./routes/health-routes.js";
 import { jobsRoutes } from "./routes/jobs-routes.js";
 import { VENDOR_PREFIX, vendorRoutes } from "./routes/vendor-routes.js";
 
 export interface GatewayOptions {
   readonly logLevel: string;
+  /** Whether the process can serve: the gate in front of every route and /readyz. */
+  readonly readiness: Readiness;
 }
 
 /**
@@ -41,7 +45,8 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
     sendPlatformError(reply, toHttpError(new GatewayError(404, "not_found", `no route ${request.method} ${request.url.split("?")[0]}`))),
   );
 
-  app.get("/healthz", async () => ({ status: "ok" }));
+  // Not encapsulated: the gate must stand in front of every route, the 404 handler included.
+  await healthRoutes(options.readiness)(app);
   await app.register(jobsRoutes(core));
   await app.register(adminRoutes(core));
   await app.register(fileRoutes(core));

@@ -1,0 +1,171 @@
+import type { Job } from "../../domain/jobs/job.js";
+import { webhookMessageId } from "../../domain/webhooks/payload.js";
+import type { JobExpectation, JobStore, UnfinishedJob } from "../../ports/job-store.js";
+import { decodeJob, encodeBody } from "../shared/job-codec.js";
+import type { SqliteDb } from "./sqlite-database.js";
+import { sqliteCall } from "./sqlite-errors.js";
+
+interface JobRow {
+  job_id: string;
+  account_id: string;
+  status: string;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  body: string;
+}
+
+interface UnfinishedRow {
+  job_id: string;
+  account_id: string;
+  since: number;
+  status: string | null;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  body: string | null;
+}
+
+const COLUMNS = "job_id, account_id, status, lease_owner, lease_expires_at, body";
+
+const toJob = (row: JobRow): Job =>
+  decodeJob({ ...row, lease_expires_at: row.lease_expires_at === null ? null : new Date(row.lease_expires_at) });
+
+const millis = (date: Date | undefined): number | null => (date === undefined ? null : date.getTime());
+
+function jobOperations(db: SqliteDb, now: () => number) {
+  const s = {
+    get: db.prepare(`SELECT ${COLUMNS} FROM jobs WHERE job_id = ?`),
+    exists: db.prepare("SELECT 1 FROM jobs WHERE job_id = ?").pluck(),
+    fenced: db.prepare("SELECT 1 FROM job_fences WHERE job_id = ?").pluck(),
+    fence: db.prepare("INSERT OR IGNORE INTO job_fences (job_id, fenced_at) VALUES (?, ?)"),
+    insert: db.prepare(
+      `INSERT INTO jobs (${COLUMNS}, finished_at) VALUES (@job_id, @account_id, @status, @lease_owner, @lease_expires_at, @body, @finished_at)`,
+    ),
+    transition: db.prepare(
+      `UPDATE jobs SET status = @status, lease_owner = @lease_owner, lease_expires_at = @lease_expires_at, body = @body,
+         finished_at = @finished_at
+       WHERE job_id = @job_id AND status = @expected_status`,
+    ),
+    transitionOwned: db.prepare(
+      `UPDATE jobs SET status = @status, lease_owner = @lease_owner, lease_expires_at = @lease_expires_at, body = @body,
+         finished_at = @finished_at
+       WHERE job_id = @job_id AND status = @expected_status AND lease_owner = @expected_owner`,
+    ),
+    renew: db.prepare("UPDATE jobs SET lease_expires_at = ? WHERE job_id = ? AND status = 'processing' AND lease_owner = ?"),
+    register: db.prepare("INSERT OR REPLACE INTO unfinished_jobs (job_id, account_id, since) VALUES (?, ?, ?)"),
+    finalize: db.prepare("DELETE FROM unfinished_jobs WHERE job_id = ?"),
+    unfinished: db.prepare(
+      `SELECT u.job_id, u.account_id, u.since, j.status, j.lease_owner, j.lease_expires_at, j.body
+       FROM unfinished_jobs u LEFT JOIN jobs j ON j.job_id = u.job_id
+       WHERE u.job_id > ? ORDER BY u.job_id LIMIT ?`,
+    ),
+    purgeable: db.prepare(
+      `SELECT job_id, status FROM jobs
+       WHERE status IN ('done', 'failed') AND finished_at < ?
+         AND NOT EXISTS (SELECT 1 FROM unfinished_jobs u WHERE u.job_id = jobs.job_id)
+       ORDER BY finished_at LIMIT ?`,
+    ),
+    deleteJob: db.prepare("DELETE FROM jobs WHERE job_id = ?"),
+    deleteDeliveries: db.prepare("DELETE FROM webhook_deliveries WHERE job_id = ? OR message_id = ?"),
+  };
+
+  const row = (job: Job) => ({
+    job_id: job.id,
+    account_id: job.accountId,
+    status: job.status,
+    lease_owner: job.leaseOwner ?? null,
+    lease_expires_at: millis(job.leaseExpiresAt),
+    finished_at: millis(job.finishedAt),
+    body: encodeBody(job),
+  });
+
+  const createTx = db.transaction((job: Job) => {
+    if (s.fenced.get(job.id)) throw new Error(`job ${job.id} was abandoned: its acceptance was fenced off`);
+    if (s.exists.get(job.id)) throw new Error(`job ${job.id} exists`);
+    s.insert.run(row(job));
+  });
+
+  const abandonTx = db.transaction((jobId: string): boolean => {
+    if (s.exists.get(jobId)) return false;
+    s.fence.run(jobId, now());
+    return true;
+  });
+
+  const purgeTx = db.transaction((before: number, limit: number): number => {
+    const victims = s.purgeable.all(before, limit) as { job_id: string; status: Job["status"] }[];
+    for (const victim of victims) {
+      // Deliveries finished before their first attempt was recorded may carry no job id: match the message id too.
+      s.deleteDeliveries.run(victim.job_id, webhookMessageId({ id: victim.job_id, status: victim.status } as Job));
+      s.deleteJob.run(victim.job_id);
+    }
+    return victims.length;
+  });
+
+  return { s, row, createTx, abandonTx, purgeTx };
+}
+
+/**
+ * Jobs on SQLite. Every change is one statement or IMMEDIATE transaction whose
+ * WHERE clause is the compare-and-set condition (status, and lease owner when
+ * given). Fences live in their own table: create() of a fenced id throws.
+ */
+export class SqliteJobStore implements JobStore {
+  private readonly ops: ReturnType<typeof jobOperations>;
+
+  constructor(db: SqliteDb, now: () => number = Date.now) {
+    this.ops = jobOperations(db, now);
+  }
+
+  async registerIntent(jobId: string, accountId: string, since: Date): Promise<void> {
+    sqliteCall(() => this.ops.s.register.run(jobId, accountId, since.getTime()));
+  }
+
+  async create(job: Job): Promise<void> {
+    sqliteCall(() => this.ops.createTx.immediate(job));
+  }
+
+  async abandonIntent(jobId: string): Promise<boolean> {
+    return sqliteCall(() => this.ops.abandonTx.immediate(jobId));
+  }
+
+  async get(jobId: string): Promise<Job | undefined> {
+    const row = sqliteCall(() => this.ops.s.get.get(jobId)) as JobRow | undefined;
+    return row && toJob(row);
+  }
+
+  async transition(next: Job, expected: JobExpectation): Promise<boolean> {
+    const params = { ...this.ops.row(next), expected_status: expected.status };
+    const result = sqliteCall(() =>
+      expected.leaseOwner === undefined
+        ? this.ops.s.transition.run(params)
+        : this.ops.s.transitionOwned.run({ ...params, expected_owner: expected.leaseOwner }),
+    );
+    return result.changes === 1;
+  }
+
+  async renewLease(jobId: string, owner: string, expiresAt: Date): Promise<boolean> {
+    return sqliteCall(() => this.ops.s.renew.run(expiresAt.getTime(), jobId, owner)).changes === 1;
+  }
+
+  /** Pages in job id order; the cursor is the last id of the page. */
+  async listUnfinished(limit: number, after?: string): Promise<{ entries: UnfinishedJob[]; next?: string }> {
+    if (limit <= 0) return { entries: [] };
+    const rows = sqliteCall(() => this.ops.s.unfinished.all(after ?? "", limit + 1)) as UnfinishedRow[];
+    const more = rows.length > limit;
+    const entries = rows.slice(0, limit).map((row): UnfinishedJob => ({
+      jobId: row.job_id,
+      accountId: row.account_id,
+      since: new Date(row.since),
+      job: row.body === null ? undefined : toJob({ ...row, account_id: row.account_id, status: row.status!, body: row.body }),
+    }));
+    return { entries, next: more ? entries[entries.length - 1]!.jobId : undefined };
+  }
+
+  async markFinalized(jobId: string): Promise<void> {
+    sqliteCall(() => this.ops.s.finalize.run(jobId));
+  }
+
+  async purgeFinished(finishedBefore: Date, limit: number): Promise<number> {
+    if (limit <= 0) return 0;
+    return sqliteCall(() => this.ops.purgeTx.immediate(finishedBefore.getTime(), Math.floor(limit)));
+  }
+}

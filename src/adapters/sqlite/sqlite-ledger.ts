@@ -1,0 +1,129 @@
+import type { Money } from "../../domain/money.js";
+import type { BalanceSnapshot, Ledger, ReserveOutcome } from "../../ports/ledger.js";
+import type { SqliteDb } from "./sqlite-database.js";
+import { sqliteCall } from "./sqlite-errors.js";
+
+interface AccountRow {
+  balance: string;
+  reserved: string;
+}
+
+interface HoldRow {
+  account_id: string;
+  amount: string;
+  state: "held" | "settled" | "released";
+}
+
+/** Money columns are TEXT decimal strings of picodollars: exact at any size. */
+const text = (amount: Money): string => amount.toString();
+const money = (value: string): Money => BigInt(value);
+
+/** Prepared statements and transactions of the ledger (tables of migrations/0001_initial.sql). */
+function ledgerOperations(db: SqliteDb, now: () => number) {
+  const s = {
+    account: db.prepare("SELECT balance, reserved FROM accounts WHERE account_id = ?"),
+    anyAccount: db.prepare("SELECT 1 FROM accounts LIMIT 1").pluck(),
+    insertAccount: db.prepare("INSERT INTO accounts (account_id, name, balance, reserved, created_at) VALUES (?, ?, ?, '0', ?)"),
+    setBalance: db.prepare("UPDATE accounts SET balance = ? WHERE account_id = ?"),
+    setReserved: db.prepare("UPDATE accounts SET reserved = ? WHERE account_id = ?"),
+    setBoth: db.prepare("UPDATE accounts SET balance = ?, reserved = ? WHERE account_id = ?"),
+    hold: db.prepare("SELECT account_id, amount, state FROM holds WHERE reservation_id = ?"),
+    insertHold: db.prepare(
+      "INSERT INTO holds (reservation_id, account_id, amount, state, created_at) VALUES (?, ?, ?, 'held', ?)",
+    ),
+    endHold: db.prepare(
+      "UPDATE holds SET state = ?, charged = ?, ended_at = ? WHERE reservation_id = ? AND state = 'held'",
+    ),
+    entry: db.prepare(
+      "INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reservation_id, at) VALUES (?, ?, ?, ?, ?, ?)",
+    ),
+  };
+
+  const createTx = db.transaction((accountId: string, name: string, initialBalance: Money) => {
+    if (s.account.get(accountId)) throw new Error(`account ${accountId} exists`);
+    const at = now();
+    s.insertAccount.run(accountId, name, text(initialBalance), at);
+    s.entry.run(accountId, "opening", text(initialBalance), text(initialBalance), null, at);
+  });
+
+  const creditTx = db.transaction((accountId: string, amount: Money): BalanceSnapshot | undefined => {
+    const account = s.account.get(accountId) as AccountRow | undefined;
+    if (!account) return undefined;
+    const balance = money(account.balance) + amount;
+    s.setBalance.run(text(balance), accountId);
+    s.entry.run(accountId, "credit", text(amount), text(balance), null, now());
+    return { balance, reserved: money(account.reserved) };
+  });
+
+  const reserveTx = db.transaction((accountId: string, reservationId: string, amount: Money): ReserveOutcome => {
+    const account = s.account.get(accountId) as AccountRow | undefined;
+    if (!account) return "unknown_account";
+    if (s.hold.get(reservationId)) return "reserved"; // the same reservation again moves nothing
+    const balance = money(account.balance);
+    const reserved = money(account.reserved);
+    if (balance - reserved < amount) return "insufficient_funds";
+    s.setReserved.run(text(reserved + amount), accountId);
+    s.insertHold.run(reservationId, accountId, text(amount), now());
+    return "reserved";
+  });
+
+  const endTx = db.transaction((reservationId: string, state: "settled" | "released", charge: Money) => {
+    const hold = s.hold.get(reservationId) as HoldRow | undefined;
+    if (!hold || hold.state !== "held") return;
+    const account = s.account.get(hold.account_id) as AccountRow;
+    const balance = money(account.balance) - charge;
+    const reserved = money(account.reserved) - money(hold.amount);
+    const at = now();
+    s.setBoth.run(text(balance), text(reserved), hold.account_id);
+    s.endHold.run(state, state === "settled" ? text(charge) : null, at, reservationId);
+    if (state === "settled") s.entry.run(hold.account_id, "charge", text(charge), text(balance), reservationId, at);
+  });
+
+  return { s, createTx, creditTx, reserveTx, endTx };
+}
+
+/**
+ * Accounts and their money on SQLite. Each step is one IMMEDIATE transaction
+ * (better-sqlite3 runs it synchronously, so nothing else on the event loop
+ * interleaves): a reservation is checked against the available balance and
+ * recorded as a hold in the same transaction that raises `reserved`; settling
+ * or releasing moves a hold out of 'held' once. Holds and ledger entries are
+ * kept for good, so every balance can be explained row by row.
+ */
+export class SqliteLedger implements Ledger {
+  private readonly ops: ReturnType<typeof ledgerOperations>;
+
+  constructor(db: SqliteDb, now: () => number = Date.now) {
+    this.ops = ledgerOperations(db, now);
+  }
+
+  async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
+    sqliteCall(() => this.ops.createTx.immediate(accountId, name, initialBalance));
+  }
+
+  async credit(accountId: string, amount: Money): Promise<BalanceSnapshot | undefined> {
+    return sqliteCall(() => this.ops.creditTx.immediate(accountId, amount));
+  }
+
+  async balance(accountId: string): Promise<BalanceSnapshot | undefined> {
+    const row = sqliteCall(() => this.ops.s.account.get(accountId)) as AccountRow | undefined;
+    return row && { balance: money(row.balance), reserved: money(row.reserved) };
+  }
+
+  async reserve(accountId: string, reservationId: string, amount: Money): Promise<ReserveOutcome> {
+    return sqliteCall(() => this.ops.reserveTx.immediate(accountId, reservationId, amount));
+  }
+
+  /** The hold names its account; `accountId` is not needed to find it. */
+  async settle(_accountId: string, reservationId: string, amount: Money): Promise<void> {
+    sqliteCall(() => this.ops.endTx.immediate(reservationId, "settled", amount));
+  }
+
+  async release(_accountId: string, reservationId: string): Promise<void> {
+    sqliteCall(() => this.ops.endTx.immediate(reservationId, "released", 0n));
+  }
+
+  async hasAnyAccount(): Promise<boolean> {
+    return sqliteCall(() => this.ops.s.anyAccount.get()) !== undefined;
+  }
+}

@@ -1,0 +1,96 @@
+import { findModel } from "../../domain/catalog/models.js";
+import type { ModelPrices, ModelPricesText, PriceTable } from "../../domain/pricing/price-table.js";
+import { formatModelPrices, parseModelPrices } from "../../domain/pricing/price-table.js";
+import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.js";
+import type { SqliteDb } from "./sqlite-database.js";
+import { sqliteCall } from "./sqlite-errors.js";
+
+/** Operator settings on SQLite: pauses, prices (JSON in the decimal-string form) and account webhooks. */
+export class SqliteSettingsStore implements SettingsStore {
+  private readonly statements;
+  private readonly seedTx;
+
+  constructor(db: SqliteDb) {
+    const s = {
+      project: db.prepare("SELECT value FROM project_settings WHERE name = ?").pluck(),
+      setProject: db.prepare("INSERT OR REPLACE INTO project_settings (name, value) VALUES (?, ?)"),
+      pausedModels: db.prepare("SELECT model FROM model_pauses").pluck(),
+      pauseModel: db.prepare("INSERT OR IGNORE INTO model_pauses (model) VALUES (?)"),
+      resumeModel: db.prepare("DELETE FROM model_pauses WHERE model = ?"),
+      pausedRoutes: db.prepare("SELECT route FROM route_pauses").pluck(),
+      pauseRoute: db.prepare("INSERT OR IGNORE INTO route_pauses (route) VALUES (?)"),
+      resumeRoute: db.prepare("DELETE FROM route_pauses WHERE route = ?"),
+      prices: db.prepare("SELECT model, prices FROM prices"),
+      seedPrice: db.prepare("INSERT OR IGNORE INTO prices (model, prices) VALUES (?, ?)"),
+      setPrice: db.prepare("INSERT OR REPLACE INTO prices (model, prices) VALUES (?, ?)"),
+      webhook: db.prepare("SELECT url, secret FROM webhooks WHERE account_id = ?"),
+      setWebhook: db.prepare("INSERT OR REPLACE INTO webhooks (account_id, url, secret) VALUES (?, ?, ?)"),
+      deleteWebhook: db.prepare("DELETE FROM webhooks WHERE account_id = ?"),
+    };
+    this.statements = s;
+    this.seedTx = db.transaction((defaults: PriceTable) => {
+      for (const [model, prices] of defaults) s.seedPrice.run(model, JSON.stringify(formatModelPrices(prices)));
+    });
+  }
+
+  /**
+   * The configured prices become a model's first price; a model that already
+   * has one (an admin may have changed it) keeps it. Like the Cassandra
+   * store's seeding, a model new to the configuration gets its price on the
+   * next start.
+   */
+  async seedPrices(defaults: PriceTable): Promise<void> {
+    sqliteCall(() => this.seedTx.immediate(defaults));
+  }
+
+  async isProjectPaused(): Promise<boolean> {
+    return sqliteCall(() => this.statements.project.get("paused")) === "true";
+  }
+
+  async setProjectPaused(paused: boolean): Promise<void> {
+    sqliteCall(() => this.statements.setProject.run("paused", String(paused)));
+  }
+
+  async pausedModels(): Promise<ReadonlySet<string>> {
+    return new Set(sqliteCall(() => this.statements.pausedModels.all()) as string[]);
+  }
+
+  async setModelPaused(model: string, paused: boolean): Promise<void> {
+    sqliteCall(() => (paused ? this.statements.pauseModel : this.statements.resumeModel).run(model));
+  }
+
+  async pausedRoutes(): Promise<ReadonlySet<string>> {
+    return new Set(sqliteCall(() => this.statements.pausedRoutes.all()) as string[]);
+  }
+
+  async setRoutePaused(route: string, paused: boolean): Promise<void> {
+    sqliteCall(() => (paused ? this.statements.pauseRoute : this.statements.resumeRoute).run(route));
+  }
+
+  async prices(): Promise<PriceTable> {
+    const rows = sqliteCall(() => this.statements.prices.all()) as { model: string; prices: string }[];
+    const table = new Map<string, ModelPrices>();
+    for (const row of rows) {
+      const model = findModel(row.model);
+      if (model) table.set(model.id, parseModelPrices(model, JSON.parse(row.prices) as ModelPricesText));
+    }
+    return table;
+  }
+
+  async setPrices(model: string, prices: ModelPrices): Promise<void> {
+    sqliteCall(() => this.statements.setPrice.run(model, JSON.stringify(formatModelPrices(prices))));
+  }
+
+  async webhook(accountId: string): Promise<WebhookEndpoint | undefined> {
+    const row = sqliteCall(() => this.statements.webhook.get(accountId)) as WebhookEndpoint | undefined;
+    return row ? { url: row.url, secret: row.secret } : undefined;
+  }
+
+  async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined): Promise<void> {
+    sqliteCall(() =>
+      endpoint
+        ? this.statements.setWebhook.run(accountId, endpoint.url, endpoint.secret)
+        : this.statements.deleteWebhook.run(accountId),
+    );
+  }
+}

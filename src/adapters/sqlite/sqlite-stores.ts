@@ -1,0 +1,105 @@
+import { join } from "node:path";
+import type { PriceTable } from "../../domain/pricing/price-table.js";
+import type { DependencyProbe } from "../../ports/dependency.js";
+import type { Topic } from "../../ports/event-bus.js";
+import type { StorePorts } from "../cassandra/cassandra-stores.js";
+import { SqliteApiKeyStore } from "./sqlite-api-key-store.js";
+import { openSqliteDatabase, type SqliteDatabase, type SqliteDb, type SqliteSynchronous } from "./sqlite-database.js";
+import { SqliteDeliveryLog } from "./sqlite-delivery-log.js";
+import { SQLITE_DEPENDENCY, sqliteCall } from "./sqlite-errors.js";
+import { SqliteEventBus, createSqliteEventBus, type SqliteEventBusOptions } from "./sqlite-event-bus.js";
+import { SqliteIdempotencyStore } from "./sqlite-idempotency-store.js";
+import { SqliteJobStore } from "./sqlite-job-store.js";
+import { SqliteLedger } from "./sqlite-ledger.js";
+import { SqliteSettingsStore } from "./sqlite-settings-store.js";
+
+export { createSqliteEventBus, SqliteEventBus, type SqliteEventBusOptions };
+export { DataDirInUseError, type SqliteSynchronous } from "./sqlite-database.js";
+
+/** The database file inside DATA_DIR. */
+export const SQLITE_FILE = "service.db";
+
+export interface SqliteStoresOptions {
+  readonly dataDir: string;
+  readonly synchronous: SqliteSynchronous;
+  /** The configured prices, stored on first start (see SqliteSettingsStore.seedPrices). */
+  readonly defaultPrices: PriceTable;
+  /** The bus: delay before a failed handler sees its event again (default 200 ms). */
+  readonly redeliveryDelayMs?: number;
+  readonly onHandlerError?: (topic: Topic, error: unknown) => void;
+  /** How long a statement waits for a lock (default 5 s). */
+  readonly busyTimeoutMs?: number;
+}
+
+export interface SqliteStores {
+  readonly stores: StorePorts;
+  /** The durable in-process bus on the same file (unused, and idle, when another bus is chosen). */
+  readonly bus: SqliteEventBus;
+  /** "sqlite": `SELECT 1` on the database. */
+  readonly probe: DependencyProbe;
+  /** Absolute path of the database file. */
+  readonly path: string;
+  /** The open database (for tools and tests). */
+  readonly database: SqliteDatabase;
+  /** Closes the bus (waiting for running handlers), then the database, then frees the process lock. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** A readiness probe for the embedded store. */
+export function sqliteProbe(db: SqliteDb): DependencyProbe {
+  const select = db.prepare("SELECT 1");
+  return {
+    name: SQLITE_DEPENDENCY,
+    async check(signal: AbortSignal): Promise<void> {
+      signal.throwIfAborted();
+      sqliteCall(() => select.get());
+    },
+  };
+}
+
+/**
+ * Opens (creating and migrating when needed) `<dataDir>/service.db`, takes
+ * the data directory's process lock, seeds prices, and returns every store
+ * port and the durable bus on it. Throws DataDirInUseError when another
+ * process holds the directory.
+ */
+export async function openSqliteStores(options: SqliteStoresOptions): Promise<SqliteStores> {
+  const database = openSqliteDatabase({
+    path: join(options.dataDir, SQLITE_FILE),
+    synchronous: options.synchronous,
+    busyTimeoutMs: options.busyTimeoutMs,
+  });
+  try {
+    const { db } = database;
+    const settings = new SqliteSettingsStore(db);
+    await settings.seedPrices(options.defaultPrices);
+    const stores: StorePorts = {
+      jobs: new SqliteJobStore(db),
+      ledger: new SqliteLedger(db),
+      apiKeys: new SqliteApiKeyStore(db),
+      idempotency: new SqliteIdempotencyStore(db),
+      settings,
+      deliveries: new SqliteDeliveryLog(db),
+    };
+    const bus = createSqliteEventBus(db, { redeliveryDelayMs: options.redeliveryDelayMs, onHandlerError: options.onHandlerError });
+    let closing: Promise<void> | undefined;
+    return {
+      stores,
+      bus,
+      probe: sqliteProbe(db),
+      path: database.path,
+      database,
+      close: () =>
+        (closing ??= (async () => {
+          try {
+            await bus.close();
+          } finally {
+            database.close();
+          }
+        })()),
+    };
+  } catch (error) {
+    database.close();
+    throw error;
+  }
+}

@@ -1,0 +1,59 @@
+import { Code } from "@connectrpc/connect";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Readiness } from "../../../core/health/readiness.js";
+import { sendPlatformError, sendVendorError } from "../error-replies.js";
+import { VENDOR_PREFIX } from "./vendor-routes.js";
+
+const PROBES = new Set(["/livez", "/readyz", "/healthz"]);
+
+const checksSchema = { type: "object", additionalProperties: { type: "string", enum: ["up", "down"] } } as const;
+const readySchema = {
+  type: "object",
+  required: ["status", "checks"],
+  properties: {
+    status: { type: "string", enum: ["ok", "starting", "unavailable", "draining"] },
+    reason: { type: "string" },
+    checks: checksSchema,
+  },
+} as const;
+
+/**
+ * Probes for load balancers and orchestrators, and the gate that keeps a
+ * process that cannot serve from answering 500: until it is started, and
+ * while a store it needs is unreachable, every other request gets 503 with
+ * Retry-After in its surface's error shape.
+ */
+export function healthRoutes(readiness: Readiness) {
+  return async (app: FastifyInstance) => {
+    app.addHook("onRequest", async (request: FastifyRequest, reply: FastifyReply) => {
+      const report = readiness.current;
+      if (report.serving || PROBES.has(request.url.split("?")[0]!)) return;
+      const error = {
+        status: 503,
+        reason: "service_unavailable",
+        message: `the service cannot serve right now (${report.reason ?? report.status}); retry shortly`,
+        code: Code.Unavailable,
+        retryAfterSeconds: readiness.retryAfterSeconds,
+      };
+      return request.url.startsWith(VENDOR_PREFIX) ? sendVendorError(reply, error) : sendPlatformError(reply, error);
+    });
+
+    /** The process runs and its event loop answers. */
+    app.get("/livez", { schema: { response: { 200: { type: "object", properties: { status: { type: "string" } } } } } }, async () => ({
+      status: "ok",
+    }));
+
+    /** Stores and bus reachable, start-up finished, not draining: 200; otherwise 503 with the reason. */
+    const ready = async (_request: FastifyRequest, reply: FastifyReply) => {
+      const report = readiness.current;
+      const body = { status: report.status, ...(report.reason ? { reason: report.reason } : {}), checks: report.checks };
+      if (report.ready) return body;
+      reply.header("retry-after", String(readiness.retryAfterSeconds));
+      return reply.code(503).send(body);
+    };
+    const options = { schema: { response: { 200: readySchema, 503: readySchema } } };
+    app.get("/readyz", options, ready);
+    // Older probes asked /healthz; it answers exactly as /readyz.
+    app.get("/healthz", options, ready);
+  };
+}

@@ -1,0 +1,208 @@
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import Database from "better-sqlite3";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { DataDirInUseError, openSqliteDatabase } from "../../src/adapters/sqlite/sqlite-database.js";
+import { openSqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
+
+const REPO = resolve(import.meta.dirname, "../..");
+const directories: string[] = [];
+
+function freshDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "sqlite-db-"));
+  directories.push(dir);
+  return dir;
+}
+
+after(() => {
+  for (const dir of directories) rmSync(dir, { recursive: true, force: true });
+});
+
+async function eventually(probe: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** A child process of node that opens the stores in `dataDir`, reports "ready <pid>" and stays until killed. */
+function startHolder(dataDir: string) {
+  const script = join(dataDir, `holder-${Date.now()}.mts`);
+  const storesModule = pathToFileURL(join(REPO, "src/adapters/sqlite/sqlite-stores.ts")).href;
+  writeFileSync(
+    script,
+    `import { openSqliteStores } from ${JSON.stringify(storesModule)};
+const stores = await openSqliteStores({ dataDir: process.argv[2], synchronous: "full", defaultPrices: new Map() });
+await stores.stores.ledger.createAccount("from-child", "child", 42n);
+process.stdout.write("ready " + process.pid + "\\n");
+setInterval(() => {}, 60_000);
+`,
+  );
+  const child = spawn(process.execPath, ["--import", "tsx", script, dataDir], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((r) => child.on("exit", () => r()));
+  return {
+    child,
+    exited,
+    output: () => output,
+    async ready() {
+      await eventually(() => output.includes("ready") || child.exitCode !== null, "the child to open the store");
+      assert.ok(output.includes("ready"), `child output: ${output}`);
+    },
+  };
+}
+
+describe("openSqliteDatabase", () => {
+  it("when a database is opened, then it runs in WAL with the asked synchronous and foreign keys, and migrations apply once", () => {
+    const dir = freshDir();
+    const path = join(dir, "service.db");
+    for (const [synchronous, expected] of [["full", 2], ["normal", 1], ["extra", 3]] as const) {
+      const handle = openSqliteDatabase({ path, synchronous });
+      try {
+        assert.equal(handle.db.pragma("journal_mode", { simple: true }), "wal");
+        assert.equal(handle.db.pragma("synchronous", { simple: true }), expected);
+        assert.equal(handle.db.pragma("foreign_keys", { simple: true }), 1);
+        assert.equal(handle.db.pragma("locking_mode", { simple: true }), "normal");
+        const versions = handle.db.prepare("SELECT version, name FROM schema_migrations").all();
+        assert.deepEqual(versions, [{ version: 1, name: "0001_initial.sql" }]);
+      } finally {
+        handle.close();
+      }
+    }
+    assert.throws(() => openSqliteDatabase({ path, synchronous: "off" as never }), /synchronous/);
+  });
+
+  it("when migrations are added, then only the new ones run, in order, and a failing one leaves nothing behind", () => {
+    const dir = freshDir();
+    const migrations = join(dir, "migrations");
+    mkdirSync(migrations);
+    const path = join(dir, "service.db");
+    writeFileSync(join(migrations, "0001_first.sql"), "CREATE TABLE a (x INTEGER);");
+    openSqliteDatabase({ path, synchronous: "normal", migrationsDir: migrations }).close();
+    writeFileSync(join(migrations, "0002_second.sql"), "INSERT INTO a VALUES (1); CREATE TABLE b (y TEXT);");
+    writeFileSync(join(migrations, "0003_broken.sql"), "CREATE TABLE c (z TEXT); INSERT INTO missing VALUES (1);");
+    assert.throws(() => openSqliteDatabase({ path, synchronous: "normal", migrationsDir: migrations }), /missing/);
+    rmSync(join(migrations, "0003_broken.sql"));
+    const handle = openSqliteDatabase({ path, synchronous: "normal", migrationsDir: migrations });
+    try {
+      assert.deepEqual(handle.db.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all(), [1, 2]);
+      assert.equal(handle.db.prepare("SELECT count(*) FROM a").pluck().get(), 1); // 0002 ran once
+      const tables = handle.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all();
+      assert.ok(!tables.includes("c"), "the failed migration was rolled back");
+      handle.db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (9, 'future', '')").run();
+    } finally {
+      handle.close();
+    }
+    assert.throws(() => openSqliteDatabase({ path, synchronous: "normal", migrationsDir: migrations }), /newer than this build/);
+  });
+
+  it("when the same data directory is opened twice in one process, then the second open fails until the first closes", () => {
+    const path = join(freshDir(), "service.db");
+    const first = openSqliteDatabase({ path, synchronous: "normal" });
+    try {
+      assert.throws(
+        () => openSqliteDatabase({ path, synchronous: "normal" }),
+        (error: unknown) => error instanceof DataDirInUseError && error.message.includes(`(pid ${process.pid})`),
+      );
+    } finally {
+      first.close();
+    }
+    openSqliteDatabase({ path, synchronous: "normal" }).close();
+  });
+});
+
+describe("the process lock", () => {
+  it("when another process holds the data directory, then opening fails naming its pid, and once it is SIGKILLed the directory opens", async () => {
+    const dir = freshDir();
+    const holder = startHolder(dir);
+    try {
+      await holder.ready();
+      await assert.rejects(
+        openSqliteStores({ dataDir: dir, synchronous: "full", defaultPrices: new Map() }),
+        (error: unknown) =>
+          error instanceof DataDirInUseError &&
+          error.message.includes(`DATA_DIR ${dir} is in use by another process (pid ${holder.child.pid})`),
+      );
+    } finally {
+      holder.child.kill("SIGKILL");
+      await holder.exited;
+    }
+    const stores = await openSqliteStores({ dataDir: dir, synchronous: "full", defaultPrices: new Map() });
+    try {
+      assert.deepEqual(await stores.stores.ledger.balance("from-child"), { balance: 42n, reserved: 0n });
+    } finally {
+      await stores.close();
+    }
+  });
+
+  it("when this process holds the data directory, then a second process cannot open it", async () => {
+    const dir = freshDir();
+    const stores = await openSqliteStores({ dataDir: dir, synchronous: "full", defaultPrices: new Map() });
+    try {
+      const second = startHolder(dir);
+      await second.exited;
+      assert.notEqual(second.child.exitCode, 0);
+      assert.match(second.output(), new RegExp(`is in use by another process \\(pid ${process.pid}\\)`));
+    } finally {
+      await stores.close();
+    }
+  });
+});
+
+describe("online backup", () => {
+  it("when the store is open and busy, then a backup (.backup and VACUUM INTO) is consistent and has the data", async (t) => {
+    const dir = freshDir();
+    const stores = await openSqliteStores({ dataDir: dir, synchronous: "normal", defaultPrices: new Map() });
+    try {
+      await stores.stores.ledger.createAccount("acct", "acct", 1_000_000_000_000_000_000_000n);
+      for (let i = 0; i < 100; i++) await stores.stores.ledger.reserve("acct", `r-${i}`, 7n);
+      // Everything is still in the WAL (not checkpointed): the copies must include it.
+      assert.ok(readdirSync(dir).includes("service.db-wal"));
+
+      const vacuumCopy = join(dir, "vacuum-copy.db");
+      const vacuum = spawnSync(
+        process.execPath,
+        ["-e", `const D = require("better-sqlite3"); const db = new D(process.argv[1]); db.exec("VACUUM INTO '" + process.argv[2] + "'"); db.close();`, stores.path, vacuumCopy],
+        { cwd: REPO, encoding: "utf8" },
+      );
+      assert.equal(vacuum.status, 0, vacuum.stderr);
+      const copies = [vacuumCopy];
+
+      const cli = spawnSync("sqlite3", ["-version"], { encoding: "utf8" });
+      if (cli.status === 0) {
+        const cliCopy = join(dir, "cli-copy.db");
+        const backup = spawnSync("sqlite3", [stores.path, `.backup '${cliCopy}'`], { encoding: "utf8" });
+        assert.equal(backup.status, 0, backup.stderr);
+        copies.push(cliCopy);
+      } else {
+        t.diagnostic("no sqlite3 shell on PATH: .backup not exercised");
+      }
+
+      // The store keeps working while and after the copies are taken.
+      await stores.stores.ledger.reserve("acct", "after-backup", 1n);
+      assert.deepEqual(await stores.stores.ledger.balance("acct"), { balance: 1_000_000_000_000_000_000_000n, reserved: 701n });
+
+      for (const copy of copies) {
+        const db = new Database(copy, { readonly: true });
+        try {
+          assert.equal(db.pragma("integrity_check", { simple: true }), "ok");
+          assert.deepEqual(db.prepare("SELECT balance, reserved FROM accounts WHERE account_id = 'acct'").get(), {
+            balance: "1000000000000000000000", reserved: "700",
+          });
+          assert.equal(db.prepare("SELECT count(*) FROM holds").pluck().get(), 100);
+        } finally {
+          db.close();
+        }
+      }
+    } finally {
+      await stores.close();
+    }
+  });
+});

@@ -1,0 +1,182 @@
+import { after, afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { openSqliteStores, type SqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
+import { TOPICS } from "../../src/ports/event-bus.js";
+
+const REPO = resolve(import.meta.dirname, "../..");
+const directories: string[] = [];
+const opened: SqliteStores[] = [];
+
+function freshDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "sqlite-bus-"));
+  directories.push(dir);
+  return dir;
+}
+
+async function open(dataDir: string, redeliveryDelayMs = 50): Promise<SqliteStores> {
+  const stores = await openSqliteStores({ dataDir, synchronous: "normal", defaultPrices: new Map(), redeliveryDelayMs });
+  opened.push(stores);
+  return stores;
+}
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((s) => s.close()));
+});
+after(() => {
+  for (const dir of directories) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Polls until `probe` holds, failing after the deadline (no fixed sleeps). */
+async function eventually(probe: () => boolean | Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+function recorder<T>() {
+  const seen: { event: T; at: number }[] = [];
+  return { seen, handler: async (event: T) => void seen.push({ event, at: Date.now() }) };
+}
+
+const pendingRows = (stores: SqliteStores) => stores.database.db.prepare("SELECT count(*) FROM bus_events").pluck().get() as number;
+
+describe("SqliteEventBus", () => {
+  it("when an event is published, then every group of its topic gets it once and its rows are gone", async () => {
+    const stores = await open(freshDir());
+    const a = recorder<{ jobId: string }>();
+    const b = recorder<{ jobId: string }>();
+    await stores.bus.subscribe(TOPICS.jobFinished, "group-a", a.handler);
+    await stores.bus.subscribe(TOPICS.jobFinished, "group-b", b.handler);
+    await stores.bus.publish(TOPICS.jobFinished, "j1", { jobId: "j1" });
+    await stores.bus.publish(TOPICS.generationRequested, "j1", { jobId: "j1" }); // no group: dropped
+    await eventually(() => a.seen.length === 1 && b.seen.length === 1, "both groups");
+    await eventually(() => pendingRows(stores) === 0, "rows deleted");
+    assert.deepEqual(a.seen[0]!.event, { jobId: "j1" });
+    assert.deepEqual(b.seen[0]!.event, { jobId: "j1" });
+    await assert.rejects(stores.bus.subscribe(TOPICS.jobFinished, "group-a", a.handler), /already subscribed/);
+  });
+
+  it("when a handler throws, then it gets the event again after the redelivery delay until it succeeds", async () => {
+    const stores = await open(freshDir(), 100);
+    const calls: number[] = [];
+    await stores.bus.subscribe(TOPICS.webhookDelivery, "g", async () => {
+      calls.push(Date.now());
+      if (calls.length < 3) throw new Error(`failure ${calls.length}`);
+    });
+    await stores.bus.publish(TOPICS.webhookDelivery, "j", { jobId: "j", attempt: 0 });
+    await eventually(() => calls.length === 3, "three attempts");
+    await eventually(() => pendingRows(stores) === 0, "row deleted after the success");
+    assert.ok(calls[1]! - calls[0]! >= 95, `redelivered after ${calls[1]! - calls[0]!} ms`);
+    assert.ok(calls[2]! - calls[1]! >= 95, `redelivered after ${calls[2]! - calls[1]!} ms`);
+  });
+
+  it("when an event is published with a delay, then it is not delivered before it is due", async () => {
+    const stores = await open(freshDir());
+    const r = recorder<{ n: number }>();
+    await stores.bus.subscribe(TOPICS.webhookDelivery, "g", r.handler);
+    const publishedAt = Date.now();
+    await stores.bus.publish(TOPICS.webhookDelivery, "k", { n: 1 }, { delayMs: 300 });
+    await stores.bus.publish(TOPICS.webhookDelivery, "k", { n: 2 });
+    await eventually(() => r.seen.length === 2, "both events");
+    assert.deepEqual(r.seen.map((s) => s.event.n), [2, 1]);
+    assert.ok(r.seen[1]!.at - publishedAt >= 300, `delivered after ${r.seen[1]!.at - publishedAt} ms`);
+  });
+
+  it("when a delayed event is pending at close, then after a reopen it is delivered when due, not before", async () => {
+    const dir = freshDir();
+    const first = await open(dir);
+    await first.bus.subscribe(TOPICS.webhookDelivery, "webhooks", async () => assert.fail("delivered before it was due"));
+    const publishedAt = Date.now();
+    await first.bus.publish(TOPICS.webhookDelivery, "j", { jobId: "j", attempt: 1 }, { delayMs: 400 });
+    await first.close();
+
+    const second = await open(dir);
+    const r = recorder<{ jobId: string; attempt: number }>();
+    await second.bus.subscribe(TOPICS.webhookDelivery, "webhooks", r.handler);
+    await eventually(() => r.seen.length === 1, "the delayed event after reopen");
+    assert.deepEqual(r.seen[0]!.event, { jobId: "j", attempt: 1 });
+    assert.ok(r.seen[0]!.at - publishedAt >= 400, `delivered after ${r.seen[0]!.at - publishedAt} ms`);
+    await eventually(() => pendingRows(second) === 0, "row deleted");
+  });
+
+  it("when a group was registered before a restart, then a publish made before it subscribes again still reaches it", async () => {
+    const dir = freshDir();
+    const first = await open(dir);
+    const subscription = await first.bus.subscribe(TOPICS.jobFinished, "webhook-dispatchers", async () => {});
+    await subscription.close();
+    await first.close();
+
+    const second = await open(dir);
+    await second.bus.publish(TOPICS.jobFinished, "j7", { jobId: "j7" }); // nobody subscribed in this run yet
+    await second.close();
+
+    const third = await open(dir);
+    const r = recorder<{ jobId: string }>();
+    await third.bus.subscribe(TOPICS.jobFinished, "webhook-dispatchers", r.handler);
+    await eventually(() => r.seen.length === 1, "the event published before re-subscribing");
+    assert.deepEqual(r.seen[0]!.event, { jobId: "j7" });
+  });
+
+  it("when close() is called while a handler runs, then it waits for the handler and its row is settled", async () => {
+    const stores = await open(freshDir());
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let started = false;
+    let finished = false;
+    await stores.bus.subscribe(TOPICS.generationRequested, "workers", async () => {
+      started = true;
+      await gate;
+      finished = true;
+    });
+    await stores.bus.publish(TOPICS.generationRequested, "j", { jobId: "j" });
+    await eventually(() => started, "handler started");
+    const closing = stores.bus.close();
+    release();
+    await closing;
+    assert.equal(finished, true);
+    assert.equal(pendingRows(stores), 0);
+    await assert.rejects(stores.bus.publish(TOPICS.generationRequested, "j", { jobId: "j" }), /closed/);
+  });
+
+  it("when the process dies (SIGKILL) in the middle of a handler, then a new process delivers the event again", async () => {
+    const dir = freshDir();
+    const script = join(dir, "crashing-consumer.mts");
+    const storesModule = pathToFileURL(join(REPO, "src/adapters/sqlite/sqlite-stores.ts")).href;
+    writeFileSync(
+      script,
+      `import { openSqliteStores } from ${JSON.stringify(storesModule)};
+const stores = await openSqliteStores({ dataDir: process.argv[2], synchronous: "full", defaultPrices: new Map() });
+await stores.bus.subscribe("generation.requested", "workers", async () => {
+  process.stdout.write("handling\\n");
+  await new Promise(() => {}); // never finishes: the process is killed here
+});
+await stores.bus.publish("generation.requested", "j9", { jobId: "j9" });
+`,
+    );
+    const child = spawn(process.execPath, ["--import", "tsx", script, dir], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<void>((r) => child.on("exit", () => r()));
+    try {
+      await eventually(() => output.includes("handling") || child.exitCode !== null, "the child to handle the event", 15_000);
+      assert.ok(output.includes("handling"), `child output: ${output}`);
+    } finally {
+      child.kill("SIGKILL");
+      await exited;
+    }
+
+    const stores = await open(dir);
+    const r = recorder<{ jobId: string }>();
+    await stores.bus.subscribe(TOPICS.generationRequested, "workers", r.handler);
+    await eventually(() => r.seen.length === 1, "redelivery after the crash");
+    assert.deepEqual(r.seen[0]!.event, { jobId: "j9" });
+  });
+});

@@ -1,0 +1,501 @@
+import { after, afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import Database from "better-sqlite3";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { MemoryIdempotencyStore } from "../../src/adapters/memory/memory-idempotency-store.js";
+import { MemoryJobStore } from "../../src/adapters/memory/memory-job-store.js";
+import { openSqliteStores, type SqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
+import { SqliteIdempotencyStore } from "../../src/adapters/sqlite/sqlite-idempotency-store.js";
+import { mapSqliteError } from "../../src/adapters/sqlite/sqlite-errors.js";
+import { completeJob, failJob, settleJob, startJob } from "../../src/domain/jobs/job-state-machine.js";
+import type { Job } from "../../src/domain/jobs/job.js";
+import { parsePriceTable, type PriceTable } from "../../src/domain/pricing/price-table.js";
+import { DependencyUnavailableError } from "../../src/ports/dependency.js";
+import type { IdempotencyStore } from "../../src/ports/idempotency-store.js";
+import type { JobStore } from "../../src/ports/job-store.js";
+
+const PRICES: PriceTable = parsePriceTable({
+  "aimodel-3-pro-image": { per_image: { "1K": "0.134", "2K": "0.134", "4K": "0.24" } },
+  "aimodel-3.5-flash": { input_per_million_tokens: "0.30", output_per_million_tokens: "2.50" },
+});
+
+const directories: string[] = [];
+const opened: SqliteStores[] = [];
+
+function freshDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "sqlite-stores-"));
+  directories.push(dir);
+  return dir;
+}
+
+async function open(dataDir: string, overrides: { defaultPrices?: PriceTable; busyTimeoutMs?: number } = {}): Promise<SqliteStores> {
+  const stores = await openSqliteStores({ dataDir, synchronous: "full", defaultPrices: PRICES, ...overrides });
+  opened.push(stores);
+  return stores;
+}
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((s) => s.close()));
+});
+after(() => {
+  for (const dir of directories) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A job without its undefined fields (a decoded job spells them out). */
+const defined = (job: Job | undefined) => job && Object.fromEntries(Object.entries(job).filter(([, value]) => value !== undefined));
+
+let jobCounter = 0;
+function aJob(overrides: Partial<Job> = {}): Job {
+  jobCounter++;
+  return {
+    id: `00000000-0000-4000-8000-${String(jobCounter).padStart(12, "0")}`,
+    accountId: "acct",
+    model: "aimodel-3-pro-image",
+    kind: "image",
+    status: "queued",
+    input: { prompt: "a lighthouse", inputImageUrls: [], inputBlobKeys: [], resolution: "2K" },
+    createdAt: new Date("2025-01-02T03:04:05.678Z"),
+    timeoutSeconds: 60,
+    reservationId: `job:${jobCounter}`,
+    reserved: 134_000_000_000n,
+    charged: 0n,
+    ...overrides,
+  };
+}
+
+describe("SqliteLedger", () => {
+  it("when 200 reservations race for funds covering 50, then exactly 50 are held and the account is never overdrawn", async () => {
+    const { stores } = await open(freshDir());
+    await stores.ledger.createAccount("hot", "hot", 50n);
+    const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => stores.ledger.reserve("hot", `r-${i}`, 1n)));
+    assert.equal(outcomes.filter((o) => o === "reserved").length, 50);
+    assert.equal(outcomes.filter((o) => o === "insufficient_funds").length, 150);
+    assert.deepEqual(await stores.ledger.balance("hot"), { balance: 50n, reserved: 50n });
+  });
+
+  it("when a reservation is settled or released twice, then money moves once", async () => {
+    const { stores, database } = await open(freshDir());
+    const { ledger } = stores;
+    await ledger.createAccount("a", "a", 1_000n);
+    assert.equal(await ledger.reserve("a", "r1", 300n), "reserved");
+    assert.equal(await ledger.reserve("a", "r1", 300n), "reserved"); // the same id again holds nothing more
+    assert.deepEqual(await ledger.balance("a"), { balance: 1_000n, reserved: 300n });
+    await ledger.settle("a", "r1", 250n);
+    await ledger.settle("a", "r1", 250n);
+    await ledger.release("a", "r1");
+    assert.deepEqual(await ledger.balance("a"), { balance: 750n, reserved: 0n });
+
+    assert.equal(await ledger.reserve("a", "r2", 700n), "reserved");
+    await ledger.release("a", "r2");
+    await ledger.release("a", "r2");
+    await ledger.settle("a", "r2", 700n);
+    assert.deepEqual(await ledger.balance("a"), { balance: 750n, reserved: 0n });
+
+    const holds = database.db.prepare("SELECT reservation_id, amount, state, charged FROM holds ORDER BY reservation_id").all();
+    assert.deepEqual(holds, [
+      { reservation_id: "r1", amount: "300", state: "settled", charged: "250" },
+      { reservation_id: "r2", amount: "700", state: "released", charged: null },
+    ]);
+    const entries = database.db.prepare("SELECT kind, amount, balance_after FROM ledger_entries ORDER BY entry_id").all();
+    assert.deepEqual(entries, [
+      { kind: "opening", amount: "1000", balance_after: "1000" },
+      { kind: "charge", amount: "250", balance_after: "750" },
+    ]);
+  });
+
+  it("when amounts exceed 64 bits, then they survive a reopen exactly", async () => {
+    const dir = freshDir();
+    const huge = 123_456_789_012_345_678_901_234_567_890n; // far beyond any SQLite INTEGER
+    const first = await open(dir);
+    await first.stores.ledger.createAccount("rich", "rich", huge);
+    await first.stores.ledger.credit("rich", 1n);
+    assert.equal(await first.stores.ledger.reserve("rich", "big", huge - 7n), "reserved");
+    await first.stores.ledger.settle("rich", "big", huge - 9n);
+    await first.close();
+
+    const second = await open(dir);
+    assert.deepEqual(await second.stores.ledger.balance("rich"), { balance: 10n, reserved: 0n });
+    const stored = second.database.db.prepare("SELECT typeof(balance) AS type, balance FROM accounts").get();
+    assert.deepEqual(stored, { type: "text", balance: "10" });
+  });
+
+  it("when an account is unknown, exists already or lacks funds, then the ledger says so and changes nothing", async () => {
+    const { stores } = await open(freshDir());
+    const { ledger } = stores;
+    assert.equal(await ledger.hasAnyAccount(), false);
+    assert.equal(await ledger.reserve("nobody", "r", 1n), "unknown_account");
+    assert.equal(await ledger.credit("nobody", 1n), undefined);
+    assert.equal(await ledger.balance("nobody"), undefined);
+    await ledger.createAccount("a", "a", 10n);
+    assert.equal(await ledger.hasAnyAccount(), true);
+    await assert.rejects(ledger.createAccount("a", "again", 99n), /exists/);
+    assert.equal(await ledger.reserve("a", "r", 11n), "insufficient_funds");
+    assert.deepEqual(await ledger.credit("a", 5n), { balance: 15n, reserved: 0n });
+    assert.deepEqual(await ledger.balance("a"), { balance: 15n, reserved: 0n });
+  });
+});
+
+/** The job store contract, run against the SQLite store and the memory store alike. */
+const jobStores: [string, () => Promise<JobStore>][] = [
+  ["SqliteJobStore", async () => (await open(freshDir())).stores.jobs],
+  ["MemoryJobStore", async () => new MemoryJobStore()],
+];
+
+for (const [name, makeStore] of jobStores) {
+  describe(name, () => {
+    it("when a job moves, then only the expected status (and lease owner, when given) lets it", async () => {
+      const store = await makeStore();
+      const job = aJob({ metadata: { order: 7 }, callbackUrl: "https://example.test/hook" });
+      await store.registerIntent(job.id, job.accountId, job.createdAt);
+      await store.create(job);
+      await assert.rejects(store.create(job), /exists/);
+      assert.deepEqual(defined(await store.get(job.id)), defined(job));
+
+      const lease = { owner: "w1", expiresAt: new Date(Date.now() + 10_000) };
+      const started = startJob(job, new Date(), lease);
+      assert.equal(await store.transition(started, { status: "queued" }), true);
+      assert.equal(await store.transition(started, { status: "queued" }), false);
+      assert.equal(await store.renewLease(job.id, "w2", new Date()), false);
+      const renewed = new Date(Date.now() + 20_000);
+      assert.equal(await store.renewLease(job.id, "w1", renewed), true);
+      assert.equal((await store.get(job.id))?.leaseExpiresAt?.getTime(), renewed.getTime());
+
+      const done = completeJob(started, new Date(), { blobKey: "outputs/x.png", mimeType: "image/png" }, 134_000_000_000n);
+      assert.equal(await store.transition(done, { status: "processing", leaseOwner: "w2" }), false);
+      assert.equal(await store.transition(done, { status: "processing", leaseOwner: "w1" }), true);
+      assert.equal(await store.renewLease(job.id, "w1", new Date()), false);
+      const stored = await store.get(job.id);
+      assert.equal(stored?.status, "done");
+      assert.equal(stored?.charged, 134_000_000_000n);
+      assert.equal(stored?.leaseOwner, undefined);
+      assert.equal(stored?.createdAt.toISOString(), job.createdAt.toISOString());
+    });
+
+    it("when an intent is fenced off, then its job can never be created, and fencing again still says true", async () => {
+      const store = await makeStore();
+      const fenced = aJob();
+      await store.registerIntent(fenced.id, fenced.accountId, new Date());
+      assert.equal(await store.abandonIntent(fenced.id), true);
+      assert.equal(await store.abandonIntent(fenced.id), true);
+      await assert.rejects(store.create(fenced));
+      assert.equal(await store.get(fenced.id), undefined);
+
+      const stored = aJob();
+      await store.create(stored);
+      assert.equal(await store.abandonIntent(stored.id), false);
+      assert.equal((await store.get(stored.id))?.status, "queued");
+    });
+
+    it("when the unfinished list is paged, then every id comes once, with its job when stored", async () => {
+      const store = await makeStore();
+      const ids = new Set<string>();
+      for (let i = 0; i < 25; i++) {
+        const job = aJob();
+        ids.add(job.id);
+        await store.registerIntent(job.id, job.accountId, new Date(1_000 * i));
+        if (i % 2 === 0) await store.create(job);
+      }
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      let pages = 0;
+      do {
+        const page = await store.listUnfinished(10, cursor);
+        pages++;
+        for (const entry of page.entries) {
+          seen.push(entry.jobId);
+          assert.equal(entry.accountId, "acct");
+          assert.ok(entry.since instanceof Date);
+          assert.equal(entry.job?.id, [...ids].indexOf(entry.jobId) % 2 === 0 ? entry.jobId : undefined);
+        }
+        cursor = page.next;
+      } while (cursor !== undefined);
+      assert.equal(pages, 3);
+      assert.deepEqual(new Set(seen), ids);
+      assert.equal(seen.length, ids.size);
+
+      const first = [...ids][0]!;
+      await store.markFinalized(first);
+      const all = await store.listUnfinished(100);
+      assert.equal(all.entries.length, 24);
+      assert.equal(all.next, undefined);
+    });
+
+    it("when finished jobs are purged, then only finalized ones finished before the cutoff go, up to the limit", async () => {
+      const store = await makeStore();
+      const cutoff = new Date("2025-06-01T00:00:00Z");
+      const finishAt = async (finishedAt: Date, options: { finalize: boolean; fail?: boolean }) => {
+        const job = aJob();
+        await store.registerIntent(job.id, job.accountId, job.createdAt);
+        await store.create(job);
+        const started = startJob(job, job.createdAt, { owner: "w", expiresAt: new Date(finishedAt.getTime() + 1) });
+        await store.transition(started, { status: "queued" });
+        const finished = options.fail ? failJob(started, finishedAt, "timeout", "slow") : completeJob(started, finishedAt, { text: "t" }, 1n);
+        await store.transition(settleJob(finished), { status: "processing" });
+        if (options.finalize) await store.markFinalized(job.id);
+        return job.id;
+      };
+      const old = [
+        await finishAt(new Date("2025-05-01T00:00:00Z"), { finalize: true }),
+        await finishAt(new Date("2025-05-02T00:00:00Z"), { finalize: true, fail: true }),
+        await finishAt(new Date("2025-05-03T00:00:00Z"), { finalize: true }),
+      ];
+      const notFinalized = await finishAt(new Date("2025-05-01T00:00:00Z"), { finalize: false });
+      const recent = await finishAt(new Date("2025-06-02T00:00:00Z"), { finalize: true });
+      const running = aJob();
+      await store.create(running);
+      await store.markFinalized(running.id);
+
+      assert.equal(await store.purgeFinished(cutoff, 2), 2);
+      assert.equal(await store.purgeFinished(cutoff, 2), 1);
+      assert.equal(await store.purgeFinished(cutoff, 2), 0);
+      for (const id of old) assert.equal(await store.get(id), undefined);
+      assert.equal((await store.get(notFinalized))?.status, "done");
+      assert.equal((await store.get(recent))?.status, "done");
+      assert.equal((await store.get(running.id))?.status, "queued");
+    });
+  });
+}
+
+describe("SqliteJobStore retention", () => {
+  it("when a job is purged, then its webhook deliveries go with it, and holds, ledger rows, accounts and keys stay", async () => {
+    const { stores, database } = await open(freshDir());
+    await stores.ledger.createAccount("acct", "acct", 1_000n);
+    await stores.apiKeys.create({
+      keyId: "k1", accountId: "acct", secretHash: "h1", models: ["*"], revoked: false, createdAt: new Date(),
+    });
+    const job = aJob();
+    await stores.jobs.registerIntent(job.id, "acct", job.createdAt);
+    await stores.ledger.reserve("acct", job.reservationId, 100n);
+    await stores.jobs.create(job);
+    const started = startJob(job, new Date("2025-01-01T00:00:00Z"));
+    await stores.jobs.transition(started, { status: "queued" });
+    const done = settleJob(completeJob(started, new Date("2025-01-01T00:01:00Z"), { text: "t" }, 80n));
+    await stores.jobs.transition(done, { status: "processing" });
+    await stores.ledger.settle("acct", job.reservationId, 80n);
+    await stores.jobs.markFinalized(job.id);
+    const messageId = `msg_${job.id}_done`;
+    await stores.deliveries.finish(messageId, "delivered"); // finished before its attempt was recorded: no job id yet
+    await stores.deliveries.recordAttempt(`msg_${job.id}_other`, job.id, { at: new Date(), url: "https://x.test", status: 500 });
+    await stores.deliveries.recordAttempt("msg_someone_else", "someone-else", { at: new Date(), url: "https://x.test", status: 500 });
+
+    assert.equal(await stores.jobs.purgeFinished(new Date("2025-02-01T00:00:00Z"), 10), 1);
+    assert.equal(await stores.jobs.get(job.id), undefined);
+    assert.equal(await stores.deliveries.get(messageId), undefined);
+    assert.equal(await stores.deliveries.get(`msg_${job.id}_other`), undefined);
+    assert.equal((await stores.deliveries.get("msg_someone_else"))?.jobId, "someone-else");
+    assert.deepEqual(await stores.ledger.balance("acct"), { balance: 920n, reserved: 0n });
+    assert.equal(database.db.prepare("SELECT count(*) FROM holds").pluck().get(), 1);
+    assert.equal(database.db.prepare("SELECT count(*) FROM ledger_entries").pluck().get(), 2);
+    assert.equal((await stores.apiKeys.findBySecretHash("h1"))?.keyId, "k1");
+  });
+});
+
+/** The idempotency contract with a controllable clock, against SQLite and memory alike. */
+const idempotencyStores: [string, (now: () => number) => Promise<IdempotencyStore>][] = [
+  ["SqliteIdempotencyStore", async (now) => new SqliteIdempotencyStore((await open(freshDir())).database.db, now)],
+  ["MemoryIdempotencyStore", async (now) => new MemoryIdempotencyStore(now)],
+];
+
+for (const [name, makeStore] of idempotencyStores) {
+  describe(name, () => {
+    const TTL = 60_000;
+
+    it("when 50 requests claim one key at once, then exactly one gets it and the others see it in progress", async () => {
+      const store = await makeStore(Date.now);
+      const outcomes = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => store.claim("acct", "k", "fp", { jobId: `job-${i}` }, TTL)),
+      );
+      const claimed = outcomes.filter((o) => o.kind === "claimed");
+      assert.equal(claimed.length, 1);
+      const winner = outcomes.findIndex((o) => o.kind === "claimed");
+      for (const outcome of outcomes) {
+        if (outcome.kind !== "in_progress") continue;
+        assert.equal(outcome.fingerprint, "fp");
+        assert.equal(outcome.token, claimed[0]!.kind === "claimed" ? claimed[0]!.token : "");
+        assert.deepEqual(outcome.pending, { jobId: `job-${winner}` });
+        assert.ok(outcome.claimedAt instanceof Date);
+      }
+    });
+
+    it("when the owner completes, then later claims replay the response, and nobody else can complete or give it back", async () => {
+      let now = 1_000_000;
+      const store = await makeStore(() => now);
+      const claim = await store.claim("acct", "k", "fp", { jobId: "j1" }, TTL);
+      assert.equal(claim.kind, "claimed");
+      if (claim.kind !== "claimed") return;
+      await assert.rejects(store.complete("acct", "k", "not-the-owner", { jobId: "j1" }, TTL));
+      await store.abandon("acct", "k", "not-the-owner");
+      const inProgress = await store.claim("acct", "k", "fp", { jobId: "j2" }, TTL);
+      assert.deepEqual(inProgress, {
+        kind: "in_progress", fingerprint: "fp", token: claim.token, pending: { jobId: "j1" }, claimedAt: new Date(1_000_000),
+      });
+      now += 1_000;
+      await store.complete("acct", "k", claim.token, { jobId: "j1" }, TTL);
+      assert.deepEqual(await store.claim("acct", "k", "other", { jobId: "j3" }, TTL), {
+        kind: "completed", fingerprint: "fp", response: { jobId: "j1" },
+      });
+      await store.abandon("acct", "k", claim.token); // a completed key stands for a job: not even its owner gives it back
+      assert.equal((await store.claim("acct", "k", "fp", { jobId: "j4" }, TTL)).kind, "completed");
+      assert.equal((await store.claim("other-account", "k", "fp", { jobId: "j5" }, TTL)).kind, "claimed");
+    });
+
+    it("when a rejected request gives its key back, then the next claim gets it", async () => {
+      const store = await makeStore(Date.now);
+      const claim = await store.claim("acct", "k", "fp", { jobId: "j1" }, TTL);
+      assert.equal(claim.kind, "claimed");
+      if (claim.kind === "claimed") await store.abandon("acct", "k", claim.token);
+      assert.equal((await store.claim("acct", "k", "fp2", { jobId: "j2" }, TTL)).kind, "claimed");
+    });
+
+    it("when a dead claim is taken over, then only the token that owns it can, and the old owner is locked out", async () => {
+      let now = 5_000_000;
+      const store = await makeStore(() => now);
+      const dead = await store.claim("acct", "k", "fp", { jobId: "dead-job" }, TTL);
+      assert.equal(dead.kind, "claimed");
+      if (dead.kind !== "claimed") return;
+      now += 10_000;
+      const taken = await store.takeOver("acct", "k", dead.token, "fp", { jobId: "new-job" }, TTL);
+      assert.equal(taken.kind, "claimed");
+      if (taken.kind !== "claimed") return;
+      assert.notEqual(taken.token, dead.token);
+      assert.deepEqual(await store.claim("acct", "k", "fp", { jobId: "x" }, TTL), {
+        kind: "in_progress", fingerprint: "fp", token: taken.token, pending: { jobId: "new-job" }, claimedAt: new Date(now),
+      });
+      // A second rescuer with the old token sees the current claim, not a new one.
+      const late = await store.takeOver("acct", "k", dead.token, "fp", { jobId: "late-job" }, TTL);
+      assert.equal(late.kind, "in_progress");
+      await assert.rejects(store.complete("acct", "k", dead.token, { jobId: "dead-job" }, TTL));
+      await store.complete("acct", "k", taken.token, { jobId: "new-job" }, TTL);
+      assert.deepEqual(await store.takeOver("acct", "k", taken.token, "fp", { jobId: "y" }, TTL), {
+        kind: "completed", fingerprint: "fp", response: { jobId: "new-job" },
+      });
+      const gone = await store.takeOver("acct", "gone-key", "whatever", "fp", { jobId: "z" }, TTL);
+      assert.equal(gone.kind, "claimed");
+    });
+
+    it("when a key expires, then it reads as absent, its owner can no longer complete it, and purgeExpired removes it", async () => {
+      let now = 10_000_000;
+      const store = await makeStore(() => now);
+      const stale = await store.claim("acct", "stale", "fp", { jobId: "j1" }, 1_000);
+      const completed = await store.claim("acct", "done", "fp", { jobId: "j2" }, 1_000);
+      if (completed.kind === "claimed") await store.complete("acct", "done", completed.token, { jobId: "j2" }, 5_000);
+      await store.claim("acct", "fresh", "fp", { jobId: "j3" }, 60_000);
+      now += 2_000;
+      if (stale.kind === "claimed") await assert.rejects(store.complete("acct", "stale", stale.token, { jobId: "j1" }, 5_000));
+      assert.equal((await store.claim("acct", "done", "fp", { jobId: "j4" }, 1_000)).kind, "completed");
+      now += 4_000; // now "stale" and "done" are past their expiry, "fresh" is not
+      assert.equal(await store.purgeExpired(new Date(now)), 2);
+      assert.equal(await store.purgeExpired(new Date(now)), 0);
+      assert.equal((await store.claim("acct", "stale", "fp", { jobId: "j5" }, 1_000)).kind, "claimed");
+      assert.equal((await store.claim("acct", "fresh", "fp", { jobId: "j6" }, 1_000)).kind, "in_progress");
+    });
+  });
+}
+
+describe("SqliteSettingsStore", () => {
+  it("when the store is reopened, then prices an admin changed, pauses and webhooks survive and defaults do not overwrite them", async () => {
+    const dir = freshDir();
+    const first = await open(dir);
+    const defaults = await first.stores.settings.prices();
+    assert.equal(defaults.get("aimodel-3-pro-image")?.perImage?.["4K"], 240_000_000_000n);
+    const changed = { ...defaults.get("aimodel-3-pro-image")!, perImage: { "1K": 1n, "2K": 2n, "4K": 3n } };
+    await first.stores.settings.setPrices("aimodel-3-pro-image", changed);
+    await first.stores.settings.setProjectPaused(true);
+    await first.stores.settings.setModelPaused("aimodel-3.5-flash", true);
+    await first.stores.settings.setModelPaused("aimodel-3-pro-image", true);
+    await first.stores.settings.setModelPaused("aimodel-3-pro-image", false);
+    await first.stores.settings.setRoutePaused("eu", true);
+    await first.stores.settings.setWebhook("acct", { url: "https://hooks.test/a", secret: "whsec_abc" });
+    await first.stores.settings.setWebhook("gone", { url: "https://hooks.test/b", secret: "whsec_def" });
+    await first.stores.settings.setWebhook("gone", undefined);
+    await first.close();
+
+    const more = parsePriceTable({
+      "aimodel-3-pro-image": { per_image: { "1K": "9", "2K": "9", "4K": "9" } },
+      "aimodel-3.5-flash": { input_per_million_tokens: "0.30", output_per_million_tokens: "2.50" },
+      "aimodel-3.1-flash-lite": { input_per_million_tokens: "0.10", output_per_million_tokens: "0.40" },
+    });
+    const second = await open(dir, { defaultPrices: more });
+    const prices = await second.stores.settings.prices();
+    assert.deepEqual(prices.get("aimodel-3-pro-image")?.perImage, { "1K": 1n, "2K": 2n, "4K": 3n });
+    assert.equal(prices.get("aimodel-3.1-flash-lite")?.outputPerMillion, 400_000_000_000n); // new in the config: seeded
+    assert.equal(await second.stores.settings.isProjectPaused(), true);
+    assert.deepEqual(await second.stores.settings.pausedModels(), new Set(["aimodel-3.5-flash"]));
+    assert.deepEqual(await second.stores.settings.pausedRoutes(), new Set(["eu"]));
+    assert.deepEqual(await second.stores.settings.webhook("acct"), { url: "https://hooks.test/a", secret: "whsec_abc" });
+    assert.equal(await second.stores.settings.webhook("gone"), undefined);
+  });
+});
+
+describe("SqliteApiKeyStore", () => {
+  it("when a key is created and revoked, then it is found by hash with its models, and revoked survives a reopen", async () => {
+    const dir = freshDir();
+    const first = await open(dir);
+    const createdAt = new Date("2025-03-04T05:06:07.089Z");
+    await first.stores.apiKeys.create({
+      keyId: "k1", accountId: "acct", secretHash: "hash-1", models: ["*", "aimodel-3.5-flash"], revoked: false, createdAt,
+    });
+    assert.equal(await first.stores.apiKeys.revoke("missing"), false);
+    assert.equal(await first.stores.apiKeys.revoke("k1"), true);
+    await first.close();
+    const second = await open(dir);
+    assert.deepEqual(await second.stores.apiKeys.findBySecretHash("hash-1"), {
+      keyId: "k1", accountId: "acct", secretHash: "hash-1", models: ["*", "aimodel-3.5-flash"], revoked: true, createdAt,
+    });
+    assert.equal(await second.stores.apiKeys.findBySecretHash("nope"), undefined);
+  });
+});
+
+describe("SqliteDeliveryLog", () => {
+  it("when a delivery is finished, then only the first final state wins and attempts keep their order and times", async () => {
+    const { stores } = await open(freshDir());
+    const log = stores.deliveries;
+    assert.equal(await log.get("m1"), undefined);
+    const first = { at: new Date("2025-01-01T00:00:00.123Z"), url: "https://a.test", status: 503 };
+    const second = { at: new Date("2025-01-01T00:00:05.456Z"), url: "https://a.test", error: "timeout" };
+    await log.recordAttempt("m1", "job-1", first);
+    await log.recordAttempt("m1", "job-1", second);
+    assert.deepEqual(await log.get("m1"), { messageId: "m1", jobId: "job-1", state: "pending", attempts: [first, second] });
+    const results = await Promise.all([log.finish("m1", "delivered"), log.finish("m1", "exhausted"), log.finish("m1", "delivered")]);
+    assert.deepEqual(results, [true, false, false]);
+    assert.equal((await log.get("m1"))?.state, "delivered");
+
+    assert.equal(await log.finish("m2", "exhausted"), true); // finish before any attempt is recorded
+    await log.recordAttempt("m2", "job-2", first);
+    assert.deepEqual(await log.get("m2"), { messageId: "m2", jobId: "job-2", state: "exhausted", attempts: [first] });
+  });
+});
+
+describe("SQLite errors", () => {
+  it("when the database stays locked past the busy timeout, then a write fails with DependencyUnavailableError", async () => {
+    const stores = await open(freshDir(), { busyTimeoutMs: 50 });
+    const other = new Database(stores.path);
+    try {
+      other.exec("BEGIN IMMEDIATE");
+      const error = await stores.stores.ledger.createAccount("a", "a", 1n).then(() => undefined, (e: unknown) => e);
+      assert.ok(error instanceof DependencyUnavailableError, `expected DependencyUnavailableError, got ${String(error)}`);
+      assert.equal(error.dependency, "sqlite");
+      assert.equal((error.cause as { code?: string }).code, "SQLITE_BUSY");
+      other.exec("ROLLBACK");
+      await stores.stores.ledger.createAccount("a", "a", 1n);
+      await stores.probe.check(AbortSignal.timeout(1_000));
+    } finally {
+      other.close();
+    }
+  });
+
+  it("when SQLite reports full, I/O, cannot-open or read-only errors, then they map to unavailable, and others do not", () => {
+    for (const code of ["SQLITE_BUSY", "SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_READONLY_DBMOVED"]) {
+      const original = Object.assign(new Error("x"), { code });
+      const mapped = mapSqliteError(original);
+      assert.ok(mapped instanceof DependencyUnavailableError, code);
+      assert.equal(mapped.cause, original);
+    }
+    for (const code of ["SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_ERROR", "SQLITE_CORRUPT", undefined]) {
+      const original = Object.assign(new Error("x"), { code });
+      assert.equal(mapSqliteError(original), original);
+    }
+  });
+});

@@ -1,0 +1,203 @@
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BACKEND, call, dropRealBackend, eventually, realBackendEnv, TERMINAL } from "../support/harness.js";
+import { startProcess, type ServiceProcess } from "../support/processes.js";
+import { mapLimit, WebhookRecorder } from "../support/crash-clients.js";
+import {
+  checkBooks, dumpOutput, ensureServersUp, latencies, Monitor, portOpensAt, seconds, serverAnswersAt, setUpCustomer, startServer,
+  statusCounts, stopServer, Workload, type Sample,
+} from "../support/outage.js";
+
+/**
+ * Kafka stopped (infra/down.sh) and started again (infra/up.sh) under one
+ * running process of every role while clients create jobs: job creation is
+ * accepted (202) within a bounded time, never held for the whole outage and
+ * never a 500; /readyz says it is Kafka; the jobs accepted meanwhile are kept
+ * in the store and announced as soon as Kafka is back, and finish promptly;
+ * nothing is lost or charged twice. It stops the shared server: run this file alone.
+ */
+const skip = BACKEND !== "real" && "needs TEST_BACKEND=real (stops and starts the Kafka of infra/)";
+
+const CREDIT = "100.00";
+const MODEL = "aimodel-2.5-flash-image";
+/** No answer during the outage may take this long (the issue: bounded, never a hang until the client gives up). */
+const ANSWER_BOUND_MS = 20_000;
+/** Jobs accepted during the outage are all done this soon after Kafka answers again ("announce promptly"). */
+const ANNOUNCE_BOUND_MS = 30_000;
+/** /readyz is 200 this soon after Kafka answers again. */
+const RECOVERY_BOUND_MS = 10_000;
+
+describe("when Kafka becomes unreachable under a running service", { skip }, () => {
+  let service: ServiceProcess | undefined;
+  let workload: Workload | undefined;
+  let monitor: Monitor | undefined;
+  let env: Record<string, string> | undefined;
+  const recorder = new WebhookRecorder(0);
+
+  before(ensureServersUp, { timeout: 300_000 });
+  after(async () => {
+    await workload?.abort();
+    await monitor?.stop();
+    await service?.stop("SIGKILL").catch(() => {});
+    if (service) await dumpOutput("kafka-outage", service.output());
+    await recorder.close();
+    await ensureServersUp(); // a failure midway must not leave Kafka down for the next suite
+    if (env) {
+      await dropRealBackend(env).catch(() => {});
+      await rm(env.DATA_DIR!, { recursive: true, force: true });
+    }
+  }, { timeout: 300_000 });
+
+  it(
+    "then creations are accepted within a bound (never held for the outage, never 500), /readyz names kafka, " +
+      "and the jobs accepted meanwhile are announced and finish promptly once it is back, charged once, one job per key",
+    { timeout: 600_000 },
+    async (t) => {
+      env = {
+        ...realBackendEnv(),
+        DATA_DIR: await mkdtemp(join(tmpdir(), "gen-outage-kafka-")),
+        URL_SIGNING_SECRET: randomBytes(16).toString("hex"),
+        ALLOW_PRIVATE_URLS: "true",
+        REAPER_INTERVAL: "300ms",
+        JOB_LEASE: "2s",
+        REQUEUE_AFTER: "3s",
+        SIMULATED_LATENCY_MS: "500",
+        DEPENDENCY_CHECK_INTERVAL: "250ms",
+        WEBHOOK_RETRY_SCHEDULE: "200ms,500ms,1s,2s,5s,10s",
+      };
+      service = await startProcess(env);
+      const pid = service.child.pid;
+      await recorder.start();
+      const { accountId, apiKey, secret } = await setUpCustomer(service.url, CREDIT, recorder.url);
+      const before = await call(service, "GET", "/readyz");
+      assert.equal(before.status, 200, before.text);
+      assert.deepEqual(before.json, { status: "ok", checks: { cassandra: "up", kafka: "up" } });
+
+      monitor = new Monitor(service.url, [
+        { path: "/readyz" },
+        { path: "/livez" },
+        { path: "/api/v1/balance", headers: { authorization: `Bearer ${apiKey}` } },
+      ]);
+      workload = new Workload({
+        baseUrl: service.url, apiKey, clients: 6, paceMs: 50, deadline: Date.now() + 480_000,
+        body: (key, client) => ({ model: MODEL, prompt: `a lighthouse, take ${key}`, aspect_ratio: "16:9", metadata: { key, client } }),
+      });
+      const load = workload;
+      await eventually(async () => load.accepted().length, (n) => n >= 10, { timeoutMs: 30_000, what: "10 jobs accepted before the outage" });
+
+      // --- Kafka goes away ---
+      const stopAt = Date.now();
+      const stopRun = await stopServer("kafka");
+      const stoppedAt = Date.now();
+      const readyDown = await eventually(
+        () => call(service!, "GET", "/readyz"),
+        (r) => r.status === 503 && /kafka/i.test(r.json?.reason ?? ""),
+        { timeoutMs: 20_000, intervalMs: 100, what: "/readyz 503 naming kafka" },
+      );
+      const readyDownAt = Date.now();
+      assert.equal(readyDown.json.status, "unavailable", readyDown.text);
+      assert.equal(readyDown.json.checks.kafka, "down", readyDown.text);
+      assert.equal(readyDown.json.checks.cassandra, "up", readyDown.text);
+      assert.ok(Number(readyDown.headers.get("retry-after")) > 0, `/readyz 503 has Retry-After: ${readyDown.headers.get("retry-after")}`);
+      // Jobs keep being accepted without Kafka: stored, announced later.
+      const acceptedDuring = () => load.accepted().filter((o) => o.attempts.at(-1)!.at >= stoppedAt);
+      await eventually(async () => acceptedDuring().length, (n) => n >= 12, {
+        timeoutMs: 60_000, what: "12 creations accepted while Kafka is down",
+      });
+      const livez = await call(service, "GET", "/livez");
+      assert.equal(livez.status, 200, livez.text);
+      const balanceDuring = await call(service, "GET", "/api/v1/balance", { key: apiKey });
+      assert.equal(balanceDuring.status, 200, `requests that need only Cassandra are served: ${balanceDuring.text}`);
+
+      // --- Kafka comes back ---
+      const outageJobs = acceptedDuring().map((o) => o.json.job_id as string);
+      const stillQueued = (await mapLimit(outageJobs, 8, (id) => call(service!, "GET", `/api/v1/jobs/${id}`, { key: apiKey })))
+        .filter((r) => r.json?.status === "queued").length;
+      const startAt = Date.now();
+      const portOpen = portOpensAt("kafka");
+      const answers = serverAnswersAt("kafka");
+      const startRun = await startServer("kafka");
+      const upAt = Date.now();
+      const portOpenAt = await portOpen;
+      const answersAt = await answers; // our own cluster description, every 100 ms
+      await eventually(() => call(service!, "GET", "/readyz"), (r) => r.status === 200, {
+        timeoutMs: 60_000, intervalMs: 100, what: "/readyz 200 after Kafka's return",
+      });
+      const readyAt = Date.now();
+      const readyAgain = await call(service, "GET", "/readyz");
+      assert.deepEqual(readyAgain.json, { status: "ok", checks: { cassandra: "up", kafka: "up" } });
+      // The jobs accepted during the outage are announced from the store and finish.
+      const finished = new Map<string, string>();
+      await eventually(
+        async () => {
+          const open = outageJobs.filter((id) => !finished.has(id));
+          await mapLimit(open, 8, async (id) => {
+            const r = await call(service!, "GET", `/api/v1/jobs/${id}`, { key: apiKey });
+            if (TERMINAL.has(r.json?.status)) finished.set(id, r.json.status);
+          });
+          return outageJobs.filter((id) => !finished.has(id));
+        },
+        (open) => open.length === 0,
+        { timeoutMs: 120_000, intervalMs: 100, what: "every job accepted during the outage to finish" },
+      );
+      const allDoneAt = Date.now();
+      await eventually(async () => load.between(readyAt).filter((a) => a.status === 202).length, (n) => n >= 10, {
+        timeoutMs: 30_000, what: "creations accepted after the recovery",
+      });
+      await load.finish();
+      await monitor.stop();
+
+      // --- what every client saw, throughout ---
+      const attempts = load.attempts;
+      const show = (s: Sample) => `${s.path} at +${seconds(s.at - stopAt)}: ${s.status} in ${s.ms} ms ${s.error ?? s.text.slice(0, 200)}`;
+      assert.deepEqual(
+        attempts.filter((a) => a.status === 0 || (a.status >= 500 && a.status !== 503)).map(show), [],
+        "no creation attempt answered 500 or hung or lost its connection",
+      );
+      assert.deepEqual(
+        attempts.filter((a) => a.status === 503 && !(Number(a.retryAfter) > 0 && a.json?.error?.code === "service_unavailable")).map(show), [],
+        "a 503 (if any) carries Retry-After and the platform error shape",
+      );
+      assert.deepEqual(attempts.filter((a) => a.ms >= ANSWER_BOUND_MS).map(show), [], `every creation answered within ${ANSWER_BOUND_MS} ms`);
+      const samples = monitor.samples;
+      assert.deepEqual(samples.filter((s) => s.path === "/livez" && s.status !== 200).map(show), [], "/livez is 200 throughout");
+      assert.deepEqual(samples.filter((s) => s.path === "/api/v1/balance" && s.status !== 200).map(show), [], "GET balance is 200 throughout");
+      assert.deepEqual(
+        samples.filter((s) => s.path === "/readyz" && !(s.status === 200 || (s.status === 503 && /kafka/i.test(s.json?.reason ?? "")))).map(show), [],
+        "/readyz answers 200, or 503 naming kafka, throughout",
+      );
+      assert.deepEqual(samples.filter((s) => s.ms >= ANSWER_BOUND_MS).map(show), [], `every probe answered within ${ANSWER_BOUND_MS} ms`);
+      const recoveryMs = readyAt - answersAt;
+      assert.ok(recoveryMs <= RECOVERY_BOUND_MS, `/readyz 200 ${recoveryMs} ms after Kafka answered again (bound ${RECOVERY_BOUND_MS} ms)`);
+      const announceMs = allDoneAt - answersAt;
+      assert.ok(announceMs <= ANNOUNCE_BOUND_MS, `the outage's jobs all finished ${announceMs} ms after Kafka answered again (bound ${ANNOUNCE_BOUND_MS} ms)`);
+      assert.ok(service.child.exitCode === null && service.child.signalCode === null, `the process is still running:\n${service.output()}`);
+      assert.equal(service.child.pid, pid);
+      assert.equal(service.output().match(/^ready$/gm)?.length, 1, `started once, never restarted:\n${service.output()}`);
+
+      // --- nothing lost, nothing charged twice ---
+      const accepted = load.accepted();
+      assert.deepEqual(load.outcomes.filter((o) => o.status !== 202).map((o) => `${o.key}: ${o.status} ${JSON.stringify(o.json)}`), [],
+        "every key ended in 202");
+      const books = await checkBooks({ baseUrl: service.url, apiKey, accountId, credit: CREDIT, accepted, recorder, secret });
+
+      const during = load.between(stoppedAt, portOpenAt);
+      const during202 = latencies(during.filter((a) => a.status === 202).map((a) => a.ms));
+      const all = latencies(attempts.map((a) => a.ms));
+      const lines = [
+        `kafka stop (down.sh) ${seconds(stopRun.ms)}; start (up.sh) ${seconds(startRun.ms)}: port open at +${seconds(portOpenAt - startAt)}, first answer at +${seconds(answersAt - startAt)}, up.sh returned at +${seconds(upAt - startAt)}`,
+        `/readyz 503 naming kafka by +${seconds(readyDownAt - stoppedAt)} after down.sh returned (it began ${seconds(stoppedAt - stopAt)} before)`,
+        `creation attempts ${attempts.length} ${JSON.stringify(statusCounts(attempts))}; between down.sh returning and the port reopening ${JSON.stringify(statusCounts(during))}`,
+        `202 latency during the outage max ${during202.max} ms, p99 ${during202.p99} ms, p50 ${during202.p50} ms (n ${during202.n}); any creation attempt max ${all.max} ms`,
+        `jobs accepted during the outage ${outageJobs.length} (${stillQueued} still queued when Kafka was restarted): all done/failed ${seconds(announceMs)} after Kafka first answered (${seconds(allDoneAt - upAt)} after up.sh returned)`,
+        `/readyz 200 ${recoveryMs} ms after Kafka first answered (${readyAt - upAt} ms after up.sh returned)`,
+        `keys ${load.outcomes.length}, jobs ${accepted.length}: done ${books.done}, failed ${books.failed}; balance ${books.balance} of ${CREDIT}; webhook deliveries ${books.deliveries}`,
+      ];
+      for (const line of lines) t.diagnostic(line);
+    },
+  );
+});

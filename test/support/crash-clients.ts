@@ -1,0 +1,200 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { setTimeout as delay } from "node:timers/promises";
+import { Webhook } from "standardwebhooks";
+
+/**
+ * Helpers for tests that crash the service under load: a free port that stays
+ * the service's port across restarts, a webhook receiver that records every
+ * attempt, and a creating client that retries one request, with one
+ * Idempotency-Key, until the service gives it a definitive answer.
+ */
+
+/** A loopback port that is free now (the kernel's choice, released at once). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+export interface RecordedDelivery {
+  readonly at: number;
+  readonly webhookId: string;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  readonly json: any;
+  /** What the receiver answered. */
+  readonly answered: number;
+}
+
+/**
+ * A webhook endpoint on 127.0.0.1 recording every POST. The first attempt of a
+ * `webhook-id` is answered 500 with probability `failFirst` (so retries are
+ * exercised), everything else 200.
+ */
+export class WebhookRecorder {
+  readonly deliveries: RecordedDelivery[] = [];
+  private readonly seen = new Set<string>();
+  private server: Server | undefined;
+  url = "";
+
+  constructor(private readonly failFirst = 0) {}
+
+  async start(): Promise<this> {
+    this.server = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on("data", (chunk: Buffer) => chunks.push(chunk));
+      request.on("end", () => {
+        const body = Buffer.concat(chunks).toString("utf8");
+        let json: any;
+        try {
+          json = JSON.parse(body);
+        } catch {
+          json = undefined;
+        }
+        const headers = Object.fromEntries(Object.entries(request.headers).map(([k, v]) => [k, String(v)]));
+        const webhookId = headers["webhook-id"] ?? "";
+        const first = !this.seen.has(webhookId);
+        this.seen.add(webhookId);
+        const answered = request.method === "POST" && !(first && Math.random() < this.failFirst) ? 200 : 500;
+        this.deliveries.push({ at: Date.now(), webhookId, headers, body, json, answered });
+        response.writeHead(answered, { "content-type": "text/plain" }).end(answered === 200 ? "ok" : "try again");
+      });
+    });
+    await new Promise<void>((resolve) => this.server!.listen(0, "127.0.0.1", resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks`;
+    return this;
+  }
+
+  forJob(jobId: string): RecordedDelivery[] {
+    return this.deliveries.filter((d) => d.json?.job_id === jobId);
+  }
+
+  /** Throws unless the delivery carries a valid Standard Webhooks signature for `secret`. */
+  static verify(secret: string, delivery: RecordedDelivery): unknown {
+    return new Webhook(secret).verify(delivery.body, delivery.headers);
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+
+export interface CreateOutcome {
+  /** The definitive status: 202 or a 4xx other than 409. */
+  readonly status: number;
+  readonly json: any;
+  readonly replayed: boolean;
+  /** Attempts made, the first included. */
+  readonly attempts: number;
+  /** Attempts that ended in a connection error or a timeout (no HTTP answer). */
+  readonly connectionErrors: number;
+  /** Transient HTTP answers (409, 5xx) that were retried, by status. */
+  readonly transient: Record<number, number>;
+}
+
+export interface CreateOptions {
+  readonly baseUrl: string;
+  readonly apiKey: string;
+  readonly idempotencyKey: string;
+  readonly body: unknown;
+  /** Give up (throw) at this time (ms since epoch). */
+  readonly deadline: number;
+  /** One attempt's bound; an attempt that takes longer counts as a connection error. */
+  readonly attemptTimeoutMs?: number;
+  /** Pause between attempts after a connection error or a transient answer without Retry-After. */
+  readonly backoffMs?: number;
+  /** Stops retrying (throws) once aborted. */
+  readonly signal?: AbortSignal;
+}
+
+/** A status the client retries with the same request and key: the answer says nothing definitive yet. */
+const isTransient = (status: number) => status === 409 || status === 429 || status >= 500;
+
+/**
+ * POST /api/v1/generations with one Idempotency-Key, repeated with the same
+ * body and the same key on connection errors, 409, 429 and 5xx, until a 202
+ * or another 4xx. Retry-After is honoured (capped at 1 s).
+ */
+export async function createUntilDefinitive(options: CreateOptions): Promise<CreateOutcome> {
+  const payload = JSON.stringify(options.body);
+  const backoffMs = options.backoffMs ?? 50;
+  let attempts = 0;
+  let connectionErrors = 0;
+  const transient: Record<number, number> = {};
+  let last = "";
+  for (;;) {
+    if (options.signal?.aborted) throw new Error(`gave up on Idempotency-Key ${options.idempotencyKey}: ${String(options.signal.reason)}`);
+    if (Date.now() > options.deadline) {
+      throw new Error(`no definitive answer for Idempotency-Key ${options.idempotencyKey} after ${attempts} attempts; last: ${last}`);
+    }
+    attempts++;
+    let response: Response;
+    let text: string;
+    try {
+      response = await fetch(`${options.baseUrl}/api/v1/generations`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${options.apiKey}`,
+          "content-type": "application/json",
+          "idempotency-key": options.idempotencyKey,
+        },
+        body: payload,
+        signal: AbortSignal.timeout(options.attemptTimeoutMs ?? 15_000),
+      });
+      text = await response.text();
+    } catch (error) {
+      connectionErrors++;
+      last = `connection error: ${describeError(error)}`;
+      await delay(backoffMs);
+      continue;
+    }
+    let json: any;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = undefined;
+    }
+    if (isTransient(response.status)) {
+      transient[response.status] = (transient[response.status] ?? 0) + 1;
+      last = `${response.status} ${text.slice(0, 200)}`;
+      const retryAfter = Number(response.headers.get("retry-after"));
+      await delay(Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(retryAfter * 1000, 1000) : backoffMs);
+      continue;
+    }
+    return {
+      status: response.status,
+      json,
+      replayed: response.headers.get("idempotent-replayed") === "true",
+      attempts,
+      connectionErrors,
+      transient,
+    };
+  }
+}
+
+function describeError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = (error as { cause?: unknown }).cause;
+  const code = cause && typeof cause === "object" && "code" in cause ? String((cause as { code: unknown }).code) : "";
+  return `${error.name}: ${error.message}${code ? ` (${code})` : ""}`;
+}
+
+/** Runs `task` over `items` with at most `limit` in flight; results in input order. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, task: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await task(items[index]!, index);
+    }
+  });
+  await Promise.all(lanes);
+  return results;
+}
