@@ -37,7 +37,7 @@ const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const MAX_REQUESTS_PER_PHASE = 2_000_000;
-const WATCHDOG_S = 30 + 9 * (WARMUP_S + DURATION_S) + 60;
+const WATCHDOG_S = 30 + 11 * (WARMUP_S + DURATION_S) + 60;
 const ADMIN_TOKEN = "bench-admin-token";
 const MODEL = "aimodel-2.5-flash-image";
 const PRICE_PICO = 39_000_000_000n; // 0.039, the fast model's default 1K price
@@ -51,7 +51,7 @@ interface Gateway {
   close(): Promise<void>;
 }
 
-function benchConfig(dataDir: string): Config {
+function benchConfig(dataDir: string, env: Record<string, string> = {}): Config {
   return loadConfig({
     HOST: "127.0.0.1",
     PORT: "0",
@@ -60,6 +60,8 @@ function benchConfig(dataDir: string): Config {
     DATA_DIR: dataDir,
     SIMULATED_LATENCY_MS: "0",
     LOG_LEVEL: "silent",
+    DRAIN_DELAY: "0ms",
+    ...env,
   });
 }
 
@@ -74,8 +76,8 @@ async function startRealService(dataDir: string): Promise<Gateway> {
  * isolates the accept path from PNG rendering, which otherwise runs on this
  * same event loop. The in-process bus drops events that no group consumes.
  */
-async function startServiceWithoutWorkers(dataDir: string): Promise<Gateway> {
-  const running = await startService(benchConfig(dataDir), () => {});
+async function startServiceWithoutWorkers(dataDir: string, env: Record<string, string> = {}): Promise<Gateway> {
+  const running = await startService(benchConfig(dataDir, env), () => {});
   await running.core!.stopConsumers(0);
   return { url: running.httpUrl, close: () => running.close() };
 }
@@ -295,7 +297,7 @@ function table(rows: Measured[], baselineOf: Map<string, Measured>): string[] {
 async function main(): Promise<void> {
   const loadBefore = os.loadavg();
   const started = performance.now();
-  const dataDirs = await Promise.all([0, 1, 2].map(() => mkdtemp(join(os.tmpdir(), "gen-service-bench-"))));
+  const dataDirs = await Promise.all([0, 1, 2, 3, 4].map(() => mkdtemp(join(os.tmpdir(), "gen-service-bench-"))));
   const service = await startRealService(dataDirs[0]!);
   const noWorkers = await startServiceWithoutWorkers(dataDirs[1]!);
   const cleanups: (() => Promise<unknown>)[] = [() => service.close(), () => noWorkers.close()];
@@ -327,6 +329,18 @@ async function main(): Promise<void> {
     );
     rows.push(postNoWorkers);
     baselineOf.set(postNoWorkers.name, basePost);
+    // The same accept path with the cheaper durability setting, and with nothing durable at all.
+    for (const [index, [label, env]] of ([
+      ["SQLITE_SYNCHRONOUS=normal", { SQLITE_SYNCHRONOUS: "normal" }],
+      ["EMBEDDED_STORE=memory (nothing durable)", { EMBEDDED_STORE: "memory" }],
+    ] as const).entries()) {
+      const variant = await startServiceWithoutWorkers(dataDirs[3 + index]!, env);
+      cleanups.push(() => variant.close());
+      const variantKey = await customer(variant);
+      const row = await measure(worker, `gateway: POST /api/v1/generations, no worker, ${label}`, httpScenario(variant.url, "POST", "/api/v1/generations", 202, variantKey));
+      rows.push(row);
+      baselineOf.set(row.name, basePost);
+    }
 
     const baseGet = await measure(worker, "baseline: bare Fastify GET /baseline/:id", httpScenario(baseline.url, "GET", `/baseline/${doneJobId}`, 200));
     rows.push(baseGet);
@@ -380,6 +394,8 @@ async function main(): Promise<void> {
       `- Total wall time: ${fmt((performance.now() - started) / 1000, 0)} s`,
       "",
       ...table(rows, baselineOf),
+      "",
+      `Stores: every gateway row runs on the durable default (SQLite in DATA_DIR, SQLITE_SYNCHRONOUS=full: each commit fsynced) unless the row says otherwise.`,
       "",
       `Ratios: gateway POST rows against the bare POST; GET job against the bare GET (job JSON of ${bytes} bytes); the core's gRPC and Connect GetJob against the bare GET as well (the gRPC protocol's own floor in Node is the gRPC baseline row).`,
       ...notes.map((n) => `- ${n}`),

@@ -4,9 +4,9 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BACKEND, call, dropRealBackend, eventually, realBackendEnv } from "../support/harness.js";
+import { BACKEND, call, dropRealBackend, eventually, realBackendEnv, TERMINAL } from "../support/harness.js";
 import { startProcess, type ServiceProcess } from "../support/processes.js";
-import { WebhookRecorder } from "../support/crash-clients.js";
+import { mapLimit, WebhookRecorder } from "../support/crash-clients.js";
 import {
   checkBooks, dumpOutput, ensureServersUp, latencies, Monitor, portOpensAt, seconds, serverAnswersAt, setUpCustomer, startServer, statusCounts, stopServer,
   Workload, type Sample,
@@ -85,7 +85,14 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
         body: (key, client) => ({ model: MODEL, prompt: `a lighthouse, take ${key}`, aspect_ratio: "16:9", metadata: { key, client } }),
       });
       const load = workload;
-      await eventually(async () => load.accepted().length, (n) => n >= 10, { timeoutMs: 30_000, what: "10 jobs accepted before the outage" });
+      await eventually(async () => load.accepted().length, (n) => n >= 30, { timeoutMs: 60_000, what: "30 jobs accepted before the outage" });
+      // Some jobs are mid-way (queued or processing) when the server goes: the outage hits them too.
+      const inFlight = await eventually(
+        async () => (await mapLimit(load.accepted(), 16, (o) => call(service!, "GET", `/api/v1/jobs/${o.json.job_id}`, { key: apiKey })))
+          .map((r) => r.json?.status as string).filter((status) => !TERMINAL.has(status)),
+        (open) => open.some((status) => status === "processing"),
+        { timeoutMs: 30_000, intervalMs: 50, what: "a job in processing before the outage" },
+      );
 
       // --- Cassandra goes away ---
       const stopAt = Date.now();
@@ -190,6 +197,7 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
         `/readyz 200 ${recoveryMs} ms after Cassandra first answered CQL (${readyAt - portOpenAt} ms after its port opened, ${readyAt - upAt} ms after up.sh returned); first 202 after the restart sent ${first202.at - answersAt} ms after Cassandra first answered`,
         `keys ${load.outcomes.length}, jobs ${accepted.length}: done ${books.done}, failed ${books.failed}; balance ${books.balance} of ${CREDIT}; webhook deliveries ${books.deliveries}`,
       ];
+      lines.unshift(`jobs in flight just before Cassandra was stopped: ${inFlight.length} (${inFlight.filter((s) => s === "processing").length} processing)`);
       for (const line of lines) t.diagnostic(line);
     },
   );

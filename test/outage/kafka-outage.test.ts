@@ -87,7 +87,14 @@ describe("when Kafka becomes unreachable under a running service", { skip }, () 
         body: (key, client) => ({ model: MODEL, prompt: `a lighthouse, take ${key}`, aspect_ratio: "16:9", metadata: { key, client } }),
       });
       const load = workload;
-      await eventually(async () => load.accepted().length, (n) => n >= 10, { timeoutMs: 30_000, what: "10 jobs accepted before the outage" });
+      await eventually(async () => load.accepted().length, (n) => n >= 30, { timeoutMs: 60_000, what: "30 jobs accepted before the outage" });
+      // Some jobs are mid-way (queued or processing) when the server goes: the outage hits them too.
+      const inFlight = await eventually(
+        async () => (await mapLimit(load.accepted(), 16, (o) => call(service!, "GET", `/api/v1/jobs/${o.json.job_id}`, { key: apiKey })))
+          .map((r) => r.json?.status as string).filter((status) => !TERMINAL.has(status)),
+        (open) => open.some((status) => status === "processing"),
+        { timeoutMs: 30_000, intervalMs: 50, what: "a job in processing before the outage" },
+      );
 
       // --- Kafka goes away ---
       const stopAt = Date.now();
@@ -197,6 +204,7 @@ describe("when Kafka becomes unreachable under a running service", { skip }, () 
         `/readyz 200 ${recoveryMs} ms after Kafka first answered (${readyAt - upAt} ms after up.sh returned)`,
         `keys ${load.outcomes.length}, jobs ${accepted.length}: done ${books.done}, failed ${books.failed}; balance ${books.balance} of ${CREDIT}; webhook deliveries ${books.deliveries}`,
       ];
+      lines.unshift(`jobs in flight just before Kafka was stopped: ${inFlight.length} (${inFlight.filter((s) => s === "processing").length} processing)`);
       for (const line of lines) t.diagnostic(line);
     },
   );

@@ -201,6 +201,17 @@ describe("the embedded default under SIGKILL", { skip }, () => {
     );
     assert.deepEqual(lost, [], "every job answered 202 still exists");
     const jobsFinishedAt = Date.now();
+    if (process.env.CRASH_DEBUG) {
+      for (const kind of ["image", "text", "video"] as const) {
+        const spans = accepted.filter((r) => r.kind === kind).map((r) => jobs.get(jobIdOf.get(r.key)!))
+          .map((j) => [Date.parse(j.started_at) - Date.parse(j.created_at), Date.parse(j.finished_at) - Date.parse(j.started_at)] as const);
+        const q = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return `p50 ${s[s.length >> 1]} p90 ${s[Math.floor(s.length * 0.9)]} max ${s[s.length - 1]}`; };
+        console.error(kind, "queued", q(spans.map((x) => x[0])), "| processing", q(spans.map((x) => x[1])));
+      }
+      const finishes = accepted.map((r) => Date.parse(jobs.get(jobIdOf.get(r.key)!).finished_at)).sort((a, b) => a - b);
+      const lastRestart = creationEndedAt;
+      console.error("finished after creation ended:", finishes.filter((f) => f > lastRestart).length, "of", finishes.length);
+    }
 
     // --- each done job charged once, failed jobs charged nothing, the balance exact to the last digit ---
     let charged = 0n;

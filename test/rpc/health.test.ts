@@ -205,7 +205,7 @@ describe("grpc.health.v1.Health on the core port, and the readiness gate", () =>
     const refused = await rpcError(unary(generation, "ListModels", {}));
     assert.equal(refused.code, grpc.status.UNAVAILABLE);
     // connect-node percent-encodes grpc-message with encodeURIComponent; grpc-js undoes only decodeURI's part of it.
-    assert.match(decodeURIComponent(refused.details), /cassandra unreachable: connect ECONNREFUSED/);
+    assert.match(decodeURIComponent(refused.details), /^cassandra unreachable$/);
     assert.equal(errorDetailOf(refused).details[0]?.retryAfterSeconds, RETRY_AFTER);
 
     readiness.report("cassandra", "up");
