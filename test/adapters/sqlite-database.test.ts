@@ -30,20 +30,28 @@ async function eventually(probe: () => boolean, what: string, timeoutMs = 15_000
   }
 }
 
-/** A child process of node that opens the stores in `dataDir`, reports "ready <pid>" and stays until killed. */
+/**
+ * A child process of node that opens the stores in `dataDir`, reports "ready <pid>" and stays until killed.
+ * It drops every reference to the stores and collects garbage first: the lock must hold all the same.
+ */
 function startHolder(dataDir: string) {
   const script = join(dataDir, `holder-${Date.now()}.mts`);
   const storesModule = pathToFileURL(join(REPO, "src/adapters/sqlite/sqlite-stores.ts")).href;
   writeFileSync(
     script,
     `import { openSqliteStores } from ${JSON.stringify(storesModule)};
-const stores = await openSqliteStores({ dataDir: process.argv[2], synchronous: "full", defaultPrices: new Map() });
-await stores.stores.ledger.createAccount("from-child", "child", 42n);
+let stores: unknown = await openSqliteStores({ dataDir: process.argv[2], synchronous: "full", defaultPrices: new Map() });
+await (stores as Awaited<ReturnType<typeof openSqliteStores>>).stores.ledger.createAccount("from-child", "child", 42n);
+stores = undefined;
+for (let i = 0; i < 3; i++) {
+  (globalThis as unknown as { gc(): void }).gc();
+  await new Promise((r) => setTimeout(r, 20));
+}
 process.stdout.write("ready " + process.pid + "\\n");
 setInterval(() => {}, 60_000);
 `,
   );
-  const child = spawn(process.execPath, ["--import", "tsx", script, dataDir], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", script, dataDir], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
@@ -109,7 +117,7 @@ describe("openSqliteDatabase", () => {
     try {
       assert.throws(
         () => openSqliteDatabase({ path, synchronous: "normal" }),
-        (error: unknown) => error instanceof DataDirInUseError && error.message.includes(`(pid ${process.pid})`),
+        (error: unknown) => error instanceof DataDirInUseError && error.message.includes(`is already open in this process (pid ${process.pid})`),
       );
     } finally {
       first.close();

@@ -37,7 +37,7 @@ async function retryUntilSettled(service: TestService, apiKey: string, key: stri
 describe("a retry after an acceptance that died", () => {
   let service: TestService;
   before(async () => {
-    service = await startTestService({ ACCEPT_TIMEOUT: "400ms" });
+    service = await startTestService({ ACCEPT_TIMEOUT: "2s" });
   });
   after(() => service.close());
 

@@ -5,10 +5,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BACKEND, call, dropRealBackend, eventually, realBackendEnv, TERMINAL } from "../support/harness.js";
-import { startProcess, type ServiceProcess } from "../support/processes.js";
 import { mapLimit, WebhookRecorder } from "../support/crash-clients.js";
 import {
-  checkBooks, dumpOutput, ensureServersUp, latencies, Monitor, portOpensAt, seconds, serverAnswersAt, setUpCustomer, startServer, statusCounts, stopServer,
+  checkBooks, dumpOutput, runService, ensureServersUp, holdOutage, latencies, Monitor, portOpensAt, seconds, serverAnswersAt, setUpCustomer, startServer, statusCounts, stopServer,
   Workload, type Sample,
 } from "../support/outage.js";
 
@@ -28,9 +27,13 @@ const MODEL = "aimodel-2.5-flash-image";
 const ANSWER_BOUND_MS = 20_000;
 /** "Within a few seconds" of Cassandra answering again, /readyz is 200. */
 const RECOVERY_BOUND_MS = 10_000;
+/** How long Cassandra stays away (from down.sh's start to up.sh's): the clients keep retrying throughout. */
+const OUTAGE_MS = Number(process.env.OUTAGE_HOLD_MS ?? 30_000);
 
 describe("when Cassandra becomes unreachable under a running service", { skip }, () => {
-  let service: ServiceProcess | undefined;
+  let service: Awaited<ReturnType<typeof runService>> | undefined;
+  const marks: { at: number; text: string }[] = [];
+  const zero = Date.now();
   let workload: Workload | undefined;
   let monitor: Monitor | undefined;
   let env: Record<string, string> | undefined;
@@ -41,7 +44,7 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
     await workload?.abort();
     await monitor?.stop();
     await service?.stop("SIGKILL").catch(() => {});
-    if (service) await dumpOutput("cassandra-outage", service.output());
+    if (service) await dumpOutput("cassandra-outage", service, zero, marks);
     await recorder.close();
     await ensureServersUp(); // a failure midway must not leave Cassandra down for the next suite
     if (env) {
@@ -67,7 +70,7 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
         DEPENDENCY_CHECK_INTERVAL: "250ms",
         WEBHOOK_RETRY_SCHEDULE: "200ms,500ms,1s,2s,5s,10s",
       };
-      service = await startProcess(env);
+      service = await runService(env);
       const pid = service.child.pid;
       await recorder.start();
       const { accountId, apiKey, secret } = await setUpCustomer(service.url, CREDIT, recorder.url);
@@ -96,14 +99,17 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
 
       // --- Cassandra goes away ---
       const stopAt = Date.now();
+      marks.push({ at: stopAt, text: "down.sh began" });
       const stopRun = await stopServer("cassandra");
       const stoppedAt = Date.now();
+      marks.push({ at: stoppedAt, text: "down.sh returned (server gone)" });
       const readyDown = await eventually(
         () => call(service!, "GET", "/readyz"),
         (r) => r.status === 503 && /cassandra/i.test(r.json?.reason ?? ""),
         { timeoutMs: 20_000, intervalMs: 100, what: "/readyz 503 naming cassandra" },
       );
       const readyDownAt = Date.now();
+      marks.push({ at: readyDownAt, text: "/readyz 503 seen" });
       assert.equal(readyDown.json.status, "unavailable", readyDown.text);
       assert.equal(readyDown.json.checks.cassandra, "down", readyDown.text);
       assert.ok(Number(readyDown.headers.get("retry-after")) > 0, `/readyz 503 has Retry-After: ${readyDown.headers.get("retry-after")}`);
@@ -129,18 +135,27 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
       assert.equal(vendor.json?.error?.status, "UNAVAILABLE", vendor.text);
       assert.ok(Number(vendor.headers.get("retry-after")) > 0, `vendor Retry-After: ${vendor.headers.get("retry-after")}`);
 
+      await holdOutage(stopAt, OUTAGE_MS, async () => {
+        assert.ok(service!.child.exitCode === null && service!.child.signalCode === null, `the process runs on:\n${service!.output()}`);
+      });
+
       // --- Cassandra comes back; the same process recovers by itself ---
       const startAt = Date.now();
+      marks.push({ at: startAt, text: "up.sh began" });
       const portOpen = portOpensAt("cassandra");
       const answers = serverAnswersAt("cassandra");
       const startRun = await startServer("cassandra");
       const upAt = Date.now(); // up.sh returns once a real CQL query succeeds (it retries every second)
+      marks.push({ at: upAt, text: "up.sh returned" });
       const portOpenAt = await portOpen;
+      marks.push({ at: portOpenAt, text: "port open" });
       const answersAt = await answers; // our own CQL query, every 100 ms
+      marks.push({ at: answersAt, text: "server answers a client" });
       await eventually(() => call(service!, "GET", "/readyz"), (r) => r.status === 200, {
         timeoutMs: 60_000, intervalMs: 100, what: "/readyz 200 after Cassandra's return",
       });
       const readyAt = Date.now();
+      marks.push({ at: readyAt, text: "/readyz 200 seen" });
       const readyAgain = await call(service, "GET", "/readyz");
       assert.deepEqual(readyAgain.json, { status: "ok", checks: { cassandra: "up", kafka: "up" } });
       await eventually(async () => load.between(readyAt).filter((a) => a.status === 202).length, (n) => n >= 10, {
@@ -174,7 +189,6 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
         "every /readyz 503 names cassandra",
       );
       const recoveryMs = readyAt - answersAt;
-      assert.ok(recoveryMs <= RECOVERY_BOUND_MS, `/readyz 200 ${recoveryMs} ms after Cassandra answered again (bound ${RECOVERY_BOUND_MS} ms)`);
       assert.ok(service.child.exitCode === null && service.child.signalCode === null, `the process is still running:\n${service.output()}`);
       assert.equal(service.child.pid, pid);
       assert.equal(service.output().match(/^ready$/gm)?.length, 1, `started once, never restarted:\n${service.output()}`);
@@ -183,22 +197,23 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
       const accepted = load.accepted();
       assert.deepEqual(load.outcomes.filter((o) => o.status !== 202).map((o) => `${o.key}: ${o.status} ${JSON.stringify(o.json)}`), [],
         "every key ended in 202");
-      const books = await checkBooks({ baseUrl: service.url, apiKey, accountId, credit: CREDIT, accepted, recorder, secret });
 
       const during = load.between(stoppedAt, portOpenAt);
       const outage503 = latencies(attempts.filter((a) => a.status === 503).map((a) => a.ms));
       const balance503 = latencies(samples.filter((s) => s.path === "/api/v1/balance" && s.status === 503).map((s) => s.ms));
       const all = latencies(attempts.map((a) => a.ms));
       const lines = [
-        `cassandra stop (down.sh) ${seconds(stopRun.ms)}; start (up.sh) ${seconds(startRun.ms)}: port open at +${seconds(portOpenAt - startAt)}, first CQL answer at +${seconds(answersAt - startAt)}, up.sh returned at +${seconds(upAt - startAt)}`,
-        `first creation 503 at +${seconds(first503.at - stopAt)} after down.sh began (+${seconds(first503.at - stoppedAt)} after it returned); /readyz 503 naming cassandra by +${seconds(readyDownAt - stoppedAt)} after it returned`,
+        `cassandra stop (down.sh) ${seconds(stopRun.ms)}; start (up.sh) ${seconds(startRun.ms)}: port open at +${seconds(portOpenAt - startAt)}, first CQL answer at +${seconds(answersAt - startAt)}, up.sh returned at +${seconds(upAt - startAt)}; outage (down.sh began → port open again) ${seconds(portOpenAt - stopAt)}`,
+        `first creation 503 sent ${seconds(first503.at - stopAt)} after down.sh began (down.sh took ${seconds(stoppedAt - stopAt)}); /readyz 503 naming cassandra seen ${seconds(readyDownAt - stoppedAt)} after down.sh returned`,
         `creation attempts ${attempts.length} ${JSON.stringify(statusCounts(attempts))}; between down.sh returning and the port reopening ${JSON.stringify(statusCounts(during))}`,
         `503 latency (creation) max ${outage503.max} ms, p99 ${outage503.p99} ms, p50 ${outage503.p50} ms (n ${outage503.n}); GET balance 503 max ${balance503.max} ms (n ${balance503.n}); any creation attempt max ${all.max} ms`,
         `/readyz 200 ${recoveryMs} ms after Cassandra first answered CQL (${readyAt - portOpenAt} ms after its port opened, ${readyAt - upAt} ms after up.sh returned); first 202 after the restart sent ${first202.at - answersAt} ms after Cassandra first answered`,
-        `keys ${load.outcomes.length}, jobs ${accepted.length}: done ${books.done}, failed ${books.failed}; balance ${books.balance} of ${CREDIT}; webhook deliveries ${books.deliveries}`,
       ];
       lines.unshift(`jobs in flight just before Cassandra was stopped: ${inFlight.length} (${inFlight.filter((s) => s === "processing").length} processing)`);
       for (const line of lines) t.diagnostic(line);
+      const books = await checkBooks({ baseUrl: service.url, apiKey, accountId, credit: CREDIT, accepted, recorder, secret });
+      t.diagnostic(`keys ${load.outcomes.length}, jobs ${accepted.length}: done ${books.done}, failed ${books.failed}; balance ${books.balance} of ${CREDIT}; webhook deliveries ${books.deliveries}`);
+      assert.ok(recoveryMs <= RECOVERY_BOUND_MS, `/readyz 200 ${recoveryMs} ms after Cassandra answered again (bound ${RECOVERY_BOUND_MS} ms)`);
     },
   );
 });

@@ -21,7 +21,7 @@ import {
 const skip = BACKEND === "real" && "about the embedded default; the real backend's crashes are in multi-process.test.ts";
 
 /** SIGKILLs in one run (the issue asks for at least 20); CRASH_KILLS overrides it when debugging the test itself. */
-const KILLS = Number(process.env.CRASH_KILLS ?? 24);
+const KILLS = Number(process.env.CRASH_KILLS ?? 22);
 const CLIENTS = 4;
 const CREDIT = "100.00";
 const BUDGET_MS = 240_000;
@@ -45,7 +45,7 @@ const secs = (ms: number) => (ms / 1000).toFixed(1);
 
 function pickKind(): Kind {
   const roll = randomInt(100);
-  return roll < 55 ? "image" : roll < 90 ? "text" : "video";
+  return roll < 55 ? "image" : roll < 92 ? "text" : "video";
 }
 
 function bodyFor(kind: Kind, key: string, client: number): Record<string, unknown> {
@@ -79,7 +79,8 @@ describe("the embedded default under SIGKILL", { skip }, () => {
     dataDir = await mkdtemp(join(tmpdir(), "gen-crash-embedded-"));
     await recorder.start();
     const port = await freePort();
-    const grpcPort = await freePort();
+    let grpcPort = await freePort();
+    while (grpcPort === port) grpcPort = await freePort();
     const env: Record<string, string> = {
       DATA_DIR: dataDir,
       PORT: String(port),
@@ -97,6 +98,7 @@ describe("the embedded default under SIGKILL", { skip }, () => {
     const baseUrl = `http://127.0.0.1:${port}`;
     const api = { url: baseUrl };
     const restartMs: number[] = [];
+    const requests: Request[] = [];
     const start = async () => {
       const before = Date.now();
       service = await startProcess(env);
@@ -124,7 +126,6 @@ describe("the embedded default under SIGKILL", { skip }, () => {
     assert.match(secret, /^whsec_/);
 
     // --- clients: create, retry the same request with the same key until a definitive answer ---
-    const requests: Request[] = [];
     const unexpected: string[] = [];
     let generation = 0;
     let creating = true;
@@ -143,13 +144,14 @@ describe("the embedded default under SIGKILL", { skip }, () => {
               `(${outcome.connectionErrors} connection errors, process restarted ${generation} times): ${JSON.stringify(outcome.json)}`,
           );
         }
-        await delay(randomInt(20, 120)); // a client's pace, not a wait for a condition
+        await delay(randomInt(60, 250)); // a client's pace, not a wait for a condition
       }
     };
     const clients = Array.from({ length: CLIENTS }, (_, n) => client(n));
 
     // --- the killer: random moments of activity, SIGKILL, restart on the same DATA_DIR ---
     let kills = 0;
+    let killerError: unknown;
     try {
       while (kills < KILLS && unexpected.length === 0) {
         await delay(randomInt(100, 801));
@@ -160,17 +162,24 @@ describe("the embedded default under SIGKILL", { skip }, () => {
         await start();
       }
       if (KILLS === 0) await delay(2000); // CRASH_KILLS=0: the test's own mechanics, on one uninterrupted process
+    } catch (error) {
+      killerError = error;
+      giveUp.abort(error);
     } finally {
       creating = false;
     }
     const clientResults = await Promise.allSettled(clients);
+    if (killerError) throw killerError;
     for (const result of clientResults) if (result.status === "rejected") throw result.reason;
     assert.deepEqual(unexpected, [], "every creation ends in 202 or 402");
+    assert.equal(kills, KILLS);
     const creationEndedAt = Date.now();
 
     // --- what the clients were told ---
     const accepted = requests.filter((r) => r.outcome.status === 202);
     const refused = requests.filter((r) => r.outcome.status === 402);
+    // Acceptances whose 202 was lost to a kill: the retry was answered from the stored key.
+    const lostAnswers = accepted.filter((r) => r.outcome.replayed).length;
     assert.ok(accepted.length > 0, "some jobs were accepted");
     for (const r of accepted) {
       assert.equal(r.outcome.json?.status, "queued", `202 body of ${r.key}: ${JSON.stringify(r.outcome.json)}`);
@@ -181,37 +190,37 @@ describe("the embedded default under SIGKILL", { skip }, () => {
     assert.equal(requestOf.size, accepted.length, "no two Idempotency-Keys were answered with the same job");
 
     // --- every accepted job reaches done or failed ---
+    // The webhooks say when jobs finish without loading the service (polling hundreds of
+    // jobs would compete with the work it waits for); then every job is read once.
+    const jobIds = accepted.map((r) => jobIdOf.get(r.key)!);
+    const unannounced = () => {
+      const announced = new Set(recorder.deliveries.filter((d) => d.answered === 200).map((d) => String(d.json?.job_id)));
+      return jobIds.filter((id) => !announced.has(id));
+    };
+    const webhooksDone = await eventually(async () => unannounced(), (missing) => missing.length === 0, {
+      timeoutMs: Math.max(10_000, startedAt + BUDGET_MS - 60_000 - Date.now()), intervalMs: 200, what: "a webhook for every job",
+    }).then(() => true, () => false);
     const jobs = new Map<string, any>();
-    const lost: string[] = [];
-    await eventually(
-      async () => {
-        const open = accepted.filter((r) => !TERMINAL.has(jobs.get(jobIdOf.get(r.key)!)?.status));
-        await mapLimit(open, 16, async (r) => {
-          const id = jobIdOf.get(r.key)!;
-          const response = await call(api, "GET", `/api/v1/jobs/${id}`, { key: apiKey });
-          if (response.status === 200) jobs.set(id, response.json);
-          else lost.push(`${id} (${r.kind}, key ${r.key}): GET answered ${response.status} ${response.text}`);
-        });
-        const still = open.filter((r) => !TERMINAL.has(jobs.get(jobIdOf.get(r.key)!)?.status)).map((r) => `${jobIdOf.get(r.key)} ${r.kind} ${JSON.stringify(jobs.get(jobIdOf.get(r.key)!))} gen ${r.generation}`);
-        if (process.env.CRASH_DEBUG) console.error(new Date().toISOString(), still.length, still.slice(0, 3));
-        return still;
-      },
-      (open) => open.length === 0 || lost.length > 0,
-      { timeoutMs: 90_000, intervalMs: 250, what: "every accepted job to be done or failed" },
+    const read = async (ids: readonly string[]) => {
+      const lost: string[] = [];
+      await mapLimit(ids, 8, async (id) => {
+        const response = await call(api, "GET", `/api/v1/jobs/${id}`, { key: apiKey });
+        if (response.status === 200) jobs.set(id, response.json);
+        else lost.push(`${id} (${requestOf.get(id)!.kind}, key ${requestOf.get(id)!.key}): GET answered ${response.status} ${response.text}`);
+      });
+      assert.deepEqual(lost, [], "every job answered 202 still exists");
+      return ids.filter((id) => !TERMINAL.has(jobs.get(id)?.status));
+    };
+    // A job's webhook may go out a moment before its view shows it finished: a short poll covers that.
+    const open = await eventually(() => read(jobIds.filter((id) => !TERMINAL.has(jobs.get(id)?.status))), (ids) => ids.length === 0, {
+      timeoutMs: webhooksDone ? 10_000 : 1000, intervalMs: 250, what: "every job done or failed",
+    }).catch(() => jobIds.filter((id) => !TERMINAL.has(jobs.get(id)?.status)));
+    assert.deepEqual(
+      open.map((id) => `${id} ${requestOf.get(id)!.kind} ${JSON.stringify(jobs.get(id))} (answered 202 after ${requestOf.get(id)!.generation} restarts)`),
+      [],
+      `every job answered 202 is done or failed (${open.length} of ${jobIds.length} are not)`,
     );
-    assert.deepEqual(lost, [], "every job answered 202 still exists");
     const jobsFinishedAt = Date.now();
-    if (process.env.CRASH_DEBUG) {
-      for (const kind of ["image", "text", "video"] as const) {
-        const spans = accepted.filter((r) => r.kind === kind).map((r) => jobs.get(jobIdOf.get(r.key)!))
-          .map((j) => [Date.parse(j.started_at) - Date.parse(j.created_at), Date.parse(j.finished_at) - Date.parse(j.started_at)] as const);
-        const q = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return `p50 ${s[s.length >> 1]} p90 ${s[Math.floor(s.length * 0.9)]} max ${s[s.length - 1]}`; };
-        console.error(kind, "queued", q(spans.map((x) => x[0])), "| processing", q(spans.map((x) => x[1])));
-      }
-      const finishes = accepted.map((r) => Date.parse(jobs.get(jobIdOf.get(r.key)!).finished_at)).sort((a, b) => a - b);
-      const lastRestart = creationEndedAt;
-      console.error("finished after creation ended:", finishes.filter((f) => f > lastRestart).length, "of", finishes.length);
-    }
 
     // --- each done job charged once, failed jobs charged nothing, the balance exact to the last digit ---
     let charged = 0n;
@@ -263,16 +272,14 @@ describe("the embedded default under SIGKILL", { skip }, () => {
     const replayedAt = Date.now();
 
     // --- each finished job produced one webhook (retries keep its webhook-id) ---
-    await eventually(
-      async () => accepted.map((r) => jobIdOf.get(r.key)!).filter((id) => !recorder.forJob(id).some((d) => d.answered === 200)),
-      (missing) => missing.length === 0,
-      { timeoutMs: 60_000, intervalMs: 100, what: "a webhook accepted for every finished job" },
-    );
+    await eventually(async () => unannounced(), (missing) => missing.length === 0, {
+      timeoutMs: webhooksDone ? 1000 : 5000, intervalMs: 100, what: "a webhook accepted for every finished job",
+    });
     // Nothing more is on its way: a second delivery of a job would show up within this quiet time.
     await eventually(
       async () => Date.now() - Math.max(...recorder.deliveries.map((d) => d.at)),
       (idle) => idle >= 1500,
-      { timeoutMs: 30_000, intervalMs: 50, what: "1.5 s without webhook deliveries" },
+      { timeoutMs: 20_000, intervalMs: 50, what: "1.5 s without webhook deliveries" },
     );
     const webhooksAt = Date.now();
     const byJob = new Map<string, RecordedDelivery[]>();
@@ -320,11 +327,11 @@ describe("the embedded default under SIGKILL", { skip }, () => {
     const sorted = [...restartMs].sort((a, b) => a - b);
     t.diagnostic(
       `kills ${kills}; requests ${requests.length} (${attempts} attempts, ${connectionErrors} connection errors, transient ${JSON.stringify(transient)}); ` +
-        `jobs ${accepted.length} (image ${perKind("image")}, text ${perKind("text")}, video ${perKind("video")}), refused 402 ${refused.length}; ` +
+        `jobs ${accepted.length} (${lostAnswers} first answered by a replay; image ${perKind("image")}, text ${perKind("text")}, video ${perKind("video")}), refused 402 ${refused.length}; ` +
         `done ${done}, failed ${accepted.length - done}${failures.size ? ` ${JSON.stringify(Object.fromEntries(failures))}` : ""}; ` +
         `balance ${balance.json.balance} of ${CREDIT}; deliveries ${recorder.deliveries.length} ` +
         `(${recorder.deliveries.filter((d) => d.answered !== 200).length} answered 500, ${recorder.deliveries.filter((d) => d.answered === 200).length - accepted.length} duplicates accepted); ` +
-        `restart median ${sorted[sorted.length >> 1]} ms; seconds: creation ${secs(creationEndedAt - startedAt)}, jobs finished +${secs(jobsFinishedAt - creationEndedAt)}, ` +
+        `restart median ${sorted[sorted.length >> 1]} ms, max ${sorted[sorted.length - 1]} ms; seconds: creation ${secs(creationEndedAt - startedAt)}, jobs finished +${secs(jobsFinishedAt - creationEndedAt)}, ` +
         `replays +${secs(replayedAt - jobsFinishedAt)}, webhooks +${secs(webhooksAt - replayedAt)}, total ${secs(Date.now() - startedAt)}`,
     );
   });

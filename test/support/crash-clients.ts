@@ -1,3 +1,5 @@
+import { randomInt } from "node:crypto";
+import { readFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
@@ -10,13 +12,38 @@ import { Webhook } from "standardwebhooks";
  * Idempotency-Key, until the service gives it a definitive answer.
  */
 
-/** A loopback port that is free now (the kernel's choice, released at once). */
+/**
+ * A loopback port that is free now, for a service that must keep its port
+ * across restarts. It is taken below the kernel's ephemeral range when it can
+ * be, so no outgoing connection or `listen(0)` elsewhere grabs it while the
+ * service is down between a kill and its restart.
+ */
 export async function freePort(): Promise<number> {
+  let ephemeralLow = 32768;
+  try {
+    ephemeralLow = Number((await readFile("/proc/sys/net/ipv4/ip_local_port_range", "utf8")).trim().split(/\s+/)[0]) || ephemeralLow;
+  } catch {
+    // not Linux: any free port will do
+  }
+  for (let attempt = 0; attempt < 50 && ephemeralLow > 12_000; attempt++) {
+    const port = randomInt(10_000, ephemeralLow);
+    if (await listenable(port)) return port;
+  }
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
+}
+
+async function listenable(port: number): Promise<boolean> {
+  const server = createServer();
+  const ok = await new Promise<boolean>((resolve) => {
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => resolve(true));
+  });
+  if (ok) await new Promise<void>((resolve) => server.close(() => resolve()));
+  return ok;
 }
 
 export interface RecordedDelivery {

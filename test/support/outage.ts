@@ -91,6 +91,8 @@ export async function ensureServersUp(): Promise<void> {
 export interface SpawnedService {
   readonly child: ChildProcess;
   readonly output: () => string;
+  /** Each chunk of output with the time it arrived (ms since epoch), for explaining a run. */
+  readonly timeline: { at: number; text: string }[];
   readonly exited: Promise<number | string>;
   readonly alive: () => boolean;
   /** Resolves with the first match of `pattern` in the output (stdout and stderr), rejects on exit or timeout. */
@@ -106,9 +108,11 @@ export function spawnService(env: Record<string, string>): SpawnedService {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
+  const timeline: { at: number; text: string }[] = [];
   const listeners = new Set<() => void>();
   const append = (chunk: Buffer) => {
     output += chunk;
+    timeline.push({ at: Date.now(), text: chunk.toString() });
     for (const listener of listeners) listener();
   };
   child.stdout!.on("data", append);
@@ -118,6 +122,7 @@ export function spawnService(env: Record<string, string>): SpawnedService {
   return {
     child,
     output: () => output,
+    timeline,
     exited,
     alive,
     waitFor(pattern, timeoutMs) {
@@ -544,8 +549,44 @@ export async function serverAnswersAt(server: Server, timeoutMs = 240_000): Prom
   return Date.now();
 }
 
-/** OUTAGE_DUMP=<dir> keeps a service's output there (for explaining a run). */
-export async function dumpOutput(name: string, output: string): Promise<void> {
+/**
+ * OUTAGE_DUMP=<dir> keeps a service's output there, each chunk stamped with
+ * its arrival in seconds since `zero`, and the test's own `marks` (server
+ * stopped, back, ...) in between: for explaining a run.
+ */
+export async function dumpOutput(
+  name: string, service: SpawnedService, zero: number, marks: readonly { at: number; text: string }[] = [],
+): Promise<void> {
   const dir = process.env.OUTAGE_DUMP;
-  if (dir) await writeFile(`${dir}/${name}.log`, output).catch(() => {});
+  if (!dir) return;
+  const events = [...service.timeline, ...marks.map((m) => ({ at: m.at, text: `==== ${m.text}\n` }))].sort((a, b) => a.at - b.at);
+  const text = events.map((e) => `[${((e.at - zero) / 1000).toFixed(2).padStart(8)}] ${e.text.trimEnd().replace(/\n/g, "\n           ")}`).join("\n");
+  await writeFile(`${dir}/${name}.log`, `${text}\n`).catch(() => {});
+}
+
+/** Spawns the service and waits for "ready", like startProcess, reading its gateway URL; the process keeps its timeline. */
+export async function runService(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<SpawnedService & { url: string }> {
+  const service = spawnService(env);
+  try {
+    await service.waitFor(/^ready$/m, readyTimeoutMs);
+  } catch (error) {
+    await service.stop("SIGKILL");
+    throw error;
+  }
+  const url = /gateway \(REST\/SSE\) listening on (\S+)/.exec(service.output())?.[1] ?? "";
+  return Object.assign(service, { url });
+}
+
+/**
+ * Keeps an outage going until `holdMs` after it began while checking that the
+ * process serves as it should meanwhile (`check` throws otherwise). The
+ * outage's length is part of the scenario (long enough to outlast the
+ * clients' own retry budgets, e.g. kafkajs's ~30 s), not a wait for a condition.
+ */
+export async function holdOutage(since: number, holdMs: number, check: () => Promise<void>): Promise<void> {
+  while (Date.now() - since < holdMs) {
+    await check();
+    await delay(Math.min(250, Math.max(0, holdMs - (Date.now() - since))));
+  }
+  await check();
 }

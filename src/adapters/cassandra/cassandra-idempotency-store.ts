@@ -64,7 +64,8 @@ export class CassandraIdempotencyStore implements IdempotencyStore {
   }
 
   async abandon(scope: string, key: string, token: string): Promise<void> {
-    await conditional(this.client, "DELETE FROM idempotency_keys WHERE scope = ? AND key = ? IF owner = ?", [scope, key, token]);
+    // Only an uncompleted claim is given back: a completed key stands for a stored job.
+    await conditional(this.client, "DELETE FROM idempotency_keys WHERE scope = ? AND key = ? IF owner = ? AND job_id = null", [scope, key, token]);
   }
 
   /** Keys expire by their TTL. */

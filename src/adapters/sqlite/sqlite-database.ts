@@ -28,18 +28,26 @@ export interface SqliteDatabase {
   close(): void;
 }
 
+/** Who holds a data directory, as it recorded itself in the database. */
+export interface DataDirHolder {
+  readonly pid: number;
+  readonly host: string;
+}
+
 /** Another process (or another open handle in this one) holds the data directory. */
 export class DataDirInUseError extends Error {
   constructor(
     readonly path: string,
-    readonly holderPid: number | undefined,
+    readonly holder: DataDirHolder | undefined,
     options?: { cause?: unknown },
   ) {
-    super(
-      `DATA_DIR ${dirname(path)} is in use by another process${holderPid === undefined ? "" : ` (pid ${holderPid})`}: ` +
-        `${path} belongs to one process at a time; stop the other one or choose another DATA_DIR`,
-      options,
-    );
+    const thisProcess = holder?.pid === process.pid && holder.host === hostname();
+    const who = !holder
+      ? "is in use by another process"
+      : thisProcess
+        ? `is already open in this process (pid ${holder.pid})`
+        : `is in use by another process (pid ${holder.pid}${holder.host === hostname() ? "" : ` on ${holder.host}`})`;
+    super(`DATA_DIR ${dirname(path)} ${who}: ${path} belongs to one process at a time; stop the other one or choose another DATA_DIR`, options);
     this.name = "DataDirInUseError";
   }
 }
@@ -57,6 +65,8 @@ const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
  * `locking_mode=EXCLUSIVE` and an exclusive transaction kept open for as long
  * as this handle lives. The OS drops the lock when the process dies, however
  * it dies (SIGKILL included), so a crash never leaves a stale lock behind.
+ * (Like SQLite itself, this needs a local filesystem: network filesystems may
+ * not honour the locks.)
  * The main database is never locked exclusively, so an operator can back it
  * up online (`sqlite3 service.db ".backup copy.db"`, `VACUUM INTO`).
  */
@@ -109,6 +119,13 @@ export function openSqliteDatabase(options: SqliteDatabaseOptions): SqliteDataba
   };
 }
 
+/**
+ * The lock connections this process holds. better-sqlite3 closes a connection
+ * that is garbage-collected, which would silently free the lock of a handle
+ * nobody references any more: held here, a lock lasts until released.
+ */
+const heldLocks = new Set<SqliteDb>();
+
 /** Takes the process lock of `path` or throws DataDirInUseError; returns the release function. */
 function acquireProcessLock(path: string): () => void {
   const lockPath = `${path}.lock`;
@@ -123,23 +140,24 @@ function acquireProcessLock(path: string): () => void {
     lock?.close();
     const code = sqliteCodeOf(error);
     if (code?.startsWith("SQLITE_BUSY") || code?.startsWith("SQLITE_LOCKED")) {
-      throw new DataDirInUseError(path, holderPid(path), { cause: error });
+      throw new DataDirInUseError(path, holderOf(path), { cause: error });
     }
     throw mapSqliteError(error);
   }
   const held = lock;
+  heldLocks.add(held);
   return () => {
+    heldLocks.delete(held);
     if (held.open) held.close(); // closing ends the transaction, which frees the lock
   };
 }
 
-/** The pid the current holder recorded in the main database, when it can be read (informational only). */
-function holderPid(path: string): number | undefined {
+/** The holder as it recorded itself in the main database, when that can be read (informational only). */
+function holderOf(path: string): DataDirHolder | undefined {
   let db: SqliteDb | undefined;
   try {
     db = new Database(path, { readonly: true, fileMustExist: true, timeout: 1_000 });
-    const row = db.prepare("SELECT pid FROM process_holder WHERE id = 1").get() as { pid: number } | undefined;
-    return row?.pid;
+    return db.prepare("SELECT pid, host FROM process_holder WHERE id = 1").get() as DataDirHolder | undefined;
   } catch {
     return undefined;
   } finally {
