@@ -20,6 +20,7 @@ import type { DependencyProbe } from "../ports/dependency.js";
 import type { EventBus } from "../ports/event-bus.js";
 import type { GenerationProvider } from "../ports/provider.js";
 import { systemClock } from "../ports/clock.js";
+import type { Log } from "./logger.js";
 
 const INPUT_FETCH_TIMEOUT_MS = 30_000;
 /** Delay before a failed event handler sees its event again. */
@@ -41,7 +42,6 @@ export interface Backends {
   close(): Promise<void>;
 }
 
-type Log = (message: string, error: unknown) => void;
 /** Runs one opening step until it succeeds (start-up waits for a server that is not up yet). */
 export type Persist = <T>(dependency: string, open: () => Promise<T>) => Promise<T>;
 
@@ -113,7 +113,7 @@ async function openKafka(config: Config, log: Log, persist: Persist) {
       redeliveryDelayMs: REDELIVERY_DELAY_MS,
       publishTimeoutMs: config.publishTimeoutMs,
       onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error),
-      log: (message) => log(message, undefined),
+      log: (message) => log(message),
     }),
   );
 }

@@ -9,6 +9,7 @@ import { listenRpc } from "../transport/rpc/rpc-server.js";
 import { openBackends, type Backends, type Persist, type WatchedDependency } from "./backends.js";
 import type { CoreClients } from "./core-clients.js";
 import { createCore, remoteCoreClients, type Core } from "./core.js";
+import { createLog, type Log } from "./logger.js";
 
 export interface RunningService {
   /** Gateway origin, e.g. http://127.0.0.1:8080 (when this process serves the API). */
@@ -36,7 +37,8 @@ export interface LaunchedService {
   close(options?: { drain?: boolean }): Promise<void>;
 }
 
-type Log = (message: string, error: unknown) => void;
+/** A driver's error message, without the multi-line details some of them append. */
+const firstLine = (error: unknown) => (error instanceof Error ? error.message : String(error)).split("\n")[0]!.trim();
 
 /** How long start-up waits between attempts to reach a server that is not up yet. */
 const START_RETRY_MS = 1000;
@@ -62,10 +64,10 @@ function watchDependencies(dependencies: readonly WatchedDependency[], readiness
     const timer = setTimeout(() => controller.abort(), Math.max(500, intervalMs * 2));
     try {
       await probe.check(controller.signal);
-      if (!stopped && readiness.report(probe.name, "up")) log(`${probe.name} is reachable again`, undefined);
+      if (!stopped && readiness.report(probe.name, "up")) log(`${probe.name} is reachable again`);
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      if (!stopped && readiness.report(probe.name, "down", message)) log(`${probe.name} is unreachable: ${message}`, undefined);
+      const message = firstLine(error);
+      if (!stopped && readiness.report(probe.name, "down", message)) log(`${probe.name} is unreachable: ${message}`);
     } finally {
       clearTimeout(timer);
     }
@@ -99,7 +101,7 @@ function watchDependencies(dependencies: readonly WatchedDependency[], readiness
  * starting process never answers 500; a server that is not up yet is waited
  * for (readiness says which), not a reason to exit.
  */
-export async function launchService(config: Config, baseLog: Log = (m, e) => console.error(m, e)): Promise<LaunchedService> {
+export async function launchService(config: Config, baseLog: Log = createLog(config.logLevel)): Promise<LaunchedService> {
   const log = quiet(baseLog);
   const readiness = new Readiness();
   const serveApi = config.roles.has("api");
@@ -132,9 +134,9 @@ export async function launchService(config: Config, baseLog: Log = (m, e) => con
       try {
         return await open();
       } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
+        const message = firstLine(error);
         readiness.starting(`${dependency} unreachable`);
-        if (attempt === 1) baseLog(`waiting for ${dependency} (retrying every ${START_RETRY_MS} ms): ${message}`, undefined);
+        if (attempt === 1) baseLog(`waiting for ${dependency} (retrying every ${START_RETRY_MS} ms): ${message}`);
         await sleep(START_RETRY_MS, undefined, { signal: stopping.signal }).catch(() => undefined);
       }
     }

@@ -2,6 +2,9 @@ import { TOPICS, type EventBus } from "../../ports/event-bus.js";
 import { isDependencyUnavailable } from "../../ports/dependency.js";
 import type { GenerationRequested } from "./accept-job.js";
 
+/** Announcements published at once while a backlog drains. */
+const FLUSH_BATCH = 64;
+
 export interface Announcer {
   /** Announces a stored job; never throws: what cannot be published now is retried in the background. */
   announce(jobId: string): Promise<void>;
@@ -39,21 +42,38 @@ export function createAnnouncer(
     timer.unref();
   }
 
+  /**
+   * One announcement first, as a probe: while the bus is still down only that
+   * one waits (and nothing piles up inside the bus client). Once it goes
+   * through, the rest go in batches, until a batch sees a failure.
+   */
   async function flush(): Promise<void> {
-    for (const jobId of [...backlog]) {
-      if (closed) return;
-      try {
-        await publish(jobId);
-        backlog.delete(jobId);
-      } catch {
-        break; // still unavailable: try again later
-      }
+    const [first] = backlog;
+    if (first === undefined || closed) return;
+    try {
+      await publish(first);
+      backlog.delete(first);
+    } catch {
+      schedule();
+      return;
+    }
+    while (!closed && backlog.size > 0) {
+      const batch = [...backlog].slice(0, FLUSH_BATCH);
+      const results = await Promise.allSettled(batch.map(publish));
+      results.forEach((result, i) => result.status === "fulfilled" && backlog.delete(batch[i]!));
+      if (results.some((result) => result.status === "rejected")) break;
     }
     schedule();
   }
 
   return {
     async announce(jobId) {
+      // A backlog means the bus is failing: queue behind it at once instead of waiting out another publish bound.
+      if (backlog.size > 0) {
+        if (backlog.size < maxBacklog) backlog.add(jobId);
+        schedule();
+        return;
+      }
       try {
         await publish(jobId);
       } catch (error) {
