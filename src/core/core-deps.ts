@@ -11,6 +11,7 @@ import type { Ledger } from "../ports/ledger.js";
 import type { GenerationProvider } from "../ports/provider.js";
 import type { SettingsStore } from "../ports/settings-store.js";
 import type { WebhookTransport } from "../ports/webhook-transport.js";
+import type { WriteBarrier } from "../ports/write-barrier.js";
 
 /** Everything the core orchestrates over: ports only, no technology. */
 export interface CorePorts {
@@ -25,6 +26,8 @@ export interface CorePorts {
   readonly inputs: InputFetcher;
   readonly webhookTransport: WebhookTransport;
   readonly deliveries: DeliveryLog;
+  /** Awaited before an answer that acknowledges a write (a 202, a credit): what it acknowledges is on disk. */
+  readonly durability: WriteBarrier;
   readonly clock: Clock;
   /** Problems worth an operator's attention that do not fail the request (a lost event, a late bookkeeping write). */
   readonly log: (message: string, error?: unknown) => void;

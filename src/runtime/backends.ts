@@ -21,6 +21,7 @@ import type { EventBus } from "../ports/event-bus.js";
 import type { GenerationProvider } from "../ports/provider.js";
 import { systemClock } from "../ports/clock.js";
 import type { Log } from "./logger.js";
+import { NO_BARRIER, type WriteBarrier } from "../ports/write-barrier.js";
 
 const INPUT_FETCH_TIMEOUT_MS = 30_000;
 /** Delay before a failed event handler sees its event again. */
@@ -47,6 +48,7 @@ export type Persist = <T>(dependency: string, open: () => Promise<T>) => Promise
 
 interface OpenedStores {
   readonly stores: StorePorts;
+  readonly barrier?: WriteBarrier;
   readonly bus?: EventBus;
   readonly dependency?: WatchedDependency;
   readonly description: string;
@@ -78,6 +80,7 @@ async function openStores(config: Config, log: Log, persist: Persist): Promise<O
     });
     return {
       stores: opened.stores,
+      barrier: opened.barrier,
       // Kafka, when configured, carries the events; otherwise the durable bus in the same file.
       bus: config.kafka ? undefined : opened.bus,
       dependency: { probe: opened.probe, neededByRequests: true },
@@ -158,6 +161,7 @@ export async function openBackends(config: Config, log: Log, persist: Persist): 
       provider,
       inputs: new HttpInputFetcher({ allowPrivate: config.allowPrivateUrls, timeoutMs: INPUT_FETCH_TIMEOUT_MS }),
       webhookTransport: new HttpWebhookTransport(config.allowPrivateUrls),
+      durability: opened.barrier ?? NO_BARRIER,
       clock: systemClock,
       log,
     },

@@ -12,6 +12,8 @@ import { SqliteIdempotencyStore } from "./sqlite-idempotency-store.js";
 import { SqliteJobStore } from "./sqlite-job-store.js";
 import { SqliteLedger } from "./sqlite-ledger.js";
 import { SqliteSettingsStore } from "./sqlite-settings-store.js";
+import { walBarrier } from "./wal-barrier.js";
+import { NO_BARRIER, type WriteBarrier } from "../../ports/write-barrier.js";
 
 export { createSqliteEventBus, SqliteEventBus, type SqliteEventBusOptions };
 export { DataDirInUseError, type SqliteSynchronous } from "./sqlite-database.js";
@@ -33,6 +35,12 @@ export interface SqliteStoresOptions {
 
 export interface SqliteStores {
   readonly stores: StorePorts;
+  /**
+   * With synchronous "full": group commit (transactions commit without an
+   * fsync; flush() syncs the WAL once for all of them before answers leave).
+   * Otherwise nothing to do.
+   */
+  readonly barrier: WriteBarrier;
   /** The durable in-process bus on the same file (unused, and idle, when another bus is chosen). */
   readonly bus: SqliteEventBus;
   /** "sqlite": `SELECT 1` on the database. */
@@ -64,9 +72,12 @@ export function sqliteProbe(db: SqliteDb): DependencyProbe {
  * process holds the directory.
  */
 export async function openSqliteStores(options: SqliteStoresOptions): Promise<SqliteStores> {
+  // "full" is kept by group commit: each transaction commits as NORMAL does, and the barrier
+  // fsyncs the WAL once for every commit before an answer (see wal-barrier.ts).
+  const groupCommit = options.synchronous === "full";
   const database = openSqliteDatabase({
     path: join(options.dataDir, SQLITE_FILE),
-    synchronous: options.synchronous,
+    synchronous: groupCommit ? "normal" : options.synchronous,
     busyTimeoutMs: options.busyTimeoutMs,
   });
   try {
@@ -82,9 +93,11 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       deliveries: new SqliteDeliveryLog(db),
     };
     const bus = createSqliteEventBus(db, { redeliveryDelayMs: options.redeliveryDelayMs, onHandlerError: options.onHandlerError });
+    const wal = groupCommit ? walBarrier(database.path) : undefined;
     let closing: Promise<void> | undefined;
     return {
       stores,
+      barrier: wal ?? NO_BARRIER,
       bus,
       probe: sqliteProbe(db),
       path: database.path,
@@ -93,6 +106,7 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
         (closing ??= (async () => {
           try {
             await bus.close();
+            await wal?.close();
           } finally {
             database.close();
           }

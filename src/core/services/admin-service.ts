@@ -39,10 +39,13 @@ function knownModel(id: string) {
 const newWebhookSecret = () => `whsec_${randomBytes(32).toString("base64")}`;
 
 export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminService> {
+  /** Every admin answer leaves once what it changed (accounts, money, keys, settings) is on disk. */
   const admin = <T>(headers: Headers, work: () => Promise<T>) =>
     rpc(async () => {
       requireAdmin(headers, deps.settingsOf.adminToken);
-      return work();
+      const result = await work();
+      await deps.durability.flush();
+      return result;
     });
 
   async function existingBalance(accountId: string) {

@@ -49,7 +49,7 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
     caller: Caller, operation: string, request: object, key: string, modelId: string,
     validate: (limits: ValidationLimits) => GenerationSpec,
   ) {
-    return idempotent(
+    const outcome = await idempotent(
       deps.idempotency,
       deps.log,
       {
@@ -74,6 +74,9 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
         },
       },
     );
+    // A 202 means stored: on disk before it is sent.
+    await deps.durability.flush();
+    return outcome;
   }
 
   const accepted = (outcome: { response: { jobId: string }; replayed: boolean }) => ({
