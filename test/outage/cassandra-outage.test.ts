@@ -1,15 +1,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { BACKEND, call, dropRealBackend, eventually, realBackendEnv, TERMINAL } from "../support/harness.js";
-import { mapLimit, WebhookRecorder } from "../support/crash-clients.js";
-import {
-  checkBooks, dumpOutput, runService, ensureServersUp, holdOutage, latencies, Monitor, portOpensAt, seconds, serverAnswersAt, setUpCustomer, startServer, statusCounts, stopServer,
-  Workload, type Sample,
-} from "../support/outage.js";
+import { BACKEND, call, eventually } from "../support/harness.js";
+import { checkBooks, ensureServersUp, holdOutage, latencies, portOpensAt, seconds, serverAnswersAt, startServer, statusCounts, OutageRun, type Sample } from "../support/outage.js";
 
 /**
  * Cassandra stopped (infra/down.sh) and started again (infra/up.sh) under one
@@ -31,88 +23,22 @@ const RECOVERY_BOUND_MS = 10_000;
 const OUTAGE_MS = Number(process.env.OUTAGE_HOLD_MS ?? 30_000);
 
 describe("when Cassandra becomes unreachable under a running service", { skip }, () => {
-  let service: Awaited<ReturnType<typeof runService>> | undefined;
-  const marks: { at: number; text: string }[] = [];
-  const zero = Date.now();
-  let workload: Workload | undefined;
-  let monitor: Monitor | undefined;
-  let env: Record<string, string> | undefined;
-  const recorder = new WebhookRecorder(0);
+  const run = new OutageRun("cassandra", { credit: CREDIT, model: MODEL });
+  const marks = run.marks;
 
   before(ensureServersUp, { timeout: 300_000 });
-  after(async () => {
-    await workload?.abort();
-    await monitor?.stop();
-    await service?.stop("SIGKILL").catch(() => {});
-    if (service) await dumpOutput("cassandra-outage", service, zero, marks);
-    await recorder.close();
-    await ensureServersUp(); // a failure midway must not leave Cassandra down for the next suite
-    if (env) {
-      await dropRealBackend(env).catch(() => {});
-      await rm(env.DATA_DIR!, { recursive: true, force: true });
-    }
-  }, { timeout: 300_000 });
+  after(() => run.cleanUp("cassandra-outage"), { timeout: 300_000 });
 
   it(
     "then requests answer 503 with Retry-After within a bound (never 500), /readyz names cassandra, /livez stays 200, " +
       "and the same process serves again within seconds of its return, every job finished, charged once, one job per key",
     { timeout: 600_000 },
     async (t) => {
-      env = {
-        ...realBackendEnv(),
-        DATA_DIR: await mkdtemp(join(tmpdir(), "gen-outage-cassandra-")),
-        URL_SIGNING_SECRET: randomBytes(16).toString("hex"),
-        ALLOW_PRIVATE_URLS: "true",
-        REAPER_INTERVAL: "300ms",
-        JOB_LEASE: "2s",
-        REQUEUE_AFTER: "3s",
-        SIMULATED_LATENCY_MS: "500",
-        DEPENDENCY_CHECK_INTERVAL: "250ms",
-        WEBHOOK_RETRY_SCHEDULE: "200ms,500ms,1s,2s,5s,10s",
-      };
-      service = await runService(env);
-      const pid = service.child.pid;
-      await recorder.start();
-      const { accountId, apiKey, secret } = await setUpCustomer(service.url, CREDIT, recorder.url);
-      const before = await call(service, "GET", "/readyz");
-      assert.equal(before.status, 200, before.text);
-      assert.deepEqual(before.json, { status: "ok", checks: { cassandra: "up", kafka: "up" } });
-
-      monitor = new Monitor(service.url, [
-        { path: "/readyz" },
-        { path: "/livez" },
-        { path: "/api/v1/balance", headers: { authorization: `Bearer ${apiKey}` } },
-      ]);
-      workload = new Workload({
-        baseUrl: service.url, apiKey, clients: 6, paceMs: 50, deadline: Date.now() + 480_000,
-        body: (key, client) => ({ model: MODEL, prompt: `a lighthouse, take ${key}`, aspect_ratio: "16:9", metadata: { key, client } }),
-      });
-      const load = workload;
-      await eventually(async () => load.accepted().length, (n) => n >= 30, { timeoutMs: 60_000, what: "30 jobs accepted before the outage" });
-      // Some jobs are mid-way (queued or processing) when the server goes: the outage hits them too.
-      const inFlight = await eventually(
-        async () => (await mapLimit(load.accepted(), 16, (o) => call(service!, "GET", `/api/v1/jobs/${o.json.job_id}`, { key: apiKey })))
-          .map((r) => r.json?.status as string).filter((status) => !TERMINAL.has(status)),
-        (open) => open.some((status) => status === "processing"),
-        { timeoutMs: 30_000, intervalMs: 50, what: "a job in processing before the outage" },
-      );
+      const { service, pid, accountId, apiKey, secret, load, inFlight } = await run.begin(50);
+      const recorder = run.recorder;
 
       // --- Cassandra goes away ---
-      const stopAt = Date.now();
-      marks.push({ at: stopAt, text: "down.sh began" });
-      const stopRun = await stopServer("cassandra");
-      const stoppedAt = Date.now();
-      marks.push({ at: stoppedAt, text: "down.sh returned (server gone)" });
-      const readyDown = await eventually(
-        () => call(service!, "GET", "/readyz"),
-        (r) => r.status === 503 && /cassandra/i.test(r.json?.reason ?? ""),
-        { timeoutMs: 20_000, intervalMs: 100, what: "/readyz 503 naming cassandra" },
-      );
-      const readyDownAt = Date.now();
-      marks.push({ at: readyDownAt, text: "/readyz 503 seen" });
-      assert.equal(readyDown.json.status, "unavailable", readyDown.text);
-      assert.equal(readyDown.json.checks.cassandra, "down", readyDown.text);
-      assert.ok(Number(readyDown.headers.get("retry-after")) > 0, `/readyz 503 has Retry-After: ${readyDown.headers.get("retry-after")}`);
+      const { stopAt, stopRun, stoppedAt, readyDownAt } = await run.takeDown();
       await eventually(
         async () => load.between(stoppedAt).filter((a) => a.status === 503).length,
         (n) => n >= 10,
@@ -163,7 +89,7 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
       });
       const first202 = load.between(startAt).find((a) => a.status === 202)!;
       await load.finish();
-      await monitor.stop();
+      await run.monitor!.stop();
 
       // --- what every client saw, throughout ---
       const attempts = load.attempts;
@@ -177,7 +103,7 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
         "every 503 carries Retry-After and the platform error shape",
       );
       assert.deepEqual(attempts.filter((a) => a.ms >= ANSWER_BOUND_MS).map(show), [], `every creation answered within ${ANSWER_BOUND_MS} ms`);
-      const samples = monitor.samples;
+      const samples = run.monitor!.samples;
       assert.deepEqual(samples.filter((s) => s.path === "/livez" && s.status !== 200).map(show), [], "/livez is 200 throughout");
       assert.deepEqual(
         samples.filter((s) => s.path !== "/livez" && !(s.status === 200 || (s.status === 503 && Number(s.retryAfter) > 0))).map(show), [],

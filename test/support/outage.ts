@@ -4,10 +4,13 @@ import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
 import { setTimeout as delay } from "node:timers/promises";
 import assert from "node:assert/strict";
-import { writeFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import cassandra from "cassandra-driver";
 import kafkajs from "kafkajs";
-import { ADMIN_TOKEN, call, eventually, pico, TERMINAL } from "./harness.js";
+import { ADMIN_TOKEN, call, dropRealBackend, eventually, pico, realBackendEnv, TERMINAL } from "./harness.js";
 import { mapLimit, WebhookRecorder, type RecordedDelivery } from "./crash-clients.js";
 
 /**
@@ -589,4 +592,105 @@ export async function holdOutage(since: number, holdMs: number, check: () => Pro
     await delay(Math.min(250, Math.max(0, holdMs - (Date.now() - since))));
   }
   await check();
+}
+
+/**
+ * One outage scenario's shared parts: a process of every role on a fresh
+ * keyspace and topic prefix, a customer whose webhook goes to a recorder,
+ * probes sampled throughout, clients creating jobs, the server taken down,
+ * and the clean-up that brings the servers back whatever happened.
+ */
+export class OutageRun {
+  service: Awaited<ReturnType<typeof runService>> | undefined;
+  readonly marks: { at: number; text: string }[] = [];
+  readonly zero = Date.now();
+  workload: Workload | undefined;
+  monitor: Monitor | undefined;
+  env: Record<string, string> | undefined;
+  readonly recorder = new WebhookRecorder(0);
+
+  constructor(
+    readonly server: "cassandra" | "kafka",
+    private readonly options: { credit: string; model: string },
+  ) {}
+
+  mark(text: string, at = Date.now()): number {
+    this.marks.push({ at, text });
+    return at;
+  }
+
+  /**
+   * Starts everything and waits until jobs are under way (at least 30
+   * accepted, one of them processing), so the outage hits work in flight.
+   */
+  async begin(paceMs: number) {
+    this.env = {
+      ...realBackendEnv(),
+      DATA_DIR: await mkdtemp(join(tmpdir(), `gen-outage-${this.server}-`)),
+      URL_SIGNING_SECRET: randomBytes(16).toString("hex"),
+      ALLOW_PRIVATE_URLS: "true",
+      REAPER_INTERVAL: "300ms",
+      JOB_LEASE: "2s",
+      REQUEUE_AFTER: "3s",
+      SIMULATED_LATENCY_MS: "500",
+      DEPENDENCY_CHECK_INTERVAL: "250ms",
+      WEBHOOK_RETRY_SCHEDULE: "200ms,500ms,1s,2s,5s,10s",
+    };
+    const service = (this.service = await runService(this.env));
+    await this.recorder.start();
+    const customer = await setUpCustomer(service.url, this.options.credit, this.recorder.url);
+    const ready = await call(service, "GET", "/readyz");
+    assert.equal(ready.status, 200, ready.text);
+    assert.deepEqual(ready.json, { status: "ok", checks: { cassandra: "up", kafka: "up" } });
+    this.monitor = new Monitor(service.url, [
+      { path: "/readyz" },
+      { path: "/livez" },
+      { path: "/api/v1/balance", headers: { authorization: `Bearer ${customer.apiKey}` } },
+    ]);
+    const model = this.options.model;
+    const load = (this.workload = new Workload({
+      baseUrl: service.url, apiKey: customer.apiKey, clients: 6, paceMs, deadline: Date.now() + 480_000,
+      body: (key, client) => ({ model, prompt: `a lighthouse, take ${key}`, aspect_ratio: "16:9", metadata: { key, client } }),
+    }));
+    await eventually(async () => load.accepted().length, (n) => n >= 30, { timeoutMs: 60_000, what: "30 jobs accepted before the outage" });
+    const inFlight = await eventually(
+      async () => (await mapLimit(load.accepted(), 16, (o) => call(service, "GET", `/api/v1/jobs/${o.json.job_id}`, { key: customer.apiKey })))
+        .map((r) => r.json?.status as string).filter((status) => !TERMINAL.has(status)),
+      (open) => open.some((status) => status === "processing"),
+      { timeoutMs: 30_000, intervalMs: 50, what: "a job in processing before the outage" },
+    );
+    return { service, pid: service.child.pid, ...customer, load, inFlight };
+  }
+
+  /** Stops the server and waits until /readyz answers 503 naming it, with Retry-After. */
+  async takeDown() {
+    const stopAt = this.mark("down.sh began");
+    const stopRun = await stopServer(this.server);
+    const stoppedAt = this.mark("down.sh returned (server gone)");
+    const name = new RegExp(this.server, "i");
+    const readyDown = await eventually(
+      () => call(this.service!, "GET", "/readyz"),
+      (r) => r.status === 503 && name.test(r.json?.reason ?? ""),
+      { timeoutMs: 20_000, intervalMs: 100, what: `/readyz 503 naming ${this.server}` },
+    );
+    const readyDownAt = this.mark("/readyz 503 seen");
+    assert.equal(readyDown.json.status, "unavailable", readyDown.text);
+    assert.equal(readyDown.json.checks[this.server], "down", readyDown.text);
+    assert.ok(Number(readyDown.headers.get("retry-after")) > 0, `/readyz 503 has Retry-After: ${readyDown.headers.get("retry-after")}`);
+    return { stopAt, stopRun, stoppedAt, readyDown, readyDownAt };
+  }
+
+  /** For `after`: stops everything, dumps the output when asked, and brings the servers back up for the next suite. */
+  async cleanUp(dumpName: string): Promise<void> {
+    await this.workload?.abort();
+    await this.monitor?.stop();
+    await this.service?.stop("SIGKILL").catch(() => {});
+    if (this.service) await dumpOutput(dumpName, this.service, this.zero, this.marks);
+    await this.recorder.close();
+    await ensureServersUp(); // a failure midway must not leave the server down for the next suite
+    if (this.env) {
+      await dropRealBackend(this.env).catch(() => {});
+      await rm(this.env.DATA_DIR!, { recursive: true, force: true });
+    }
+  }
 }
