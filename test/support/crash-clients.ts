@@ -4,6 +4,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { Webhook } from "standardwebhooks";
+import { jsonOrUndefined } from "./harness.js";
 
 /**
  * Helpers for tests that crash the service under load: a free port that stays
@@ -181,12 +182,7 @@ export async function createUntilDefinitive(options: CreateOptions): Promise<Cre
       await delay(backoffMs);
       continue;
     }
-    let json: any;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      json = undefined;
-    }
+    const json = jsonOrUndefined(text);
     if (isTransient(response.status)) {
       transient[response.status] = (transient[response.status] ?? 0) + 1;
       last = `${response.status} ${text.slice(0, 200)}`;

@@ -148,13 +148,16 @@ export async function call<T = any>(service: { url: string }, method: string, pa
   }
   const response = await fetch(service.url + path, { method, headers, body });
   const text = await response.text();
-  let json: any;
+  return { status: response.status, headers: response.headers, json: jsonOrUndefined(text), text };
+}
+
+/** A response body as JSON, or undefined when it is empty or not JSON (tests look at the status first). */
+export function jsonOrUndefined(text: string): any {
   try {
-    json = text ? JSON.parse(text) : undefined;
+    return text ? JSON.parse(text) : undefined;
   } catch {
-    json = undefined;
+    return undefined;
   }
-  return { status: response.status, headers: response.headers, json, text };
 }
 
 export interface Customer {

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import cassandra from "cassandra-driver";
 import kafkajs from "kafkajs";
-import { ADMIN_TOKEN, call, dropRealBackend, eventually, pico, realBackendEnv, TERMINAL } from "./harness.js";
+import { ADMIN_TOKEN, call, dropRealBackend, eventually, jsonOrUndefined, pico, realBackendEnv, TERMINAL } from "./harness.js";
 import { mapLimit, WebhookRecorder, type RecordedDelivery } from "./crash-clients.js";
 
 /**
@@ -187,12 +187,7 @@ export async function timed(baseUrl: string, path: string, request: TimedRequest
       signal: AbortSignal.timeout(request.timeoutMs ?? 30_000),
     });
     const text = await response.text();
-    let json: any;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      json = undefined;
-    }
+    const json = jsonOrUndefined(text);
     return { path, at, ms: Date.now() - at, status: response.status, retryAfter: response.headers.get("retry-after"), json, text };
   } catch (error) {
     return { path, at, ms: Date.now() - at, status: 0, retryAfter: null, json: undefined, text: "", error: describeError(error) };
