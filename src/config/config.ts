@@ -7,7 +7,7 @@ import { parsePriceTable, type ModelPricesText, type PriceTable } from "../domai
 import { parseRoutesFile, type Route, type RoutesFile } from "../domain/routing/routes.js";
 import { findModel } from "../domain/catalog/models.js";
 import type { WorkerOptions } from "../core/workers/generation-worker.js";
-import { MIB } from "../domain/validation/limits.js";
+import { DEFAULT_LIMITS, KIB, MIB, type ValidationLimits } from "../domain/validation/limits.js";
 
 /** The whole configuration, read from the environment once at boot. Nothing else reads process.env. */
 export interface Config {
@@ -29,6 +29,12 @@ export interface Config {
   readonly webhookTimeoutMs: number;
   readonly maxInputImages: number;
   readonly maxInputBytes: number;
+  /** Prompt and metadata limits (and the two above), as validation enforces them. */
+  readonly limits: ValidationLimits;
+  /** Timeouts, sizes and connection caps of both listening ports. */
+  readonly edge: EdgeLimits;
+  /** Jobs of one account accepted and not yet finished; beyond it 429 with Retry-After. */
+  readonly maxQueuedJobsPerAccount: number;
   readonly idempotencyTtlMs: number;
   readonly prices: PriceTable;
   /** When set, this process is a gateway in front of a remote core at that URL. */
@@ -46,6 +52,10 @@ export interface Config {
   readonly routes: readonly Route[] | undefined;
   /** How often a long-running upstream video operation is polled. */
   readonly upstreamPollMs: number;
+  /** UPSTREAM_VIDEO_MAX_BYTES: the largest video file downloaded from an upstream. */
+  readonly upstreamVideoMaxBytes: number;
+  /** INPUT_FETCH_TIMEOUT: how long fetching one input image from its URL may take. */
+  readonly inputFetchTimeoutMs: number;
   /** Where the embedded default keeps its state: "sqlite" (durable, DATA_DIR/service.db) or "memory" (lost on restart). */
   readonly embeddedStore: "sqlite" | "memory";
   /** SQLite's synchronous setting: "full" survives a power loss, "normal" a process crash only. */
@@ -62,6 +72,32 @@ export interface Config {
   readonly dependencyCheckMs: number;
   /** Bound of one publish to Kafka. */
   readonly publishTimeoutMs: number;
+}
+
+/** What every connection and request to the gateway (PORT) and the core (GRPC_PORT) may take. */
+export interface EdgeLimits {
+  /** HTTP_HEADERS_TIMEOUT: a request's headers must have arrived within this. */
+  readonly headersTimeoutMs: number;
+  /** HTTP_REQUEST_TIMEOUT: a whole request (headers and body) must have arrived within this. */
+  readonly requestTimeoutMs: number;
+  /** HTTP_IDLE_TIMEOUT: a connection (or HTTP/2 session) with no traffic at all for this long is closed. */
+  readonly idleTimeoutMs: number;
+  /** HTTP_KEEP_ALIVE_TIMEOUT: how long an HTTP/1.1 connection waits for its next request. */
+  readonly keepAliveTimeoutMs: number;
+  /** MAX_CONNECTIONS: open connections per port, all clients together. */
+  readonly maxConnections: number;
+  /** MAX_CONNECTIONS_PER_CLIENT: open connections per port from one client address. */
+  readonly maxConnectionsPerClient: number;
+  /** MAX_BODY_BYTES: the body (or RPC message) of every call that carries no input images. */
+  readonly maxBodyBytes: number;
+  /** LARGE_UPLOAD_BYTES: a body above this counts as a large upload. */
+  readonly largeUploadBytes: number;
+  /** MAX_CONCURRENT_LARGE_UPLOADS: large uploads read at once per process; beyond it 429 with Retry-After. */
+  readonly maxConcurrentLargeUploads: number;
+  /** MAX_BODY_MEMORY: bytes of request bodies being received at once per process, both ports, every body counted. */
+  readonly maxBodyMemory: number;
+  /** GRPC_MAX_CONCURRENT_STREAMS: calls at once on one HTTP/2 connection to the core. */
+  readonly maxConcurrentStreams: number;
 }
 
 export type Role = "api" | "worker" | "webhooks";
@@ -106,6 +142,15 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0
   if (raw === undefined || raw === "") return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer ≥ ${min} (got "${raw}")`);
+  return value;
+}
+
+function bytes(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 1): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const match = /^(\d+)(|B|KiB|MiB|GiB)$/.exec(raw.trim());
+  const value = match ? Number(match[1]) * ({ "": 1, B: 1, KiB: KIB, MiB: MIB, GiB: 1024 * MIB } as Record<string, number>)[match[2]!]! : NaN;
+  if (!Number.isSafeInteger(value) || value < min) throw new Error(`${name} must be a size such as 4096, 64KiB or 2MiB, at least ${min} bytes (got "${raw}")`);
   return value;
 }
 
@@ -178,6 +223,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const cassandraPoints = list(env.CASSANDRA_CONTACT_POINTS);
   const kafkaBrokers = list(env.KAFKA_BROKERS);
   const processRoles = roles(env.ROLE);
+  const maxInputImages = integer(env, "MAX_INPUT_IMAGES", DEFAULT_LIMITS.maxInputImages, 1);
+  const maxInputBytes = bytes(env, "MAX_INPUT_BYTES", DEFAULT_LIMITS.maxInputBytes);
+  const defaults = DEFAULT_LIMITS;
   if (processRoles.size < ROLES.length && (cassandraPoints.length === 0 || kafkaBrokers.length === 0)) {
     throw new Error("running a single ROLE needs shared state: set CASSANDRA_CONTACT_POINTS and KAFKA_BROKERS");
   }
@@ -196,8 +244,37 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     urlSigningSecret: signingSecret(env, dataDir),
     webhookRetryScheduleMs: (env.WEBHOOK_RETRY_SCHEDULE || "5s,5m,30m,2h,5h,10h").split(",").map(parseDuration),
     webhookTimeoutMs: parseDuration(env.WEBHOOK_TIMEOUT || "15s"),
-    maxInputImages: integer(env, "MAX_INPUT_IMAGES", 100, 1),
-    maxInputBytes: integer(env, "MAX_INPUT_BYTES", 200 * MIB, 1),
+    maxInputImages,
+    maxInputBytes,
+    limits: {
+      maxInputImages,
+      maxInputBytes,
+      maxPromptBytes: {
+        image: bytes(env, "MAX_PROMPT_BYTES_IMAGE", defaults.maxPromptBytes.image),
+        video: bytes(env, "MAX_PROMPT_BYTES_VIDEO", defaults.maxPromptBytes.video),
+        text: bytes(env, "MAX_PROMPT_BYTES_TEXT", defaults.maxPromptBytes.text),
+      },
+      metadata: {
+        maxKeys: integer(env, "MAX_METADATA_KEYS", defaults.metadata.maxKeys, 0),
+        maxKeyBytes: bytes(env, "MAX_METADATA_KEY_BYTES", defaults.metadata.maxKeyBytes),
+        maxValueBytes: bytes(env, "MAX_METADATA_VALUE_BYTES", defaults.metadata.maxValueBytes),
+        maxTotalBytes: bytes(env, "MAX_METADATA_BYTES", defaults.metadata.maxTotalBytes),
+      },
+    },
+    edge: {
+      headersTimeoutMs: Math.max(100, parseDuration(env.HTTP_HEADERS_TIMEOUT || "10s")),
+      requestTimeoutMs: Math.max(100, parseDuration(env.HTTP_REQUEST_TIMEOUT || "60s")),
+      idleTimeoutMs: Math.max(100, parseDuration(env.HTTP_IDLE_TIMEOUT || "30s")),
+      keepAliveTimeoutMs: Math.max(100, parseDuration(env.HTTP_KEEP_ALIVE_TIMEOUT || "5s")),
+      maxConnections: integer(env, "MAX_CONNECTIONS", 10_000, 1),
+      maxConnectionsPerClient: integer(env, "MAX_CONNECTIONS_PER_CLIENT", 256, 1),
+      maxBodyBytes: bytes(env, "MAX_BODY_BYTES", 1 * MIB),
+      largeUploadBytes: bytes(env, "LARGE_UPLOAD_BYTES", 1 * MIB),
+      maxConcurrentLargeUploads: integer(env, "MAX_CONCURRENT_LARGE_UPLOADS", 4, 1),
+      maxConcurrentStreams: integer(env, "GRPC_MAX_CONCURRENT_STREAMS", 100, 1),
+      maxBodyMemory: bytes(env, "MAX_BODY_MEMORY", 512 * MIB),
+    },
+    maxQueuedJobsPerAccount: integer(env, "MAX_QUEUED_JOBS_PER_ACCOUNT", 1000, 1),
     idempotencyTtlMs: parseDuration(env.IDEMPOTENCY_TTL || "24h"),
     prices,
     coreUrl: env.CORE_URL || undefined,
@@ -224,8 +301,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       textCallLimitMs: parseDuration(env.TEXT_CALL_LIMIT || "1h"),
     },
     shutdownGraceMs: parseDuration(env.SHUTDOWN_GRACE || "20s"),
-    routes: loadRoutes(env, integer(env, "MAX_INPUT_IMAGES", 100, 1)),
+    routes: loadRoutes(env, maxInputImages),
     upstreamPollMs: parseDuration(env.UPSTREAM_POLL_INTERVAL || "1s"),
+    upstreamVideoMaxBytes: bytes(env, "UPSTREAM_VIDEO_MAX_BYTES", 512 * MIB),
+    inputFetchTimeoutMs: Math.max(100, parseDuration(env.INPUT_FETCH_TIMEOUT || "30s")),
     embeddedStore: oneOf(env, "EMBEDDED_STORE", ["sqlite", "memory"] as const, "sqlite"),
     sqliteSynchronous: oneOf(env, "SQLITE_SYNCHRONOUS", ["normal", "full", "extra"] as const, "full"),
     jobRetentionMs: retention(env),

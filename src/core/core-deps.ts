@@ -36,6 +36,8 @@ export interface CorePorts {
 export interface CoreSettings {
   readonly adminToken: string;
   readonly limits: ValidationLimits;
+  /** Jobs of one account accepted and not yet finished; beyond it acceptance answers 429 (MAX_QUEUED_JOBS_PER_ACCOUNT). */
+  readonly maxQueuedJobsPerAccount: number;
   readonly idempotencyTtlMs: number;
   /** Lifetime of a signed result URL. */
   readonly resultUrlTtlSeconds: number;

@@ -9,20 +9,28 @@ export type Money = bigint;
 
 export const MONEY_SCALE_DIGITS = 12;
 const SCALE = 10n ** BigInt(MONEY_SCALE_DIGITS);
-const DECIMAL = /^(-)?(\d+)(?:\.(\d+))?$/;
+/**
+ * The one decimal grammar of money: an optional "-", then "0" or digits not
+ * starting with 0, then an optional point with at least one digit. No
+ * whitespace, "+", exponent or leading zeros ("05", "00.5").
+ */
+const DECIMAL = /^(-)?(0|[1-9][0-9]*)(?:\.([0-9]+))?$/;
 
 export const ZERO: Money = 0n;
 
 export class InvalidAmountError extends Error {
   constructor(readonly input: string, reason: string) {
-    super(`invalid amount "${input}": ${reason}`);
+    // The input is quoted, cut after 40 characters: an error message never carries a megabyte of digits.
+    super(`invalid amount ${JSON.stringify(input.length > 40 ? `${input.slice(0, 40)}…` : input)}: ${reason}`);
   }
 }
 
-/** Parses a decimal USD string ("10", "10.50", "0.000001"). */
+/** Parses a decimal USD string ("10", "10.50", "0.000001"), exactly as written: nothing is trimmed. */
 export function parseMoney(input: string): Money {
-  const match = DECIMAL.exec(input.trim());
-  if (!match) throw new InvalidAmountError(input, "expected a decimal number such as 10.50");
+  const match = DECIMAL.exec(input);
+  if (!match) {
+    throw new InvalidAmountError(input, "expected a decimal number such as 10.50 (no spaces, \"+\", exponent or leading zeros)");
+  }
   const [, sign, whole, fraction = ""] = match;
   if (fraction.length > MONEY_SCALE_DIGITS) {
     throw new InvalidAmountError(input, `at most ${MONEY_SCALE_DIGITS} decimal places`);

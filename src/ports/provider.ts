@@ -21,10 +21,11 @@ export interface TextRequest {
   readonly model: ModelSpec;
   readonly route?: string;
   /**
-   * The caller's request in the vendor's JSON (contents, systemInstruction,
-   * generationConfig, safetySettings, tools, …: every field the text API
-   * models) when it came through the vendor surface, so a real upstream gets
-   * what the caller asked for; the simulator reads promptText.
+   * The caller's request in the vendor's JSON, when it came through the vendor
+   * surface, rebuilt from the allow-list of priced fields (contents,
+   * systemInstruction, the allowed generationConfig fields: see
+   * src/domain/text/upstream-body.ts), so a real upstream gets what the
+   * caller asked for and nothing unpriced; the simulator reads promptText.
    */
   readonly wire?: Record<string, unknown>;
   readonly promptText: string;

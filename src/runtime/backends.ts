@@ -23,7 +23,6 @@ import { systemClock } from "../ports/clock.js";
 import type { Log } from "./logger.js";
 import { NO_BARRIER, type WriteBarrier } from "../ports/write-barrier.js";
 
-const INPUT_FETCH_TIMEOUT_MS = 30_000;
 /** Delay before a failed event handler sees its event again. */
 const REDELIVERY_DELAY_MS = 1000;
 
@@ -149,6 +148,7 @@ export async function openBackends(config: Config, log: Log, persist: Persist): 
         routes: config.routes,
         pausedRoutes: () => stores.settings.pausedRoutes(),
         pollIntervalMs: config.upstreamPollMs,
+        videoDownload: { maxBytes: config.upstreamVideoMaxBytes, allowPrivate: config.allowPrivateUrls },
       })
     : new SimulatedProvider({
         latencyMs: config.simulatedLatencyMs, maxInputImages: config.maxInputImages, renderThreads: config.simulatedRenderThreads,
@@ -159,7 +159,7 @@ export async function openBackends(config: Config, log: Log, persist: Persist): 
       bus: config.routes ? bus : withSimulatedQueueTime(bus, config.simulatedLatencyMs),
       blobs: new DiskBlobStore(`${config.dataDir}/blobs`),
       provider,
-      inputs: new HttpInputFetcher({ allowPrivate: config.allowPrivateUrls, timeoutMs: INPUT_FETCH_TIMEOUT_MS }),
+      inputs: new HttpInputFetcher({ allowPrivate: config.allowPrivateUrls, timeoutMs: config.inputFetchTimeoutMs }),
       webhookTransport: new HttpWebhookTransport(config.allowPrivateUrls),
       durability: opened.barrier ?? NO_BARRIER,
       clock: systemClock,

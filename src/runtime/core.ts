@@ -18,6 +18,8 @@ import { createAnnouncer } from "../core/jobs/announcer.js";
 import { TOPICS, type Subscription } from "../ports/event-bus.js";
 import { createInProcessClient } from "../transport/rpc/in-process-client.js";
 import type { CoreClients } from "./core-clients.js";
+import { localHeaderCheck, type HeaderCheck } from "../core/auth/header-check.js";
+import { createInlineStaging, type InlineStaging } from "../core/jobs/inline-staging.js";
 
 export interface Core {
   readonly deps: CoreDeps;
@@ -29,6 +31,10 @@ export interface Core {
   };
   /** The in-process clients the gateway uses when it runs beside the core. */
   readonly clients: CoreClients;
+  /** Credentials from headers alone, checked by both edges before a body is read. */
+  readonly headerCheck: HeaderCheck;
+  /** Where the gateway beside the core decodes a large request's inline images while it arrives. */
+  readonly staging: InlineStaging;
   /** Starts the consumers of the given roles (worker: generation + reaper; webhooks: deliveries). */
   startConsumers(roles: ReadonlySet<Role>, log: (message: string, error: unknown) => void): Promise<void>;
   /** Stops consuming; in-flight jobs get `graceMs` to finish, then are handed back. */
@@ -44,7 +50,8 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
     ...ports,
     settingsOf: {
       adminToken: config.adminToken,
-      limits: { maxInputImages: config.maxInputImages, maxInputBytes: config.maxInputBytes },
+      limits: config.limits,
+      maxQueuedJobsPerAccount: config.maxQueuedJobsPerAccount,
       idempotencyTtlMs: config.idempotencyTtlMs,
       resultUrlTtlSeconds: config.resultUrlTtlSeconds,
       urlSigningSecret: config.urlSigningSecret,
@@ -76,6 +83,8 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
     deps,
     services,
     clients,
+    headerCheck: localHeaderCheck(deps.apiKeys, config.adminToken),
+    staging: createInlineStaging(deps.blobs, config.limits),
     async startConsumers(roles, log) {
       if (roles.has("worker")) {
         worker = createGenerationWorker(deps, config.worker);

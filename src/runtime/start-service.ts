@@ -4,7 +4,11 @@ import type { FastifyInstance } from "fastify";
 import type { Config } from "../config/config.js";
 import { Readiness } from "../core/health/readiness.js";
 import { isDependencyUnavailable } from "../ports/dependency.js";
+import type { HeaderCheck } from "../core/auth/header-check.js";
+import { remoteHeaderCheck } from "../core/auth/header-check.js";
+import { generationBodyBytes } from "../transport/http/edge/body-guard.js";
 import { buildGateway } from "../transport/http/gateway.js";
+import { UploadSlots } from "../transport/upload-slots.js";
 import { listenRpc } from "../transport/rpc/rpc-server.js";
 import { openBackends, type Backends, type Persist, type WatchedDependency } from "./backends.js";
 import type { CoreClients } from "./core-clients.js";
@@ -107,7 +111,10 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
   const serveApi = config.roles.has("api");
   const stopping = new AbortController();
   let clients: CoreClients | undefined;
+  let headerCheck: HeaderCheck | undefined;
   let gateway: FastifyInstance | undefined;
+  // One count of large uploads for the process, both ports.
+  const uploadSlots = new UploadSlots(config.edge.maxConcurrentLargeUploads);
   let httpUrl = "";
   if (serveApi) {
     // The gate answers 503 until `clients` exist, so these getters are never reached before.
@@ -117,7 +124,17 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
       get admin() { return clients!.admin; },
       get files() { return clients!.files; },
     };
-    gateway = await buildGateway(lazy, { logLevel: config.logLevel, readiness });
+    gateway = await buildGateway(lazy, {
+      logLevel: config.logLevel,
+      readiness,
+      edge: config.edge,
+      generationBodyBytes: generationBodyBytes(config.limits, config.edge),
+      headerCheck: (headers, needs) => headerCheck!(headers, needs),
+      limits: config.limits,
+      // Beside the core, large requests' inline images are staged into its blob store while they arrive.
+      staging: () => core?.staging,
+      uploadSlots,
+    });
     await gateway.listen({ host: config.host, port: config.port });
     httpUrl = `http://${config.host}:${(gateway.server.address() as AddressInfo).port}`;
   }
@@ -162,6 +179,7 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
     });
     if (config.coreUrl) {
       clients = remoteCoreClients(config.coreUrl);
+      headerCheck = remoteHeaderCheck(clients.generation, config.adminToken);
       readiness.markStarted();
       return running();
     }
@@ -176,9 +194,10 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
       backends.ownsStore ? startedAt : undefined,
     );
     clients = core.clients;
+    headerCheck = core.headerCheck;
     stopWatching = watchDependencies(backends.dependencies, readiness, config.dependencyCheckMs, baseLog);
     await core.startConsumers(config.roles, log);
-    rpc = serveApi ? await listenRpc(core, config.host, config.grpcPort, log, readiness) : undefined;
+    rpc = serveApi ? await listenRpc(core, config.host, config.grpcPort, log, readiness, { edge: config.edge, limits: config.limits, uploads: uploadSlots }) : undefined;
     readiness.markStarted();
     return running(rpc && `http://${config.host}:${rpc.port}`);
   })();

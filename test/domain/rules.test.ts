@@ -54,7 +54,7 @@ describe("domain rules", () => {
         model: "videomodel-3.1-generate-001",
         instances: Array.from({ length: count }, () => ({ prompt: "p" })),
         parameters: { durationSeconds },
-      });
+      }, DEFAULT_LIMITS);
     assert.equal(interaction().durationSeconds, 4);
     assert.equal(interaction(1).durationSeconds, 1);
     assert.equal(reasonOf(() => interaction(0)), "invalid:invalid_duration");
@@ -68,7 +68,7 @@ describe("domain rules", () => {
   });
 
   it("validation: inline images are measured decoded, against the byte limit", () => {
-    const limits = { maxInputImages: 100, maxInputBytes: 10 };
+    const limits = { ...DEFAULT_LIMITS, maxInputImages: 100, maxInputBytes: 10 };
     const ok = Buffer.alloc(10).toString("base64");
     const over = `data:image/png;base64,${Buffer.alloc(11).toString("base64")}`;
     const request = (b64: string) => () =>

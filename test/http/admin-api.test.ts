@@ -357,3 +357,83 @@ describe("model catalog GET /api/v1/models", () => {
     assert.deepEqual(byId.get("videomodel-3.1-generate-001").price.per_second, { "720p": "0.40", "1080p": "0.40", "4k": "0.60" });
   });
 });
+
+describe("admin money fields: strict decimals, bounds, the field named (issue 8)", () => {
+  let service: TestService;
+  before(async () => {
+    service = await startTestService();
+  });
+  after(() => service.close());
+
+  const NOT_STRICT = [" 5 ", "\t5\n", "+5", "5e3", "1E2", "05", "00.5", "1.", ".5", "1,5", "-1", "1.0000000000001"];
+  const TOO_LARGE = ["1000000000.000000000001", "1000000001", `1${"0".repeat(30)}`];
+
+  it("when a credit or an opening balance is not a strict decimal, then 422 invalid_amount naming the field, and nothing changes", async () => {
+    const customer = await createCustomer(service, "3.00");
+    for (const value of NOT_STRICT) {
+      const credit = await admin(service, "POST", `/admin/v1/accounts/${customer.accountId}/credits`, { amount: value });
+      assertPlatformError(credit, 422, "invalid_amount");
+      assert.match(credit.json.error.message, /^amount must be a decimal string such as "10\.50"/, JSON.stringify(value));
+      const opened = await admin(service, "POST", "/admin/v1/accounts", { name: "bad", balance: value });
+      assertPlatformError(opened, 422, "invalid_amount");
+      assert.match(opened.json.error.message, /^balance must be a decimal string such as "10\.50"/, JSON.stringify(value));
+    }
+    assert.equal((await admin(service, "GET", `/admin/v1/accounts/${customer.accountId}/balance`)).json.balance, "3.00");
+  });
+
+  it("when a credit or an opening balance is over 1 000 000 000.00, then 422 naming the field and the bound; at the bound, accepted", async () => {
+    const customer = await createCustomer(service, "0");
+    for (const value of TOO_LARGE) {
+      const credit = await admin(service, "POST", `/admin/v1/accounts/${customer.accountId}/credits`, { amount: value });
+      assertPlatformError(credit, 422, "invalid_amount");
+      assert.equal(credit.json.error.message, "amount must be at most 1000000000.00");
+      const opened = await admin(service, "POST", "/admin/v1/accounts", { name: "big", balance: value });
+      assertPlatformError(opened, 422, "invalid_amount");
+      assert.equal(opened.json.error.message, "balance must be at most 1000000000.00");
+    }
+    assert.equal((await admin(service, "GET", `/admin/v1/accounts/${customer.accountId}/balance`)).json.balance, "0.00");
+    const credited = await admin(service, "POST", `/admin/v1/accounts/${customer.accountId}/credits`, { amount: "1000000000" });
+    assert.equal(credited.status, 200, credited.text);
+    assert.equal(credited.json.balance, "1000000000.00");
+    const opened = await admin(service, "POST", "/admin/v1/accounts", { name: "big", balance: "1000000000.000000000000" });
+    assert.equal(opened.status, 201, opened.text);
+    assert.equal(opened.json.balance, "1000000000.00");
+  });
+
+  it("when a credit would take the balance over 1 000 000 000 000.00, then 422 balance_limit_exceeded; exactly to it, accepted", async () => {
+    const opened = await admin(service, "POST", "/admin/v1/accounts", { name: "whale", balance: "999999999.999999999999" });
+    const accountId = opened.json.account_id;
+    const credit = (amount: string) => admin(service, "POST", `/admin/v1/accounts/${accountId}/credits`, { amount });
+    for (let i = 0; i < 999; i++) assert.equal((await credit("1000000000")).status, 200);
+    const over = await credit("0.000000000002");
+    assertPlatformError(over, 422, "balance_limit_exceeded");
+    assert.equal(over.json.error.message, "amount would take the balance to 1000000000000.000000000001; a balance may be at most 1000000000000.00");
+    const at = await credit("0.000000000001");
+    assert.equal(at.status, 200, at.text);
+    assert.equal(at.json.balance, "1000000000000.00");
+    assertPlatformError(await credit("0.000000000001"), 422, "balance_limit_exceeded");
+    assert.equal((await admin(service, "GET", `/admin/v1/accounts/${accountId}/balance`)).json.balance, "1000000000000.00");
+  });
+
+  it("when a price figure is not a strict decimal or over 1 000 000.00, then 422 invalid_price naming the figure, and the price stays", async () => {
+    const cases: [string, Record<string, unknown>, RegExp][] = [
+      ["aimodel-3.7-flash", { input_per_million_tokens: " 5 " }, /^input_per_million_tokens must be a decimal string/],
+      ["aimodel-3.7-flash", { output_per_million_tokens: "+5" }, /^output_per_million_tokens must be a decimal string/],
+      ["aimodel-3.7-flash", { input_per_million_tokens: "1000000.000001" }, /^input_per_million_tokens must be at most 1000000\.00$/],
+      ["aimodel-omni-1.1-flash", { video_output_per_million_tokens: "1e3" }, /^video_output_per_million_tokens must be a decimal string/],
+      ["aimodel-nbx-2.1", { per_image: { "1K": "0.05", "2K": "\t0.08\n" } }, /^per_image\.2K must be a decimal string/],
+      ["aimodel-nbx-2.1", { per_image: { "4K": `1${"0".repeat(30)}` } }, /^per_image\.4K must be at most 1000000\.00$/],
+      ["videomodel-3.1-generate-001", { per_second: { "720p": "00.40" } }, /^per_second\.720p must be a decimal string/],
+    ];
+    const before = (await admin(service, "GET", "/admin/v1/prices")).json;
+    for (const [model, body, message] of cases) {
+      const response = await admin(service, "PUT", `/admin/v1/prices/${model}`, body);
+      assertPlatformError(response, 422, "invalid_price");
+      assert.match(response.json.error.message, message);
+    }
+    assert.deepEqual((await admin(service, "GET", "/admin/v1/prices")).json, before);
+    const atBound = await admin(service, "PUT", "/admin/v1/prices/aimodel-3.7-flash", { input_per_million_tokens: "1000000" });
+    assert.equal(atBound.status, 200, atBound.text);
+    assert.equal(atBound.json.input_per_million_tokens, "1000000.00");
+  });
+});

@@ -34,6 +34,8 @@ export function realBackendEnv(): Record<string, string> {
 
 export interface TestService {
   readonly url: string;
+  /** The service's DATA_DIR (SQLite file, blobs). */
+  readonly dataDir: string;
   readonly grpcUrl: string;
   readonly running: RunningService;
   close(): Promise<void>;
@@ -68,6 +70,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
   const running = await startService(config, process.env.TEST_LOG ? (m, e) => console.error(m, e) : () => {});
   return {
     url: running.httpUrl,
+    dataDir,
     grpcUrl: running.grpcUrl ?? "",
     running,
     async close() {

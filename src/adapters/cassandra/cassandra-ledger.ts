@@ -1,16 +1,18 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Money } from "../../domain/money.js";
-import type { BalanceSnapshot, Ledger, ReserveOutcome } from "../../ports/ledger.js";
+import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
+import type { BalanceSnapshot, Ledger, ReserveOptions, ReserveOutcome, Settlement, Shortfall } from "../../ports/ledger.js";
 import { AmbiguousWriteError, conditional, serialRead, type CassandraClient } from "./cassandra-session.js";
 
 type Operation =
-  | { kind: "reserve"; reservationId: string; amount: Money }
+  | { kind: "reserve"; reservationId: string; amount: Money; options?: ReserveOptions }
   | { kind: "settle"; reservationId: string; amount: Money }
   | { kind: "release"; reservationId: string }
   | { kind: "credit"; amount: Money };
 
-type Outcome = ReserveOutcome | "done";
+/** A settle that ended its hold answers its Settlement; one that found nothing to end, "done". */
+type Outcome = ReserveOutcome | "done" | Settlement;
 
 interface Pending {
   readonly id: string;
@@ -44,7 +46,10 @@ const MAX_ATTEMPTS = 60;
  * batch, so a hot account is limited by round trips, not by contention. Across
  * processes the version check keeps every batch serial; a loser re-reads and
  * retries. A write of unknown outcome is settled by reading the account's
- * recent operation ids, never by writing again blindly.
+ * recent operation ids, never by writing again blindly. The open holds are in
+ * the row, so a reservation's open-hold limit is checked in the same round as
+ * its funds; a settlement charges at most hold + available and records the
+ * rest in the row's `shortfalls` by the same write.
  */
 export class CassandraLedger implements Ledger {
   private readonly queues = new Map<string, Pending[]>();
@@ -70,16 +75,23 @@ export class CassandraLedger implements Ledger {
     return row ? { balance: row.balance as bigint, reserved: row.reserved as bigint } : undefined;
   }
 
-  async reserve(accountId: string, reservationId: string, amount: Money): Promise<ReserveOutcome> {
-    return (await this.enqueue(accountId, { kind: "reserve", reservationId, amount })) as ReserveOutcome;
+  async reserve(accountId: string, reservationId: string, amount: Money, options?: ReserveOptions): Promise<ReserveOutcome> {
+    return (await this.enqueue(accountId, { kind: "reserve", reservationId, amount, options })) as ReserveOutcome;
   }
 
-  async settle(accountId: string, reservationId: string, amount: Money): Promise<void> {
-    await this.enqueue(accountId, { kind: "settle", reservationId, amount });
+  async settle(accountId: string, reservationId: string, amount: Money): Promise<Settlement | undefined> {
+    const outcome = await this.enqueue(accountId, { kind: "settle", reservationId, amount });
+    return typeof outcome === "object" ? outcome : undefined;
   }
 
   async release(accountId: string, reservationId: string): Promise<void> {
     await this.enqueue(accountId, { kind: "release", reservationId });
+  }
+
+  async shortfalls(accountId: string): Promise<Shortfall[]> {
+    const row = (await this.client.execute("SELECT shortfalls FROM accounts WHERE account_id = ?", [accountId])).first();
+    const recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
+    return Object.entries(recorded).map(([reservationId, amount]) => ({ reservationId, amount }));
   }
 
   async hasAnyAccount(): Promise<boolean> {
@@ -130,15 +142,25 @@ export class CassandraLedger implements Ledger {
     };
   }
 
-  /** Applies the batch to a copy of the state; returns each operation's outcome and whether anything changed. */
-  private static apply(state: AccountState, batch: readonly Pending[]): { outcomes: Outcome[]; changed: string[] } {
+  /**
+   * Applies the batch to a copy of the state; returns each operation's
+   * outcome, the ids of the operations that changed something, and the
+   * shortfalls the batch's settlements recorded.
+   */
+  private static apply(
+    state: AccountState, batch: readonly Pending[],
+  ): { outcomes: Outcome[]; changed: string[]; shortfalls: Record<string, Money> } {
     const outcomes: Outcome[] = [];
     const changed: string[] = [];
+    const shortfalls: Record<string, Money> = {};
     for (const { id, operation } of batch) {
       switch (operation.kind) {
         case "reserve": {
+          const cap = operation.options?.maxOpenHolds;
           if (state.holds.has(operation.reservationId)) {
             outcomes.push("reserved");
+          } else if (cap && CassandraLedger.openHolds(state, cap.countedPrefix, cap.exceptPrefix) >= cap.limit) {
+            outcomes.push("too_many_open_holds");
           } else if (state.balance - state.reserved < operation.amount) {
             outcomes.push("insufficient_funds");
           } else {
@@ -152,13 +174,20 @@ export class CassandraLedger implements Ledger {
         case "settle":
         case "release": {
           const held = state.holds.get(operation.reservationId);
-          if (held !== undefined) {
-            state.holds.delete(operation.reservationId);
-            state.reserved -= held;
-            if (operation.kind === "settle") state.balance -= operation.amount;
-            changed.push(id);
+          if (held === undefined) {
+            outcomes.push("done");
+            break;
           }
-          outcomes.push("done");
+          // Bounded before the hold leaves `reserved`: at most hold + available is charged.
+          const settlement = operation.kind === "settle" ? boundedCharge(operation.amount, held, state) : undefined;
+          state.holds.delete(operation.reservationId);
+          state.reserved -= held;
+          if (settlement) {
+            state.balance -= settlement.charged;
+            if (settlement.shortfall > 0n) shortfalls[operation.reservationId] = settlement.shortfall;
+          }
+          changed.push(id);
+          outcomes.push(settlement ?? "done");
           break;
         }
         case "credit":
@@ -168,7 +197,13 @@ export class CassandraLedger implements Ledger {
           break;
       }
     }
-    return { outcomes, changed };
+    return { outcomes, changed, shortfalls };
+  }
+
+  private static openHolds(state: AccountState, countedPrefix: string, exceptPrefix?: string): number {
+    let open = 0;
+    for (const id of state.holds.keys()) if (countsAsOpenHold(id, countedPrefix, exceptPrefix)) open++;
+    return open;
   }
 
   private async commit(accountId: string, batch: readonly Pending[]): Promise<Outcome[]> {
@@ -177,18 +212,27 @@ export class CassandraLedger implements Ledger {
       if (!state) return batch.map(() => "unknown_account");
       if (batch.some((p) => state.lastOps.includes(p.id))) {
         // An earlier attempt of this very batch was applied after all (unknown outcome).
-        return CassandraLedger.replay(batch, state);
+        return this.replay(accountId, batch, state);
       }
       const before = state.version;
-      const { outcomes, changed } = CassandraLedger.apply(state, batch);
+      const { outcomes, changed, shortfalls } = CassandraLedger.apply(state, batch);
       if (changed.length === 0) return outcomes;
       const lastOps = [...changed, ...state.lastOps].slice(0, REMEMBERED_OPS);
+      const params = [state.balance, state.reserved, Object.fromEntries(state.holds), before + 1n, lastOps];
+      const shortfallsRecorded = Object.keys(shortfalls).length > 0;
       try {
-        const result = await conditional(
-          this.client,
-          "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, version = ?, last_ops = ? WHERE account_id = ? IF version = ?",
-          [state.balance, state.reserved, Object.fromEntries(state.holds), before + 1n, lastOps, accountId, before],
-        );
+        // Shortfalls are added to the row by the same conditional write that charges.
+        const result = shortfallsRecorded
+          ? await conditional(
+            this.client,
+            "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, version = ?, last_ops = ?, shortfalls = shortfalls + ? WHERE account_id = ? IF version = ?",
+            [...params, shortfalls, accountId, before],
+          )
+          : await conditional(
+            this.client,
+            "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, version = ?, last_ops = ? WHERE account_id = ? IF version = ?",
+            [...params, accountId, before],
+          );
         if (result.applied) return outcomes;
       } catch (error) {
         if (!(error instanceof AmbiguousWriteError)) throw error;
@@ -202,11 +246,32 @@ export class CassandraLedger implements Ledger {
   /**
    * The batch was applied by an attempt whose answer was lost. Recomputing its
    * outcomes against today's state would be wrong; a reserve succeeded exactly
-   * when its hold is there (its owner is waiting here, so nobody settled it yet).
+   * when its hold is there (its owner is waiting here, so nobody settled it yet),
+   * and a settle ended its hold exactly when its operation id was recorded, with
+   * the shortfall the row recorded for its reservation.
    */
-  private static replay(batch: readonly Pending[], state: AccountState): Outcome[] {
-    return batch.map((p) =>
-      p.operation.kind === "reserve" ? (state.holds.has(p.operation.reservationId) ? "reserved" : "insufficient_funds") : "done",
-    );
+  private async replay(accountId: string, batch: readonly Pending[], state: AccountState): Promise<Outcome[]> {
+    const settled = batch.some((p) => p.operation.kind === "settle" && state.lastOps.includes(p.id));
+    const row = settled ? await serialRead(this.client, "SELECT shortfalls FROM accounts WHERE account_id = ?", [accountId]) : undefined;
+    const recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
+    return batch.map(({ id, operation }): Outcome => {
+      switch (operation.kind) {
+        case "reserve":
+          if (state.holds.has(operation.reservationId)) return "reserved";
+          // Refused: for the open-hold limit or for funds; a refusal of either kind reserved nothing.
+          return operation.options?.maxOpenHolds &&
+            CassandraLedger.openHolds(state, operation.options.maxOpenHolds.countedPrefix, operation.options.maxOpenHolds.exceptPrefix) >=
+              operation.options.maxOpenHolds.limit
+            ? "too_many_open_holds"
+            : "insufficient_funds";
+        case "settle": {
+          if (!state.lastOps.includes(id)) return "done";
+          const shortfall = recorded[operation.reservationId] ?? 0n;
+          return { charged: operation.amount - shortfall, shortfall };
+        }
+        default:
+          return "done";
+      }
+    });
   }
 }

@@ -1,8 +1,9 @@
-import { createReadStream } from "node:fs";
+import { createReadStream, createWriteStream } from "node:fs";
+import { once } from "node:events";
 import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { randomUUID } from "node:crypto";
-import type { BlobStore, StoredBlob } from "../../ports/blob-store.js";
+import type { BlobStore, BlobWriter, StoredBlob } from "../../ports/blob-store.js";
 
 /**
  * Blobs as files under one root, with the content type in a sidecar file.
@@ -22,6 +23,62 @@ export class DiskBlobStore implements BlobStore {
     await writeFile(temporary, bytes);
     await writeFile(`${path}.type`, contentType);
     await rename(temporary, path);
+  }
+
+  write(key: string, contentType: string): BlobWriter {
+    const path = this.pathOf(key);
+    const temporary = `${path}.${randomUUID()}.tmp`;
+    let stream: ReturnType<typeof createWriteStream> | undefined;
+    let failure: Error | undefined;
+    let finished = false;
+    const opened = async () => {
+      if (!stream) {
+        await mkdir(dirname(path), { recursive: true });
+        stream = createWriteStream(temporary);
+        stream.on("error", (error) => (failure = error));
+      }
+      if (failure) throw failure;
+      return stream;
+    };
+    return {
+      async append(bytes) {
+        const out = await opened();
+        if (!out.write(bytes)) await once(out, "drain");
+        if (failure) throw failure;
+      },
+      async commit() {
+        const out = await opened();
+        out.end();
+        await once(out, "close");
+        if (failure) throw failure;
+        await writeFile(`${path}.type`, contentType);
+        await rename(temporary, path);
+        finished = true;
+      },
+      async abort() {
+        if (finished) return;
+        finished = true;
+        if (stream && !stream.closed) {
+          stream.destroy();
+          await once(stream, "close").catch(() => undefined);
+        }
+        await rm(temporary, { force: true });
+      },
+    };
+  }
+
+  async move(from: string, to: string): Promise<boolean> {
+    const source = this.pathOf(from);
+    const target = this.pathOf(to);
+    await mkdir(dirname(target), { recursive: true });
+    try {
+      await rename(`${source}.type`, `${target}.type`);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+      throw error;
+    }
+    await rename(source, target);
+    return true;
   }
 
   async open(key: string): Promise<StoredBlob | undefined> {

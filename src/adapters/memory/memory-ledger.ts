@@ -1,10 +1,14 @@
 import type { Money } from "../../domain/money.js";
-import type { BalanceSnapshot, Ledger, ReserveOutcome } from "../../ports/ledger.js";
+import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
+import type { BalanceSnapshot, Ledger, ReserveOptions, ReserveOutcome, Settlement, Shortfall } from "../../ports/ledger.js";
 
 interface Account {
   name: string;
   balance: Money;
   reserved: Money;
+  /** Reservation ids of the account's open holds. */
+  open: Set<string>;
+  shortfalls: Shortfall[];
 }
 
 interface Reservation {
@@ -16,7 +20,7 @@ interface Reservation {
 /**
  * Each method checks and changes state without awaiting in between, so on
  * one event loop every operation is atomic: concurrent reservations can never
- * overdraw an account.
+ * overdraw an account or exceed its open-hold limit.
  */
 export class MemoryLedger implements Ledger {
   private readonly accounts = new Map<string, Account>();
@@ -24,7 +28,7 @@ export class MemoryLedger implements Ledger {
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
     if (this.accounts.has(accountId)) throw new Error(`account ${accountId} exists`);
-    this.accounts.set(accountId, { name, balance: initialBalance, reserved: 0n });
+    this.accounts.set(accountId, { name, balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [] });
   }
 
   async credit(accountId: string, amount: Money): Promise<BalanceSnapshot | undefined> {
@@ -39,35 +43,50 @@ export class MemoryLedger implements Ledger {
     return account && snapshot(account);
   }
 
-  async reserve(accountId: string, reservationId: string, amount: Money): Promise<ReserveOutcome> {
+  async reserve(accountId: string, reservationId: string, amount: Money, options?: ReserveOptions): Promise<ReserveOutcome> {
     const account = this.accounts.get(accountId);
     if (!account) return "unknown_account";
     if (this.reservations.has(reservationId)) return "reserved";
+    const cap = options?.maxOpenHolds;
+    if (cap) {
+      let open = 0;
+      for (const id of account.open) if (countsAsOpenHold(id, cap.countedPrefix, cap.exceptPrefix)) open++;
+      if (open >= cap.limit) return "too_many_open_holds";
+    }
     if (account.balance - account.reserved < amount) return "insufficient_funds";
     account.reserved += amount;
+    account.open.add(reservationId);
     this.reservations.set(reservationId, { accountId, amount, state: "held" });
     return "reserved";
   }
 
-  async settle(_accountId: string, reservationId: string, amount: Money): Promise<void> {
-    this.end(reservationId, "settled", amount);
+  async settle(_accountId: string, reservationId: string, amount: Money): Promise<Settlement | undefined> {
+    return this.end(reservationId, "settled", amount);
   }
 
   async release(_accountId: string, reservationId: string): Promise<void> {
     this.end(reservationId, "released", 0n);
   }
 
+  async shortfalls(accountId: string): Promise<Shortfall[]> {
+    return [...(this.accounts.get(accountId)?.shortfalls ?? [])];
+  }
+
   async hasAnyAccount(): Promise<boolean> {
     return this.accounts.size > 0;
   }
 
-  private end(reservationId: string, state: "settled" | "released", charge: Money): void {
+  private end(reservationId: string, state: "settled" | "released", asked: Money): Settlement | undefined {
     const reservation = this.reservations.get(reservationId);
-    if (!reservation || reservation.state !== "held") return;
+    if (!reservation || reservation.state !== "held") return undefined;
     const account = this.accounts.get(reservation.accountId)!;
+    const settlement = boundedCharge(asked, reservation.amount, account);
     account.reserved -= reservation.amount;
-    account.balance -= charge;
+    account.balance -= settlement.charged;
+    account.open.delete(reservationId);
+    if (settlement.shortfall > 0n) account.shortfalls.push({ reservationId, amount: settlement.shortfall });
     reservation.state = state;
+    return settlement;
   }
 }
 

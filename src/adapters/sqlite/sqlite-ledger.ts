@@ -1,5 +1,6 @@
 import type { Money } from "../../domain/money.js";
-import type { BalanceSnapshot, Ledger, ReserveOutcome } from "../../ports/ledger.js";
+import { boundedCharge } from "../../domain/pricing/settlement.js";
+import type { BalanceSnapshot, Ledger, ReserveOptions, ReserveOutcome, Settlement, Shortfall } from "../../ports/ledger.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
 
@@ -18,7 +19,7 @@ interface HoldRow {
 const text = (amount: Money): string => amount.toString();
 const money = (value: string): Money => BigInt(value);
 
-/** Prepared statements and transactions of the ledger (tables of migrations/0001_initial.sql). */
+/** Prepared statements and transactions of the ledger (tables of migrations/0001_initial.sql and 0002_ledger_shortfalls.sql). */
 function ledgerOperations(db: SqliteDb, now: () => number) {
   const s = {
     account: db.prepare("SELECT balance, reserved FROM accounts WHERE account_id = ?"),
@@ -37,6 +38,19 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     entry: db.prepare(
       "INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reservation_id, at) VALUES (?, ?, ?, ?, ?, ?)",
     ),
+    // Open holds of the account whose id starts with a prefix (substr, not LIKE: exact and case-sensitive),
+    // less those starting with another; the (account_id, state) index finds the account's open holds.
+    openHolds: db
+      .prepare(
+        `SELECT COUNT(*) FROM holds WHERE account_id = @account AND state = 'held'
+           AND substr(reservation_id, 1, length(@counted)) = @counted
+           AND (@except IS NULL OR substr(reservation_id, 1, length(@except)) <> @except)`,
+      )
+      .pluck(),
+    insertShortfall: db.prepare(
+      "INSERT INTO ledger_shortfalls (reservation_id, account_id, asked, charged, shortfall, at) VALUES (?, ?, ?, ?, ?, ?)",
+    ),
+    shortfalls: db.prepare("SELECT reservation_id, shortfall FROM ledger_shortfalls WHERE account_id = ? ORDER BY at, reservation_id"),
   };
 
   const createTx = db.transaction((accountId: string, name: string, initialBalance: Money) => {
@@ -55,10 +69,15 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     return { balance, reserved: money(account.reserved) };
   });
 
-  const reserveTx = db.transaction((accountId: string, reservationId: string, amount: Money): ReserveOutcome => {
+  const reserveTx = db.transaction((accountId: string, reservationId: string, amount: Money, options?: ReserveOptions): ReserveOutcome => {
     const account = s.account.get(accountId) as AccountRow | undefined;
     if (!account) return "unknown_account";
     if (s.hold.get(reservationId)) return "reserved"; // the same reservation again moves nothing
+    const cap = options?.maxOpenHolds;
+    if (cap) {
+      const open = s.openHolds.get({ account: accountId, counted: cap.countedPrefix, except: cap.exceptPrefix ?? null }) as number;
+      if (open >= cap.limit) return "too_many_open_holds";
+    }
     const balance = money(account.balance);
     const reserved = money(account.reserved);
     if (balance - reserved < amount) return "insufficient_funds";
@@ -67,16 +86,19 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     return "reserved";
   });
 
-  const endTx = db.transaction((reservationId: string, state: "settled" | "released", charge: Money) => {
+  const endTx = db.transaction((reservationId: string, state: "settled" | "released", asked: Money): Settlement | undefined => {
     const hold = s.hold.get(reservationId) as HoldRow | undefined;
-    if (!hold || hold.state !== "held") return;
+    if (!hold || hold.state !== "held") return undefined;
     const account = s.account.get(hold.account_id) as AccountRow;
-    const balance = money(account.balance) - charge;
+    const { charged, shortfall } = boundedCharge(asked, money(hold.amount), { balance: money(account.balance), reserved: money(account.reserved) });
+    const balance = money(account.balance) - charged;
     const reserved = money(account.reserved) - money(hold.amount);
     const at = now();
     s.setBoth.run(text(balance), text(reserved), hold.account_id);
-    s.endHold.run(state, state === "settled" ? text(charge) : null, at, reservationId);
-    if (state === "settled") s.entry.run(hold.account_id, "charge", text(charge), text(balance), reservationId, at);
+    s.endHold.run(state, state === "settled" ? text(charged) : null, at, reservationId);
+    if (state === "settled") s.entry.run(hold.account_id, "charge", text(charged), text(balance), reservationId, at);
+    if (shortfall > 0n) s.insertShortfall.run(reservationId, hold.account_id, text(asked), text(charged), text(shortfall), at);
+    return { charged, shortfall };
   });
 
   return { s, createTx, creditTx, reserveTx, endTx };
@@ -85,9 +107,11 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
 /**
  * Accounts and their money on SQLite. Each step is one IMMEDIATE transaction
  * (better-sqlite3 runs it synchronously, so nothing else on the event loop
- * interleaves): a reservation is checked against the available balance and
- * recorded as a hold in the same transaction that raises `reserved`; settling
- * or releasing moves a hold out of 'held' once. Holds and ledger entries are
+ * interleaves): a reservation is checked against the available balance (and
+ * the account's open-hold limit) and recorded as a hold in the same
+ * transaction that raises `reserved`; settling or releasing moves a hold out
+ * of 'held' once, a settlement charging at most hold + available and
+ * recording the rest in ledger_shortfalls. Holds and ledger entries are
  * kept for good, so every balance can be explained row by row.
  */
 export class SqliteLedger implements Ledger {
@@ -110,17 +134,22 @@ export class SqliteLedger implements Ledger {
     return row && { balance: money(row.balance), reserved: money(row.reserved) };
   }
 
-  async reserve(accountId: string, reservationId: string, amount: Money): Promise<ReserveOutcome> {
-    return sqliteCall(() => this.ops.reserveTx.immediate(accountId, reservationId, amount));
+  async reserve(accountId: string, reservationId: string, amount: Money, options?: ReserveOptions): Promise<ReserveOutcome> {
+    return sqliteCall(() => this.ops.reserveTx.immediate(accountId, reservationId, amount, options));
   }
 
   /** The hold names its account; `accountId` is not needed to find it. */
-  async settle(_accountId: string, reservationId: string, amount: Money): Promise<void> {
-    sqliteCall(() => this.ops.endTx.immediate(reservationId, "settled", amount));
+  async settle(_accountId: string, reservationId: string, amount: Money): Promise<Settlement | undefined> {
+    return sqliteCall(() => this.ops.endTx.immediate(reservationId, "settled", amount));
   }
 
   async release(_accountId: string, reservationId: string): Promise<void> {
     sqliteCall(() => this.ops.endTx.immediate(reservationId, "released", 0n));
+  }
+
+  async shortfalls(accountId: string): Promise<Shortfall[]> {
+    const rows = sqliteCall(() => this.ops.s.shortfalls.all(accountId)) as { reservation_id: string; shortfall: string }[];
+    return rows.map((row) => ({ reservationId: row.reservation_id, amount: money(row.shortfall) }));
   }
 
   async hasAnyAccount(): Promise<boolean> {

@@ -9,7 +9,7 @@ import type { TokenUsage } from "../../domain/pricing/quotes.js";
 import { countTokens } from "../../domain/text/tokens.js";
 import { RouteHealth } from "./route-health.js";
 import { UpstreamError } from "./upstream-error.js";
-import { VendorClient } from "./vendor-client.js";
+import { VendorClient, type VideoDownloadOptions } from "./vendor-client.js";
 import { chunkText, interpret, refusalOf, usageOf, videoOf, type VendorResponse } from "./vendor-response.js";
 
 export interface RoutedVendorProviderOptions {
@@ -18,6 +18,8 @@ export interface RoutedVendorProviderOptions {
   readonly pausedRoutes: () => Promise<ReadonlySet<string>>;
   readonly pollIntervalMs: number;
   readonly random?: () => number;
+  /** Size cap and address policy of video downloads (default: 512 MiB, private addresses refused off the route's origin). */
+  readonly videoDownload?: VideoDownloadOptions;
 }
 
 const imageParts = (images: readonly InputImage[]) =>
@@ -41,7 +43,7 @@ export class RoutedVendorProvider implements GenerationProvider {
   private readonly random: () => number;
 
   constructor(private readonly options: RoutedVendorProviderOptions) {
-    this.clients = new Map(options.routes.map((route) => [route.name, new VendorClient(route)]));
+    this.clients = new Map(options.routes.map((route) => [route.name, new VendorClient(route, options.videoDownload)]));
     this.random = options.random ?? Math.random;
   }
 
@@ -158,10 +160,10 @@ export class RoutedVendorProvider implements GenerationProvider {
    */
   async *streamText(request: TextRequest, signal: AbortSignal): AsyncIterable<TextChunk> {
     const routes = await this.order(request.model, request.inputImages.length, request.route);
-    const body = request.wire ?? {
-      contents: contentsOf(request.promptText, request.inputImages),
-      generationConfig: { maxOutputTokens: request.maxOutputTokens },
-    };
+    // Whatever the body, the upstream is held to the output bound the reservation assumed.
+    const body = request.wire
+      ? { ...request.wire, generationConfig: { ...(request.wire.generationConfig as object | undefined), maxOutputTokens: request.maxOutputTokens } }
+      : { contents: contentsOf(request.promptText, request.inputImages), generationConfig: { maxOutputTokens: request.maxOutputTokens } };
     const opened = await this.failover(routes, signal, async (client) => {
       const stream = client.streamGenerateContent(request.model.id, body, signal);
       const first = await stream.next();

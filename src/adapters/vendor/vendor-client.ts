@@ -1,9 +1,24 @@
 import { createParser } from "eventsource-parser";
 import type { Route } from "../../domain/routing/routes.js";
+import { ProviderError } from "../../ports/provider.js";
+import { guardedRequest, GuardedRequestError } from "../http/guarded-request.js";
 import { UpstreamError } from "./upstream-error.js";
 import type { VendorOperation, VendorResponse } from "./vendor-response.js";
 
 const API_VERSION = "v1beta";
+const KEY_HEADER = "x-vendor-api-key";
+/** Same-origin redirects a video download follows. */
+const VIDEO_REDIRECT_HOPS = 5;
+
+/** How upstream video files are downloaded. */
+export interface VideoDownloadOptions {
+  /** UPSTREAM_VIDEO_MAX_BYTES. */
+  readonly maxBytes: number;
+  /** ALLOW_PRIVATE_URLS, for links to an origin other than the route's. */
+  readonly allowPrivate: boolean;
+}
+
+export const DEFAULT_VIDEO_DOWNLOAD: VideoDownloadOptions = { maxBytes: 512 * 1024 * 1024, allowPrivate: false };
 
 class CallTimeoutError extends Error {
   override name = "TimeoutError";
@@ -59,7 +74,10 @@ async function json<T>(response: Response, route: Route, what: string): Promise<
 
 /** One route of the vendor's public REST API (authenticated with `x-vendor-api-key`). */
 export class VendorClient {
-  constructor(readonly route: Route) {}
+  constructor(
+    readonly route: Route,
+    private readonly videoDownload: VideoDownloadOptions = DEFAULT_VIDEO_DOWNLOAD,
+  ) {}
 
   private url(path: string): string {
     return `${this.route.baseUrl}/${API_VERSION}/${path}`;
@@ -68,7 +86,7 @@ export class VendorClient {
   private async post(path: string, body: unknown, signal: AbortSignal): Promise<Response> {
     return fetch(this.url(path), {
       method: "POST",
-      headers: { "content-type": "application/json", "x-vendor-api-key": this.route.apiKey },
+      headers: { "content-type": "application/json", [KEY_HEADER]: this.route.apiKey },
       body: JSON.stringify(body),
       signal,
     });
@@ -159,7 +177,7 @@ export class VendorClient {
     const what = `GET ${name}`;
     try {
       return await bounded(signal, this.route.timeoutMs, async (callSignal) => {
-        const response = await fetch(this.url(name), { headers: { "x-vendor-api-key": this.route.apiKey }, signal: callSignal });
+        const response = await fetch(this.url(name), { headers: { [KEY_HEADER]: this.route.apiKey }, signal: callSignal });
         await failIfNotOk(response, this.route, what);
         return json<VendorOperation>(response, this.route, what);
       });
@@ -169,24 +187,54 @@ export class VendorClient {
   }
 
   /**
-   * Downloads a file the vendor serves. Its own file links need the key; a
-   * link to any other origin gets no key, so the key never leaks elsewhere.
+   * Downloads the video file the vendor links to. Only a link on the route's
+   * own origin gets the key; a link elsewhere is fetched without it, through
+   * the same address guard as client URLs. Redirects are followed within the
+   * link's origin only (a few hops), so the key never travels to another
+   * origin, and the file is bounded by UPSTREAM_VIDEO_MAX_BYTES. A refused
+   * address, a cross-origin redirect or an oversized file fails the job; a
+   * connection fault or a 5xx is retried like any upstream call.
    */
   async download(uri: string, signal: AbortSignal): Promise<{ bytes: Uint8Array; mimeType: string }> {
-    const what = `GET ${uri}`;
-    const sameOrigin = new URL(uri).origin === new URL(this.route.baseUrl).origin;
-    const headers: Record<string, string> = sameOrigin ? { "x-vendor-api-key": this.route.apiKey } : {};
+    let url: URL;
     try {
-      return await bounded(signal, this.route.timeoutMs, async (callSignal) => {
-        const response = await fetch(uri, { headers, signal: callSignal });
-        await failIfNotOk(response, this.route, what);
-        return {
-          bytes: new Uint8Array(await response.arrayBuffer()),
-          mimeType: (response.headers.get("content-type") ?? "video/mp4").split(";")[0]!.trim(),
-        };
+      url = new URL(uri);
+    } catch {
+      throw new UpstreamError("malformed", `${this.route.name}: the operation's video link is not a URL`);
+    }
+    const own = url.origin === new URL(this.route.baseUrl).origin;
+    try {
+      const response = await guardedRequest(url.href, {
+        method: "GET",
+        headers: own ? { [KEY_HEADER]: this.route.apiKey } : {},
+        timeoutMs: this.route.timeoutMs,
+        maxBytes: this.videoDownload.maxBytes,
+        // The route's origin is the operator's choice; any other origin is judged like a client's URL.
+        allowPrivate: own || this.videoDownload.allowPrivate,
+        maxRedirects: VIDEO_REDIRECT_HOPS,
+        signal,
       });
+      if (response.status < 200 || response.status > 299) {
+        throw new UpstreamError("http", `${this.route.name}: the video download answered HTTP ${response.status}`, response.status);
+      }
+      // Without a (specific) content type the file is what the operation produced: a video.
+      const type = response.contentType.split(";")[0]!.trim();
+      return { bytes: response.body, mimeType: type && type !== "application/octet-stream" ? type : "video/mp4" };
     } catch (error) {
-      throw classify(error, signal, this.route, what);
+      if (error instanceof UpstreamError) throw error;
+      if (signal.aborted) throw signal.reason ?? error;
+      if (!(error instanceof GuardedRequestError)) throw classify(error, signal, this.route, "the video download");
+      switch (error.failure) {
+        case "timeout":
+          throw new UpstreamError("timeout", `${this.route.name}: the video download ${error.message}`);
+        case "blocked":
+        case "redirect":
+        case "too_large":
+        case "invalid_url":
+          throw new ProviderError("upstream_rejected", `the upstream video could not be downloaded: ${error.message}`);
+        default:
+          throw new UpstreamError("connect", `${this.route.name}: the video download failed: ${error.message}`);
+      }
     }
   }
 }

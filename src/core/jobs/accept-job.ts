@@ -6,7 +6,10 @@ import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { isDependencyUnavailable } from "../../ports/dependency.js";
 import { OutcomeUnknown } from "./idempotent.js";
-import { releaseHold, reservationIdOf, takeHold } from "../money/holds.js";
+import { releaseHold, reservationIdOf, takeHold, unfinishedJobsAtMost } from "../money/holds.js";
+
+/** Retry-After of a refusal for too many unfinished jobs: a job takes seconds, so a slot frees up soon. */
+export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
 
 export interface GenerationRequested {
   readonly jobId: string;
@@ -17,7 +20,12 @@ async function ingestInlineImages(deps: CoreDeps, jobId: string, spec: Generatio
   try {
     for (const [index, image] of spec.inlineImages.entries()) {
       const key = `inputs/${jobId}/${index}`;
-      await deps.blobs.put(key, Buffer.from(image.base64, "base64"), image.mimeType);
+      if ("ref" in image) {
+        // Decoded into the store while the request arrived: it only changes its key.
+        if (!(await deps.blobs.move(image.ref, key))) throw new Error(`staged input image ${index} is gone`);
+      } else {
+        await deps.blobs.put(key, Buffer.from(image.base64, "base64"), image.mimeType);
+      }
       keys.push(key);
     }
     return keys;
@@ -52,10 +60,18 @@ export async function acceptJob(
     await deps.jobs.markFinalized(jobId);
   };
 
-  const outcome = await takeHold(deps, caller.accountId, jobId, price, createdAt);
+  const cap = deps.settingsOf.maxQueuedJobsPerAccount;
+  const outcome = await takeHold(deps, caller.accountId, jobId, price, createdAt, unfinishedJobsAtMost(cap));
   if (outcome !== "reserved") {
     await undo();
     if (outcome === "unknown_account") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
+    if (outcome === "too_many_open_holds") {
+      throw new DomainError(
+        "rate_limited", "too_many_queued_jobs",
+        `this account already has ${cap} jobs queued or running; retry when some have finished`,
+        { limit: cap }, QUEUE_FULL_RETRY_AFTER_SECONDS,
+      );
+    }
     throw new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
       required: price.toString(),
     });

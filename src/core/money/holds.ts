@@ -1,6 +1,6 @@
-import type { Money } from "../../domain/money.js";
+import { formatMoney, type Money } from "../../domain/money.js";
 import type { JobStore } from "../../ports/job-store.js";
-import type { Ledger, ReserveOutcome } from "../../ports/ledger.js";
+import type { Ledger, ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
 
 /**
  * The one home of money holds. A hold is taken for an intent (a job being
@@ -11,26 +11,55 @@ import type { Ledger, ReserveOutcome } from "../../ports/ledger.js";
 export interface HoldPorts {
   readonly jobs: JobStore;
   readonly ledger: Ledger;
+  /** Where a settlement that fell short is reported to the operator. */
+  readonly log: (message: string, error?: unknown) => void;
 }
+
+/** Intent ids of synchronous text calls (job ids are UUIDs, so the two never meet). */
+export const TEXT_CALL_PREFIX = "text-call-";
 
 /** A hold's id in the ledger, derived from its intent id alone (the reaper has nothing else). */
 export const reservationIdOf = (intentId: string) => `job:${intentId}`;
+
+/**
+ * The reservation option that caps an account's unfinished jobs: every job
+ * hold counts (queued or being generated), synchronous text calls do not.
+ */
+export const unfinishedJobsAtMost = (limit: number): ReserveOptions => ({
+  maxOpenHolds: { limit, countedPrefix: reservationIdOf(""), exceptPrefix: reservationIdOf(TEXT_CALL_PREFIX) },
+});
 
 /**
  * Lists the intent as unfinished first, so a crash between the reservation and
  * whatever follows leaves a trace the reaper can release, then reserves.
  * A refused reservation leaves nothing behind.
  */
-export async function takeHold(ports: HoldPorts, accountId: string, intentId: string, amount: Money, now: Date): Promise<ReserveOutcome> {
+export async function takeHold(
+  ports: HoldPorts, accountId: string, intentId: string, amount: Money, now: Date, options?: ReserveOptions,
+): Promise<ReserveOutcome> {
   await ports.jobs.registerIntent(intentId, accountId, now);
-  const outcome = await ports.ledger.reserve(accountId, reservationIdOf(intentId), amount);
+  const outcome = await ports.ledger.reserve(accountId, reservationIdOf(intentId), amount, options);
   if (outcome !== "reserved") await ports.jobs.markFinalized(intentId);
   return outcome;
 }
 
-/** Charges `amount` (what was delivered) and ends the hold. */
-export async function settleHold(ports: HoldPorts, accountId: string, intentId: string, amount: Money): Promise<void> {
-  await ports.ledger.settle(accountId, reservationIdOf(intentId), amount);
+/**
+ * Charges `amount` (what was delivered) and ends the hold. A balance never
+ * goes negative: when the hold and the available balance do not cover
+ * `amount`, the ledger charges what they cover and records the rest as a
+ * shortfall, reported here once (only the settlement that ended the hold
+ * reports it; a repeated settle is a no-op). Returns what was charged.
+ */
+export async function settleHold(ports: HoldPorts, accountId: string, intentId: string, amount: Money): Promise<Money | undefined> {
+  const reservationId = reservationIdOf(intentId);
+  const settlement = await ports.ledger.settle(accountId, reservationId, amount);
+  if (settlement && settlement.shortfall > 0n) {
+    ports.log(
+      `billing shortfall: account ${accountId}, reservation ${reservationId}: usage cost ${formatMoney(amount)}, ` +
+        `charged ${formatMoney(settlement.charged)} (hold + available balance), ${formatMoney(settlement.shortfall)} not charged`,
+    );
+  }
+  return settlement?.charged;
 }
 
 /** Ends the hold without charging. */

@@ -5,8 +5,10 @@ import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { ALL_MODELS_GRANT } from "../../domain/accounts/grants.js";
 import { findModel, MODELS } from "../../domain/catalog/models.js";
 import { DomainError, invalid } from "../../domain/errors/domain-error.js";
-import { InvalidAmountError, parseMoney } from "../../domain/money.js";
-import { formatModelPrices, parseModelPrices } from "../../domain/pricing/price-table.js";
+import { formatModelPrices, parseModelPrices, type ModelPricesText } from "../../domain/pricing/price-table.js";
+import {
+  checkBalanceAfterCredit, checkPriceTexts, MAX_CREDIT, MAX_OPENING_BALANCE, parseAmountField,
+} from "../../domain/validation/amounts.js";
 import { isHttpUrl } from "../../domain/validation/urls.js";
 import { requireAdmin } from "../auth/admin-auth.js";
 import { hashSecret } from "../auth/api-key-auth.js";
@@ -15,19 +17,9 @@ import { rpc } from "../errors/rpc-errors.js";
 import { balanceView } from "./balance-view.js";
 import { priceMessage } from "./generation-service.js";
 
-function amount(field: string, value: string, { allowZero }: { allowZero: boolean }): bigint {
-  let parsed: bigint;
-  try {
-    parsed = parseMoney(value);
-  } catch (error) {
-    if (error instanceof InvalidAmountError) throw invalid("invalid_amount", `${field}: ${error.message}`, { field });
-    throw error;
-  }
-  if (parsed < 0n || (!allowZero && parsed === 0n)) {
-    throw invalid("invalid_amount", `${field} must be ${allowZero ? "zero or more" : "more than zero"}`, { field });
-  }
-  return parsed;
-}
+/** Money an operator sends: strict decimal, bounded; a refusal names the field (422 invalid_amount). */
+const amount = (field: string, value: string, { allowZero, max }: { allowZero: boolean; max: bigint }): bigint =>
+  parseAmountField(field, value, { reason: "invalid_amount", allowZero, max });
 
 function knownModel(id: string) {
   const model = findModel(id);
@@ -57,7 +49,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
   return {
     createAccount: (request, context) =>
       admin(context.requestHeader, async () => {
-        const initial = request.balance === "" ? 0n : amount("balance", request.balance, { allowZero: true });
+        const initial = request.balance === "" ? 0n : amount("balance", request.balance, { allowZero: true, max: MAX_OPENING_BALANCE });
         const accountId = `acct_${randomUUID().replaceAll("-", "")}`;
         await deps.ledger.createAccount(accountId, request.name, initial);
         await deps.settings.setWebhook(accountId, { url: "", secret: newWebhookSecret() });
@@ -66,7 +58,9 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     addCredits: (request, context) =>
       admin(context.requestHeader, async () => {
-        const credit = amount("amount", request.amount, { allowZero: false });
+        const credit = amount("amount", request.amount, { allowZero: false, max: MAX_CREDIT });
+        // Checked before the credit, not in the same step: concurrent credits may pass the maximum by at most one credit.
+        checkBalanceAfterCredit((await existingBalance(request.accountId)).balance, credit);
         const snapshot = await deps.ledger.credit(request.accountId, credit);
         if (!snapshot) throw new DomainError("not_found", "account_not_found", `no account ${request.accountId}`);
         return { balance: balanceView(snapshot) };
@@ -161,17 +155,15 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
         const model = knownModel(request.price?.model ?? "");
         const previous = (await deps.settings.prices()).get(model.id);
         const text = request.price!;
-        const next = parseModelPrices(
-          model,
-          {
-            per_image: text.perImage,
-            per_second: text.perSecond,
-            input_per_million_tokens: text.inputPerMillionTokens,
-            output_per_million_tokens: text.outputPerMillionTokens,
-            video_output_per_million_tokens: text.videoOutputPerMillionTokens,
-          },
-          previous,
-        );
+        const prices: ModelPricesText = {
+          per_image: text.perImage,
+          per_second: text.perSecond,
+          input_per_million_tokens: text.inputPerMillionTokens,
+          output_per_million_tokens: text.outputPerMillionTokens,
+          video_output_per_million_tokens: text.videoOutputPerMillionTokens,
+        };
+        checkPriceTexts(prices);
+        const next = parseModelPrices(model, prices, previous);
         await deps.settings.setPrices(model.id, next);
         return { price: { model: model.id, ...priceMessage(formatModelPrices(next)) } };
       }),

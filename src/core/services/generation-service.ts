@@ -8,14 +8,15 @@ import { MODELS, previewAliases, type ModelKind as DomainKind } from "../../doma
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { formatModelPrices } from "../../domain/pricing/price-table.js";
 import {
-  requireKnownModel, validateGenerationRequest, type GenerationRequestInput, type GenerationSpec, type InputMode as DomainInputMode,
+  checkGenerationSize, requireKnownModel, validateGenerationRequest, type GenerationRequestInput, type GenerationSpec, type InputMode as DomainInputMode,
 } from "../../domain/validation/generation-request.js";
-import { validateVideoInteraction } from "../../domain/validation/video-interaction.js";
+import { checkVideoInteractionSize, validateVideoInteraction } from "../../domain/validation/video-interaction.js";
 import type { ValidationLimits } from "../../domain/validation/limits.js";
 import { authenticate, requireGrant, type Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { rpc } from "../errors/rpc-errors.js";
 import { acceptJob, type Announce } from "../jobs/accept-job.js";
+import { inlineImageDigest, STAGED_IMAGES } from "../jobs/inline-staging.js";
 import { requireAvailable } from "../jobs/availability.js";
 import { idempotent } from "../jobs/idempotent.js";
 import { abandonIntent } from "../money/holds.js";
@@ -97,13 +98,19 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
           resolution: request.resolution,
           inputImagesUrls: request.inputImagesUrls,
           inputImagesBase64: request.inputImagesBase64,
+          stagedImages: context.values.get(STAGED_IMAGES),
           callbackUrl: request.callbackUrl,
           metadata: request.metadata,
           timeout: request.timeout,
           durationSeconds: request.durationSeconds,
           inputMode: INPUT_MODES[request.inputMode],
         };
-        const { idempotencyKey, ...fingerprinted } = request;
+        // Prompt and metadata sizes first and cheaply: before the request is fingerprinted or read any further.
+        checkGenerationSize(input, settings.limits);
+        const { idempotencyKey, ...rest } = request;
+        // Images by digest: the same request fingerprints alike whether its images arrived staged or inline.
+        const imageDigests = [...(input.stagedImages ?? []).map((image) => image.digest), ...request.inputImagesBase64.map(inlineImageDigest)];
+        const fingerprinted = { ...rest, inputImagesBase64: imageDigests };
         const outcome = await create(caller, "generations", fingerprinted, idempotencyKey, request.model, (limits) =>
           validateGenerationRequest(input, limits),
         );
@@ -113,13 +120,14 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
     createVideoInteraction: (request, context) =>
       rpc(async () => {
         const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        checkVideoInteractionSize(request, settings.limits);
         const { idempotencyKey, ...fingerprinted } = request;
-        const outcome = await create(caller, "interactions", fingerprinted, idempotencyKey, request.model, () =>
+        const outcome = await create(caller, "interactions", fingerprinted, idempotencyKey, request.model, (limits) =>
           validateVideoInteraction({
             model: request.model,
             instances: request.instances,
             parameters: { durationSeconds: request.parameters?.durationSeconds },
-          }),
+          }, limits),
         );
         return accepted(outcome);
       }),

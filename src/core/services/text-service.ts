@@ -2,10 +2,12 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { toJson } from "@bufbuild/protobuf";
 import {
-  GenerateContentRequestSchema, TextService, type GenerateContentRequest, type GenerateContentResponseSchema,
+  GenerateContentRequestSchema, TextService, type GenerateContentRequest, type GenerateContentResponseSchema, type Part,
 } from "../../../gen/generation/v1/text_service_pb.js";
 import { randomUUID } from "node:crypto";
-import { validateTextRequest, type TextSpec } from "../../domain/validation/text-request.js";
+import { validateTextRequest, type TextPartInput, type TextSpec } from "../../domain/validation/text-request.js";
+import { IMAGE_HEAD_BYTES } from "../../domain/text/media-tokens.js";
+import { upstreamTextBody } from "../../domain/text/upstream-body.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { ProviderError, type TextChunk } from "../../ports/provider.js";
 import { authenticate, requireGrant } from "../auth/api-key-auth.js";
@@ -64,6 +66,14 @@ function refusalResponse(spec: TextSpec, responseId: string, refusal: ProviderEr
   };
 }
 
+/** A part as validation and the reservation read it: its text, or its inline data's type, size and first bytes. */
+function partInput(part: Part): TextPartInput {
+  if (part.data.case === "text") return { text: part.data.value };
+  if (part.data.case !== "inlineData") return {};
+  const { mimeType, data } = part.data.value;
+  return { hasInlineData: true, inlineData: { mimeType, bytes: data.length, head: data.subarray(0, IMAGE_HEAD_BYTES) } };
+}
+
 export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextService> {
   async function open(request: GenerateContentRequest, context: HandlerContext) {
     const caller = await authenticate(context.requestHeader, deps.apiKeys);
@@ -71,27 +81,25 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
       model: request.model,
       contents: request.contents.map((content) => ({
         role: content.role,
-        parts: content.parts.map((part) => ({
-          text: part.data.case === "text" ? part.data.value : undefined,
-          hasInlineData: part.data.case === "inlineData",
-        })),
+        parts: content.parts.map(partInput),
       })),
       systemInstruction: request.systemInstruction && {
-        parts: request.systemInstruction.parts.map((p) => ({ text: p.data.case === "text" ? p.data.value : undefined })),
+        parts: request.systemInstruction.parts.map(partInput),
       },
       maxOutputTokens: request.generationConfig?.maxOutputTokens,
       candidateCount: request.generationConfig?.candidateCount,
-    });
+    }, deps.settingsOf.limits);
     requireGrant(caller, spec.model);
     await requireAvailable(deps.settings, spec.model, deps.settingsOf.retryAfterSeconds);
+    // Only the allow-listed fields go upstream (400 for the rest), before any money is held;
+    // generationConfig.maxOutputTokens is set to the bound the reservation assumes.
+    const { model: _model, ...asked } = toJson(GenerateContentRequestSchema, request) as Record<string, unknown>;
+    const { body: wire, extraPromptTokens } = upstreamTextBody(asked, spec.model, spec.maxOutputTokens);
     const plan = await deps.provider.planRoute(spec.model);
-    const call = await TextCall.open(deps, caller, spec);
+    const call = await TextCall.open(deps, caller, spec, extraPromptTokens);
     const inputImages = request.contents.flatMap((c) =>
       c.parts.flatMap((p) => (p.data.case === "inlineData" ? [{ mimeType: p.data.value.mimeType, bytes: p.data.value.data }] : [])),
     );
-    const { model: _model, ...wire } = toJson(GenerateContentRequestSchema, request) as Record<string, unknown>;
-    // The reservation assumed at most this many output tokens; the upstream is held to it.
-    wire.generationConfig = { ...(wire.generationConfig as object | undefined), maxOutputTokens: spec.maxOutputTokens };
     const chunks = deps.provider.streamText(
       { model: spec.model, route: plan.route, promptText: spec.promptText, maxOutputTokens: spec.maxOutputTokens, inputImages, wire },
       context.signal,

@@ -6,11 +6,9 @@ import type { TextSpec } from "../../domain/validation/text-request.js";
 import type { TextChunk } from "../../ports/provider.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { releaseHold, settleHold, takeHold } from "../money/holds.js";
+import { releaseHold, settleHold, takeHold, TEXT_CALL_PREFIX } from "../money/holds.js";
 
-/** Intent ids of synchronous text calls (job ids are UUIDs, so the two never meet). */
-export const TEXT_CALL_PREFIX = "text-call-";
-
+export { TEXT_CALL_PREFIX };
 
 /**
  * One synchronous text call's money: the estimate is held while the answer
@@ -29,9 +27,15 @@ export class TextCall {
     private readonly prices: Parameters<typeof tokenCost>[1],
   ) {}
 
-  static async open(deps: CoreDeps, caller: Caller, spec: TextSpec): Promise<TextCall> {
+  /**
+   * Holds what the call can cost: the prompt's bound (text, inline media by
+   * the vendor's rules, and `extraPromptTokens` the upstream counts beyond the
+   * contents, such as a response schema) at the input price, plus
+   * spec.maxOutputTokens (which the upstream is held to) at the dearest output price.
+   */
+  static async open(deps: CoreDeps, caller: Caller, spec: TextSpec, extraPromptTokens = 0): Promise<TextCall> {
     const prices = (await deps.settings.prices()).get(spec.model.id);
-    const estimate: Money = tokenEstimate(spec.model.id, prices, spec.reservedPromptTokens, spec.maxOutputTokens);
+    const estimate: Money = tokenEstimate(spec.model.id, prices, spec.reservedPromptTokens + extraPromptTokens, spec.maxOutputTokens);
     // Registered like a job's acceptance, so that a process dying mid-call leaves a hold the reaper releases.
     const intentId = `${TEXT_CALL_PREFIX}${randomUUID()}`;
     const outcome = await takeHold(deps, caller.accountId, intentId, estimate, deps.clock.now());
@@ -49,14 +53,17 @@ export class TextCall {
     this.delivered = chunk.usage;
   }
 
-  /** Settles for what was delivered, or releases when nothing was. Idempotent. */
+  /**
+   * Settles for what was delivered (at most hold + available: the rest is
+   * recorded as a shortfall), or releases when nothing was. Idempotent.
+   * Returns what was charged.
+   */
   async end(): Promise<Money> {
     if (this.ended) return 0n;
     this.ended = true;
     let cost = 0n;
     if (this.delivered) {
-      cost = tokenCost(this.spec.model.id, this.prices, this.delivered);
-      await settleHold(this.deps, this.accountId, this.intentId, cost);
+      cost = (await settleHold(this.deps, this.accountId, this.intentId, tokenCost(this.spec.model.id, this.prices, this.delivered))) ?? 0n;
     } else {
       await releaseHold(this.deps, this.accountId, this.intentId);
     }

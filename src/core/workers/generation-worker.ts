@@ -1,6 +1,7 @@
 import { findModel } from "../../domain/catalog/models.js";
 import { completeJob, failJob, leaseExpired, settleJob, startJob, takeOverJob } from "../../domain/jobs/job-state-machine.js";
 import type { Job, JobResult } from "../../domain/jobs/job.js";
+import { FairQueue } from "../../domain/scheduling/fair-queue.js";
 import { imagePrice, tokenCost, videoPrice } from "../../domain/pricing/quotes.js";
 import { TOPICS } from "../../ports/event-bus.js";
 import { ProviderError, type GenerationOutput, type InputImage } from "../../ports/provider.js";
@@ -35,6 +36,9 @@ export const MISSING_INPUT_IMAGES = "missing_input_images";
 
 const EXTENSIONS: Record<string, string> = { "image/png": "png", "video/mp4": "mp4", "image/jpeg": "jpg" };
 
+/** Announced jobs a worker keeps waiting in memory; beyond it, the bus holds further announcements back. */
+const MAX_WAITING = 10_000;
+
 class JobTimeoutError extends Error {}
 class LeaseLostError extends Error {}
 
@@ -48,7 +52,6 @@ class LeaseLostError extends Error {}
 export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
   /** Jobs this worker is generating, with the switch that abandons one (lease lost, or handed back at stop). */
   const running = new Map<string, { done: Promise<void>; abandon: AbortController }>();
-  const waiters: (() => void)[] = [];
   let stopping = false;
   let reaperTimer: NodeJS.Timeout | undefined;
   let reaping: Promise<void> | undefined;
@@ -64,13 +67,19 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
       if (budget < 0) throw new ProviderError("input_too_large", `the input images exceed ${deps.settingsOf.limits.maxInputBytes} bytes together`);
       images.push(image);
     };
-    for (const url of job.input.inputImageUrls) {
+    // The message names the image by its 1-based position in input_images_urls, never the URL (it may carry
+    // credentials), and gives only the reason the fetcher marks as public: no address, port or system error.
+    const publicReason = (error: unknown) => {
+      const reason = (error as { publicReason?: unknown } | undefined)?.publicReason;
+      return typeof reason === "string" ? reason : "the download failed";
+    };
+    for (const [index, url] of job.input.inputImageUrls.entries()) {
       let image: InputImage;
       try {
         image = await deps.inputs.fetch(url, signal, Math.max(0, budget));
       } catch (error) {
         if (signal.aborted) throw error;
-        throw new ProviderError(MISSING_INPUT_IMAGES, `input image ${url} could not be fetched: ${(error as Error).message}`);
+        throw new ProviderError(MISSING_INPUT_IMAGES, `input image ${index + 1} could not be fetched: ${publicReason(error)}`);
       }
       spend(image);
     }
@@ -118,9 +127,11 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
    * it. Every step is idempotent, so the reaper may repeat it after a crash.
    */
   async function finalize(job: Job): Promise<void> {
-    if (job.status === "done") await settleHold(deps, job.accountId, job.id, job.charged);
+    // What the ledger charged: less than the price when the balance could not cover usage beyond the hold.
+    let charged = job.charged;
+    if (job.status === "done") charged = (await settleHold(deps, job.accountId, job.id, job.charged)) ?? job.charged;
     else await releaseHold(deps, job.accountId, job.id);
-    if (!job.settled) await deps.jobs.transition(settleJob(job), { status: job.status });
+    if (!job.settled) await deps.jobs.transition(settleJob(job, charged), { status: job.status });
     await deps.bus.publish<JobFinished>(TOPICS.jobFinished, job.id, { jobId: job.id });
     await deps.jobs.markFinalized(job.id);
   }
@@ -183,33 +194,60 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     if (await deps.jobs.transition(next, { status: "processing", leaseOwner: owner })) await finalize(next);
   }
 
-  async function slot(): Promise<void> {
-    while (running.size >= options.concurrency) await new Promise<void>((resolve) => waiters.push(resolve));
+  /**
+   * Queued jobs announced to this worker, waiting for a slot, taken
+   * round-robin between accounts: one account's backlog cannot hold up
+   * another account's job. Announcements are acknowledged once a job waits
+   * here; a job left waiting by a crash is still queued in the store, and the
+   * reaper announces it again (at once after a restart of the embedded default).
+   */
+  const waiting = new FairQueue();
+  /** Announcements held back while `waiting` is full: the bus keeps them until there is room. */
+  const roomWaiters: (() => void)[] = [];
+  let claiming = 0;
+
+  function pump(): void {
+    while (!stopping && running.size + claiming < options.concurrency && waiting.size > 0) {
+      const jobId = waiting.shift()!;
+      roomWaiters.shift()?.();
+      claiming++;
+      claim(jobId)
+        .catch(() => {}) // the job stays queued; the reaper announces it again
+        .finally(() => {
+          claiming--;
+          pump();
+        });
+    }
+  }
+
+  async function claim(jobId: string): Promise<void> {
+    const job = await deps.jobs.get(jobId);
+    if (!job || job.status !== "queued" || stopping) return;
+    const claimed = startJob(job, deps.clock.now(), { owner: options.workerId, expiresAt: leaseUntil() });
+    if (await deps.jobs.transition(claimed, { status: "queued" })) track(claimed);
   }
 
   function track(job: Job): void {
     const abandon = new AbortController();
     const done = run(job, abandon).finally(() => {
       running.delete(job.id);
-      waiters.shift()?.();
+      pump();
     });
     running.set(job.id, { done, abandon });
     void done.catch(() => {}); // failures leave the job to the reaper
   }
 
-  /** generation.requested: claim the job, then generate in the background (bounded by `concurrency`). */
+  /** generation.requested: a queued job joins its account's line; slots are filled round-robin between accounts. */
   async function handle(event: GenerationRequested): Promise<void> {
     if (stopping) throw new Error("worker is stopping");
-    // A duplicate announcement of a job already taken must not wait for a slot (and hold up the partition).
-    if ((await deps.jobs.get(event.jobId))?.status !== "queued") return;
-    await slot();
-    // Stopping may have begun while this waited for a slot: leave the job for another worker.
-    if (stopping) throw new Error("worker is stopping");
+    if (running.has(event.jobId) || waiting.has(event.jobId)) return;
     const job = await deps.jobs.get(event.jobId);
-    if (!job || job.status !== "queued") return;
-    const claimed = startJob(job, deps.clock.now(), { owner: options.workerId, expiresAt: leaseUntil() });
-    if (!(await deps.jobs.transition(claimed, { status: "queued" }))) return;
-    track(claimed);
+    if (job?.status !== "queued") return;
+    while (waiting.size >= MAX_WAITING && !stopping) await new Promise<void>((resolve) => roomWaiters.push(resolve));
+    // Stopping may have begun while this waited for room: leave the event to another worker.
+    if (stopping) throw new Error("worker is stopping");
+    waiting.push(job.accountId, job.id);
+    pump();
   }
 
   /** Where the reaper's scan continues: each pass takes the next page, so a large backlog is covered in turn. */
@@ -231,7 +269,7 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     cursor = page.next;
     for (const { jobId, accountId, since, job } of page.entries) {
       if (stopping) return;
-      if (running.has(jobId)) continue;
+      if (running.has(jobId) || waiting.has(jobId)) continue;
       const age = now.getTime() - since.getTime();
       if (!job) {
         // An acceptance (or a synchronous text call) died holding money and left no job: give the money back.
@@ -270,7 +308,12 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     async stop(graceMs: number): Promise<void> {
       stopping = true;
       clearInterval(reaperTimer);
+      roomWaiters.splice(0).forEach((wake) => wake());
       await reaping;
+      // Jobs still waiting here are announced again, so another worker (or the next start) takes them at once.
+      await Promise.allSettled(
+        waiting.drain().map((jobId) => deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, jobId, { jobId })),
+      );
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         Promise.allSettled([...running.values()].map((r) => r.done)),

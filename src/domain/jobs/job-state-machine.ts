@@ -46,9 +46,10 @@ export function takeOverJob(job: Job, lease: Lease): Job {
 }
 
 /** Marks a finished job's money as moved (see Job.settled). */
-export function settleJob(job: Job): Job {
+export function settleJob(job: Job, charged: Money = job.charged): Job {
   if (!isTerminal(job.status)) throw new Error(`job ${job.id} is ${job.status}: only a finished job is settled`);
-  return { ...job, settled: true };
+  if (charged < 0n || charged > job.charged) throw new Error(`job ${job.id}: settled charge ${charged} outside 0..${job.charged}`);
+  return { ...job, settled: true, charged };
 }
 
 /**

@@ -1,10 +1,36 @@
 import type { Money } from "../money.js";
 import type { GenerationSpec } from "../validation/generation-request.js";
-import { promptTokenEstimate } from "../text/tokens.js";
+import { base64Head, imagePromptTokens, imageSizeOf } from "../text/media-tokens.js";
+import { countTokens } from "../text/tokens.js";
 import type { ModelPrices } from "./price-table.js";
 import { imagePrice, tokenEstimate, videoPrice } from "./quotes.js";
 
-/** What to reserve when a job is accepted (billing rules 1 and 2). */
+/**
+ * Prompt tokens a text job's input may cost: the prompt by our rule, each
+ * inline image by the vendor's rules from its real dimensions, each image URL
+ * (fetched only when the job runs) as an image of unknown size.
+ */
+export function jobPromptTokenBound(spec: Pick<GenerationSpec, "prompt" | "inputImageUrls" | "inlineImages">): number {
+  let tokens = countTokens(spec.prompt) + spec.inputImageUrls.length * imagePromptTokens(undefined);
+  for (const image of spec.inlineImages) tokens += imagePromptTokens(imageSizeOf(headOf(image)));
+  return tokens;
+}
+
+/**
+ * An inline image's first bytes: decoded from its base64, or those an image
+ * staged while the request arrived kept (`head`); when they do not show its
+ * size, it is counted as the largest image.
+ */
+function headOf(image: GenerationSpec["inlineImages"][number]): Uint8Array {
+  if ("base64" in image) return base64Head(image.base64);
+  return image.head;
+}
+
+/**
+ * What to reserve when a job is accepted (billing rules 1 and 2). Text: the
+ * input's bound plus the model's maximum output at the dearest output price;
+ * the worker holds the upstream to that maximum (job.input.maxOutputTokens).
+ */
 export function quoteGeneration(spec: GenerationSpec, prices: ModelPrices | undefined): Money {
   const model = spec.model;
   switch (model.kind) {
@@ -14,8 +40,6 @@ export function quoteGeneration(spec: GenerationSpec, prices: ModelPrices | unde
       return videoPrice(model.id, prices, spec.resolution!, spec.durationSeconds!);
     case "text":
     case "multimodal_realtime":
-      return tokenEstimate(
-        model.id, prices, promptTokenEstimate(spec.prompt, spec.inputImageUrls.length + spec.inlineImages.length), model.maxOutputTokens!,
-      );
+      return tokenEstimate(model.id, prices, jobPromptTokenBound(spec), model.maxOutputTokens!);
   }
 }

@@ -39,10 +39,11 @@ export function tokenCost(model: string, prices: ModelPrices | undefined, usage:
 /**
  * The reservation for a text request: the prompt at the input price plus the
  * largest possible answer at the dearest output price. Output is bounded
- * exactly (the upstream is held to maxOutputTokens); the prompt is estimated
- * (see promptTokenEstimate), so an upstream that counts a prompt higher than
- * the estimate can charge a little more than was held: the charge follows the
- * upstream's count.
+ * (the upstream is held to maxOutputTokens, which also bounds thinking); the
+ * prompt is bounded by the vendor's media rules (domain/text/media-tokens.ts)
+ * but counted by the upstream, which may still count more: the charge follows
+ * the upstream's count, never beyond hold + available (pricing/settlement.ts),
+ * and the rest is recorded as a shortfall.
  */
 export function tokenEstimate(model: string, prices: ModelPrices | undefined, promptTokens: number, maxOutputTokens: number): Money {
   if (prices?.inputPerMillion === undefined || prices.outputPerMillion === undefined) throw missing(model, "token");

@@ -1,10 +1,12 @@
 import { AUTO } from "../catalog/aspect-ratios.js";
 import { findModel, type ModelSpec } from "../catalog/models.js";
 import { badRequest, invalid } from "../errors/domain-error.js";
-import { parseInlineImage, type InlineImage } from "./inline-images.js";
+import { parseInlineImage, type InlineImage, type StagedInlineImage } from "./inline-images.js";
 import {
   DEFAULT_TIMEOUT_SECONDS, HIGH_RES_VIDEO_DURATION, TIMEOUT_RANGE, VIDEO_JOB_DURATION_RANGE, type ValidationLimits,
 } from "./limits.js";
+import { checkMetadata } from "./metadata.js";
+import { checkPromptBytes } from "./prompt-size.js";
 import { isHttpUrl } from "./urls.js";
 
 export type JsonObject = { [key: string]: unknown };
@@ -20,6 +22,8 @@ export interface GenerationRequestInput {
   resolution?: string;
   inputImagesUrls: readonly string[];
   inputImagesBase64: readonly string[];
+  /** Inline images a large request's body already had decoded into the blob store (they count like inputImagesBase64). */
+  stagedImages?: readonly StagedInlineImage[];
   callbackUrl?: string;
   metadata?: JsonObject;
   timeout?: number;
@@ -37,7 +41,7 @@ export interface GenerationSpec {
   readonly resolution?: string;
   readonly durationSeconds?: number;
   readonly inputImageUrls: readonly string[];
-  readonly inlineImages: readonly InlineImage[];
+  readonly inlineImages: readonly (InlineImage | StagedInlineImage)[];
   readonly callbackUrl?: string;
   readonly metadata?: JsonObject;
   readonly timeoutSeconds: number;
@@ -68,9 +72,10 @@ function checkTimeout(timeout: number | undefined): number {
   return timeout;
 }
 
-function checkInputs(input: GenerationRequestInput, limits: ValidationLimits): InlineImage[] {
+function checkInputs(input: GenerationRequestInput, limits: ValidationLimits): (InlineImage | StagedInlineImage)[] {
   const mode = input.inputMode ?? "any";
-  const count = input.inputImagesUrls.length + input.inputImagesBase64.length;
+  const staged = input.stagedImages ?? [];
+  const count = input.inputImagesUrls.length + input.inputImagesBase64.length + staged.length;
   if (mode === "text_only" && count > 0) {
     throw invalid("input_images_not_allowed", "this endpoint generates from text only; use url-generations for input images");
   }
@@ -89,7 +94,7 @@ function checkInputs(input: GenerationRequestInput, limits: ValidationLimits): I
       });
     }
   });
-  const inline = input.inputImagesBase64.map((value, i) => parseInlineImage(value, i));
+  const inline = [...staged, ...input.inputImagesBase64.map((value, i) => parseInlineImage(value, staged.length + i))];
   const total = inline.reduce((sum, image) => sum + image.decodedBytes, 0);
   if (total > limits.maxInputBytes) {
     throw invalid("input_too_large", `input images total ${total} bytes; the limit is ${limits.maxInputBytes} bytes (200 MiB)`, {
@@ -160,9 +165,21 @@ function checkVideoDuration(resolution: string, requested: number | undefined): 
   return requested;
 }
 
+/**
+ * The size rules, cheap and first: the model (whose kind decides the prompt
+ * limit), the prompt's UTF-8 bytes, then `metadata`. The service applies them
+ * before anything that reads the whole request (its idempotency fingerprint).
+ */
+export function checkGenerationSize(input: Pick<GenerationRequestInput, "model" | "prompt" | "metadata">, limits: ValidationLimits): ModelSpec {
+  const model = requireKnownModel(input.model);
+  checkPromptBytes(input.prompt, model, limits);
+  checkMetadata(input.metadata, limits.metadata);
+  return model;
+}
+
 /** Applies every rule of the spec's sections 2.2, 7 and 8 to a job request. */
 export function validateGenerationRequest(input: GenerationRequestInput, limits: ValidationLimits): GenerationSpec {
-  const model = requireKnownModel(input.model);
+  const model = checkGenerationSize(input, limits);
   const prompt = normalizePrompt(input.prompt);
   const timeoutSeconds = checkTimeout(input.timeout);
   if (input.callbackUrl !== undefined && input.callbackUrl !== "" && !isHttpUrl(input.callbackUrl)) {

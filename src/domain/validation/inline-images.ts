@@ -1,6 +1,6 @@
 import { invalid } from "../errors/domain-error.js";
 
-const DATA_URI = /^data:([a-z]+\/[a-z0-9.+-]+)?(;[a-z0-9-]+=[^;,]*)*;base64,/i;
+export const DATA_URI = /^data:([a-z]+\/[a-z0-9.+-]+)?(;[a-z0-9-]+=[^;,]*)*;base64,/i;
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
 export interface InlineImage {
@@ -9,6 +9,21 @@ export interface InlineImage {
   readonly base64: string;
   readonly decodedBytes: number;
 }
+
+/** An inline image the gateway already decoded into the blob store while the request arrived. */
+export interface StagedInlineImage {
+  readonly mimeType: string;
+  /** Where it waits in the blob store for its job. */
+  readonly ref: string;
+  readonly decodedBytes: number;
+  /** SHA-256 of its text as sent, for the Idempotency-Key fingerprint. */
+  readonly digest: string;
+  /** Its first decoded bytes (up to STAGED_HEAD_BYTES): enough to read an image's dimensions. */
+  readonly head: Uint8Array;
+}
+
+/** How much of a staged image's start is kept in memory, for what needs its header (its dimensions). */
+export const STAGED_HEAD_BYTES = 64 * 1024;
 
 /**
  * Accepts plain base64 or a data URI. The decoded size is computed from the

@@ -1,7 +1,8 @@
 import { findModel, VIDEO_MODEL_ID } from "../catalog/models.js";
 import { invalid } from "../errors/domain-error.js";
 import { normalizePrompt, requireKnownModel, type GenerationSpec } from "./generation-request.js";
-import { DEFAULT_TIMEOUT_SECONDS, VIDEO_INTERACTION_DURATION_RANGE } from "./limits.js";
+import { DEFAULT_TIMEOUT_SECONDS, VIDEO_INTERACTION_DURATION_RANGE, type ValidationLimits } from "./limits.js";
+import { checkPromptBytes } from "./prompt-size.js";
 
 export interface VideoInteractionInput {
   model: string;
@@ -9,8 +10,19 @@ export interface VideoInteractionInput {
   parameters?: { durationSeconds?: number };
 }
 
+/**
+ * The size rule, cheap and first: every instance's prompt within the prompt
+ * limit of the model's kind. The service applies it before anything that
+ * reads the whole request (its idempotency fingerprint).
+ */
+export function checkVideoInteractionSize(input: Pick<VideoInteractionInput, "model" | "instances">, limits: ValidationLimits): void {
+  const model = requireKnownModel(input.model);
+  input.instances.forEach((instance, i) => checkPromptBytes(instance.prompt, model, limits, `instances[${i}].prompt`));
+}
+
 /** The interactions endpoint (spec 2.7): one instance, 1 to 8 s, 720p. */
-export function validateVideoInteraction(input: VideoInteractionInput): GenerationSpec {
+export function validateVideoInteraction(input: VideoInteractionInput, limits: ValidationLimits): GenerationSpec {
+  checkVideoInteractionSize(input, limits);
   const model = requireKnownModel(input.model);
   if (model.id !== VIDEO_MODEL_ID || findModel(input.model)?.id !== input.model) {
     throw invalid("unsupported_model", `the interactions endpoint serves only ${VIDEO_MODEL_ID}`, { field: "model" });

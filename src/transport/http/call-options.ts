@@ -10,19 +10,27 @@ export function clientGone(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
-/** `/api/v1`: the key travels as `authorization: Bearer`. */
-export function platformCall(request: FastifyRequest, reply: FastifyReply): CallOptions {
+/** `/api/v1` and `/admin/v1`: the key (or the admin token) travels as `authorization: Bearer`. */
+export function platformHeaders(request: FastifyRequest): Headers {
   const headers = new Headers();
   if (request.headers.authorization) headers.set("authorization", request.headers.authorization);
-  return { headers, signal: clientGone(reply) };
+  return headers;
 }
 
 /** `/api/aimodel`: the key travels as `x-vendor-api-key` (or `?key=`, as the vendor also accepts). */
-export function vendorCall(request: FastifyRequest, reply: FastifyReply): CallOptions {
+export function vendorHeaders(request: FastifyRequest): Headers {
   const headers = new Headers();
-  const key = request.headers["x-vendor-api-key"] ?? (request.query as { key?: string }).key;
+  const key = request.headers["x-vendor-api-key"] ?? (request.query as { key?: string } | undefined)?.key;
   if (typeof key === "string" && key) headers.set("x-vendor-api-key", key);
-  return { headers, signal: clientGone(reply) };
+  return headers;
+}
+
+export function platformCall(request: FastifyRequest, reply: FastifyReply): CallOptions {
+  return { headers: platformHeaders(request), signal: clientGone(reply) };
+}
+
+export function vendorCall(request: FastifyRequest, reply: FastifyReply): CallOptions {
+  return { headers: vendorHeaders(request), signal: clientGone(reply) };
 }
 
 /** Idempotency-Key may come bare or as an RFC 8941 string ("..."). */

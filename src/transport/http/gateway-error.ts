@@ -1,9 +1,11 @@
-/** An error the gateway raises itself, before the core is involved (malformed JSON, wrong types). */
+/** An error the gateway raises itself, before the core is involved (malformed JSON, wrong types, edge limits). */
 export class GatewayError extends Error {
   constructor(
     readonly status: number,
     readonly reason: string,
     message: string,
+    /** Sent as Retry-After when set (429, 503). */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }

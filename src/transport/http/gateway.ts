@@ -1,7 +1,15 @@
 import Fastify, { type FastifyInstance } from "fastify";
+import type { EdgeLimits } from "../../config/config.js";
+import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
+import type { InlineStaging } from "../../core/jobs/inline-staging.js";
+import type { ValidationLimits } from "../../domain/validation/limits.js";
 import type { CoreClients } from "../../runtime/core-clients.js";
-import { sendPlatformError, toHttpError } from "./error-replies.js";
+import type { UploadSlots } from "../upload-slots.js";
+import { bodyGuard } from "./edge/body-guard.js";
+import { clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from "./edge/client-errors.js";
+import { limitConnections } from "./edge/connection-limits.js";
+import { replyWithError, sendError, toHttpError } from "./error-replies.js";
 import { GatewayError } from "./gateway-error.js";
 import { adminRoutes } from "./routes/admin-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
@@ -13,43 +21,102 @@ export interface GatewayOptions {
   readonly logLevel: string;
   /** Whether the process can serve: the gate in front of every route and /readyz. */
   readonly readiness: Readiness;
+  /** Timeouts, connection caps and body sizes of the port. */
+  readonly edge: EdgeLimits;
+  /** Body limit of the routes that take inline input images (see generationBodyBytes). */
+  readonly generationBodyBytes: number;
+  /** Checks a call's credentials from its headers, before its body is read. */
+  readonly headerCheck: HeaderCheck;
+  /** The process's large-upload slots (shared with the core's port). */
+  readonly uploadSlots: UploadSlots;
+  /** Validation limits the gateway checks on raw JSON before converting it (metadata). */
+  readonly limits: ValidationLimits;
+  /** The core's staging of inline images, when the core runs in this process (undefined in front of a remote core). */
+  readonly staging: () => InlineStaging | undefined;
 }
+
+/** How often Node looks for requests past HTTP_HEADERS_TIMEOUT / HTTP_REQUEST_TIMEOUT (its default is 30 s). */
+const checkingIntervalMs = (headersTimeoutMs: number) => Math.min(1_000, Math.max(50, Math.floor(headersTimeoutMs / 4)));
 
 /**
  * The REST/SSE edge. It only translates: JSON ⇄ messages, headers ⇄ call
  * options, RPC errors ⇄ the two documented error shapes. Every rule lives in
  * the core behind `core`. Returns an app that is not listening yet.
+ *
+ * What a client may hold of it is bounded: headers within
+ * HTTP_HEADERS_TIMEOUT, the whole request within HTTP_REQUEST_TIMEOUT, no
+ * traffic at all for HTTP_IDLE_TIMEOUT (not counted while the answer is
+ * being produced: an SSE stream or a long synchronous call is not cut),
+ * open connections per port and per client address, and bodies (see
+ * edge/body-guard.ts).
  */
 export async function buildGateway(core: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
+  const { edge } = options;
+  const headersTimeoutMs = Math.min(edge.headersTimeoutMs, edge.requestTimeoutMs);
   const app = Fastify({
     logger:
       options.logLevel === "silent"
         ? false
         : {
             level: options.logLevel,
-            // Result links carry their signature in the query: logs keep the path only.
+            // Result links carry their signature in the query, vendor calls may carry `?key=`: logs keep the path only.
             serializers: { req: (request) => ({ method: request.method, url: request.url.split("?")[0], remoteAddress: request.ip }) },
           },
     // Idle keep-alive sockets must not hold up shutdown.
     forceCloseConnections: true,
     return503OnClosing: true,
+    bodyLimit: edge.maxBodyBytes,
+    connectionTimeout: edge.idleTimeoutMs,
+    keepAliveTimeout: edge.keepAliveTimeoutMs,
+    requestTimeout: edge.requestTimeoutMs,
+    http: { headersTimeout: headersTimeoutMs, requestTimeout: edge.requestTimeoutMs, connectionsCheckingInterval: checkingIntervalMs(headersTimeoutMs) },
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors,
+    clientErrorHandler,
+  });
+  limitConnections(app.server, edge, app.log);
+
+  // `Expect: 100-continue`: the client is told to send its body only once the route's checks passed (preParsing
+  // runs after every onRequest hook); a refused client never sends it. Node would otherwise say 100 at once.
+  app.server.on("checkContinue", (request, response) => app.server.emit("request", request, response));
+  app.addHook("preParsing", (request, reply, payload, done) => {
+    if (request.headers.expect?.toLowerCase() === "100-continue" && !reply.raw.headersSent) reply.raw.writeContinue();
+    done(null, payload);
+  });
+  // The request has arrived: until the answer starts, the connection is quiet because this service works
+  // (a synchronous text call, an SSE stream between chunks), which the idle timeout must not cut; the core
+  // bounds that time (UPSTREAM_TIMEOUT, TEXT_CALL_LIMIT). Once the answer is being sent, a client that
+  // stops reading it for HTTP_IDLE_TIMEOUT is cut again.
+  app.addHook("preHandler", (request, _reply, done) => {
+    request.raw.socket?.setTimeout(0);
+    done();
+  });
+  app.addHook("onSend", (request, _reply, payload, done) => {
+    request.raw.socket?.setTimeout(edge.idleTimeoutMs);
+    done(null, payload);
   });
 
-  app.setErrorHandler((error, request, reply) => {
-    const mapped = toHttpError(error);
-    // Refusals (503 paused, 502 upstream) are answers, not failures of this service: only crashes are logged as errors.
-    if (mapped.reason === "internal_error") request.log.error({ err: error }, "request failed");
-    return sendPlatformError(reply, mapped);
+  app.setErrorHandler(replyWithError);
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split("?")[0]!;
+    const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+    return sendError(reply, toHttpError(new GatewayError(404, "not_found", `no route ${request.method} ${shown}`)));
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendPlatformError(reply, toHttpError(new GatewayError(404, "not_found", `no route ${request.method} ${request.url.split("?")[0]}`))),
-  );
 
+  const guard = bodyGuard({
+    headerCheck: options.headerCheck,
+    uploadSlots: options.uploadSlots,
+    edge,
+    generationBodyBytes: options.generationBodyBytes,
+  });
   // Not encapsulated: the gate must stand in front of every route, the 404 handler included.
   await healthRoutes(options.readiness)(app);
-  await app.register(jobsRoutes(core));
-  await app.register(adminRoutes(core));
+  await app.register(jobsRoutes(core, guard, {
+    rules: { metadata: options.limits.metadata },
+    images: { staging: options.staging, streamAbove: edge.largeUploadBytes, maxOtherBytes: edge.maxBodyBytes },
+  }));
+  await app.register(adminRoutes(core, guard));
   await app.register(fileRoutes(core));
-  await app.register(vendorRoutes(core), { prefix: VENDOR_PREFIX });
+  await app.register(vendorRoutes(core, guard), { prefix: VENDOR_PREFIX });
   return app;
 }

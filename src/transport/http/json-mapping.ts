@@ -2,14 +2,43 @@ import { fromJson, type DescMessage, type JsonValue, type MessageShape } from "@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { JobStatus, type Job } from "../../../gen/generation/v1/job_pb.js";
 import type { Balance } from "../../../gen/generation/v1/money_pb.js";
+import { DomainError } from "../../domain/errors/domain-error.js";
+import { checkMetadata, checkMetadataShape, type MetadataLimits } from "../../domain/validation/metadata.js";
 import { GatewayError } from "./gateway-error.js";
+
+/** Domain rules the gateway applies to the raw JSON before converting it (the core applies them again). */
+export interface BodyRules {
+  /**
+   * Limits of a top-level `metadata` object, checked before it becomes a
+   * protobuf Struct. Without them only the rules that need no configuration
+   * (a JSON object, at most 32 levels deep) are checked here.
+   */
+  readonly metadata?: MetadataLimits;
+}
+
+/** Whether the message has a top-level `metadata` Struct (the raw JSON's "metadata" becomes it). */
+const hasMetadataStruct = (schema: DescMessage) =>
+  schema.fields.some((field) => field.localName === "metadata" && field.message?.typeName === "google.protobuf.Struct");
+
+/** The domain's metadata rules on the raw JSON, refused in the gateway's terms (422 and the domain's reason). */
+function checkRawMetadata(metadata: unknown, rules: BodyRules): void {
+  try {
+    if (rules.metadata) checkMetadata(metadata, rules.metadata);
+    else checkMetadataShape(metadata);
+  } catch (error) {
+    if (error instanceof DomainError) throw new GatewayError(422, error.reason, error.message);
+    throw error;
+  }
+}
 
 /**
  * JSON bodies are the proto JSON mapping of the request messages: proto
  * field names and lowerCamelCase both accepted, unknown fields ignored (as
- * the vendor does). A field of the wrong type is a 422.
+ * the vendor does). A field of the wrong type is a 422. With `rules`, the
+ * domain's own checks run first on the raw JSON, so a million metadata keys
+ * or a deeply nested object are refused (422) before any conversion.
  */
-export function parseBody<S extends DescMessage>(schema: S, body: unknown): MessageShape<S> {
+export function parseBody<S extends DescMessage>(schema: S, body: unknown, rules: BodyRules = {}): MessageShape<S> {
   if (typeof body === "string") {
     // Fastify parses text/plain into a string: the body was not sent as JSON.
     throw new GatewayError(415, "unsupported_media_type", "send the body as Content-Type: application/json");
@@ -17,6 +46,7 @@ export function parseBody<S extends DescMessage>(schema: S, body: unknown): Mess
   if (body === null || typeof body !== "object" || Array.isArray(body)) {
     throw new GatewayError(422, "validation_failed", "the request body must be a JSON object");
   }
+  if (hasMetadataStruct(schema)) checkRawMetadata((body as { metadata?: unknown }).metadata, rules);
   try {
     return fromJson(schema, body as JsonValue, { ignoreUnknownFields: true });
   } catch (error) {

@@ -22,6 +22,7 @@ function contextFor(service: DescService, method: DescMethod, options: CallOptio
     requestHeader: options.headers,
     requestSignal: options.signal,
     timeoutMs: options.timeoutMs,
+    contextValues: options.contextValues,
   });
 }
 

@@ -5,6 +5,7 @@ import { UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { balanceJson, parseBody } from "../json-mapping.js";
 import { GatewayError } from "../gateway-error.js";
+import type { BodyGuard } from "../edge/body-guard.js";
 
 const adminCall = (request: FastifyRequest) => {
   const headers = new Headers();
@@ -35,9 +36,11 @@ const priceJson = (price: Parameters<typeof toJson<typeof ModelPriceSchema>>[1])
   toJson(ModelPriceSchema, price, { useProtoFieldName: true, alwaysEmitImplicit: true });
 
 /** The fixed admin contract under /admin/v1 (tools outside the project depend on it). */
-export function adminRoutes(core: CoreClients) {
+export function adminRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
-    app.post("/admin/v1/accounts", async (request, reply) => {
+    // Every route with a body: the admin token is checked before the body is read.
+    const withBody = guard({ credential: "admin", keyFrom: "platform", images: false });
+    app.post("/admin/v1/accounts", withBody, async (request, reply) => {
       const response = await core.admin.createAccount(
         { name: stringField(request.body, "name", false), balance: stringField(request.body, "balance", false) },
         adminCall(request),
@@ -45,7 +48,7 @@ export function adminRoutes(core: CoreClients) {
       return reply.code(201).send({ account_id: response.accountId, name: response.name, ...balanceJson(response.balance) });
     });
 
-    app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/credits", async (request) => {
+    app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/credits", withBody, async (request) => {
       const { balance } = await core.admin.addCredits(
         { accountId: request.params.accountId, amount: stringField(request.body, "amount") },
         adminCall(request),
@@ -58,7 +61,7 @@ export function adminRoutes(core: CoreClients) {
       return balanceJson(balance);
     });
 
-    app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/keys", async (request, reply) => {
+    app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/keys", withBody, async (request, reply) => {
       const models = (request.body as Body | undefined)?.models;
       if (!Array.isArray(models) || models.some((m) => typeof m !== "string")) {
         throw new GatewayError(422, "validation_failed", "models must be an array of model ids or \"*\"");
@@ -72,7 +75,7 @@ export function adminRoutes(core: CoreClients) {
       return { key_id: response.keyId, revoked: response.revoked };
     });
 
-    app.put<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/webhook", async (request) => {
+    app.put<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/webhook", withBody, async (request) => {
       const response = await core.admin.setWebhook(
         { accountId: request.params.accountId, url: stringField(request.body, "url", false) },
         adminCall(request),
@@ -80,12 +83,12 @@ export function adminRoutes(core: CoreClients) {
       return { url: response.url, secret: response.secret };
     });
 
-    app.put("/admin/v1/pause", async (request) => {
+    app.put("/admin/v1/pause", withBody, async (request) => {
       const response = await core.admin.setProjectPaused({ paused: booleanField(request.body, "paused") }, adminCall(request));
       return { paused: response.paused };
     });
 
-    app.put<{ Params: { model: string } }>("/admin/v1/models/:model/pause", async (request) => {
+    app.put<{ Params: { model: string } }>("/admin/v1/models/:model/pause", withBody, async (request) => {
       const response = await core.admin.setModelPaused(
         { model: request.params.model, paused: booleanField(request.body, "paused") },
         adminCall(request),
@@ -105,7 +108,7 @@ export function adminRoutes(core: CoreClients) {
       };
     });
 
-    app.put<{ Params: { name: string } }>("/admin/v1/routes/:name/pause", async (request) => {
+    app.put<{ Params: { name: string } }>("/admin/v1/routes/:name/pause", withBody, async (request) => {
       const response = await core.admin.setRoutePaused(
         { name: request.params.name, paused: booleanField(request.body, "paused") },
         adminCall(request),
@@ -118,7 +121,7 @@ export function adminRoutes(core: CoreClients) {
       return { prices: prices.map(priceJson) };
     });
 
-    app.put<{ Params: { model: string } }>("/admin/v1/prices/:model", async (request) => {
+    app.put<{ Params: { model: string } }>("/admin/v1/prices/:model", withBody, async (request) => {
       const price = parseBody(ModelPriceSchema, request.body);
       price.model = request.params.model;
       const response = await core.admin.updatePrice({ price }, adminCall(request));

@@ -1,11 +1,13 @@
 import { toJson } from "@bufbuild/protobuf";
-import type { FastifyInstance, FastifyReply } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
   CreateGenerationRequestSchema, InputMode, ListModelsResponseSchema, type CreateGenerationResponse,
 } from "../../../../gen/generation/v1/generation_service_pb.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, platformCall } from "../call-options.js";
-import { balanceJson, jobJson, jobStatusName, parseBody } from "../json-mapping.js";
+import type { BodyGuard } from "../edge/body-guard.js";
+import { balanceJson, jobJson, jobStatusName, parseBody, type BodyRules } from "../json-mapping.js";
+import { discardStaged, stagedImagesOf, streamInlineImages, type StreamedImagesOptions } from "../streamed-images.js";
 
 /** Deprecated aliases (spec section 9): each maps to a fixed model. */
 const ALIASES = [
@@ -14,29 +16,41 @@ const ALIASES = [
   { prefix: "", model: "aimodel-3-pro-image" },
 ] as const;
 
-export const MAX_GENERATION_BODY_BYTES = 320 * 1024 * 1024;
-
 export function acceptedReply(reply: FastifyReply, response: Pick<CreateGenerationResponse, "jobId" | "status" | "statusUrl" | "replayed">) {
   if (response.replayed) reply.header("idempotent-replayed", "true");
   reply.header("location", response.statusUrl);
   return reply.code(202).send({ job_id: response.jobId, status: jobStatusName(response.status), status_url: response.statusUrl });
 }
 
-export function jobsRoutes(core: CoreClients) {
+export interface JobsRoutesOptions {
+  /** Domain rules applied to the raw JSON before it is converted (metadata). */
+  readonly rules: BodyRules;
+  /** How large bodies' inline images are streamed to the core's staging. */
+  readonly images: StreamedImagesOptions;
+}
+
+export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRoutesOptions) {
   return async (app: FastifyInstance) => {
+    streamInlineImages(app, options.images);
+    // The key is checked, and the announced size, before the body (with its inline images) is read.
+    const generation = guard({ credential: "api_key", keyFrom: "platform", images: true });
     const createGeneration = (fixed?: { model: string; inputMode: InputMode }) =>
-      async (request: { body: unknown; headers: Record<string, unknown> }, reply: FastifyReply) => {
-        const message = parseBody(CreateGenerationRequestSchema, request.body);
-        message.idempotencyKey = idempotencyKeyOf(request as never);
-        message.inputMode = fixed?.inputMode ?? InputMode.UNSPECIFIED;
-        if (fixed) message.model = fixed.model;
-        const response = await core.generation.createGeneration(message, platformCall(request as never, reply));
-        return acceptedReply(reply, response);
+      async (request: FastifyRequest, reply: FastifyReply) => {
+        try {
+          const message = parseBody(CreateGenerationRequestSchema, request.body, options.rules);
+          message.idempotencyKey = idempotencyKeyOf(request);
+          message.inputMode = fixed?.inputMode ?? InputMode.UNSPECIFIED;
+          if (fixed) message.model = fixed.model;
+          const call = { ...platformCall(request, reply), contextValues: stagedImagesOf(request) };
+          return acceptedReply(reply, await core.generation.createGeneration(message, call));
+        } finally {
+          await discardStaged(request);
+        }
       };
 
-    app.post("/api/v1/generations", { bodyLimit: MAX_GENERATION_BODY_BYTES }, createGeneration());
+    app.post("/api/v1/generations", generation, createGeneration());
     for (const alias of ALIASES) {
-      const deprecated = { bodyLimit: MAX_GENERATION_BODY_BYTES, onSend: deprecationHeaders };
+      const deprecated = { ...generation, onSend: deprecationHeaders };
       app.post(`/api/v1${alias.prefix}/text-generations`, deprecated, createGeneration({ model: alias.model, inputMode: InputMode.TEXT_ONLY }));
       app.post(`/api/v1${alias.prefix}/url-generations`, deprecated, createGeneration({ model: alias.model, inputMode: InputMode.IMAGE_URLS }));
     }

@@ -6,10 +6,11 @@ import {
 } from "../../../../gen/generation/v1/text_service_pb.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, vendorCall } from "../call-options.js";
-import { sendVendorError, toHttpError, vendorErrorBody } from "../error-replies.js";
+import type { BodyGuard } from "../edge/body-guard.js";
+import { replyWithError, sendVendorError, toHttpError, vendorErrorBody } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
 import { parseBody } from "../json-mapping.js";
-import { acceptedReply, MAX_GENERATION_BODY_BYTES } from "./jobs-routes.js";
+import { acceptedReply } from "./jobs-routes.js";
 
 export const VENDOR_PREFIX = "/api/aimodel/v1beta";
 const MODEL_ACTION = /^([^:/]+):(generateContent|streamGenerateContent)$/;
@@ -20,14 +21,16 @@ const sseEvent = (json: unknown) => `data: ${JSON.stringify(json)}\r\n\r\n`;
 const vendorJson = (response: GenerateContentResponse) => toJson(GenerateContentResponseSchema, response);
 
 /** Registered with `prefix: VENDOR_PREFIX`, so its error and not-found handlers cover only the vendor surface. */
-export function vendorRoutes(core: CoreClients) {
+export function vendorRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
-    app.setErrorHandler((error, _request, reply) => sendVendorError(reply, toHttpError(error)));
+    // The key (header or ?key=) is checked, and the announced size, before the body is read.
+    const generation = guard({ credential: "api_key", keyFrom: "vendor", images: true });
+    app.setErrorHandler(replyWithError);
     app.setNotFoundHandler((_request, reply) =>
       sendVendorError(reply, toHttpError(new GatewayError(404, "not_found", "no such endpoint"))),
     );
 
-    app.post<{ Params: { "*": string } }>("/models/*", { bodyLimit: MAX_GENERATION_BODY_BYTES }, async (request, reply) => {
+    app.post<{ Params: { "*": string } }>("/models/*", generation, async (request, reply) => {
       const match = MODEL_ACTION.exec(decodeURIComponent(request.params["*"]));
       if (!match) throw new GatewayError(404, "not_found", "expected models/{model}:generateContent or :streamGenerateContent");
       const [, model, action] = match;
@@ -38,7 +41,7 @@ export function vendorRoutes(core: CoreClients) {
       return streamAnswer(core, message, request, reply);
     });
 
-    app.post("/interactions", async (request, reply) => {
+    app.post("/interactions", generation, async (request, reply) => {
       const message = parseBody(CreateVideoInteractionRequestSchema, request.body);
       message.idempotencyKey = idempotencyKeyOf(request);
       return acceptedReply(reply, await core.generation.createVideoInteraction(message, vendorCall(request, reply)));

@@ -1,0 +1,69 @@
+import type { Client } from "@connectrpc/connect";
+import type { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
+import { DomainError } from "../../domain/errors/domain-error.js";
+import type { ApiKeyStore } from "../../ports/api-key-store.js";
+import { rpc } from "../errors/rpc-errors.js";
+import { requireAdmin } from "./admin-auth.js";
+import { hashSecret, presentedKey } from "./api-key-auth.js";
+
+/** What a call needs before its body is worth reading: an API key, or the admin token. */
+export type Credential = "api_key" | "admin";
+
+/**
+ * Checks a call's credentials from its headers alone, before the edge reads
+ * its body: a caller without a valid key never makes the process read (or
+ * hold) a byte of what it sends. Throws the same ConnectError the handler
+ * would (401 in the surface's shape). The handler still authenticates the
+ * call itself: this check only decides whether the body is read, so a key
+ * revoked a moment ago may pass it (for at most `ttlMs`) and is refused there.
+ */
+export type HeaderCheck = (headers: Headers, needs: Credential) => Promise<void>;
+
+const MAX_REMEMBERED = 10_000;
+
+/** Remembers keys found valid for `ttlMs`, so a busy client costs one key lookup per interval, not one per call. */
+function rememberValid(ttlMs: number) {
+  const valid = new Map<string, number>();
+  return {
+    has(hash: string, now: number) {
+      const until = valid.get(hash);
+      return until !== undefined && until > now;
+    },
+    add(hash: string, now: number) {
+      if (valid.size >= MAX_REMEMBERED) valid.clear();
+      valid.set(hash, now + ttlMs);
+    },
+  };
+}
+
+/** The check beside the core: the key store itself. */
+export function localHeaderCheck(keys: ApiKeyStore, adminToken: string, ttlMs = 5_000): HeaderCheck {
+  const remembered = rememberValid(ttlMs);
+  return (headers, needs) =>
+    rpc(async () => {
+      if (needs === "admin") return requireAdmin(headers, adminToken);
+      const secret = presentedKey(headers);
+      if (!secret) throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
+      const hash = hashSecret(secret);
+      const now = Date.now();
+      if (remembered.has(hash, now)) return;
+      const record = await keys.findBySecretHash(hash);
+      if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
+      remembered.add(hash, now);
+    });
+}
+
+/** A gateway in front of a remote core: the admin token is configuration; a key is asked of the core (GetBalance needs only a valid key). */
+export function remoteHeaderCheck(generation: Client<typeof GenerationService>, adminToken: string, ttlMs = 5_000): HeaderCheck {
+  const remembered = rememberValid(ttlMs);
+  return async (headers, needs) => {
+    if (needs === "admin") return rpc(async () => requireAdmin(headers, adminToken));
+    const secret = presentedKey(headers);
+    if (!secret) return rpc(async () => { throw new DomainError("unauthenticated", "missing_api_key", "an API key is required"); });
+    const hash = hashSecret(secret);
+    const now = Date.now();
+    if (remembered.has(hash, now)) return;
+    await generation.getBalance({}, { headers });
+    remembered.add(hash, now);
+  };
+}

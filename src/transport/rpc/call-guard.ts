@@ -1,0 +1,207 @@
+import { constants, type Http2ServerRequest } from "node:http2";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { HeaderCheck } from "../../core/auth/header-check.js";
+import type { Readiness } from "../../core/health/readiness.js";
+import { HEALTH_SERVICE_NAME } from "./health-service.js";
+import type { MethodPolicy } from "./method-policy.js";
+import { edgeFailure, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
+import { isEnveloped, type WireProtocol } from "./wire-protocol.js";
+
+/** The per-process large-upload slots (src/transport/upload-slots.ts), as the edge uses them. */
+export interface UploadSlotsLike {
+  tryTake(): (() => void) | undefined;
+}
+
+export interface CallGuardSettings {
+  readonly readiness: Readiness;
+  readonly headerCheck: HeaderCheck;
+  /** HTTP_REQUEST_TIMEOUT: the whole request message must have arrived within this (the response may take longer). */
+  readonly requestTimeoutMs: number;
+  /** LARGE_UPLOAD_BYTES: a message above this takes an upload slot for as long as its call lasts. */
+  readonly largeUploadBytes: number;
+  readonly uploads: UploadSlotsLike;
+  readonly uploadRetryAfterSeconds: number;
+  readonly log: (message: string, error: unknown) => void;
+}
+
+const ENVELOPE_HEADER_BYTES = 5;
+const CLIENT_WENT_AWAY = new ConnectError("the client closed the stream", Code.Canceled);
+
+/**
+ * Pulls a request body chunk by chunk, in paused mode (nothing is read that
+ * is not asked for, so HTTP/2 flow control holds the sender back). `fail`
+ * makes the pending read, and every later one, throw.
+ */
+class BodyReader {
+  private failure: unknown;
+  private wake: (() => void) | undefined;
+
+  constructor(private readonly request: Http2ServerRequest) {
+    request.on("readable", this.poke);
+    request.on("end", this.poke);
+    request.on("error", (error) => this.fail(error));
+    request.on("close", () => {
+      if (!request.readableEnded) this.fail(CLIENT_WENT_AWAY);
+    });
+  }
+
+  private readonly poke = () => {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  };
+
+  /** Stops listening: the request is no longer read here. */
+  detach(): void {
+    this.request.off("readable", this.poke);
+    this.request.off("end", this.poke);
+  }
+
+  fail(error: unknown): void {
+    this.failure ??= error;
+    this.poke();
+  }
+
+  async read(): Promise<Buffer | undefined> {
+    for (;;) {
+      if (this.failure !== undefined) throw this.failure;
+      const chunk = this.request.read() as Buffer | null;
+      if (chunk !== null) return chunk;
+      if (this.request.readableEnded) return undefined;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+}
+
+/**
+ * One call on the core port, seen from the edge: the checks that need only
+ * the headers (readiness, credentials, Content-Length), then the body as
+ * Connect reads it, with each message's size taken from its length prefix
+ * before a byte of it is buffered, an upload slot for a large one, and the
+ * request timeout. A refusal is thrown from the body, so Connect answers it
+ * in the caller's protocol (gRPC status, gRPC-Web trailer, Connect JSON).
+ */
+export class GuardedCall {
+  private reader: BodyReader | undefined;
+  private timedOut = false;
+  private releaseSlot: (() => void) | undefined;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly request: Http2ServerRequest,
+    private readonly policy: MethodPolicy,
+    private readonly protocol: WireProtocol | undefined,
+    private readonly settings: CallGuardSettings,
+  ) {
+    this.timer = setTimeout(() => this.expire(), settings.requestTimeoutMs);
+    request.once("end", () => clearTimeout(this.timer));
+    request.stream.once("close", () => {
+      clearTimeout(this.timer);
+      this.releaseSlot?.();
+    });
+    // Once the answer is out, a request side still open (a refusal, a timeout) is closed with RST_STREAM NO_ERROR,
+    // as HTTP/2 allows after a complete response (RFC 9113, 8.1), so the sender stops and the stream slot is free.
+    // Http2ServerResponse always ends with trailers (gRPC's status; empty otherwise), sent on "wantTrailers":
+    // the close comes after them. Should that event not come, the request timeout closes the stream.
+    request.stream.once("wantTrailers", () => setImmediate(() => this.closeRequestSide()));
+  }
+
+  private get methodName() {
+    return `${this.policy.service.typeName}/${this.policy.method.name}`;
+  }
+
+  /** The refusal owed before any byte of the body is read, if any. */
+  async refusalBeforeBody(headers: Headers): Promise<ConnectError | undefined> {
+    if (this.policy.service.typeName !== HEALTH_SERVICE_NAME && !this.settings.readiness.current.serving) {
+      return notServing(this.settings.readiness);
+    }
+    if (this.policy.credential !== undefined) {
+      try {
+        await this.settings.headerCheck(headers, this.policy.credential);
+      } catch (error) {
+        if (error instanceof ConnectError) return error;
+        this.settings.log(`${this.policy.method.name}: credential check failed`, error);
+        return edgeFailure(error);
+      }
+    }
+    if (this.timedOut) return requestTimedOut(this.settings.requestTimeoutMs);
+    const length = Number(headers.get("content-length") ?? NaN);
+    if (!isEnveloped(this.protocol)) {
+      // A whole unenveloped message announced by Content-Length: judged before Connect allocates for it.
+      if (Number.isSafeInteger(length)) return this.admitOrRefuse(length);
+    } else if (Number.isSafeInteger(length) && length > this.policy.maxMessageBytes + ENVELOPE_HEADER_BYTES) {
+      // Every method here takes exactly one request message.
+      return messageTooLarge(this.methodName, this.policy.maxMessageBytes, length - ENVELOPE_HEADER_BYTES);
+    }
+    return undefined;
+  }
+
+  /** A message of `size` bytes: over the limit, or large with no slot free, is refused. */
+  private admitOrRefuse(size: number): ConnectError | undefined {
+    if (size > this.policy.maxMessageBytes) return messageTooLarge(this.methodName, this.policy.maxMessageBytes, size);
+    if (size > this.settings.largeUploadBytes && this.releaseSlot === undefined) {
+      this.releaseSlot = this.settings.uploads.tryTake();
+      if (this.releaseSlot === undefined) return tooManyUploads(this.settings.uploadRetryAfterSeconds);
+    }
+    return undefined;
+  }
+
+  private admit(size: number): void {
+    const refusal = this.admitOrRefuse(size);
+    if (refusal) throw refusal;
+  }
+
+  /** The body Connect reads: the request's chunks as they come, each message admitted by its length prefix first. */
+  async *body(): AsyncGenerator<Uint8Array> {
+    if (this.timedOut) throw requestTimedOut(this.settings.requestTimeoutMs);
+    const reader = (this.reader = new BodyReader(this.request));
+    const enveloped = isEnveloped(this.protocol);
+    const header = Buffer.alloc(ENVELOPE_HEADER_BYTES);
+    let headerFilled = 0;
+    let payloadLeft = 0;
+    let total = 0;
+    for (let chunk = await reader.read(); chunk !== undefined; chunk = await reader.read()) {
+      if (!enveloped) {
+        total += chunk.byteLength;
+        this.admit(total);
+      } else {
+        let offset = 0;
+        while (offset < chunk.byteLength) {
+          if (payloadLeft > 0) {
+            const take = Math.min(payloadLeft, chunk.byteLength - offset);
+            payloadLeft -= take;
+            offset += take;
+            continue;
+          }
+          const take = Math.min(ENVELOPE_HEADER_BYTES - headerFilled, chunk.byteLength - offset);
+          chunk.copy(header, headerFilled, offset, offset + take);
+          headerFilled += take;
+          offset += take;
+          if (headerFilled === ENVELOPE_HEADER_BYTES) {
+            payloadLeft = header.readUInt32BE(1);
+            headerFilled = 0;
+            this.admit(payloadLeft);
+          }
+        }
+      }
+      yield chunk;
+    }
+  }
+
+  /** HTTP_REQUEST_TIMEOUT: a request still arriving is refused (or, already answered, closed). */
+  private expire(): void {
+    if (this.request.readableEnded) return;
+    this.timedOut = true;
+    this.reader?.fail(requestTimedOut(this.settings.requestTimeoutMs));
+    if (this.request.stream.writableEnded) this.closeRequestSide();
+  }
+
+  private closeRequestSide(): void {
+    const stream = this.request.stream;
+    if (this.request.readableEnded || stream.closed || stream.destroyed) return;
+    // What arrived and was not read is dropped: Node destroys a closed stream only once its readable side has ended.
+    this.reader?.detach();
+    this.request.resume();
+    stream.close(constants.NGHTTP2_NO_ERROR);
+  }
+}

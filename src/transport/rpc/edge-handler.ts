@@ -1,0 +1,61 @@
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { GuardedCall, type CallGuardSettings } from "./call-guard.js";
+import type { MethodPolicy } from "./method-policy.js";
+import { malformedMessage } from "./refusals.js";
+import { answerUnknownMethod, inspectParseFailure, protocolOf } from "./wire-protocol.js";
+
+/** A body that refuses the call at Connect's first read: Connect then answers `error` in the caller's protocol. */
+async function* refusing(error: ConnectError): AsyncGenerator<Uint8Array> {
+  throw error;
+}
+
+/**
+ * The core port's request handler, in place of connectNodeAdapter: it finds
+ * the method's Connect handler by path, as that adapter does, but gives it a
+ * guarded body (see GuardedCall), answers unknown methods in gRPC's terms and
+ * reports a malformed protobuf message as INVALID_ARGUMENT (Connect says INTERNAL).
+ */
+export function createEdgeHandler(
+  router: ConnectRouter,
+  policies: ReadonlyMap<string, MethodPolicy>,
+  settings: CallGuardSettings,
+): (req: Http2ServerRequest, res: Http2ServerResponse) => void {
+  const handlers = new Map<string, UniversalHandler>(router.handlers.map((handler) => [handler.requestPath, handler]));
+  return (req, res) => {
+    serve(req, res).catch((error: unknown) => {
+      const code = ConnectError.from(error).code;
+      if (code !== Code.Aborted && code !== Code.Canceled) settings.log(`rpc ${req.url} failed`, error);
+    });
+  };
+
+  async function serve(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
+    const path = (req.url ?? "").split("?", 1)[0]!;
+    const protocol = protocolOf(req.headers["content-type"]);
+    const handler = handlers.get(path);
+    const policy = policies.get(path);
+    if (!handler || !policy) {
+      answerUnknownMethod(req, res, protocol);
+      return;
+    }
+    const call = new GuardedCall(req, policy, protocol, settings);
+    const request = universalRequestFromNodeRequest(req, res, undefined, undefined);
+    const refusal = await call.refusalBeforeBody(request.header);
+    let response = await handler(refusal ? withoutLength(request, refusing(refusal)) : { ...request, body: call.body() });
+    const inspected = await inspectParseFailure(response, protocol);
+    response = inspected.parseFailure
+      ? await handler(withoutLength(request, refusing(malformedMessage(`${policy.service.typeName}/${policy.method.name}`))))
+      : inspected.response;
+    // Connect's writer waits for an "end" event Http2ServerResponse never emits: its promise is for errors only.
+    await universalResponseToNodeResponse(response, res);
+  }
+}
+
+/** Connect sizes a unary Connect body by Content-Length before reading it; a refused body has none to size. */
+function withoutLength(request: UniversalServerRequest, body: AsyncIterable<Uint8Array>): UniversalServerRequest {
+  const header = new Headers(request.header);
+  header.delete("content-length");
+  return { ...request, header, body };
+}

@@ -1,0 +1,70 @@
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
+import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
+import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
+import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
+import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
+import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
+import type { Credential } from "../../core/auth/header-check.js";
+import type { ValidationLimits } from "../../domain/validation/limits.js";
+
+/** What the edge of the core knows about one method before it reads a byte of its message. */
+export interface MethodPolicy {
+  readonly service: DescService;
+  readonly method: DescMethod;
+  /** The credential the headers must carry, checked before the message is read; undefined: none at the edge. */
+  readonly credential: Credential | undefined;
+  /** The largest request message accepted, in bytes as sent (before decompression). */
+  readonly maxMessageBytes: number;
+}
+
+/**
+ * Methods whose request carries input images inline (base64 strings in
+ * CreateGeneration, `inline_data` bytes in the text calls): they get the
+ * input-image allowance; every other message is small. CreateVideoInteraction
+ * carries a prompt only.
+ */
+const CARRIES_INPUT_IMAGES = new Set<DescMethod>([
+  GenerationService.method.createGeneration,
+  TextService.method.generateContent,
+  TextService.method.streamGenerateContent,
+]);
+
+/** Methods of an authenticated service that answer without a key (the handler checks none). */
+const PUBLIC = new Set<DescMethod>([GenerationService.method.listModels]);
+
+/** What each served service asks of a caller's headers. FileService checks the signed link in its message; Health is open. */
+const CREDENTIAL_OF = new Map<DescService, Credential | undefined>([
+  [AdminService, "admin"],
+  [GenerationService, "api_key"],
+  [TextService, "api_key"],
+  [FileService, undefined],
+  [Health, undefined],
+]);
+
+/**
+ * The largest message of a method that carries input images: the images'
+ * decoded allowance (maxInputBytes) grown by a third, since they travel as
+ * base64 (CreateGeneration's strings, and bytes in Connect's JSON), plus room
+ * for the longest prompt, the metadata and the rest of the message (maxBodyBytes).
+ */
+export function inputMessageLimit(limits: ValidationLimits, maxBodyBytes: number): number {
+  const longestPrompt = Math.max(limits.maxPromptBytes.image, limits.maxPromptBytes.video, limits.maxPromptBytes.text);
+  return Math.ceil((limits.maxInputBytes * 4) / 3) + longestPrompt + limits.metadata.maxTotalBytes + maxBodyBytes;
+}
+
+/** The policy of every method served on the core port, by request path (`/package.Service/Method`). */
+export function methodPolicies(limits: ValidationLimits, maxBodyBytes: number): Map<string, MethodPolicy> {
+  const large = inputMessageLimit(limits, maxBodyBytes);
+  const policies = new Map<string, MethodPolicy>();
+  for (const [service, credential] of CREDENTIAL_OF) {
+    for (const method of service.methods) {
+      policies.set(`/${service.typeName}/${method.name}`, {
+        service,
+        method,
+        credential: PUBLIC.has(method) ? undefined : credential,
+        maxMessageBytes: CARRIES_INPUT_IMAGES.has(method) ? large : maxBodyBytes,
+      });
+    }
+  }
+  return policies;
+}

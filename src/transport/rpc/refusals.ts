@@ -1,0 +1,55 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
+import type { Readiness } from "../../core/health/readiness.js";
+import { toConnectError } from "../../core/errors/rpc-errors.js";
+import { DomainError } from "../../domain/errors/domain-error.js";
+
+/** What the edge of the core answers before (or instead of) reading a call's message, with the usual ErrorDetail. */
+
+/** UNAVAILABLE service_unavailable (503, retry-after) while the process cannot serve. */
+export function notServing(readiness: Readiness): ConnectError {
+  const report = readiness.current;
+  return toConnectError(
+    new DomainError("unavailable", "service_unavailable", report.reason ?? "service unavailable", {}, readiness.retryAfterSeconds),
+  );
+}
+
+/** INVALID_ARGUMENT input_too_large (422): the message's length prefix (or Content-Length) is over the method's limit. */
+export function messageTooLarge(method: string, limit: number, size: number): ConnectError {
+  return toConnectError(
+    new DomainError("invalid", "input_too_large", `the request message of ${method} is ${size} bytes or more; the limit is ${limit} bytes`, {
+      limit,
+      method,
+    }),
+  );
+}
+
+/** RESOURCE_EXHAUSTED too_many_uploads (429, retry-after): every large-upload slot of the process is taken. */
+export function tooManyUploads(retryAfterSeconds: number): ConnectError {
+  return toConnectError(
+    new DomainError("rate_limited", "too_many_uploads", "too many large uploads at once; retry shortly", {}, retryAfterSeconds),
+  );
+}
+
+/** INVALID_ARGUMENT malformed_message (400): the message is not the method's protobuf. */
+export function malformedMessage(method: string): ConnectError {
+  return toConnectError(new DomainError("bad_request", "malformed_message", `the request message is not a valid ${method} request`, { method }));
+}
+
+/**
+ * DEADLINE_EXCEEDED request_timeout (HTTP 408 in the detail): the request's
+ * message did not arrive within HTTP_REQUEST_TIMEOUT. No domain category maps
+ * to it (it is the edge's own refusal), so the detail is built here.
+ */
+export function requestTimedOut(timeoutMs: number): ConnectError {
+  const detail = create(ErrorDetailSchema, { reason: "request_timeout", httpStatus: 408, facts: { limit_ms: timeoutMs } });
+  return new ConnectError(`the request message did not arrive within ${timeoutMs} ms`, Code.DeadlineExceeded, undefined, [
+    { desc: ErrorDetailSchema, value: detail },
+  ]);
+}
+
+/** Anything else that went wrong in the edge's own checks (a crash): its message stays out of the wire. */
+export function edgeFailure(cause: unknown): ConnectError {
+  return new ConnectError("internal error", Code.Internal, undefined, undefined, cause);
+}

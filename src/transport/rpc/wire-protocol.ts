@@ -1,0 +1,123 @@
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+import {
+  contentTypeStreamRegExp as connectStreamContentType,
+  contentTypeUnaryRegExp as connectUnaryContentType,
+  endStreamFlag,
+  endStreamFromJson,
+  errorFromJsonBytes,
+} from "@connectrpc/connect/protocol-connect";
+import { contentTypeRegExp as grpcContentType, findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { contentTypeRegExp as grpcWebContentType, trailerFlag, trailerParse } from "@connectrpc/connect/protocol-grpc-web";
+
+/** The protocols the core port speaks, told apart by the request's content type (as Connect's handlers do). */
+export type WireProtocol = "grpc" | "grpc-web" | "connect-unary" | "connect-stream";
+
+export function protocolOf(contentType: string | undefined): WireProtocol | undefined {
+  if (!contentType) return undefined;
+  if (grpcContentType.test(contentType)) return "grpc";
+  if (grpcWebContentType.test(contentType)) return "grpc-web";
+  if (connectUnaryContentType.test(contentType)) return "connect-unary";
+  if (connectStreamContentType.test(contentType)) return "connect-stream";
+  return undefined;
+}
+
+/** Whether the request body is a sequence of length-prefixed envelopes (everything but Connect's unary calls); unknown: no. */
+export const isEnveloped = (protocol: WireProtocol | undefined) => protocol !== undefined && protocol !== "connect-unary";
+
+/**
+ * A path the core does not serve. gRPC and gRPC-Web callers get a
+ * trailers-only UNIMPLEMENTED (status in the one HEADERS frame, which ends
+ * the stream), as gRPC servers answer an unknown method; others get the 404
+ * Connect's own adapter gives.
+ */
+export function answerUnknownMethod(req: Http2ServerRequest, res: Http2ServerResponse, protocol: WireProtocol | undefined): void {
+  const path = (req.url ?? "").split("?", 1)[0]!;
+  if (protocol !== "grpc" && protocol !== "grpc-web") {
+    res.writeHead(404);
+    res.end();
+    return;
+  }
+  const status = setTrailerStatus(new Headers(), new ConnectError(`unknown method ${path}`, Code.Unimplemented));
+  const headers: Record<string, string> = { ":status": "200", "content-type": req.headers["content-type"]! };
+  status.forEach((value, key) => (headers[key] = value));
+  req.stream.respond(headers, { endStream: true });
+}
+
+/**
+ * Connect parses a request's binary protobuf itself and reports a malformed
+ * message as INTERNAL ("parse binary: …", @connectrpc/connect 2.x,
+ * createBinarySerialization), before any interceptor or handler sees the
+ * call. It is the caller's fault, so the edge tells it apart by that code
+ * and message (only the request side is ever parsed on a server) and has the
+ * call answered again as `replacement`.
+ */
+function isRequestParseFailure(error: ConnectError | undefined): boolean {
+  return error !== undefined && error.code === Code.Internal && error.rawMessage.startsWith("parse binary:");
+}
+
+/**
+ * Whether Connect's response is the refusal of a malformed request message,
+ * in each protocol's shape: gRPC's trailers, gRPC-Web's trailer frame,
+ * Connect's unary error body (HTTP 500) or end-of-stream message. Such a
+ * refusal comes before any output, so only the first chunk is looked at.
+ * Returns the response to send on (the same one, its first chunk put back).
+ */
+export async function inspectParseFailure(
+  response: UniversalServerResponse,
+  protocol: WireProtocol | undefined,
+): Promise<{ readonly parseFailure: boolean; readonly response: UniversalServerResponse }> {
+  if (protocol === undefined || response.body === undefined) return { parseFailure: false, response };
+  if (protocol === "connect-unary" && response.status !== 500) return { parseFailure: false, response };
+  const iterator = response.body[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  if (first.done === true) {
+    // gRPC: an error before any message leaves the body empty and the status in the trailers.
+    const failed = protocol === "grpc" && response.trailer !== undefined && isRequestParseFailure(findTrailerError(response.trailer));
+    return { parseFailure: failed, response: { ...response, body: emptyBody() } };
+  }
+  const chunk = first.value;
+  let error: ConnectError | undefined;
+  try {
+    error = firstChunkError(chunk, protocol, response);
+  } catch {
+    error = undefined;
+  }
+  if (isRequestParseFailure(error)) {
+    await iterator.return?.();
+    return { parseFailure: true, response };
+  }
+  return { parseFailure: false, response: { ...response, body: prepend(chunk, iterator) } };
+}
+
+function firstChunkError(chunk: Uint8Array, protocol: WireProtocol, response: UniversalServerResponse): ConnectError | undefined {
+  const encoded = new Headers(response.header).get("content-encoding") ?? new Headers(response.header).get("connect-content-encoding");
+  if (encoded && encoded !== "identity") return undefined;
+  const flags = chunk[0];
+  const payload = () => chunk.subarray(5);
+  switch (protocol) {
+    case "grpc":
+      return undefined;
+    case "grpc-web":
+      return flags === trailerFlag ? findTrailerError(trailerParse(payload())) : undefined;
+    case "connect-stream":
+      return flags === endStreamFlag ? endStreamFromJson(payload()).error : undefined;
+    case "connect-unary":
+      return errorFromJsonBytes(chunk, undefined, new ConnectError("", Code.Unknown));
+  }
+}
+
+async function* emptyBody(): AsyncGenerator<Uint8Array> {}
+
+async function* prepend(first: Uint8Array, rest: AsyncIterator<Uint8Array>): AsyncGenerator<Uint8Array> {
+  let finished = false;
+  try {
+    yield first;
+    for (let next = await rest.next(); next.done !== true; next = await rest.next()) yield next.value;
+    finished = true;
+  } finally {
+    // The writer stopped early (the caller went away): let Connect end the call.
+    if (!finished) await rest.return?.();
+  }
+}
