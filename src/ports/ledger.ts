@@ -22,6 +22,11 @@ export interface Settlement {
   readonly charged: Money;
   /** The part of the amount asked that was not charged (the operator's loss, recorded as a shortfall); 0 when covered. */
   readonly shortfall: Money;
+  /**
+   * Set when this call moved nothing: the hold had already been settled
+   * (before a crash, by another worker), and this is the settlement recorded then.
+   */
+  readonly repeated?: true;
 }
 
 /** A settlement that asked for more than the balance allowed: kept for the operator, never deleted. */
@@ -45,8 +50,14 @@ export interface Ledger {
   /**
    * Charges `amount`, or at most the hold plus the available balance (the
    * rest is recorded as a shortfall in the same atomic step), and ends the
-   * hold. Undefined (a no-op) when the reservation is already settled or
-   * released, so only the call that ended the hold reports its settlement.
+   * hold. Repeated on a hold already settled, it moves nothing and answers
+   * the settlement recorded then, marked `repeated` (so a repeat after a
+   * crash shows what was actually charged, never the amount asked). Undefined
+   * (a no-op) when the hold was released, or never taken. Cassandra keeps
+   * the capped settlements (those with a shortfall) beyond their hold, not
+   * the others: there a repeat answers amount − recorded shortfall, or
+   * undefined for a settlement in full (which charged the amount asked), so a
+   * repeat must ask the same amount as the first call did.
    */
   settle(accountId: string, reservationId: string, amount: Money): Promise<Settlement | undefined>;
   /** Ends the hold without charging. A no-op when already settled or released. */

@@ -8,7 +8,7 @@ import type { HeaderCheck } from "../core/auth/header-check.js";
 import { remoteHeaderCheck } from "../core/auth/header-check.js";
 import { generationBodyBytes } from "../transport/http/edge/body-guard.js";
 import { buildGateway } from "../transport/http/gateway.js";
-import { UploadSlots } from "../transport/upload-slots.js";
+import { BodyBudget, UploadSlots } from "../transport/upload-slots.js";
 import { listenRpc } from "../transport/rpc/rpc-server.js";
 import { openBackends, type Backends, type Persist, type WatchedDependency } from "./backends.js";
 import type { CoreClients } from "./core-clients.js";
@@ -23,6 +23,8 @@ export interface RunningService {
   readonly core?: Core;
   readonly backends?: string;
   readonly readiness: Readiness;
+  /** What the edge holds right now: large uploads being read and body bytes being received, both ports together. */
+  readonly edge: { readonly uploadSlots: UploadSlots; readonly bodyBudget: BodyBudget };
   /**
    * Graceful stop, in one place: /readyz turns 503 at once (a load balancer
    * drains this process) while requests are still served for DRAIN_DELAY,
@@ -115,6 +117,8 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
   let gateway: FastifyInstance | undefined;
   // One count of large uploads for the process, both ports.
   const uploadSlots = new UploadSlots(config.edge.maxConcurrentLargeUploads);
+  // One budget of body bytes being received, both ports (MAX_BODY_MEMORY).
+  const bodyBudget = new BodyBudget(config.edge.maxBodyMemory);
   let httpUrl = "";
   if (serveApi) {
     // The gate answers 503 until `clients` exist, so these getters are never reached before.
@@ -134,6 +138,7 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
       // Beside the core, large requests' inline images are staged into its blob store while they arrive.
       staging: () => core?.staging,
       uploadSlots,
+      bodyBudget,
     });
     await gateway.listen({ host: config.host, port: config.port });
     httpUrl = `http://${config.host}:${(gateway.server.address() as AddressInfo).port}`;
@@ -175,7 +180,7 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
 
   const ready = (async (): Promise<RunningService> => {
     const running = (grpcUrl?: string): RunningService => ({
-      httpUrl, grpcUrl, core, backends: backends?.description, readiness, close,
+      httpUrl, grpcUrl, core, backends: backends?.description, readiness, edge: { uploadSlots, bodyBudget }, close,
     });
     if (config.coreUrl) {
       clients = remoteCoreClients(config.coreUrl);
@@ -197,7 +202,11 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
     headerCheck = core.headerCheck;
     stopWatching = watchDependencies(backends.dependencies, readiness, config.dependencyCheckMs, baseLog);
     await core.startConsumers(config.roles, log);
-    rpc = serveApi ? await listenRpc(core, config.host, config.grpcPort, log, readiness, { edge: config.edge, limits: config.limits, uploads: uploadSlots }) : undefined;
+    rpc = serveApi ? await listenRpc(core, config.host, config.grpcPort, log, readiness, {
+      edge: config.edge, limits: config.limits, uploads: uploadSlots, bodyBudget,
+      // The core port's debug lines (a client that went away, a connection over its client's cap) go to the gateway's pino.
+      debugLog: (message, facts) => gateway?.log.debug({ port: "core", ...facts }, message),
+    }) : undefined;
     readiness.markStarted();
     return running(rpc && `http://${config.host}:${rpc.port}`);
   })();

@@ -63,4 +63,36 @@ export class BodyBudget {
       this.used -= bytes;
     };
   }
+
+  /**
+   * A hold for a body whose size is not known (chunked): it takes bytes as
+   * they arrive, one `take` per piece, and gives all of them back at once.
+   */
+  open(): BodyHold {
+    let held = 0;
+    let released = false;
+    return {
+      take: (bytes) => {
+        if (released) return true;
+        if (bytes > this.capacity - this.used) return false;
+        this.used += bytes;
+        held += bytes;
+        return true;
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        this.used -= held;
+        held = 0;
+      },
+    };
+  }
+}
+
+/** What a body of unknown size holds of a BodyBudget. */
+export interface BodyHold {
+  /** Takes `bytes` more; false (nothing taken) when they do not fit. Once released it takes nothing and answers true: its body is over. */
+  take(bytes: number): boolean;
+  /** Gives back everything taken; calling it more than once gives it back once. */
+  release(): void;
 }

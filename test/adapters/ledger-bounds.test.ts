@@ -47,6 +47,11 @@ if (!isMainThread) {
 
 interface Subject {
   readonly name: string;
+  /**
+   * Whether a settlement in full is remembered beyond its hold (a repeat answers it); Cassandra
+   * keeps only the capped ones (in the account row's shortfalls), and a repeat of another answers undefined.
+   */
+  readonly remembersFullSettlements: boolean;
   /** A fresh ledger on the store (and a second writer on the same store, for races between processes). */
   open(): Promise<{ ledger: Ledger; other: Ledger }>;
   readonly skip?: string | false;
@@ -69,6 +74,7 @@ async function openSqlite() {
 const SUBJECTS: Subject[] = [
   {
     name: "MemoryLedger",
+    remembersFullSettlements: true,
     async open() {
       const ledger = new MemoryLedger();
       return { ledger, other: ledger };
@@ -76,6 +82,7 @@ const SUBJECTS: Subject[] = [
   },
   {
     name: "SqliteLedger",
+    remembersFullSettlements: true,
     async open() {
       const stores = await openSqlite();
       return { ledger: stores.stores.ledger, other: new SqliteLedger(stores.database.db) };
@@ -83,6 +90,7 @@ const SUBJECTS: Subject[] = [
   },
   {
     name: "CassandraLedger",
+    remembersFullSettlements: false,
     skip: !contactPoints && "needs TEST_BACKEND=real or CASSANDRA_CONTACT_POINTS (real Cassandra)",
     async open() {
       cassandraClient ??= await openSession({
@@ -165,12 +173,47 @@ if (isMainThread) {
         // Available is 1000 − 500 = 500: job:big may take its 300 and those 500, never job:other's 200.
         assert.deepEqual(await ledger.settle(id, "job:big", 900n), { charged: 800n, shortfall: 100n });
         assert.deepEqual(await ledger.balance(id), { balance: 200n, reserved: 200n });
-        assert.equal(await ledger.settle(id, "job:big", 900n), undefined, "a repeated settlement moves nothing and reports nothing");
+        assert.deepEqual(await ledger.settle(id, "job:big", 900n), { charged: 800n, shortfall: 100n, repeated: true },
+          "a repeated settlement moves nothing and reports the settlement recorded");
+        assert.deepEqual(await ledger.balance(id), { balance: 200n, reserved: 200n });
         assert.deepEqual(await ledger.shortfalls(id), [{ reservationId: "job:big", amount: 100n }]);
         // The other hold is still fully covered; settling it within its hold records no shortfall.
         assert.deepEqual(await ledger.settle(id, "job:other", 150n), { charged: 150n, shortfall: 0n });
         assert.deepEqual(await ledger.balance(id), { balance: 50n, reserved: 0n });
         assert.deepEqual(await ledger.shortfalls(id), [{ reservationId: "job:big", amount: 100n }]);
+      });
+
+      it("when a capped settlement is repeated (the reaper after a crash), then it answers the charge recorded, marked repeated, and moves nothing", async () => {
+        const id = account();
+        await ledger.createAccount(id, "a", 700n);
+        assert.equal(await ledger.reserve(id, "job:capped", 400n), "reserved");
+        assert.equal(await ledger.reserve(id, "job:kept", 100n), "reserved");
+        const first = await ledger.settle(id, "job:capped", 1_000n);
+        assert.deepEqual(first, { charged: 600n, shortfall: 400n });
+        const balanceAfter = await ledger.balance(id);
+        // The repeat asks the same amount (the job's stored usage cost), from this writer and from another.
+        assert.deepEqual(await ledger.settle(id, "job:capped", 1_000n), { charged: 600n, shortfall: 400n, repeated: true });
+        assert.deepEqual(await other.settle(id, "job:capped", 1_000n), { charged: 600n, shortfall: 400n, repeated: true });
+        assert.deepEqual(await ledger.balance(id), balanceAfter, "a repeat moves no money");
+        assert.deepEqual(await ledger.shortfalls(id), [{ reservationId: "job:capped", amount: 400n }], "and records no second shortfall");
+      });
+
+      it("when a settlement in full is repeated, then it moves nothing and answers the charge recorded (Cassandra: undefined, the amount asked was charged)", async () => {
+        const id = account();
+        await ledger.createAccount(id, "a", 1_000n);
+        assert.equal(await ledger.reserve(id, "job:full", 300n), "reserved");
+        assert.deepEqual(await ledger.settle(id, "job:full", 250n), { charged: 250n, shortfall: 0n });
+        const repeat = await ledger.settle(id, "job:full", 250n);
+        if (subject.remembersFullSettlements) assert.deepEqual(repeat, { charged: 250n, shortfall: 0n, repeated: true });
+        else assert.equal(repeat, undefined);
+        assert.deepEqual(await ledger.balance(id), { balance: 750n, reserved: 0n });
+        // A released hold was never settled: a later settle answers nothing and charges nothing.
+        assert.equal(await ledger.reserve(id, "job:released", 300n), "reserved");
+        await ledger.release(id, "job:released");
+        assert.equal(await ledger.settle(id, "job:released", 250n), undefined);
+        assert.equal(await ledger.settle(id, "job:never-held", 250n), undefined);
+        assert.deepEqual(await ledger.balance(id), { balance: 750n, reserved: 0n });
+        assert.deepEqual(await ledger.shortfalls(id), []);
       });
 
       it("when the whole balance is held by one hold and usage exceeds it, then the balance ends at exactly zero", async () => {
@@ -240,7 +283,8 @@ if (isMainThread) {
       assert.equal(await plain.reserve("lost-settle", "job:r", 1_000n), "reserved");
       const losing = new CassandraLedger(losingNextUpdate(cassandraClient));
       assert.deepEqual(await losing.settle("lost-settle", "job:r", 1_300n), { charged: 1_000n, shortfall: 300n });
-      assert.equal(await losing.settle("lost-settle", "job:r", 1_300n), undefined);
+      assert.deepEqual(await losing.settle("lost-settle", "job:r", 1_300n), { charged: 1_000n, shortfall: 300n, repeated: true },
+        "a repeat answers the settlement recorded, and moves nothing");
       assert.deepEqual(await plain.balance("lost-settle"), { balance: 0n, reserved: 0n });
       assert.deepEqual(await plain.shortfalls("lost-settle"), [{ reservationId: "job:r", amount: 300n }]);
     });

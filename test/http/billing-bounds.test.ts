@@ -1,6 +1,8 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, request as httpRequest } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig, type Config } from "../../src/config/config.js";
@@ -26,6 +28,8 @@ import { money } from "../support/billing-helpers.js";
  *  - the synchronous text API passes only allow-listed fields upstream.
  * The oracle is the published prices (src/config/default-prices.json as the
  * README lists them) and the README's token rules, computed here independently.
+ * What is held during a call is read while the test holds that call's
+ * upstream request (startHoldingUpstream), never after a delay.
  */
 
 const PRO = { model: "aimodel-3.1-pro-preview", input: "2.00", output: "12.00" };
@@ -72,26 +76,104 @@ async function startLoggedService(env: Record<string, string>): Promise<Started>
   };
 }
 
+/** A request to the upstream held until the test releases it. */
+interface HeldCall {
+  /** Resolves when the held request has arrived (the service is mid-call, its hold taken). */
+  readonly reached: Promise<void>;
+  release(): void;
+}
+
+interface HoldingUpstream {
+  readonly url: string;
+  /** Holds the next request for `model` before it reaches the stub, until `release()`. */
+  holdNext(model: string): HeldCall;
+  close(): Promise<void>;
+}
+
+/**
+ * The upstream as the service sees it: a pass-through to the vendor stub that
+ * can hold a request until the test releases it, so what the service holds
+ * while a call runs is read while the call is certainly running (no delay
+ * that a slow machine could outlast).
+ */
+async function startHoldingUpstream(target: string): Promise<HoldingUpstream> {
+  const origin = new URL(target);
+  const armed = new Map<string, { arrived: () => void; released: Promise<void> }>();
+  const releases = new Set<() => void>();
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const model = /\/models\/([^/:]+)/.exec(req.url ?? "")?.[1];
+    const hold = model === undefined ? undefined : armed.get(decodeURIComponent(model));
+    if (hold) {
+      armed.delete(decodeURIComponent(model!));
+      hold.arrived();
+      await hold.released;
+    }
+    const upstream = httpRequest(
+      { host: origin.hostname, port: origin.port, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on("error", () => res.destroy());
+    res.on("close", () => upstream.destroy());
+    upstream.end(Buffer.concat(chunks));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    holdNext(model) {
+      let arrived!: () => void;
+      let release!: () => void;
+      const reached = new Promise<void>((resolve) => (arrived = resolve));
+      const released = new Promise<void>((resolve) => (release = resolve));
+      releases.add(release);
+      armed.set(model, { arrived, released });
+      return { reached, release };
+    },
+    async close() {
+      for (const release of releases) release();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await closed;
+    },
+  };
+}
+
 const generate = (service: TestService, model: string, key: string, body: unknown) =>
   call(service, "POST", `${VENDOR}/models/${model}:generateContent`, { vendorKey: key, body });
 
-/** Waits until the account holds something, and returns what it holds. */
-async function heldWhileRunning(service: TestService, key: string): Promise<bigint> {
-  const held = await eventually(() => balanceOf(service, key), (b) => b.reserved !== "0.00", { what: "a hold to be taken" });
-  return pico(held.reserved);
+/** What the account holds while its upstream call is held (then lets the call go on). */
+async function heldWhileRunning(service: TestService, key: string, call: HeldCall, timeoutMs = 20_000): Promise<bigint> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      call.reached,
+      new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no upstream call arrived within ${timeoutMs} ms`)), timeoutMs))),
+    ]);
+    return pico((await balanceOf(service, key)).reserved);
+  } finally {
+    clearTimeout(timer);
+    call.release();
+  }
 }
 
 const pngPart = (png: Buffer) => ({ inlineData: { mimeType: "image/png", data: png.toString("base64") } });
 
 describe(`billing bounds (${BACKEND} backend, vendor stub upstream)`, () => {
   let stub: VendorStub;
+  let holding: HoldingUpstream;
   let service: Started;
   before(async () => {
     stub = await startVendorStub();
-    service = await startLoggedService({ VENDOR_BASE_URL: stub.url, VENDOR_API_KEY: stub.apiKey, UPSTREAM_POLL_INTERVAL: "50ms" });
+    holding = await startHoldingUpstream(stub.url);
+    service = await startLoggedService({ VENDOR_BASE_URL: holding.url, VENDOR_API_KEY: stub.apiKey, UPSTREAM_POLL_INTERVAL: "50ms" });
   });
   after(async () => {
     await service?.close();
+    await holding?.close();
     await stub?.close();
   });
 
@@ -152,15 +234,14 @@ describe(`billing bounds (${BACKEND} backend, vendor stub upstream)`, () => {
       const small = tinyPng(8, 8); // one small image: the per-image ceiling, 2240
       const maxOutputTokens = 100;
       const customer = await createCustomer(service, "10.00", ["*"]);
-      const slow = stub.delay(1_500, { model: FLASH.model, times: 1 });
+      const call = holding.holdNext(FLASH.model);
       const mark = stub.requests.length;
       const pending = generate(service, FLASH.model, customer.apiKey, {
         contents: [{ role: "user", parts: [{ text: prompt }, pngPart(large), pngPart(small)] }],
         generationConfig: { maxOutputTokens },
       });
-      const held = await heldWhileRunning(service, customer.apiKey);
+      const held = await heldWhileRunning(service, customer.apiKey, call);
       const response = await pending;
-      slow.remove();
       assert.equal(response.status, 200, response.text);
       assert.equal(imageTokens(3100, 800), 2580);
       assert.equal(held, reservationOf(FLASH, tokensOf(prompt) + imageTokens(3100, 800) + imageTokens(8, 8), maxOutputTokens),
@@ -172,12 +253,11 @@ describe(`billing bounds (${BACKEND} backend, vendor stub upstream)`, () => {
     it("when a synchronous request names no maxOutputTokens, then the model's maximum is reserved and sent upstream", async () => {
       const prompt = "Say hello";
       const customer = await createCustomer(service, "10.00", ["*"]);
-      const slow = stub.delay(1_500, { model: FLASH.model, times: 1 });
+      const call = holding.holdNext(FLASH.model);
       const mark = stub.requests.length;
       const pending = generate(service, FLASH.model, customer.apiKey, userTurn(prompt));
-      const held = await heldWhileRunning(service, customer.apiKey);
+      const held = await heldWhileRunning(service, customer.apiKey, call);
       const response = await pending;
-      slow.remove();
       assert.equal(response.status, 200, response.text);
       assert.equal(held, reservationOf(FLASH, tokensOf(prompt), MODEL_MAX_OUTPUT_TOKENS));
       const upstream = stub.requests.slice(mark).find((r) => r.model === FLASH.model)!;
@@ -188,15 +268,14 @@ describe(`billing bounds (${BACKEND} backend, vendor stub upstream)`, () => {
       const prompt = "Describe the picture";
       const image = tinyPng(3100, 800);
       const customer = await createCustomer(service, "10.00", ["*"]);
-      const slow = stub.delay(1_500, { model: FLASH.model, times: 1 });
+      const call = holding.holdNext(FLASH.model);
       const mark = stub.requests.length;
       const created = await postGeneration(service, customer.apiKey, {
         model: FLASH.model, prompt, input_images_base64: [image.toString("base64")],
       });
       assert.equal(created.status, 202, created.text);
-      const held = await heldWhileRunning(service, customer.apiKey);
+      const held = await heldWhileRunning(service, customer.apiKey, call);
       const job = await finishedJob(service, customer.apiKey, created.json.job_id);
-      slow.remove();
       assert.equal(job.status, "done", JSON.stringify(job));
       assert.equal(held, reservationOf(FLASH, tokensOf(prompt) + imageTokens(3100, 800), MODEL_MAX_OUTPUT_TOKENS), `held ${money(held)}`);
       assert.equal(pico(job.usage.reserved), held);

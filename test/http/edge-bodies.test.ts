@@ -257,6 +257,8 @@ describe("when more large uploads arrive than MAX_CONCURRENT_LARGE_UPLOADS", () 
     // One upload in progress holds the only slot.
     const holder = await openExchange(service.url, largeHead("/api/v1/generations", { authorization: `Bearer ${customer.apiKey}` }));
     holder.socket.write(padded(200 * 1024).slice(0, 1000));
+    // Its headers are checked (the key looked up) before the slot is taken: wait for that, or the next one could take it first.
+    await eventually(async () => service.running.edge.uploadSlots.inUse, (inUse) => inUse === 1, { timeoutMs: 10_000, what: "the holder to take the slot" });
 
     const platform = await openExchange(service.url, largeHead("/api/v1/generations", { authorization: `Bearer ${customer.apiKey}` }));
     const refused = await answered(platform, "the platform 429");

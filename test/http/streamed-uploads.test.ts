@@ -18,6 +18,8 @@ import { assertPlatformError, tinyPng } from "../support/jobs-api-helpers.js";
  */
 
 const MIB = 1024 * 1024;
+/** The simulator fails prompts with this marker at once: accepted jobs render nothing in the background. */
+const MARKER = "[simulate:fail]";
 
 /** A PNG followed by `padding` bytes: a large but valid-looking image. */
 const largeImage = (padding: number) => Buffer.concat([tinyPng(32, 32), Buffer.alloc(padding, 0x5a)]);
@@ -134,10 +136,26 @@ describe("large inline images, streamed to the blob store", () => {
     assert.deepEqual(stagedFiles(service), []);
   });
 
-  it("when the fields besides the images are larger than MAX_BODY_BYTES, then 422 input_too_large", async () => {
+  it("when the fields besides the images are larger than 6 × (largest prompt + metadata limit) + MAX_BODY_BYTES, then 422 input_too_large naming that budget", async () => {
     const customer = await createCustomer(service, "50.00");
-    const refused = await postStreamed(service, customer.apiKey, jobBody([largeImage(10)], { metadata: { note: "n".repeat(2 * MIB) } }).pieces);
+    // 6 × (1 MiB + 16 KiB) + 1 MiB = 7.1 MiB; the route itself takes 4·⌈8 MiB/3⌉ more.
+    const refused = await postStreamed(service, customer.apiKey, jobBody([largeImage(10)], { note: "n".repeat(8 * MIB) }).pieces);
     assertPlatformError({ ...refused, headers: new Headers() }, 422, "input_too_large");
+    assert.match(refused.json.error.message, /besides input_images_base64 are larger than 7\.1 MiB/);
+    assert.deepEqual(stagedFiles(service), []);
+  });
+
+  it("when a streamed text job has a prompt at the 1 MiB limit, even fully escaped (6 MiB of JSON), then 202 as parsed whole", async () => {
+    const customer = await createCustomer(service, "100000.00");
+    for (const fill of ["x", "\u0001"]) {
+      const prompt = MARKER + fill.repeat(MIB - MARKER.length);
+      const text = JSON.stringify({ model: "aimodel-3.5-flash", prompt, note: "n".repeat(64 * 1024) });
+      const pieces = async function* () {
+        for (let at = 0; at < text.length; at += 65536) yield text.slice(at, at + 65536);
+      };
+      const created = await postStreamed(service, customer.apiKey, pieces);
+      assert.equal(created.status, 202, `${JSON.stringify(fill)}: ${created.text.slice(0, 300)}`);
+    }
   });
 
   it("when a streamed request is retried over gRPC with the same Idempotency-Key and inline base64, then it is the same request: one job", async () => {

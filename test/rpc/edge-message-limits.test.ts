@@ -1,7 +1,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import http2 from "node:http2";
-import { once } from "node:events";
 import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { DEFAULT_LIMITS, KIB, MIB } from "../../src/domain/validation/limits.js";
@@ -15,6 +14,17 @@ const MAX_INPUT = 1 * MIB;
 const LARGE_UPLOAD = 256 * KIB;
 const IMAGE_LIMIT = inputMessageLimit({ ...DEFAULT_LIMITS, maxInputImages: DEFAULT_LIMITS.maxInputImages, maxInputBytes: MAX_INPUT }, MAX_BODY);
 const GRPC = { "content-type": "application/grpc", te: "trailers" };
+
+/** `promise`, or a failure naming `what` once `ms` have passed: no wait in this file is unbounded. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 describe("message size limits per method on the core port", () => {
   let service: TestService;
@@ -45,9 +55,7 @@ describe("message size limits per method on the core port", () => {
   async function announceOnly(path: string, announced: number, headers: Record<string, string> = keyed()): Promise<RawAnswer> {
     const session = connectH2(service.grpcUrl);
     try {
-      const answer = rawCall(session, path, headers, [envelope(new Uint8Array(), 0, announced)], false);
-      const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${path}: no answer within 5 s`)), 5_000).unref());
-      return await Promise.race([answer, timeout]);
+      return await within(rawCall(session, path, headers, [envelope(new Uint8Array(), 0, announced)], false), 5_000, `${path}: an answer`);
     } finally {
       session.destroy();
     }
@@ -87,12 +95,12 @@ describe("message size limits per method on the core port", () => {
   it("when a Connect call's Content-Length is over the limit, then it gets HTTP 400 invalid_argument with input_too_large before its body", async () => {
     const session = connectH2(service.grpcUrl);
     try {
-      const answer = await rawCall(session, "/generation.v1.GenerationService/GetBalance", {
+      const answer = await within(rawCall(session, "/generation.v1.GenerationService/GetBalance", {
         "content-type": "application/proto",
         "connect-protocol-version": "1",
         "content-length": String(MAX_BODY + 1),
         authorization: `Bearer ${customer.apiKey}`,
-      }, [], false);
+      }, [], false), 5_000, "the Connect refusal");
       assert.equal(answer.status, 400, answer.body.toString());
       const error = connectErrorOf(JSON.parse(answer.body.toString("utf8")));
       assert.equal(error.code, "invalid_argument");
@@ -104,22 +112,25 @@ describe("message size limits per method on the core port", () => {
   });
 
   it("when every large-upload slot is taken, then another large message is refused RESOURCE_EXHAUSTED too_many_uploads with retry-after, small calls go on, and the slot is free again when the upload ends", async () => {
-    // The key is known to the edge's cache, so A's credential check takes no store round trip.
+    // The key is known to the edge's cache, so the credential checks take no store round trip.
     await unary(generation, "GetBalance", {}, bearer(customer.apiKey));
-    // A: a large CreateGeneration that sends its prefix and a little, and holds its slot.
+    // Two large CreateGeneration calls that send their prefix and a little, on one connection: whichever the core
+    // admits first holds the one slot (and stays unanswered), the other is refused from its prefix alone. (A probe
+    // sent after one holder could otherwise win the slot first, when the holder's credential check is slower.)
     const holder = connectH2(service.grpcUrl);
-    let holding: http2.ClientHttp2Stream | undefined;
-    const held = rawCall(holder, "/generation.v1.GenerationService/CreateGeneration", keyed(), [envelope(Buffer.alloc(KIB), 0, 2 * LARGE_UPLOAD)], false, (s) => (holding = s));
+    const contenders = [0, 1].map(() => {
+      const entry = {} as { stream: http2.ClientHttp2Stream; answer: Promise<RawAnswer> };
+      entry.answer = rawCall(holder, "/generation.v1.GenerationService/CreateGeneration", keyed(), [envelope(Buffer.alloc(KIB), 0, 2 * LARGE_UPLOAD)], false,
+        (s) => (entry.stream = s));
+      return entry;
+    });
     try {
-      // A PING answered after A's frames: the server has them.
-      if (holder.connecting) await once(holder, "connect");
-      await new Promise<void>((resolve, reject) => holder.ping((error) => (error ? reject(error) : resolve())));
-      // B: refused at once, from its prefix alone.
-      const refused = await eventually(
-        () => announceOnly("/generation.v1.GenerationService/CreateGeneration", 2 * LARGE_UPLOAD),
-        (answer) => grpcStatusOf(answer).code === grpc.status.RESOURCE_EXHAUSTED,
-        { timeoutMs: 5_000, what: "a second large upload to be refused" },
-      );
+      const loser = await within(Promise.race(contenders.map(async (entry) => (await entry.answer, entry))), 5_000, "one large upload to be refused");
+      const refused = await loser.answer;
+      assert.equal(grpcStatusOf(refused).code, grpc.status.RESOURCE_EXHAUSTED, JSON.stringify(grpcStatusOf(refused)));
+      const holding = contenders.find((entry) => entry !== loser)!;
+      // Another one, on a connection of its own, is refused too while the slot is held.
+      assert.equal(grpcStatusOf(await announceOnly("/generation.v1.GenerationService/CreateGeneration", 2 * LARGE_UPLOAD)).code, grpc.status.RESOURCE_EXHAUSTED);
       const [detail] = grpcStatusOf(refused).details;
       assert.equal(detail?.reason, "too_many_uploads");
       assert.equal(detail?.httpStatus, 429);
@@ -128,8 +139,8 @@ describe("message size limits per method on the core port", () => {
       const { balance } = await unary(generation, "GetBalance", {}, bearer(customer.apiKey));
       assert.equal(balance.balance, "100.00", "small calls are served meanwhile");
 
-      holding!.close(http2.constants.NGHTTP2_CANCEL);
-      await held;
+      holding.stream.close(http2.constants.NGHTTP2_CANCEL);
+      await within(holding.answer, 5_000, "the cancelled upload's stream to close");
       const image = randomBytes(LARGE_UPLOAD).toString("base64");
       const created = await eventually(
         () => unary(generation, "CreateGeneration", {

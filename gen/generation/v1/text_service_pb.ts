@@ -198,7 +198,7 @@ export type GenerationConfig = Message<"generation.v1.GenerationConfig"> & {
   topK?: number | undefined;
 
   /**
-   * Sequences that end the answer.
+   * Sequences that end the answer (counted against the prompt limit with the rest of this config).
    *
    * @generated from field: repeated string stop_sequences = 8;
    */
@@ -212,7 +212,9 @@ export type GenerationConfig = Message<"generation.v1.GenerationConfig"> & {
   responseMimeType: string;
 
   /**
-   * Schema of a JSON answer (the vendor's Schema object).
+   * Schema of a JSON answer (the vendor's Schema object). The upstream
+   * counts it as prompt: it is reserved as prompt tokens, and counted against
+   * the prompt limit with the rest of this config.
    *
    * @generated from field: google.protobuf.Value response_schema = 10;
    */
@@ -257,6 +259,15 @@ export const GenerationConfigSchema: GenMessage<GenerationConfig> = /*@__PURE__*
 /**
  * Request of GenerateContent and StreamGenerateContent.
  *
+ * Only what is priced reaches the model: the request sent upstream is rebuilt
+ * from contents, system_instruction and the allow-listed generation_config
+ * fields. The text of all parts and the generation_config (as JSON) count
+ * together against the text prompt limit (MAX_PROMPT_BYTES_TEXT; over it,
+ * INVALID_ARGUMENT with reason PROMPT_TOO_LONG, HTTP 422). safety_settings,
+ * tools, tool_config and cached_content are declared so that a vendor
+ * client's request parses, and are refused: INVALID_ARGUMENT (HTTP 400) with
+ * reason UNSUPPORTED_FIELD naming the field; nothing is held or sent.
+ *
  * @generated from message generation.v1.GenerateContentRequest
  */
 export type GenerateContentRequest = Message<"generation.v1.GenerateContentRequest"> & {
@@ -268,49 +279,54 @@ export type GenerateContentRequest = Message<"generation.v1.GenerateContentReque
   model: string;
 
   /**
-   * The conversation; the last content is the prompt.
+   * The conversation; the last content is the prompt. Text and inline_data
+   * parts only; a role is "user" or "model".
    *
    * @generated from field: repeated generation.v1.Content contents = 2;
    */
   contents: Content[];
 
   /**
-   * Optional system instruction.
+   * Optional system instruction (its parts are forwarded, its role is not).
    *
    * @generated from field: generation.v1.Content system_instruction = 3;
    */
   systemInstruction?: Content | undefined;
 
   /**
-   * Optional options.
+   * Optional options, forwarded with max_output_tokens set to the bound that
+   * was reserved (a thinking budget above it, or an output modality the
+   * model's prices do not cover, is refused with UNSUPPORTED_FIELD).
    *
    * @generated from field: generation.v1.GenerationConfig generation_config = 4;
    */
   generationConfig?: GenerationConfig | undefined;
 
   /**
-   * Safety settings, passed to the upstream as given (the vendor's SafetySetting objects).
+   * Refused with UNSUPPORTED_FIELD: the operator's content policy is not the
+   * caller's to change (the vendor's SafetySetting objects).
    *
    * @generated from field: repeated google.protobuf.Struct safety_settings = 5;
    */
   safetySettings: JsonObject[];
 
   /**
-   * Tools, passed to the upstream as given (the vendor's Tool objects).
+   * Refused with UNSUPPORTED_FIELD: the vendor bills tools (search, code
+   * execution, URL fetching) apart from tokens (the vendor's Tool objects).
    *
    * @generated from field: repeated google.protobuf.Struct tools = 6;
    */
   tools: JsonObject[];
 
   /**
-   * Tool configuration, passed to the upstream as given.
+   * Refused with UNSUPPORTED_FIELD, as tools are.
    *
    * @generated from field: google.protobuf.Struct tool_config = 7;
    */
   toolConfig?: JsonObject | undefined;
 
   /**
-   * Name of cached content to use, passed to the upstream.
+   * Refused with UNSUPPORTED_FIELD: cached contents are the operator's.
    *
    * @generated from field: string cached_content = 8;
    */

@@ -11,8 +11,12 @@ type Operation =
   | { kind: "release"; reservationId: string }
   | { kind: "credit"; amount: Money };
 
-/** A settle that ended its hold answers its Settlement; one that found nothing to end, "done". */
-type Outcome = ReserveOutcome | "done" | Settlement;
+/**
+ * A settle that ended its hold answers its Settlement; one that found no hold
+ * "no_hold" (turned into the settlement recorded before, or nothing, by
+ * `repeatsResolved`); the rest "done".
+ */
+type Outcome = ReserveOutcome | "done" | "no_hold" | Settlement;
 
 interface Pending {
   readonly id: string;
@@ -49,7 +53,8 @@ const MAX_ATTEMPTS = 60;
  * recent operation ids, never by writing again blindly. The open holds are in
  * the row, so a reservation's open-hold limit is checked in the same round as
  * its funds; a settlement charges at most hold + available and records the
- * rest in the row's `shortfalls` by the same write.
+ * rest in the row's `shortfalls` by the same write. That map is also what a
+ * repeated settle answers from (see resolveRepeats).
  */
 export class CassandraLedger implements Ledger {
   private readonly queues = new Map<string, Pending[]>();
@@ -116,14 +121,47 @@ export class CassandraLedger implements Ledger {
     const queue = this.queues.get(accountId)!;
     while (queue.length > 0) {
       const batch = queue.splice(0, MAX_BATCH);
+      let outcomes: Outcome[];
       try {
-        const outcomes = await this.commit(accountId, batch);
-        batch.forEach((pending, i) => pending.resolve(outcomes[i]!));
+        outcomes = await this.commit(accountId, batch);
       } catch (error) {
         for (const pending of batch) pending.reject(error);
+        continue;
       }
+      await this.resolveRepeats(accountId, batch, outcomes);
     }
     this.queues.delete(accountId);
+  }
+
+  /**
+   * Answers the batch. A settle that found its hold already ended is a repeat
+   * (the reaper after a crash): it answers the settlement recorded, which the
+   * row keeps for a capped settlement (its shortfall: amount asked − shortfall
+   * was charged); otherwise undefined (a settlement in full charged the amount
+   * asked; or the hold was released, or never taken). A failure to read that
+   * fails those settles only: the others' outcomes are known.
+   */
+  private async resolveRepeats(accountId: string, batch: readonly Pending[], outcomes: readonly Outcome[]): Promise<void> {
+    let recorded: Record<string, bigint> | undefined;
+    let readError: unknown;
+    if (outcomes.includes("no_hold")) {
+      try {
+        const row = await serialRead(this.client, "SELECT shortfalls FROM accounts WHERE account_id = ?", [accountId]);
+        recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
+      } catch (error) {
+        readError = error;
+      }
+    }
+    batch.forEach((pending, i) => {
+      const outcome = outcomes[i]!;
+      if (outcome !== "no_hold") return pending.resolve(outcome);
+      if (!recorded) return pending.reject(readError);
+      const operation = pending.operation as Extract<Operation, { kind: "settle" }>;
+      const shortfall = recorded[operation.reservationId];
+      if (shortfall === undefined) return pending.resolve("done");
+      const charged = operation.amount > shortfall ? operation.amount - shortfall : 0n;
+      pending.resolve({ charged, shortfall, repeated: true });
+    });
   }
 
   private async read(accountId: string): Promise<AccountState | undefined> {
@@ -175,7 +213,7 @@ export class CassandraLedger implements Ledger {
         case "release": {
           const held = state.holds.get(operation.reservationId);
           if (held === undefined) {
-            outcomes.push("done");
+            outcomes.push(operation.kind === "settle" ? "no_hold" : "done");
             break;
           }
           // Bounded before the hold leaves `reserved`: at most hold + available is charged.
@@ -265,7 +303,7 @@ export class CassandraLedger implements Ledger {
             ? "too_many_open_holds"
             : "insufficient_funds";
         case "settle": {
-          if (!state.lastOps.includes(id)) return "done";
+          if (!state.lastOps.includes(id)) return "no_hold"; // it found no hold: a repeat
           const shortfall = recorded[operation.reservationId] ?? 0n;
           return { charged: operation.amount - shortfall, shortfall };
         }

@@ -1,9 +1,9 @@
-import { createReadStream, createWriteStream } from "node:fs";
+import { createReadStream, createWriteStream, type WriteStream } from "node:fs";
 import { once } from "node:events";
 import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { randomUUID } from "node:crypto";
-import type { BlobStore, BlobWriter, StoredBlob } from "../../ports/blob-store.js";
+import type { BlobStore, BlobWriteOptions, BlobWriter, StoredBlob } from "../../ports/blob-store.js";
 
 /**
  * Blobs as files under one root, with the content type in a sidecar file.
@@ -25,46 +25,9 @@ export class DiskBlobStore implements BlobStore {
     await rename(temporary, path);
   }
 
-  write(key: string, contentType: string): BlobWriter {
+  write(key: string, contentType: string, options: BlobWriteOptions = {}): BlobWriter {
     const path = this.pathOf(key);
-    const temporary = `${path}.${randomUUID()}.tmp`;
-    let stream: ReturnType<typeof createWriteStream> | undefined;
-    let failure: Error | undefined;
-    let finished = false;
-    const opened = async () => {
-      if (!stream) {
-        await mkdir(dirname(path), { recursive: true });
-        stream = createWriteStream(temporary);
-        stream.on("error", (error) => (failure = error));
-      }
-      if (failure) throw failure;
-      return stream;
-    };
-    return {
-      async append(bytes) {
-        const out = await opened();
-        if (!out.write(bytes)) await once(out, "drain");
-        if (failure) throw failure;
-      },
-      async commit() {
-        const out = await opened();
-        out.end();
-        await once(out, "close");
-        if (failure) throw failure;
-        await writeFile(`${path}.type`, contentType);
-        await rename(temporary, path);
-        finished = true;
-      },
-      async abort() {
-        if (finished) return;
-        finished = true;
-        if (stream && !stream.closed) {
-          stream.destroy();
-          await once(stream, "close").catch(() => undefined);
-        }
-        await rm(temporary, { force: true });
-      },
-    };
+    return new DiskBlobWriter(path, `${path}.${randomUUID()}.tmp`, contentType, options.signal);
   }
 
   async move(from: string, to: string): Promise<boolean> {
@@ -77,7 +40,13 @@ export class DiskBlobStore implements BlobStore {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
       throw error;
     }
-    await rename(source, target);
+    try {
+      await rename(source, target);
+    } catch (error) {
+      // Half a move is no move: the sidecar goes back beside its blob, which stays readable under `from`.
+      await rename(`${target}.type`, `${source}.type`).catch(() => undefined);
+      throw error;
+    }
     return true;
   }
 
@@ -163,6 +132,152 @@ export class DiskBlobStore implements BlobStore {
     const path = resolve(join(this.root, key));
     if (!path.startsWith(this.root + sep)) throw new Error(`blob key escapes the store: ${key}`);
     return path;
+  }
+}
+
+/** What a write that was aborted (by `abort()` or its signal) rejects with. */
+export class BlobWriteAbortedError extends Error {
+  override readonly name = "AbortError";
+  constructor() {
+    super("the blob write was aborted");
+  }
+}
+
+/**
+ * One blob written in pieces to a temporary file beside its final name.
+ * Whatever ends it other than a commit (abort(), the signal, an error of the
+ * file or of the commit) tears it down once: every wait on the stream stops
+ * (a pending drain included), the descriptor is closed, the temporary file
+ * and a sidecar this write wrote are removed; the call that saw the end
+ * settles only after that. Abort wins over a commit until the commit's final
+ * rename has begun; from then on the commit decides. Either way abort()
+ * resolves once the commit has settled and nothing of a failed one is left.
+ */
+class DiskBlobWriter implements BlobWriter {
+  private stream?: WriteStream;
+  private opening?: Promise<WriteStream>;
+  private failure?: Error;
+  private aborted = false;
+  private committing?: Promise<void>;
+  private committed = false;
+  private teardown?: Promise<void>;
+  /** Aborted when the writer ends other than by a commit: stops every wait on the stream. */
+  private readonly halt = new AbortController();
+  private readonly onSignal = () => void this.abort();
+
+  constructor(
+    private readonly path: string,
+    private readonly temporary: string,
+    private readonly contentType: string,
+    private readonly signal: AbortSignal | undefined,
+  ) {
+    if (signal?.aborted) this.aborted = true;
+    else signal?.addEventListener("abort", this.onSignal, { once: true });
+  }
+
+  async append(bytes: Uint8Array): Promise<void> {
+    this.ensureWritable();
+    try {
+      const out = await this.open();
+      this.ensureLive();
+      // Raced with the end of the writer: an abort or an error never leaves a drain waited for in vain.
+      if (!out.write(bytes)) await once(out, "drain", { signal: this.halt.signal });
+      this.ensureLive();
+    } catch (error) {
+      await this.tearDown();
+      throw this.reason(error);
+    }
+  }
+
+  commit(): Promise<void> {
+    try {
+      this.ensureWritable();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.committing = this.finish();
+    return this.committing;
+  }
+
+  async abort(): Promise<void> {
+    this.aborted = true;
+    this.halt.abort();
+    // A commit under way settles first: committed (its rename had begun), or failed and cleaned up.
+    await this.committing?.catch(() => undefined);
+    if (this.committed) return;
+    await this.tearDown();
+  }
+
+  private async finish(): Promise<void> {
+    let sidecarWritten = false;
+    try {
+      const out = await this.open();
+      this.ensureLive();
+      out.end();
+      await once(out, "close", { signal: this.halt.signal }); // every byte written, the descriptor closed
+      this.ensureLive();
+      sidecarWritten = true;
+      await writeFile(`${this.path}.type`, this.contentType);
+      this.ensureLive(); // the last moment an abort wins
+      await rename(this.temporary, this.path);
+      this.committed = true;
+      this.signal?.removeEventListener("abort", this.onSignal);
+    } catch (error) {
+      await this.tearDown();
+      if (sidecarWritten) await rm(`${this.path}.type`, { force: true });
+      throw this.reason(error);
+    }
+  }
+
+  /** Creates the temporary file at the first write; never once the writer has ended. */
+  private open(): Promise<WriteStream> {
+    this.opening ??= (async () => {
+      await mkdir(dirname(this.path), { recursive: true });
+      this.ensureLive(); // ended while the directory was made: no file is created
+      const stream = createWriteStream(this.temporary);
+      stream.on("error", (error) => {
+        this.failure ??= error;
+        // The stream closes its descriptor itself; the temporary file goes here, whoever is waiting.
+        void this.tearDown();
+      });
+      this.stream = stream;
+      return stream;
+    })();
+    return this.opening;
+  }
+
+  /** Once: stops the waits, closes the descriptor, removes the temporary file (a failed commit removes its sidecar). */
+  private tearDown(): Promise<void> {
+    this.teardown ??= (async () => {
+      this.halt.abort();
+      this.signal?.removeEventListener("abort", this.onSignal);
+      await this.opening?.catch(() => undefined);
+      const stream = this.stream;
+      if (stream && !stream.closed) {
+        const closed = new Promise<void>((resolve) => stream.once("close", () => resolve()));
+        stream.destroy(); // a write under way finishes first; then the descriptor is closed
+        await closed;
+      }
+      await rm(this.temporary, { force: true });
+    })();
+    return this.teardown;
+  }
+
+  private ensureWritable(): void {
+    if (this.committing) throw new Error("the blob write is committed, or being committed");
+    this.ensureLive();
+  }
+
+  private ensureLive(): void {
+    if (this.failure) throw this.failure;
+    if (this.aborted) throw new BlobWriteAbortedError();
+  }
+
+  /** What a call that saw the writer end rejects with: the file's error, the abort, or its own error. */
+  private reason(error: unknown): unknown {
+    if (this.failure) return this.failure;
+    if (this.aborted) return new BlobWriteAbortedError();
+    return error;
   }
 }
 

@@ -15,6 +15,8 @@ interface Reservation {
   accountId: string;
   amount: Money;
   state: "held" | "settled" | "released";
+  /** What the settlement moved, once settled. */
+  settlement?: Settlement;
 }
 
 /**
@@ -78,7 +80,9 @@ export class MemoryLedger implements Ledger {
 
   private end(reservationId: string, state: "settled" | "released", asked: Money): Settlement | undefined {
     const reservation = this.reservations.get(reservationId);
-    if (!reservation || reservation.state !== "held") return undefined;
+    if (!reservation) return undefined;
+    // A repeated settle answers what the settlement recorded; nothing moves again.
+    if (reservation.state !== "held") return state === "settled" && reservation.settlement ? { ...reservation.settlement, repeated: true } : undefined;
     const account = this.accounts.get(reservation.accountId)!;
     const settlement = boundedCharge(asked, reservation.amount, account);
     account.reserved -= reservation.amount;
@@ -86,6 +90,7 @@ export class MemoryLedger implements Ledger {
     account.open.delete(reservationId);
     if (settlement.shortfall > 0n) account.shortfalls.push({ reservationId, amount: settlement.shortfall });
     reservation.state = state;
+    if (state === "settled") reservation.settlement = settlement;
     return settlement;
   }
 }

@@ -13,6 +13,8 @@ interface HoldRow {
   account_id: string;
   amount: string;
   state: "held" | "settled" | "released";
+  /** What the settlement charged (set when settled). */
+  charged: string | null;
 }
 
 /** Money columns are TEXT decimal strings of picodollars: exact at any size. */
@@ -28,7 +30,7 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     setBalance: db.prepare("UPDATE accounts SET balance = ? WHERE account_id = ?"),
     setReserved: db.prepare("UPDATE accounts SET reserved = ? WHERE account_id = ?"),
     setBoth: db.prepare("UPDATE accounts SET balance = ?, reserved = ? WHERE account_id = ?"),
-    hold: db.prepare("SELECT account_id, amount, state FROM holds WHERE reservation_id = ?"),
+    hold: db.prepare("SELECT account_id, amount, state, charged FROM holds WHERE reservation_id = ?"),
     insertHold: db.prepare(
       "INSERT INTO holds (reservation_id, account_id, amount, state, created_at) VALUES (?, ?, ?, 'held', ?)",
     ),
@@ -51,6 +53,7 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
       "INSERT INTO ledger_shortfalls (reservation_id, account_id, asked, charged, shortfall, at) VALUES (?, ?, ?, ?, ?, ?)",
     ),
     shortfalls: db.prepare("SELECT reservation_id, shortfall FROM ledger_shortfalls WHERE account_id = ? ORDER BY at, reservation_id"),
+    shortfallOf: db.prepare("SELECT shortfall FROM ledger_shortfalls WHERE reservation_id = ?").pluck(),
   };
 
   const createTx = db.transaction((accountId: string, name: string, initialBalance: Money) => {
@@ -88,7 +91,13 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
 
   const endTx = db.transaction((reservationId: string, state: "settled" | "released", asked: Money): Settlement | undefined => {
     const hold = s.hold.get(reservationId) as HoldRow | undefined;
-    if (!hold || hold.state !== "held") return undefined;
+    if (!hold) return undefined;
+    if (hold.state !== "held") {
+      // A repeated settle moves nothing and answers the settlement the hold recorded.
+      if (state !== "settled" || hold.state !== "settled" || hold.charged === null) return undefined;
+      const shortfall = s.shortfallOf.get(reservationId) as string | undefined;
+      return { charged: money(hold.charged), shortfall: shortfall === undefined ? 0n : money(shortfall), repeated: true };
+    }
     const account = s.account.get(hold.account_id) as AccountRow;
     const { charged, shortfall } = boundedCharge(asked, money(hold.amount), { balance: money(account.balance), reserved: money(account.reserved) });
     const balance = money(account.balance) - charged;
@@ -138,7 +147,7 @@ export class SqliteLedger implements Ledger {
     return sqliteCall(() => this.ops.reserveTx.immediate(accountId, reservationId, amount, options));
   }
 
-  /** The hold names its account; `accountId` is not needed to find it. */
+  /** The hold names its account; `accountId` is not needed to find it. A repeat answers the hold's recorded charge. */
   async settle(_accountId: string, reservationId: string, amount: Money): Promise<Settlement | undefined> {
     return sqliteCall(() => this.ops.endTx.immediate(reservationId, "settled", amount));
   }

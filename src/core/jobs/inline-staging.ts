@@ -34,7 +34,7 @@ function refusing<T>(work: () => T): T {
 }
 
 export interface ImageUpload {
-  /** One more piece of the image's JSON string value (already unescaped). */
+  /** One more piece of the image's JSON string value (already unescaped); a piece may be of any size. */
   feed(text: string): Promise<void>;
   finish(): Promise<StagedInlineImage>;
   abort(): Promise<void>;
@@ -47,8 +47,10 @@ export interface StagingSession {
   discard(): Promise<void>;
 }
 
-export function createInlineStaging(blobs: BlobStore, limits: Pick<ValidationLimits, "maxInputBytes" | "maxInputImages">) {
+export function createInlineStaging(blobs: BlobStore, limits: ValidationLimits) {
   return {
+    /** The limits the staged images are held to (the gateway sizes what a streamed body may take besides them from these). */
+    limits,
     session(): StagingSession {
       const refs: string[] = [];
       const writers: BlobWriter[] = [];

@@ -47,13 +47,17 @@ export async function takeHold(
  * Charges `amount` (what was delivered) and ends the hold. A balance never
  * goes negative: when the hold and the available balance do not cover
  * `amount`, the ledger charges what they cover and records the rest as a
- * shortfall, reported here once (only the settlement that ended the hold
- * reports it; a repeated settle is a no-op). Returns what was charged.
+ * shortfall, reported here once (by the settlement that ended the hold).
+ * Returns what was charged: also when this is a repeat (the reaper after a
+ * crash between the settlement and the job's update), the charge the ledger
+ * recorded then, so the job shows the capped charge and never the amount
+ * asked. Undefined when the ledger recorded no settlement for the hold (it was
+ * released; or, on Cassandra, settled in full: what was asked was charged).
  */
 export async function settleHold(ports: HoldPorts, accountId: string, intentId: string, amount: Money): Promise<Money | undefined> {
   const reservationId = reservationIdOf(intentId);
   const settlement = await ports.ledger.settle(accountId, reservationId, amount);
-  if (settlement && settlement.shortfall > 0n) {
+  if (settlement && !settlement.repeated && settlement.shortfall > 0n) {
     ports.log(
       `billing shortfall: account ${accountId}, reservation ${reservationId}: usage cost ${formatMoney(amount)}, ` +
         `charged ${formatMoney(settlement.charged)} (hold + available balance), ${formatMoney(settlement.shortfall)} not charged`,

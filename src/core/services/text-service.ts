@@ -94,7 +94,7 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     // Only the allow-listed fields go upstream (400 for the rest), before any money is held;
     // generationConfig.maxOutputTokens is set to the bound the reservation assumes.
     const { model: _model, ...asked } = toJson(GenerateContentRequestSchema, request) as Record<string, unknown>;
-    const { body: wire, extraPromptTokens } = upstreamTextBody(asked, spec.model, spec.maxOutputTokens);
+    const { body: wire, extraPromptTokens } = upstreamTextBody(asked, spec.model, spec.maxOutputTokens, deps.settingsOf.limits);
     const plan = await deps.provider.planRoute(spec.model);
     const call = await TextCall.open(deps, caller, spec, extraPromptTokens);
     const inputImages = request.contents.flatMap((c) =>

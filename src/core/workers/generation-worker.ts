@@ -128,6 +128,7 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
    */
   async function finalize(job: Job): Promise<void> {
     // What the ledger charged: less than the price when the balance could not cover usage beyond the hold.
+    // A repeat (after a crash) answers the charge recorded then; without a record, what was asked was charged.
     let charged = job.charged;
     if (job.status === "done") charged = (await settleHold(deps, job.accountId, job.id, job.charged)) ?? job.charged;
     else await releaseHold(deps, job.accountId, job.id);
@@ -204,25 +205,35 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
   const waiting = new FairQueue();
   /** Announcements held back while `waiting` is full: the bus keeps them until there is room. */
   const roomWaiters: (() => void)[] = [];
-  let claiming = 0;
+  /**
+   * Claims under way: a job taken out of `waiting` is in neither `waiting`
+   * nor `running` until its claim ends, so stop() waits for them (a claimed
+   * job then runs within the grace; one not claimed is announced again).
+   */
+  const claims = new Set<Promise<void>>();
+
+  /** Announces a job again for another worker (or the next start): this one will not run it. */
+  const handBack = (jobId: string) => deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, jobId, { jobId });
 
   function pump(): void {
-    while (!stopping && running.size + claiming < options.concurrency && waiting.size > 0) {
+    while (!stopping && running.size + claims.size < options.concurrency && waiting.size > 0) {
       const jobId = waiting.shift()!;
       roomWaiters.shift()?.();
-      claiming++;
-      claim(jobId)
+      const claiming: Promise<void> = claim(jobId)
         .catch(() => {}) // the job stays queued; the reaper announces it again
         .finally(() => {
-          claiming--;
+          claims.delete(claiming);
           pump();
         });
+      claims.add(claiming);
     }
   }
 
   async function claim(jobId: string): Promise<void> {
     const job = await deps.jobs.get(jobId);
-    if (!job || job.status !== "queued" || stopping) return;
+    if (!job || job.status !== "queued") return;
+    // Stopping began while the job was read: it left `waiting` and its announcement is consumed, so announce it again.
+    if (stopping) return handBack(jobId);
     const claimed = startJob(job, deps.clock.now(), { owner: options.workerId, expiresAt: leaseUntil() });
     if (await deps.jobs.transition(claimed, { status: "queued" })) track(claimed);
   }
@@ -310,16 +321,18 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
       clearInterval(reaperTimer);
       roomWaiters.splice(0).forEach((wake) => wake());
       await reaping;
+      // Everything below shares the grace: a store that hangs cannot hold the stop up longer.
+      const deadline = Date.now() + graceMs;
+      const withinGrace = async (work: Promise<unknown>) => {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([work, new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, deadline - Date.now()))))]);
+        clearTimeout(timer);
+      };
+      // Claims under way end first: a job claimed joins `running` (and gets the grace), one not claimed is announced again.
+      await withinGrace(Promise.allSettled([...claims]));
       // Jobs still waiting here are announced again, so another worker (or the next start) takes them at once.
-      await Promise.allSettled(
-        waiting.drain().map((jobId) => deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, jobId, { jobId })),
-      );
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        Promise.allSettled([...running.values()].map((r) => r.done)),
-        new Promise((resolve) => (timer = setTimeout(resolve, graceMs))),
-      ]);
-      clearTimeout(timer);
+      await Promise.allSettled(waiting.drain().map(handBack));
+      await withinGrace(Promise.allSettled([...running.values()].map((r) => r.done)));
       const now = deps.clock.now();
       for (const { abandon } of running.values()) abandon.abort();
       await Promise.allSettled([...running.keys()].map((id) => deps.jobs.renewLease(id, options.workerId, now)));

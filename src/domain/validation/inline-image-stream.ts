@@ -1,16 +1,17 @@
 import { invalid } from "../errors/domain-error.js";
-import { DATA_URI } from "./inline-images.js";
+import { DATA_URI, wellFormedBase64 } from "./inline-images.js";
 
 /** A data-URI prefix is never longer than this; more characters without its comma mean plain base64. */
 const MAX_PREFIX_CHARS = 256;
 const NOT_BASE64 = /[^A-Za-z0-9+/_=-]/;
 const WHITESPACE = /\s+/g;
+const ONLY_PADDING = /^=+$/;
 
 /**
  * Decodes one inline image as its text arrives in pieces, under the same
  * rules as `parseInlineImage` (plain base64 or a base64 data URI, whitespace
- * ignored, padding only at the end), so a large image is decoded on its way
- * to storage and never held whole as text. `feed` returns the bytes decoded
+ * ignored, padding only completing the last quantum: `wellFormedBase64`), so
+ * a large image is decoded on its way to storage and never held whole as text. `feed` returns the bytes decoded
  * so far; `finish` the rest, or refuses an image that was not base64.
  */
 export class InlineImageDecoder {
@@ -18,9 +19,12 @@ export class InlineImageDecoder {
   decodedBytes = 0;
   private head = "";
   private headDone = false;
-  /** Base64 characters not yet decoded: an incomplete group, or the padded last one. */
+  /** Base64 characters not yet decoded: the last quantum while it is incomplete (decoded at finish). */
   private carry = "";
   private sawPayload = false;
+  /** Base64 characters seen, padding left out, and the '=' that followed them. */
+  private dataChars = 0;
+  private padding = 0;
 
   constructor(private readonly index: number) {}
 
@@ -45,7 +49,7 @@ export class InlineImageDecoder {
 
   finish(): Uint8Array {
     const last = this.headDone ? EMPTY : this.startPayload(this.head);
-    if (!this.sawPayload) this.refuse();
+    if (!this.sawPayload || !wellFormedBase64(this.dataChars, this.padding)) this.refuse();
     const rest = this.carry;
     this.carry = "";
     const tail = rest ? this.bytesOf(rest) : EMPTY;
@@ -63,15 +67,17 @@ export class InlineImageDecoder {
     if (chars.length === 0) return EMPTY;
     if (NOT_BASE64.test(chars)) this.refuse();
     this.sawPayload = true;
-    const all = this.carry + chars;
-    const pad = all.indexOf("=");
+    // Padding ends the payload: at most two '=' and nothing after them (whether it completes the quantum is judged at finish).
+    const pad = this.padding > 0 ? 0 : chars.indexOf("=");
+    let data = chars;
     if (pad >= 0) {
-      // Padding ends the payload: at most two '=' and nothing after them. The last group waits for finish().
-      if (all.length - pad > 2 || !/^=+$/.test(all.slice(pad))) this.refuse();
-      const lastGroup = pad - (pad % 4);
-      this.carry = all.slice(lastGroup);
-      return lastGroup ? this.bytesOf(all.slice(0, lastGroup)) : EMPTY;
+      const padding = chars.length - pad;
+      if (this.padding + padding > 2 || !ONLY_PADDING.test(chars.slice(pad))) this.refuse();
+      this.padding += padding;
+      data = chars.slice(0, pad);
     }
+    this.dataChars += data.length;
+    const all = this.carry + data;
     const whole = all.length - (all.length % 4);
     this.carry = all.slice(whole);
     return whole ? this.bytesOf(all.slice(0, whole)) : EMPTY;

@@ -1,7 +1,23 @@
 import { invalid } from "../errors/domain-error.js";
 
 export const DATA_URI = /^data:([a-z]+\/[a-z0-9.+-]+)?(;[a-z0-9-]+=[^;,]*)*;base64,/i;
-const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+const BASE64 = /^[A-Za-z0-9+/_-]*(={0,2})$/;
+
+/**
+ * Whether a base64 payload (whitespace removed) of `dataChars` characters
+ * followed by `padding` '=' is well formed (RFC 4648): padding only completes
+ * the last quantum ("xx==" or "xxx="), and an unpadded last quantum has 2 or
+ * 3 characters, since a single one encodes no byte. Shared with the streaming
+ * decoder, so whole and streamed images obey one grammar.
+ */
+export function wellFormedBase64(dataChars: number, padding: number): boolean {
+  if (dataChars === 0) return false;
+  const last = dataChars % 4;
+  return padding === 0 ? last !== 1 : last + padding === 4 && last >= 2;
+}
+
+/** Bytes that `dataChars` base64 characters (padding left out) decode to. */
+export const base64Bytes = (dataChars: number) => Math.floor((dataChars * 3) / 4);
 
 export interface InlineImage {
   readonly mimeType: string;
@@ -26,8 +42,10 @@ export interface StagedInlineImage {
 export const STAGED_HEAD_BYTES = 64 * 1024;
 
 /**
- * Accepts plain base64 or a data URI. The decoded size is computed from the
- * length so a 200 MiB payload is measured without being decoded twice.
+ * Accepts plain base64 or a data URI (whitespace ignored; see
+ * wellFormedBase64 for the padding). The decoded size is computed from the
+ * length so a 200 MiB payload is measured without being decoded twice; it is
+ * what the streaming decoder produces for the same text.
  */
 export function parseInlineImage(value: string, index: number): InlineImage {
   let mimeType = "application/octet-stream";
@@ -38,12 +56,11 @@ export function parseInlineImage(value: string, index: number): InlineImage {
     payload = value.slice(prefix[0].length);
   }
   payload = payload.replace(/\s+/g, "");
-  if (payload.length === 0 || !BASE64.test(payload)) {
+  const padding = BASE64.exec(payload)?.[1]?.length;
+  if (padding === undefined || !wellFormedBase64(payload.length - padding, padding)) {
     throw invalid("invalid_input_image", `input_images_base64[${index}] is not base64 or a base64 data URI`, {
       field: `input_images_base64[${index}]`,
     });
   }
-  const padding = payload.endsWith("==") ? 2 : payload.endsWith("=") ? 1 : 0;
-  const decodedBytes = Math.floor((payload.length * 3) / 4) - padding;
-  return { mimeType, base64: payload, decodedBytes };
+  return { mimeType, base64: payload, decodedBytes: base64Bytes(payload.length - padding) };
 }

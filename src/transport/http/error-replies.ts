@@ -20,6 +20,18 @@ export function bodyTooLarge(limitBytes: number): GatewayError {
   return new GatewayError(422, "input_too_large", `the request body is larger than the ${sizeText(limitBytes)} this endpoint accepts`);
 }
 
+/** 415 unsupported_media_type: a body not sent as `application/json` (refused before it is read). */
+export function unsupportedMediaType(): GatewayError {
+  return new GatewayError(415, "unsupported_media_type", "send the body as Content-Type: application/json");
+}
+
+/** 404 not_found: no route takes this method and path (the path shown cut short, never the query). */
+export function routeNotFound(request: FastifyRequest): GatewayError {
+  const path = request.url.split("?")[0]!;
+  const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+  return new GatewayError(404, "not_found", `no route ${request.method} ${shown}`);
+}
+
 /** What Fastify's own refusals answer; never the URL or the query (which may hold `?key=`). */
 function fromFastify(error: FastifyError, context: ErrorContext): HttpError | undefined {
   const make = (status: number, reason: string, message: string, code: Code): HttpError => ({ status, reason, message, code });
@@ -31,7 +43,7 @@ function fromFastify(error: FastifyError, context: ErrorContext): HttpError | un
     case "FST_ERR_CTP_BODY_TOO_LARGE":
       return toHttpError(bodyTooLarge(context.bodyLimit ?? 0));
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return make(415, "unsupported_media_type", "send the body as Content-Type: application/json", Code.InvalidArgument);
+      return toHttpError(unsupportedMediaType());
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
       return make(400, "invalid_content_length", "the body's length differs from its Content-Length", Code.InvalidArgument);
     case "FST_ERR_BAD_URL":

@@ -5,12 +5,11 @@ import type { Readiness } from "../../core/health/readiness.js";
 import type { InlineStaging } from "../../core/jobs/inline-staging.js";
 import type { ValidationLimits } from "../../domain/validation/limits.js";
 import type { CoreClients } from "../../runtime/core-clients.js";
-import type { UploadSlots } from "../upload-slots.js";
-import { bodyGuard } from "./edge/body-guard.js";
+import { BodyBudget, type UploadSlots } from "../upload-slots.js";
+import { bodyGuard, hasBody, lingerUntilDiscarded, refuseBody } from "./edge/body-guard.js";
 import { clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from "./edge/client-errors.js";
 import { limitConnections } from "./edge/connection-limits.js";
-import { replyWithError, sendError, toHttpError } from "./error-replies.js";
-import { GatewayError } from "./gateway-error.js";
+import { replyWithError, routeNotFound, sendError, toHttpError } from "./error-replies.js";
 import { adminRoutes } from "./routes/admin-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
 import { healthRoutes } from "./routes/health-routes.js";
@@ -29,6 +28,11 @@ export interface GatewayOptions {
   readonly headerCheck: HeaderCheck;
   /** The process's large-upload slots (shared with the core's port). */
   readonly uploadSlots: UploadSlots;
+  /**
+   * MAX_BODY_MEMORY: bytes of request bodies being received at once, every
+   * body counted; one budget for both ports. Without it the gateway has its own.
+   */
+  readonly bodyBudget?: BodyBudget;
   /** Validation limits the gateway checks on raw JSON before converting it (metadata). */
   readonly limits: ValidationLimits;
   /** The core's staging of inline images, when the core runs in this process (undefined in front of a remote core). */
@@ -97,20 +101,26 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   });
 
   app.setErrorHandler(replyWithError);
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split("?")[0]!;
-    const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
-    return sendError(reply, toHttpError(new GatewayError(404, "not_found", `no route ${request.method} ${shown}`)));
-  });
+  app.setNotFoundHandler((request, reply) => sendError(reply, toHttpError(routeNotFound(request))));
 
   const guard = bodyGuard({
     headerCheck: options.headerCheck,
     uploadSlots: options.uploadSlots,
+    bodyBudget: options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory),
     edge,
     generationBodyBytes: options.generationBodyBytes,
   });
   // Not encapsulated: the gate must stand in front of every route, the 404 handler included.
   await healthRoutes(options.readiness)(app);
+  // Bodies no route reads: every route that takes one has the body guard (edge/body-guard.ts) in front of it.
+  // An unknown method and path is answered 404 at once, before its body is read (Fastify would read it into
+  // the not-found handler), and a GET or HEAD (whose body Fastify never parses) has what it sends discarded
+  // within the refusals' bounds once it is answered. After the readiness gate, so 503 still comes first.
+  app.addHook("onRequest", async (request, reply) => {
+    if (!hasBody(request)) return;
+    if (request.is404) return refuseBody(request, reply, routeNotFound(request));
+    if (request.method === "GET" || request.method === "HEAD") lingerUntilDiscarded(request, { answered: reply });
+  });
   await app.register(jobsRoutes(core, guard, {
     rules: { metadata: options.limits.metadata },
     images: { staging: options.staging, streamAbove: edge.largeUploadBytes, maxOtherBytes: edge.maxBodyBytes },

@@ -4,6 +4,7 @@ import { JobStatus, type Job } from "../../../gen/generation/v1/job_pb.js";
 import type { Balance } from "../../../gen/generation/v1/money_pb.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { checkMetadata, checkMetadataShape, type MetadataLimits } from "../../domain/validation/metadata.js";
+import { unsupportedMediaType } from "./error-replies.js";
 import { GatewayError } from "./gateway-error.js";
 
 /** Domain rules the gateway applies to the raw JSON before converting it (the core applies them again). */
@@ -41,7 +42,7 @@ function checkRawMetadata(metadata: unknown, rules: BodyRules): void {
 export function parseBody<S extends DescMessage>(schema: S, body: unknown, rules: BodyRules = {}): MessageShape<S> {
   if (typeof body === "string") {
     // Fastify parses text/plain into a string: the body was not sent as JSON.
-    throw new GatewayError(415, "unsupported_media_type", "send the body as Content-Type: application/json");
+    throw unsupportedMediaType();
   }
   if (body === null || typeof body !== "object" || Array.isArray(body)) {
     throw new GatewayError(422, "validation_failed", "the request body must be a JSON object");

@@ -2,16 +2,54 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { createContextValues, type ContextValues } from "@connectrpc/connect";
 import { STAGED_IMAGES, type ImageUpload, type InlineStaging, type StagingSession } from "../../core/jobs/inline-staging.js";
 import type { StagedInlineImage } from "../../domain/validation/inline-images.js";
+import type { ValidationLimits } from "../../domain/validation/limits.js";
 import { bodyTooLarge, sizeText } from "./error-replies.js";
 import { GatewayError } from "./gateway-error.js";
 
-/** The top-level field whose strings are images. */
-const IMAGES_FIELD = "input_images_base64";
-/** Longer top-level strings are not the field's name; their bytes are not collected. */
-const MAX_KEY_BYTES = 64;
+/**
+ * The top-level field whose strings are images, by its proto name and its
+ * JSON name: the proto JSON mapping accepts both, so both are streamed.
+ */
+const IMAGE_FIELD_NAMES: ReadonlySet<string> = new Set(["input_images_base64", "inputImagesBase64"]);
+/** Raw bytes of a key that may still decode to one of those names: every character escaped (`\u0069`). */
+const MAX_KEY_RAW_BYTES = 6 * Math.max(...[...IMAGE_FIELD_NAMES].map((name) => name.length));
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
-const ESCAPED: Record<string, string> = { "/": "/", "\\": "\\", '"': '"', n: "\n", r: "\r", t: "\t", b: "\b", f: "\f" };
+const COLON = 0x3a;
+const COMMA = 0x2c;
+const OPEN_ARRAY = 0x5b;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_ARRAY = 0x5d;
+const CLOSE_OBJECT = 0x7d;
+/** JSON's insignificant whitespace. */
+const isSpace = (byte: number) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
+/** Control characters, which JSON allows in a string only escaped. */
+const CONTROL = /[\u0000-\u001f]/;
+/** Stands in for a streamed image in the rest of the body: a string, so that the array keeps its positions and types. */
+const PLACEHOLDER = Buffer.from('""');
+
+/**
+ * What a body may take besides its inline images when it is streamed: room
+ * for the largest prompt and the metadata with worst-case JSON escaping (6
+ * characters per byte, `\u0001`) and MAX_BODY_BYTES for everything else. The
+ * same budget as the generation body limit's (edge/body-guard.ts) without its
+ * images, so a body the whole-body path takes is never refused here for its
+ * other fields.
+ */
+export function otherFieldsBytes(limits: Pick<ValidationLimits, "maxPromptBytes" | "metadata">, maxBodyBytes: number): number {
+  const prompt = Math.max(limits.maxPromptBytes.image, limits.maxPromptBytes.video, limits.maxPromptBytes.text);
+  return 6 * (prompt + limits.metadata.maxTotalBytes) + maxBodyBytes;
+}
+
+const invalidJson = (why: string) => new GatewayError(400, "invalid_json", `the body is not valid JSON: ${why}`);
+
+/** The image field named twice: JSON would keep one of them silently (and the proto mapping refuses both names at once). */
+const namedTwice = (first: string, second: string) => new GatewayError(
+  422, "validation_failed",
+  first === second
+    ? `invalid field: ${first} appears more than once in the body`
+    : `invalid field: input_images_base64 appears more than once in the body (as ${first} and ${second})`,
+);
 
 const staged = new WeakMap<FastifyRequest, { session: StagingSession; images: StagedInlineImage[] }>();
 
@@ -33,130 +71,315 @@ export function stagedImagesOf(request: FastifyRequest): ContextValues | undefin
   return entry ? createContextValues().set(STAGED_IMAGES, entry.images) : undefined;
 }
 
+/** What a streamed body leaves once its images went to staging. */
+export interface ScannedBody {
+  /** The body's JSON text with each image string replaced by `""`. */
+  readonly rest: Buffer;
+  readonly images: StagedInlineImage[];
+  /** The top-level keys found that name the image field (decoded; at most one: a second is refused). */
+  readonly imageFields: readonly string[];
+}
+
+/** Past this many bytes without a backslash, the search for the next one is left to `indexOf` again. */
+const DENSE_ESCAPES = 64;
+
 /**
- * Reads a large JSON body without holding it: every string of the top-level
- * `input_images_base64` array goes, piece by piece as it arrives, to the
- * core's staging (decoded into the blob store), and the rest of the body —
- * at most `maxOtherBytes` — is parsed as usual with those strings left out.
- * One pass, bytes in order; backpressure reaches the socket through `await`.
+ * Finds where strings end in one chunk, in time linear in the chunk: the
+ * next quote and the next backslash are looked up with `indexOf` and the
+ * positions found are reused until passed (never searched for again from
+ * every escape), and a stretch dense in escapes is walked byte by byte once.
  */
-async function parseStreaming(
-  chunks: AsyncIterable<Buffer>, session: StagingSession, limits: { maxBytes: number; maxOtherBytes: number },
-): Promise<{ body: unknown; images: StagedInlineImage[] }> {
-  const images: StagedInlineImage[] = [];
-  const other: Buffer[] = [];
-  let otherBytes = 0;
-  let received = 0;
-  const keep = (bytes: Buffer) => {
-    otherBytes += bytes.length;
-    if (otherBytes > limits.maxOtherBytes) {
-      throw new GatewayError(422, "input_too_large", `the request's fields besides input_images_base64 are larger than ${sizeText(limits.maxOtherBytes)}`);
-    }
-    other.push(bytes);
-  };
+class ChunkSearch {
+  private quote = -2;
+  private slash = -2;
+  /** Where the last escape seen by `stringEnd` began (its backslash), or -1. */
+  lastEscape = -1;
 
-  // Structure outside the image strings: container depth, strings, and whether the images array is open.
-  let depth = 0;
-  let inString = false;
-  let escaped = false;
-  let keyBytes: number[] = []; // the current top-level string, while it may still be the field's name
-  let lastKey = "";
-  let expectImagesArray = false;
-  let inImages = false; // inside the images array (depth 2)
-  // Inside one image string:
-  let upload: ImageUpload | undefined;
-  let pendingEscape = ""; // an escape split across chunks, e.g. "\u00" waiting for two more hex digits
+  constructor(private readonly chunk: Buffer) {}
 
-  for await (const chunk of chunks) {
-    received += chunk.length;
-    if (received > limits.maxBytes) {
-      throw bodyTooLarge(limits.maxBytes);
+  private nextQuote(at: number): number {
+    if (this.quote === -2 || (this.quote >= 0 && this.quote < at)) this.quote = this.chunk.indexOf(QUOTE, at);
+    return this.quote;
+  }
+
+  private nextSlash(at: number): number {
+    if (this.slash === -2 || (this.slash >= 0 && this.slash < at)) this.slash = this.chunk.indexOf(BACKSLASH, at);
+    return this.slash;
+  }
+
+  /**
+   * From `at` inside a string (not inside an escape): the index of the
+   * quote that closes it, or -1 when it goes on past this chunk. An escape
+   * is taken as its backslash and the next byte (`\u`'s digits are plain
+   * bytes here; the parser judges them).
+   */
+  stringEnd(at: number): number {
+    const { chunk } = this;
+    const n = chunk.length;
+    this.lastEscape = -1;
+    let k = at;
+    let plain = DENSE_ESCAPES; // bytes since the last backslash
+    while (k < n) {
+      if (plain >= DENSE_ESCAPES) {
+        const quote = this.nextQuote(k);
+        const slash = this.nextSlash(k);
+        if (slash < 0 || (quote >= 0 && quote < slash)) return quote;
+        k = slash;
+        plain = 0;
+      }
+      const byte = chunk[k];
+      if (byte === BACKSLASH) {
+        this.lastEscape = k;
+        k += 2;
+        plain = 0;
+      } else if (byte === QUOTE) {
+        return k;
+      } else {
+        k++;
+        plain++;
+      }
     }
-    let from = 0; // start of the run of `chunk` still to be kept as structure
+    return -1;
+  }
+}
+
+/**
+ * Follows a JSON body's structure as its bytes arrive: strings (and their
+ * escapes), container depth, the top-level object's keys (decoded, escapes
+ * and all), and whether the image field's array is open. With a staging
+ * session, every string of that array goes, unescaped, to the session as it
+ * arrives, and the rest of the body is kept (at most `maxOtherBytes`).
+ * Without one, it only reports which keys named the image field.
+ *
+ * Linear in the body: each chunk is searched for its next quote and next
+ * backslash once per position (the positions found are reused until passed),
+ * an image's text goes to the session once per chunk whatever its escapes,
+ * and bytes outside strings are looked at once each. JSON itself is judged
+ * by the parser of the rest; the image strings, which it never sees, are
+ * judged here by the same rules (escapes, control characters).
+ */
+class BodyScanner {
+  readonly images: StagedInlineImage[] = [];
+  readonly imageFields: string[] = [];
+  private readonly rest: Buffer[] = [];
+  private restBytes = 0;
+  private received = 0;
+  // Structure outside the image strings.
+  private depth = 0;
+  private topIsObject = false;
+  /** In the top-level object, where a key comes next. */
+  private expectKey = false;
+  private inString = false;
+  /** In a string other than an image: the previous byte was a backslash. */
+  private escapeNext = false;
+  /** The raw bytes of the top-level key being read, while it may still be the image field's name. */
+  private keyRaw: Buffer[] | undefined;
+  private keyRawBytes = 0;
+  /** The last top-level key, when it named the image field. */
+  private key: string | undefined;
+  private expectImages = false;
+  private inImages = false;
+  // Inside one image string.
+  private upload: ImageUpload | undefined;
+  /** An escape begun in one chunk and completed in the next, e.g. `\u00`. */
+  private escape = "";
+  /** Unescaped text of the image not yet handed to the session. */
+  private text = "";
+
+  constructor(
+    private readonly limits: { readonly maxBytes: number; readonly maxOtherBytes: number },
+    private readonly session?: StagingSession,
+  ) {}
+
+  private keep(bytes: Buffer): void {
+    if (!this.session || bytes.length === 0) return;
+    this.restBytes += bytes.length;
+    if (this.restBytes > this.limits.maxOtherBytes) {
+      throw new GatewayError(422, "input_too_large", `the request's fields besides input_images_base64 are larger than ${sizeText(this.limits.maxOtherBytes)}`);
+    }
+    // A copy: a chunk that is mostly image is not held for the few bytes of structure it also carries.
+    this.rest.push(Buffer.from(bytes));
+  }
+
+  /** Takes one more chunk; resolves once what it carried of images was handed on (backpressure). */
+  async push(chunk: Buffer): Promise<void> {
+    this.received += chunk.length;
+    if (this.received > this.limits.maxBytes) throw bodyTooLarge(this.limits.maxBytes);
+    const n = chunk.length;
+    const find = new ChunkSearch(chunk);
+    let from = 0; // start of what is still to be kept of this chunk
     let i = 0;
-    while (i < chunk.length) {
-      if (upload) {
-        // Fast path: feed everything up to the next quote or backslash in one piece.
-        if (pendingEscape) {
-          pendingEscape += String.fromCharCode(chunk[i]!);
-          i++;
-          const text = unescape(pendingEscape);
-          if (text !== undefined) {
-            pendingEscape = "";
-            await upload.feed(text);
-          }
+    while (i < n) {
+      if (this.upload) {
+        if (this.escape) {
+          // An escape split across chunks: completed byte by byte (at most five).
+          while (i < n && this.escape.length < escapeLength(this.escape)) this.escape += String.fromCharCode(chunk[i++]!);
+          if (this.escape.length < escapeLength(this.escape)) break;
+          this.text += unescapeRun(this.escape, this.images.length);
+          this.escape = "";
           continue;
         }
-        const quote = chunk.indexOf(QUOTE, i);
-        const slash = chunk.indexOf(BACKSLASH, i);
-        const stop = quote < 0 ? slash : slash < 0 ? quote : Math.min(quote, slash);
-        const end = stop < 0 ? chunk.length : stop;
-        if (end > i) await upload.feed(chunk.toString("latin1", i, end));
-        i = end;
-        if (stop < 0) break;
-        if (chunk[stop] === BACKSLASH) {
-          pendingEscape = "\\";
-          i++;
-          continue;
+        const close = find.stringEnd(i);
+        let end = close < 0 ? n : close;
+        // An escape that goes on in the next chunk waits for it.
+        if (close < 0 && find.lastEscape >= 0 && find.lastEscape + escapeLength(chunk.toString("latin1", find.lastEscape, find.lastEscape + 2)) > n) {
+          end = find.lastEscape;
         }
-        // The image string ends: a null stands in for it in the rest of the body.
-        images.push(await upload.finish());
-        upload = undefined;
-        i++;
+        if (end > i) this.text += unescapeRun(chunk.toString("latin1", i, end), this.images.length);
+        if (close < 0) {
+          this.escape = chunk.toString("latin1", end, n);
+          i = n;
+          break;
+        }
+        // The image string ends: an empty string stands in for it in the rest of the body.
+        i = close + 1;
+        await this.handOn();
+        this.images.push(await this.upload.finish());
+        this.upload = undefined;
+        this.keep(PLACEHOLDER);
         from = i;
-        keep(Buffer.from("null"));
+        continue;
+      }
+      if (this.inString) {
+        if (this.escapeNext) {
+          this.escapeNext = false;
+          this.collectKey(chunk, i, i + 1);
+          i++;
+          continue;
+        }
+        const close = find.stringEnd(i);
+        const end = close < 0 ? n : close;
+        this.collectKey(chunk, i, end);
+        if (close < 0) {
+          this.escapeNext = find.lastEscape === n - 1;
+          i = n;
+          break;
+        }
+        i = close + 1;
+        this.inString = false;
+        this.endKey();
         continue;
       }
       const byte = chunk[i]!;
-      if (inString) {
-        if (escaped) escaped = false;
-        else if (byte === BACKSLASH) escaped = true;
-        else if (byte === QUOTE) {
-          inString = false;
-          if (depth === 1) lastKey = Buffer.from(keyBytes).toString("latin1");
-        } else if (depth === 1 && keyBytes.length <= MAX_KEY_BYTES) keyBytes.push(byte);
-        i++;
-        continue;
-      }
+      if (this.expectImages && this.depth === 1 && byte !== OPEN_ARRAY && !isSpace(byte)) this.expectImages = false;
       if (byte === QUOTE) {
-        if (inImages && depth === 2) {
+        if (this.inImages && this.depth === 2 && this.session) {
           // An image string opens: what came before is structure, the string itself goes to staging.
-          keep(chunk.subarray(from, i));
-          upload = session.open();
+          this.keep(chunk.subarray(from, i));
+          this.upload = this.session.open();
           i++;
           continue;
         }
-        inString = true;
-        keyBytes = [];
-      } else if (byte === 0x3a /* : */ && depth === 1) {
-        expectImagesArray = lastKey === IMAGES_FIELD;
-      } else if (byte === 0x5b /* [ */ || byte === 0x7b /* { */) {
-        depth++;
-        if (byte === 0x5b && depth === 2 && expectImagesArray) inImages = true;
-        expectImagesArray = false;
-      } else if (byte === 0x5d /* ] */ || byte === 0x7d /* } */) {
-        if (depth === 2 && inImages) inImages = false;
-        depth--;
-      } else if (byte === 0x2c /* , */ && depth === 1) {
-        expectImagesArray = false;
+        this.inString = true;
+        if (this.depth === 1 && this.expectKey) {
+          this.expectKey = false;
+          this.key = undefined;
+          this.keyRaw = [];
+          this.keyRawBytes = 0;
+        }
+      } else if (byte === COLON && this.depth === 1 && this.key !== undefined) {
+        const first = this.imageFields[0];
+        if (first !== undefined) throw namedTwice(first, this.key);
+        this.imageFields.push(this.key);
+        this.expectImages = true;
+        this.key = undefined;
+      } else if (byte === OPEN_ARRAY || byte === OPEN_OBJECT) {
+        this.depth++;
+        if (this.depth === 1) this.expectKey = this.topIsObject = byte === OPEN_OBJECT;
+        if (this.depth === 2 && this.expectImages && byte === OPEN_ARRAY) this.inImages = true;
+        this.expectImages = false;
+      } else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) {
+        if (this.depth === 2) this.inImages = false;
+        this.depth--;
+      } else if (byte === COMMA && this.depth === 1) {
+        this.expectKey = this.topIsObject;
       }
       i++;
     }
-    if (!upload && from < chunk.length) keep(chunk.subarray(from));
+    if (this.upload) await this.handOn();
+    else this.keep(chunk.subarray(from));
   }
-  if (upload || pendingEscape) throw new GatewayError(400, "invalid_json", "the body is not valid JSON: it ends inside a string");
-  let body: unknown;
-  try {
-    body = JSON.parse(Buffer.concat(other).toString("utf8"), (key, value) => (key === "__proto__" ? undefined : value));
-  } catch (error) {
-    throw new GatewayError(400, "invalid_json", `the body is not valid JSON: ${(error as Error).message}`);
+
+  /** The image's text so far to the session: one piece per chunk, however many escapes it had. */
+  private async handOn(): Promise<void> {
+    if (!this.text) return;
+    const text = this.text;
+    this.text = "";
+    await this.upload!.feed(text);
   }
-  if (body && typeof body === "object" && !Array.isArray(body)) {
-    const field = (body as Record<string, unknown>).input_images_base64;
-    if (Array.isArray(field) && field.every((value) => value === null)) delete (body as Record<string, unknown>).input_images_base64;
+
+  private collectKey(chunk: Buffer, start: number, end: number): void {
+    if (!this.keyRaw || end <= start) return;
+    this.keyRawBytes += end - start;
+    if (this.keyRawBytes > MAX_KEY_RAW_BYTES) this.keyRaw = undefined;
+    else this.keyRaw.push(Buffer.from(chunk.subarray(start, end)));
   }
-  return { body, images };
+
+  /** A string ended: if it was a top-level key, whether it names the image field (decoded as JSON decodes it). */
+  private endKey(): void {
+    if (!this.keyRaw) return;
+    const raw = Buffer.concat(this.keyRaw).toString("utf8");
+    this.keyRaw = undefined;
+    let name: unknown;
+    try {
+      name = JSON.parse(`"${raw}"`);
+    } catch {
+      return; // not valid JSON: the parser of the rest refuses it
+    }
+    if (typeof name === "string" && IMAGE_FIELD_NAMES.has(name)) this.key = name;
+  }
+
+  /** The body has ended. */
+  finish(): ScannedBody {
+    if (this.upload || this.escape) throw invalidJson("it ends inside a string");
+    return { rest: Buffer.concat(this.rest), images: this.images, imageFields: this.imageFields };
+  }
 }
+
+/** How long an escape that starts as `sequence` is: `\uXXXX` or two characters. */
+const escapeLength = (sequence: string) => (sequence[1] === "u" ? 6 : 2);
+
+/**
+ * A run of an image string's raw text (no closing quote, no escape cut in
+ * two) unescaped, in one native pass, by the rules of JSON.parse itself: an
+ * escape it does not allow or an unescaped control character is refused as
+ * the whole-body path refuses it (400 invalid_json).
+ */
+function unescapeRun(raw: string, index: number): string {
+  if (!raw.includes("\\") && !CONTROL.test(raw)) return raw;
+  try {
+    return JSON.parse(`"${raw}"`) as string;
+  } catch {
+    throw invalidJson(`input_images_base64[${index}] holds an invalid escape or an unescaped control character`);
+  }
+}
+
+/**
+ * Reads a large JSON body without holding it: every string of the top-level
+ * image array goes, piece by piece as it arrives, to the core's staging
+ * (decoded into the blob store), and the rest of the body — at most
+ * `maxOtherBytes` — is kept to be parsed as usual, with `""` where those
+ * strings were. One pass, bytes in order; backpressure reaches the socket
+ * through `await`. Exported for tests.
+ */
+export async function scanStreamedBody(
+  chunks: AsyncIterable<Buffer>, session: StagingSession, limits: { maxBytes: number; maxOtherBytes: number },
+): Promise<ScannedBody> {
+  const scanner = new BodyScanner(limits, session);
+  for await (const chunk of chunks) await scanner.push(chunk);
+  return scanner.finish();
+}
+
+/** The keys of a whole body's top-level object that name the image field (a second one is refused). */
+async function imageFieldsOf(body: Buffer): Promise<readonly string[]> {
+  const scanner = new BodyScanner({ maxBytes: Infinity, maxOtherBytes: 0 });
+  await scanner.push(body);
+  return scanner.imageFields;
+}
+
+/** Whether a parsed body is a JSON object naming the image field (by either name). */
+const namesImageField = (body: unknown) =>
+  body !== null && typeof body === "object" && !Array.isArray(body) && [...IMAGE_FIELD_NAMES].some((name) => Object.hasOwn(body, name));
 
 /**
  * The body's chunks, without destroying the request when reading stops early
@@ -165,7 +388,7 @@ async function parseStreaming(
 const keepOpen = (payload: FastifyRequest["raw"]) => payload.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
 
 /** A body read whole, up to `limit` bytes (Content-Length was checked before; a chunked body is counted). */
-async function readWhole(payload: AsyncIterable<Buffer>, limit: number): Promise<string> {
+async function readWhole(payload: AsyncIterable<Buffer>, limit: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of payload) {
@@ -173,16 +396,7 @@ async function readWhole(payload: AsyncIterable<Buffer>, limit: number): Promise
     if (size > limit) throw bodyTooLarge(limit);
     chunks.push(chunk);
   }
-  return Buffer.concat(chunks).toString("utf8");
-}
-
-/** An escape sequence's text once complete, undefined while it still needs characters. */
-function unescape(sequence: string): string | undefined {
-  const kind = sequence[1];
-  if (kind === undefined) return undefined;
-  if (kind !== "u") return ESCAPED[kind] ?? kind;
-  if (sequence.length < 6) return undefined;
-  return String.fromCharCode(Number.parseInt(sequence.slice(2, 6), 16) || 0);
+  return Buffer.concat(chunks);
 }
 
 export interface StreamedImagesOptions {
@@ -190,18 +404,26 @@ export interface StreamedImagesOptions {
   readonly staging: () => InlineStaging | undefined;
   /** Bodies announcing more than this (or no length) are streamed. */
   readonly streamAbove: number;
-  /** What a body besides its images may take (MAX_BODY_BYTES). */
+  /**
+   * MAX_BODY_BYTES. A streamed body may take `otherFieldsBytes` besides its
+   * images: this plus room for the largest prompt and the metadata, from the
+   * staging's limits.
+   */
   readonly maxOtherBytes: number;
 }
 
 /**
  * Registers, in the calling plugin, a JSON parser that streams the inline
- * images of large bodies to the core's staging; small bodies take Fastify's
- * own parser. The staged images of a request are discarded when it ends
- * (acceptance has moved the ones it took by then).
+ * images of large bodies to the core's staging; small bodies are read whole.
+ * Both end in Fastify's own JSON parser (the streamed one on the body without
+ * its image strings), and both refuse the image field named twice, so a body
+ * gets the same answer either way. The staged images of a request are
+ * discarded when it ends (acceptance has moved the ones it took by then).
  */
 export function streamInlineImages(app: FastifyInstance, options: StreamedImagesOptions): void {
   const plain = app.getDefaultJsonParser("error", "error");
+  const parse = (request: FastifyRequest, text: string) =>
+    new Promise<unknown>((resolve, reject) => plain(request, text, (error, body) => (error ? reject(error) : resolve(body))));
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", async (request: FastifyRequest, payload: FastifyRequest["raw"]) => {
     const limit = request.routeOptions.bodyLimit ?? options.maxOtherBytes;
@@ -211,15 +433,25 @@ export function streamInlineImages(app: FastifyInstance, options: StreamedImages
     }
     const staging = options.staging();
     if (!staging || (Number.isFinite(length) && length <= options.streamAbove)) {
-      const text = await readWhole(keepOpen(payload), limit);
-      return new Promise((resolve, reject) => plain(request, text, (error, body) => (error ? reject(error) : resolve(body))));
+      const bytes = await readWhole(keepOpen(payload), limit);
+      const body = await parse(request, bytes.toString("utf8"));
+      // JSON keeps the last of two equal keys: the streamed path cannot, so neither path takes them.
+      if (namesImageField(body)) await imageFieldsOf(bytes);
+      return body;
     }
     const session = staging.session();
     const entry = { session, images: [] as StagedInlineImage[] };
     staged.set(request, entry);
     try {
-      const { body, images } = await parseStreaming(keepOpen(payload), session, { maxBytes: limit, maxOtherBytes: options.maxOtherBytes });
-      entry.images = images;
+      const maxOtherBytes = otherFieldsBytes(staging.limits, options.maxOtherBytes);
+      const scanned = await scanStreamedBody(keepOpen(payload), session, { maxBytes: limit, maxOtherBytes });
+      const body = await parse(request, scanned.rest.toString("utf8"));
+      // The field's strings were staged: it goes, unless it holds something else, which the mapping then refuses as it would whole.
+      for (const name of scanned.imageFields) {
+        const field = (body as Record<string, unknown>)[name];
+        if (Array.isArray(field) && field.every((value) => value === "")) delete (body as Record<string, unknown>)[name];
+      }
+      entry.images = scanned.images;
       return body;
     } catch (error) {
       // Refused or abandoned while arriving: nothing it staged stays, before the answer leaves.

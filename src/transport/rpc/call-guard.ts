@@ -2,9 +2,11 @@ import { constants, type Http2ServerRequest } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
+import type { BodyBudget, BodyHold, ReleaseSlot } from "../upload-slots.js";
+import type { DebugLog } from "./connection-guard.js";
 import { HEALTH_SERVICE_NAME } from "./health-service.js";
 import type { MethodPolicy } from "./method-policy.js";
-import { edgeFailure, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
+import { bodyMemoryFull, edgeFailure, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
 import { isEnveloped, type WireProtocol } from "./wire-protocol.js";
 
 /** The per-process large-upload slots (src/transport/upload-slots.ts), as the edge uses them. */
@@ -17,14 +19,24 @@ export interface CallGuardSettings {
   readonly headerCheck: HeaderCheck;
   /** HTTP_REQUEST_TIMEOUT: the whole request message must have arrived within this (the response may take longer). */
   readonly requestTimeoutMs: number;
-  /** LARGE_UPLOAD_BYTES: a message above this takes an upload slot for as long as its call lasts. */
+  /** LARGE_UPLOAD_BYTES: a message above this takes an upload slot until it has been read whole (the request's end). */
   readonly largeUploadBytes: number;
   readonly uploads: UploadSlotsLike;
   readonly uploadRetryAfterSeconds: number;
+  /**
+   * MAX_BODY_MEMORY, shared by both ports: every message takes its announced size (length prefix, or a
+   * Connect unary call's Content-Length; what has arrived so far when neither tells) until it has been read whole.
+   */
+  readonly bodyBudget: Pick<BodyBudget, "open">;
+  readonly bodyMemoryRetryAfterSeconds: number;
+  /** Crashes of the edge's own checks (error level, with the stack). */
   readonly log: (message: string, error: unknown) => void;
+  /** What is no one's fault here (a client that went away): debug level, no stack. */
+  readonly debug: DebugLog;
 }
 
 const ENVELOPE_HEADER_BYTES = 5;
+
 const CLIENT_WENT_AWAY = new ConnectError("the client closed the stream", Code.Canceled);
 
 /**
@@ -77,14 +89,23 @@ class BodyReader {
  * One call on the core port, seen from the edge: the checks that need only
  * the headers (readiness, credentials, Content-Length), then the body as
  * Connect reads it, with each message's size taken from its length prefix
- * before a byte of it is buffered, an upload slot for a large one, and the
- * request timeout. A refusal is thrown from the body, so Connect answers it
- * in the caller's protocol (gRPC status, gRPC-Web trailer, Connect JSON).
+ * before a byte of it is buffered: its share of the process's body memory
+ * and, for a large one, an upload slot, both held until the message has been
+ * read whole (or the call ended), not for as long as the answer takes; and
+ * the request timeout. "Read whole" is the end of the request body: Connect
+ * reads a call's one request message until the request ends (to be sure no
+ * second one follows) and holds it meanwhile, so a client that sends its
+ * message and keeps the stream open still holds what the message holds. A refusal is thrown from the body, so Connect answers
+ * it in the caller's protocol (gRPC status, gRPC-Web trailer, Connect JSON).
  */
 export class GuardedCall {
   private reader: BodyReader | undefined;
   private timedOut = false;
-  private releaseSlot: (() => void) | undefined;
+  /** An unenveloped body whose Content-Length was admitted before it was read. */
+  private sized = false;
+  /** What the message being received holds: an upload slot (a large one), and body memory (its announced size, or what has arrived). */
+  private releaseSlot: ReleaseSlot | undefined;
+  private memory: BodyHold | undefined;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -97,7 +118,7 @@ export class GuardedCall {
     request.once("end", () => clearTimeout(this.timer));
     request.stream.once("close", () => {
       clearTimeout(this.timer);
-      this.releaseSlot?.();
+      this.bodyRead();
     });
     // Once the answer is out, a request side still open (a refusal, a timeout) is closed with RST_STREAM NO_ERROR,
     // as HTTP/2 allows after a complete response (RFC 9113, 8.1), so the sender stops and the stream slot is free.
@@ -127,8 +148,9 @@ export class GuardedCall {
     if (this.timedOut) return requestTimedOut(this.settings.requestTimeoutMs);
     const length = Number(headers.get("content-length") ?? NaN);
     if (!isEnveloped(this.protocol)) {
-      // A whole unenveloped message announced by Content-Length: judged before Connect allocates for it.
-      if (Number.isSafeInteger(length)) return this.admitOrRefuse(length);
+      // A whole unenveloped message announced by Content-Length: judged (and its memory taken) before Connect allocates for it.
+      this.sized = Number.isSafeInteger(length);
+      if (this.sized) return this.admitOrRefuse(length, length);
     } else if (Number.isSafeInteger(length) && length > this.policy.maxMessageBytes + ENVELOPE_HEADER_BYTES) {
       // Every method here takes exactly one request message.
       return messageTooLarge(this.methodName, this.policy.maxMessageBytes, length - ENVELOPE_HEADER_BYTES);
@@ -136,22 +158,41 @@ export class GuardedCall {
     return undefined;
   }
 
-  /** A message of `size` bytes: over the limit, or large with no slot free, is refused. */
-  private admitOrRefuse(size: number): ConnectError | undefined {
+  /**
+   * A message of `size` bytes that takes `memory` more bytes of body memory: its announced size at once,
+   * or (a body of unknown size) the piece that has just arrived.
+   * Refused, in this order: over its method's limit (422); large with no upload slot free (429); no body memory left (503).
+   */
+  private admitOrRefuse(size: number, memory: number): ConnectError | undefined {
     if (size > this.policy.maxMessageBytes) return messageTooLarge(this.methodName, this.policy.maxMessageBytes, size);
     if (size > this.settings.largeUploadBytes && this.releaseSlot === undefined) {
       this.releaseSlot = this.settings.uploads.tryTake();
       if (this.releaseSlot === undefined) return tooManyUploads(this.settings.uploadRetryAfterSeconds);
     }
+    if (memory > 0 && !(this.memory ??= this.settings.bodyBudget.open()).take(memory)) {
+      this.bodyRead();
+      return bodyMemoryFull(this.settings.bodyMemoryRetryAfterSeconds);
+    }
     return undefined;
   }
 
-  private admit(size: number): void {
-    const refusal = this.admitOrRefuse(size);
+  private admit(size: number, memory: number): void {
+    const refusal = this.admitOrRefuse(size, memory);
     if (refusal) throw refusal;
   }
 
-  /** The body Connect reads: the request's chunks as they come, each message admitted by its length prefix first. */
+  /** The request body has been read whole (Connect has its message), or the call is over: the upload slot and body memory go back. */
+  private bodyRead(): void {
+    this.releaseSlot?.();
+    this.releaseSlot = undefined;
+    this.memory?.release();
+    this.memory = undefined;
+  }
+
+  /**
+   * The body Connect reads: the request's chunks as they come, each message admitted by its length prefix
+   * first; slot and memory go back once the request has ended.
+   */
   async *body(): AsyncGenerator<Uint8Array> {
     if (this.timedOut) throw requestTimedOut(this.settings.requestTimeoutMs);
     const reader = (this.reader = new BodyReader(this.request));
@@ -163,7 +204,8 @@ export class GuardedCall {
     for (let chunk = await reader.read(); chunk !== undefined; chunk = await reader.read()) {
       if (!enveloped) {
         total += chunk.byteLength;
-        this.admit(total);
+        // Sized by Content-Length (which HTTP/2 holds the body to), its memory was taken whole before the body.
+        this.admit(total, this.sized ? 0 : chunk.byteLength);
       } else {
         let offset = 0;
         while (offset < chunk.byteLength) {
@@ -180,12 +222,13 @@ export class GuardedCall {
           if (headerFilled === ENVELOPE_HEADER_BYTES) {
             payloadLeft = header.readUInt32BE(1);
             headerFilled = 0;
-            this.admit(payloadLeft);
+            this.admit(payloadLeft, payloadLeft);
           }
         }
       }
       yield chunk;
     }
+    this.bodyRead();
   }
 
   /** HTTP_REQUEST_TIMEOUT: a request still arriving is refused (or, already answered, closed). */

@@ -1,5 +1,6 @@
 import type { Http2Server, ServerHttp2Session } from "node:http2";
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
+import { clientOf } from "../client-address.js";
 
 export interface ConnectionLimits {
   /** HTTP_HEADERS_TIMEOUT: a new connection must complete the HTTP/2 preface (magic and SETTINGS) within this. */
@@ -8,16 +9,20 @@ export interface ConnectionLimits {
   readonly idleTimeoutMs: number;
   /** MAX_CONNECTIONS: open connections, all clients together. */
   readonly maxConnections: number;
-  /** MAX_CONNECTIONS_PER_CLIENT: open connections from one remote address. */
+  /** MAX_CONNECTIONS_PER_CLIENT: open connections from one client (an IPv4 address, an IPv6 /64: see clientOf). */
   readonly maxConnectionsPerClient: number;
 }
+
+/** A line below an error (debug): what the edge refused or saw end, with its facts; never a stack. */
+export type DebugLog = (message: string, facts?: Record<string, unknown>) => void;
 
 /**
  * The core port's listening socket, in front of the HTTP/2 server: it bounds
  * what connections may hold before HTTP/2 sees them.
  * - beyond MAX_CONNECTIONS Node closes a new connection at once (net.Server#maxConnections);
- * - beyond MAX_CONNECTIONS_PER_CLIENT from one address, a new connection is closed at once,
- *   before an HTTP/2 session (and its buffers) exists for it;
+ * - beyond MAX_CONNECTIONS_PER_CLIENT from one client (an IPv4 address, also IPv4-mapped; an IPv6 /64,
+ *   as the gateway counts them: clientOf), a new connection is closed at once, before an HTTP/2
+ *   session (and its buffers) exists for it;
  * - a connection that has not sent the HTTP/2 preface within HTTP_HEADERS_TIMEOUT is closed;
  * - a session with no call open for HTTP_IDLE_TIMEOUT is closed (GOAWAY, then the socket), even
  *   if it sends PINGs; one with calls open (a health Watch, a long stream) but silent for as long
@@ -25,12 +30,14 @@ export interface ConnectionLimits {
  * A call whose request is slow to arrive is the request timeout's business (GuardedCall).
  * Admitted connections are handed to `server` as its "connection" event (as Node documents for injecting them).
  */
-export function guardedListener(server: Http2Server, limits: ConnectionLimits): NetServer {
+export function guardedListener(server: Http2Server, limits: ConnectionLimits, debug: DebugLog = () => {}): NetServer {
   const perClient = new Map<string, number>();
   const listener = createNetServer((socket: Socket) => {
-    const client = socket.remoteAddress ?? "";
+    // No address: the peer is already gone; such sockets count together until they close.
+    const client = clientOf(socket.remoteAddress) ?? "";
     const open = perClient.get(client) ?? 0;
     if (open >= limits.maxConnectionsPerClient) {
+      debug("connection refused: MAX_CONNECTIONS_PER_CLIENT reached", { client });
       socket.destroy();
       return;
     }

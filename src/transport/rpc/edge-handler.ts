@@ -1,4 +1,4 @@
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
@@ -25,9 +25,17 @@ export function createEdgeHandler(
 ): (req: Http2ServerRequest, res: Http2ServerResponse) => void {
   const handlers = new Map<string, UniversalHandler>(router.handlers.map((handler) => [handler.requestPath, handler]));
   return (req, res) => {
+    const path = (req.url ?? "").split("?", 1)[0]!;
+    // The client reset the stream (a cancel, a passed deadline; a RST_STREAM mid-message reads as the message's end)
+    // or its connection, or the stream closed before the answer was complete: one debug line per call, whatever the
+    // handler and Connect's writer then make of it. The edge's own resets (closeRequestSide) are NO_ERROR, after the answer.
+    req.stream.once("close", () => {
+      if (req.aborted || req.stream.rstCode !== constants.NGHTTP2_NO_ERROR) settings.debug("client went away", { path, rstCode: req.stream.rstCode });
+    });
     serve(req, res).catch((error: unknown) => {
       const code = ConnectError.from(error).code;
-      if (code !== Code.Aborted && code !== Code.Canceled) settings.log(`rpc ${req.url} failed`, error);
+      // Aborted, Canceled: the answer could not be written to a stream the client closed (logged above).
+      if (code !== Code.Aborted && code !== Code.Canceled) settings.log(`rpc ${path} failed`, error);
     });
   };
 

@@ -32,6 +32,17 @@ export function tooManyUploads(retryAfterSeconds: number): ConnectError {
   );
 }
 
+/**
+ * UNAVAILABLE server_busy (503, retry-after): the request messages being
+ * received already hold MAX_BODY_MEMORY between them (counted from their
+ * length prefixes or Content-Length), so this one is not read.
+ */
+export function bodyMemoryFull(retryAfterSeconds: number): ConnectError {
+  return toConnectError(
+    new DomainError("unavailable", "server_busy", "too many request messages are being received at once; retry shortly", {}, retryAfterSeconds),
+  );
+}
+
 /** INVALID_ARGUMENT malformed_message (400): the message is not the method's protobuf. */
 export function malformedMessage(method: string): ConnectError {
   return toConnectError(new DomainError("bad_request", "malformed_message", `the request message is not a valid ${method} request`, { method }));

@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
@@ -12,26 +13,64 @@ import type { EdgeLimits } from "../../config/config.js";
 import type { Readiness } from "../../core/health/readiness.js";
 import { DEFAULT_LIMITS, MIB, type ValidationLimits } from "../../domain/validation/limits.js";
 import type { Core } from "../../runtime/core.js";
-import { UploadSlots } from "../upload-slots.js";
-import { guardedListener } from "./connection-guard.js";
+import { BodyBudget, UploadSlots } from "../upload-slots.js";
+import { guardedListener, type DebugLog } from "./connection-guard.js";
 import { createEdgeHandler } from "./edge-handler.js";
 import type { UploadSlotsLike } from "./call-guard.js";
 import { createHealthService, HEALTH_SERVICE_NAME } from "./health-service.js";
 import { methodPolicies } from "./method-policy.js";
 import { notServing } from "./refusals.js";
 
-/** Logs handler crashes through our logger instead of Connect's console.error. */
+/** Node's errors for a stream or connection that is gone, as a write to it fails (see connectErrorFromNodeReason). */
+const STREAM_GONE = new Set(["ERR_STREAM_WRITE_AFTER_END", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM", "ERR_HTTP2_STREAM_ERROR", "ECONNRESET"]);
+
+/**
+ * Whether `error` ended a call because its client did: the call's signal is
+ * aborted (the client reset the stream or the connection, or its deadline
+ * passed) and the error is that abort (the signal's reason, an AbortError
+ * from whatever the handler was awaiting, Connect's Canceled or
+ * DeadlineExceeded) or a write to the stream that is gone.
+ */
+function endedByClient(signal: AbortSignal, error: unknown): boolean {
+  if (!signal.aborted) return false;
+  if (error === signal.reason) return true;
+  if (error instanceof ConnectError) return error.code === Code.Canceled || error.code === Code.DeadlineExceeded;
+  return error instanceof Error && (error.name === "AbortError" || STREAM_GONE.has((error as NodeJS.ErrnoException).code ?? ""));
+}
+
+/**
+ * Logs handler crashes (unary calls, and streams that fail midway) through
+ * our logger instead of Connect's console.error. Refusals (invalid,
+ * unauthenticated, …) are answers and not logged; a call its client ended is
+ * no crash either (the edge logs it once, at debug: createEdgeHandler).
+ */
 function logUnexpected(log: (message: string, error: unknown) => void): Interceptor {
+  const report = (signal: AbortSignal, method: string, error: unknown) => {
+    if (endedByClient(signal, error)) return;
+    const crash = !(error instanceof ConnectError) || error.code === Code.Internal || error.code === Code.Unknown;
+    if (crash) log(`${method} failed`, error);
+  };
   return (next) => async (request) => {
+    let response;
     try {
-      return await next(request);
+      response = await next(request);
     } catch (error) {
-      // Refusals (invalid, unauthenticated, …) are answers; only crashes are worth a log line.
-      const crash = !(error instanceof ConnectError) || error.code === Code.Internal || error.code === Code.Unknown;
-      if (crash) log(`${request.method.name} failed`, error);
+      report(request.signal, request.method.name, error);
       throw error;
     }
+    if (!response.stream) return response;
+    return { ...response, message: reportingFailures(response.message, (error) => report(request.signal, request.method.name, error)) };
   };
+}
+
+/** A stream's messages as they come; a failure midway is reported, then passed on. */
+async function* reportingFailures<T>(messages: AsyncIterable<T>, report: (error: unknown) => void): AsyncGenerator<T> {
+  try {
+    yield* messages;
+  } catch (error) {
+    report(error);
+    throw error;
+  }
 }
 
 /**
@@ -56,6 +95,15 @@ export interface RpcEdgeOptions {
   readonly uploads?: UploadSlotsLike;
   /** Retry-After of a too_many_uploads refusal (default 2 s: an upload slot frees in seconds). */
   readonly uploadRetryAfterSeconds?: number;
+  /** The process's body memory (MAX_BODY_MEMORY), shared with the gateway; a core port of its own makes its own from `edge.maxBodyMemory`. */
+  readonly bodyBudget?: BodyBudget;
+  /** Retry-After of a server_busy refusal for want of body memory (default 1 s, as the gateway's). */
+  readonly bodyMemoryRetryAfterSeconds?: number;
+  /**
+   * Debug lines of the edge, each a message and its facts, never a stack: a client that went away
+   * (a cancel, RST_STREAM, a passed deadline), a connection over its client's cap. Default: none.
+   */
+  readonly debugLog?: DebugLog;
 }
 
 /** The defaults of src/config/config.ts (HTTP_*_TIMEOUT, MAX_*), for callers that pass no configuration. */
@@ -77,6 +125,8 @@ export const DEFAULT_RPC_EDGE: RpcEdgeOptions = {
 };
 
 const UPLOAD_RETRY_AFTER_SECONDS = 2;
+/** As the gateway's 503 server_busy: messages being received are usually read whole within a second. */
+const BODY_MEMORY_RETRY_AFTER_SECONDS = 1;
 
 /**
  * The core on an HTTP/2 cleartext port: gRPC, gRPC-Web and Connect, so plain
@@ -95,9 +145,12 @@ export async function listenRpc(
   options: RpcEdgeOptions = DEFAULT_RPC_EDGE,
 ) {
   const { edge } = options;
+  const debug = options.debugLog ?? (() => {});
   const served = [GenerationService, TextService, AdminService, FileService].map((service) => service.typeName);
   // Ends open health Watch calls on close; they would otherwise hold the HTTP/2 sessions open.
   const closing = new AbortController();
+  // One listener per open Watch: any number of them is expected (no MaxListenersExceededWarning).
+  setMaxListeners(0, closing.signal);
   const health = createHealthService(readiness, served, { shutdownSignal: closing.signal });
   const policies = methodPolicies(options.limits, edge.maxBodyBytes);
   const router = createConnectRouter({
@@ -127,10 +180,13 @@ export async function listenRpc(
     largeUploadBytes: edge.largeUploadBytes,
     uploads: options.uploads ?? new UploadSlots(edge.maxConcurrentLargeUploads),
     uploadRetryAfterSeconds: options.uploadRetryAfterSeconds ?? UPLOAD_RETRY_AFTER_SECONDS,
+    bodyBudget: options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory),
+    bodyMemoryRetryAfterSeconds: options.bodyMemoryRetryAfterSeconds ?? BODY_MEMORY_RETRY_AFTER_SECONDS,
     log,
+    debug,
   });
   const server = http2.createServer({ settings: { maxConcurrentStreams: edge.maxConcurrentStreams } }, handler);
-  const listener = guardedListener(server, edge);
+  const listener = guardedListener(server, edge, debug);
   await new Promise<void>((resolve, reject) => {
     listener.once("error", reject);
     listener.listen(port, host, () => resolve());

@@ -1,24 +1,12 @@
 import type { Server } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyBaseLogger } from "fastify";
-import ipaddr from "ipaddr.js";
+import { clientOf } from "../../client-address.js";
 import { rawErrorResponse, toHttpError } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
 
 /** Retry-After of a connection refused for its client's cap. */
 const CONNECTION_RETRY_AFTER_SECONDS = 1;
-
-/**
- * The address a connection counts against: an IPv4 address as it is (also
- * when it arrives IPv4-mapped), an IPv6 address by its /64, since one host
- * usually holds a whole /64.
- */
-export function clientOf(remoteAddress: string | undefined): string | undefined {
-  if (!remoteAddress || !ipaddr.isValid(remoteAddress)) return remoteAddress;
-  const address = ipaddr.process(remoteAddress);
-  if (address.kind() === "ipv4") return address.toString();
-  return `${address.toNormalizedString().split(":").slice(0, 4).join(":")}::/64`;
-}
 
 export interface ConnectionLimits {
   /** Open connections of the port, all clients together (Node closes the ones beyond at once). */

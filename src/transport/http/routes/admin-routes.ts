@@ -38,7 +38,7 @@ const priceJson = (price: Parameters<typeof toJson<typeof ModelPriceSchema>>[1])
 /** The fixed admin contract under /admin/v1 (tools outside the project depend on it). */
 export function adminRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
-    // Every route with a body: the admin token is checked before the body is read.
+    // Every route that may receive a body (POST, PUT, DELETE): the admin token is checked before the body is read.
     const withBody = guard({ credential: "admin", keyFrom: "platform", images: false });
     app.post("/admin/v1/accounts", withBody, async (request, reply) => {
       const response = await core.admin.createAccount(
@@ -70,7 +70,8 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
       return reply.code(201).send({ key_id: key.keyId, api_key: key.apiKey, account_id: key.accountId, models: key.models });
     });
 
-    app.delete<{ Params: { keyId: string } }>("/admin/v1/keys/:keyId", async (request) => {
+    // DELETE may carry a body too (Fastify reads it): the token is checked first, as on every route above.
+    app.delete<{ Params: { keyId: string } }>("/admin/v1/keys/:keyId", withBody, async (request) => {
       const response = await core.admin.revokeApiKey({ keyId: request.params.keyId }, adminCall(request));
       return { key_id: response.keyId, revoked: response.revoked };
     });

@@ -1,6 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Readiness } from "../../../core/health/readiness.js";
+import { lingerUntilDiscarded } from "../edge/body-guard.js";
 import { sendPlatformError, sendVendorError } from "../error-replies.js";
 import { VENDOR_PREFIX } from "./vendor-routes.js";
 
@@ -35,6 +36,8 @@ export function healthRoutes(readiness: Readiness) {
         code: Code.Unavailable,
         retryAfterSeconds: readiness.retryAfterSeconds,
       };
+      // Refused before its body is read, as the body guard refuses: what the client still sends is discarded, bounded.
+      lingerUntilDiscarded(request);
       return request.url.startsWith(VENDOR_PREFIX) ? sendVendorError(reply, error) : sendPlatformError(reply, error);
     });
 

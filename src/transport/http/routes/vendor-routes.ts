@@ -7,7 +7,7 @@ import {
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, vendorCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
-import { replyWithError, sendVendorError, toHttpError, vendorErrorBody } from "../error-replies.js";
+import { replyWithError, routeNotFound, sendVendorError, toHttpError, vendorErrorBody } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
 import { parseBody } from "../json-mapping.js";
 import { acceptedReply } from "./jobs-routes.js";
@@ -25,10 +25,10 @@ export function vendorRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
     // The key (header or ?key=) is checked, and the announced size, before the body is read.
     const generation = guard({ credential: "api_key", keyFrom: "vendor", images: true });
+    // A video interaction carries a prompt and parameters, never inline images: MAX_BODY_BYTES.
+    const interactions = guard({ credential: "api_key", keyFrom: "vendor", images: false });
     app.setErrorHandler(replyWithError);
-    app.setNotFoundHandler((_request, reply) =>
-      sendVendorError(reply, toHttpError(new GatewayError(404, "not_found", "no such endpoint"))),
-    );
+    app.setNotFoundHandler((request, reply) => sendVendorError(reply, toHttpError(routeNotFound(request))));
 
     app.post<{ Params: { "*": string } }>("/models/*", generation, async (request, reply) => {
       const match = MODEL_ACTION.exec(decodeURIComponent(request.params["*"]));
@@ -41,7 +41,7 @@ export function vendorRoutes(core: CoreClients, guard: BodyGuard) {
       return streamAnswer(core, message, request, reply);
     });
 
-    app.post("/interactions", generation, async (request, reply) => {
+    app.post("/interactions", interactions, async (request, reply) => {
       const message = parseBody(CreateVideoInteractionRequestSchema, request.body);
       message.idempotencyKey = idempotencyKeyOf(request);
       return acceptedReply(reply, await core.generation.createVideoInteraction(message, vendorCall(request, reply)));
