@@ -47,3 +47,25 @@ elapsed() {
   local ms=$(( $(now_ms) - $1 ))
   printf '%d.%d' $(( ms / 1000 )) $(( ms % 1000 / 100 ))
 }
+
+# python_venv NAME REQUIREMENTS CHECK: a virtual environment of its own,
+# $STATE_DIR/NAME (ignored by git), holding exactly the pinned REQUIREMENTS;
+# CHECK is Python run in it once installed (imports, prints versions).
+# Idempotent: when the venv already holds those requirements nothing is downloaded.
+python_venv() {
+  local name=$1 requirements=$2 check=$3
+  local venv="$STATE_DIR/$name" stamp="$STATE_DIR/$name/.requirements" t0
+  command -v python3 >/dev/null || die "python3 not found (install Python 3.9+ with its venv module)"
+  if [[ -x $venv/bin/python && -f $stamp ]] && cmp -s "$requirements" "$stamp"; then
+    log "$name venv up to date: $venv"
+    return 0
+  fi
+  t0=$(now_ms)
+  log "creating $venv and installing $(grep -v '^#' "$requirements" | xargs) ..."
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$requirements"
+  "$venv/bin/python" -c "$check" >&2
+  cp "$requirements" "$stamp"
+  log "$name installed in $(elapsed "$t0") s: $venv/bin/python"
+}

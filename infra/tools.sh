@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Install the Go command-line tools the tests drive as real clients of the core:
-#   grpc-health-probe  (test/rpc/health.test.ts: the Kubernetes-style probe)
-#   grpcurl            (test/rpc/health.test.ts: a generic gRPC client)
+# Install the tools the tests drive as real clients of the core and of the protos:
+#   grpc-health-probe     (test/rpc/health.test.ts: the Kubernetes-style probe)
+#   grpcurl               (test/rpc/health.test.ts, test/rpc/reflection.test.ts: a generic gRPC client)
+#   protoc-gen-go         (test/build/proto-codegen.test.ts: Go messages)
+#   protoc-gen-go-grpc    (test/build/proto-codegen.test.ts: grpc-go clients and servers)
+#   protoc-gen-connect-go (test/build/proto-codegen.test.ts: connect-go clients and handlers)
 # with `go install` from the Go module proxy, at pinned versions, into
-# $(go env GOBIN) or $(go env GOPATH)/bin. Idempotent: a tool whose binary is
-# already there at the pinned version is skipped. Prints where each one is.
+# $(go env GOBIN) or $(go env GOPATH)/bin; and grpcio-tools (Python's protoc
+# with the gRPC plugin, test/build/proto-codegen.test.ts) from PyPI, at the
+# versions pinned in infra/proto-python.requirements.txt, into a virtual
+# environment of its own, .infra/proto-python (ignored by git).
+# Idempotent: a tool whose binary is already there at the pinned version, and
+# a venv that already holds exactly the pinned requirements, are skipped.
+# Prints where each one is.
 # Needs Go (1.26+ for grpc-health-probe v0.4.61; older Go fetches a toolchain
-# when GOTOOLCHAIN allows it).
+# when GOTOOLCHAIN allows it) and python3 (3.9+) with its venv module.
 # Usage: infra/tools.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -15,6 +23,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 TOOLS=(
   "grpc-health-probe|github.com/grpc-ecosystem/grpc-health-probe|github.com/grpc-ecosystem/grpc-health-probe|v0.4.61"
   "grpcurl|github.com/fullstorydev/grpcurl|github.com/fullstorydev/grpcurl/cmd/grpcurl|v1.9.4"
+  "protoc-gen-go|google.golang.org/protobuf|google.golang.org/protobuf/cmd/protoc-gen-go|v1.36.12"
+  "protoc-gen-go-grpc|google.golang.org/grpc/cmd/protoc-gen-go-grpc|google.golang.org/grpc/cmd/protoc-gen-go-grpc|v1.6.2"
+  "protoc-gen-connect-go|connectrpc.com/connect|connectrpc.com/connect/cmd/protoc-gen-connect-go|v1.21.1"
 )
 
 command -v go >/dev/null || die "go not found (install Go 1.26+ from https://go.dev/dl/)"
@@ -46,3 +57,7 @@ case ":$PATH:" in
   *":$GOBIN_DIR:"*) ;;
   *) log "note: $GOBIN_DIR is not on PATH; the tests look there anyway" ;;
 esac
+
+# grpcio-tools: `python -m grpc_tools.protoc` with --python_out, --pyi_out and --grpc_python_out.
+python_venv proto-python "$INFRA_DIR/proto-python.requirements.txt" \
+  'import grpc, grpc_tools, google.protobuf; print("grpcio", grpc.__version__, "protobuf", google.protobuf.__version__)'

@@ -98,6 +98,18 @@ describe("when a client without valid credentials posts a large body", () => {
     { surface: "the jobs API with an unknown key", head: requestHead("POST", "/api/v1/generations", { ...json, authorization: "Bearer sk_nope" }), vendor: false, code: "invalid_api_key" },
     { surface: "the vendor API with a wrong ?key=", head: requestHead("POST", `${VENDOR}/models/aimodel-3.5-flash:generateContent?key=nope`, json), vendor: true, code: "INVALID_API_KEY" },
     { surface: "the vendor interactions without a key", head: requestHead("POST", `${VENDOR}/interactions`, json), vendor: true, code: "MISSING_API_KEY" },
+    {
+      surface: "the vendor API with a wrong x-goog-api-key (the vendor SDKs' header)",
+      head: requestHead("POST", `${VENDOR}/models/aimodel-3.5-flash:streamGenerateContent?alt=sse`, { ...json, "x-goog-api-key": "nope" }),
+      vendor: true,
+      code: "INVALID_API_KEY",
+    },
+    {
+      surface: "the vendor countTokens with a wrong x-goog-api-key",
+      head: requestHead("POST", `/api/aimodel/v1/models/aimodel-3.5-flash:countTokens`, { ...json, "x-goog-api-key": "nope" }),
+      vendor: true,
+      code: "INVALID_API_KEY",
+    },
     { surface: "admin without the token", head: requestHead("POST", "/admin/v1/accounts", { ...json, authorization: "Bearer wrong" }), vendor: false, code: "invalid_admin_token" },
   ];
   for (const row of cases) {
@@ -207,7 +219,7 @@ describe("when a body is larger than its endpoint accepts", () => {
     const vendor = await openExchange(service.url, requestHead("POST", `${VENDOR}/models/aimodel-3.5-flash:generateContent`, {
       "x-vendor-api-key": customer.apiKey, "content-type": "application/json", "content-length": limit + 1,
     }));
-    assertVendor(await answered(vendor, "the vendor 422"), 422, "INVALID_ARGUMENT", "INPUT_TOO_LARGE");
+    assertVendor(await answered(vendor, "the vendor 400"), 400, "INVALID_ARGUMENT", "INPUT_TOO_LARGE");
     vendor.socket.destroy();
 
     // A real 1 MiB image fits (base64, in JSON), well over MAX_BODY_BYTES.

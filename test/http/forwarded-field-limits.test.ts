@@ -10,7 +10,7 @@ import { startVendorStub, type VendorStub } from "../support/vendor-stub.js";
  * parts is bounded too (review finding 14): the allow-listed generationConfig
  * (responseSchema, stopSequences, …) counts, as JSON, together with the text
  * of contents and systemInstruction against MAX_PROMPT_BYTES_TEXT, and is
- * refused over it as the prompt limit is (422 INVALID_ARGUMENT,
+ * refused over it as the prompt limit is (400 INVALID_ARGUMENT,
  * PROMPT_TOO_LONG, in the vendor's shape), before anything is held or sent;
  * a content's role is "user" or "model", an inline part's media type at most
  * 255 characters (400 UNSUPPORTED_FIELD otherwise). Through the vendor HTTP
@@ -46,14 +46,14 @@ describe(`forwarded fields count against the text prompt limit (MAX_PROMPT_BYTES
   ];
   for (const { name, config } of over) {
     for (const action of ACTIONS) {
-      it(`when ${name} takes a short prompt over the limit, then ${action} answers 422 PROMPT_TOO_LONG in the vendor's shape, nothing is held and nothing is sent`, async () => {
+      it(`when ${name} takes a short prompt over the limit, then ${action} answers 400 INVALID_ARGUMENT PROMPT_TOO_LONG in the vendor's shape, nothing is held and nothing is sent`, async () => {
         const customer = await createCustomer(service);
         const mark = stub.requests.length;
         const response = await generate(customer.apiKey, action, {
           contents: [{ role: "user", parts: [{ text: "Name a colour" }] }],
           generationConfig: config,
         });
-        assertVendorError(response, 422, "INVALID_ARGUMENT", "PROMPT_TOO_LONG");
+        assertVendorError(response, 400, "INVALID_ARGUMENT", "PROMPT_TOO_LONG");
         assert.equal(
           response.json.error.message,
           `the text of contents and systemInstruction with generationConfig is longer than ${LIMIT} bytes of UTF-8, the limit for text models`,
@@ -64,7 +64,7 @@ describe(`forwarded fields count against the text prompt limit (MAX_PROMPT_BYTES
     }
   }
 
-  it("when the text and the generationConfig together are exactly at the limit, then 200; one byte more, then 422", async () => {
+  it("when the text and the generationConfig together are exactly at the limit, then 200; one byte more, then 400 PROMPT_TOO_LONG", async () => {
     const customer = await createCustomer(service);
     const config = { stopSequences: ["END"], responseMimeType: "text/plain" };
     const room = LIMIT - configBytes(config) - "sys".length;
@@ -79,7 +79,7 @@ describe(`forwarded fields count against the text prompt limit (MAX_PROMPT_BYTES
     assert.equal(at.status, 200, at.text);
     assert.equal(sentUpstream(mark), 1);
     const beyond = await generate(customer.apiKey, ":generateContent", body(room + 1));
-    assertVendorError(beyond, 422, "INVALID_ARGUMENT", "PROMPT_TOO_LONG");
+    assertVendorError(beyond, 400, "INVALID_ARGUMENT", "PROMPT_TOO_LONG");
     assert.equal(sentUpstream(mark), 1, "the refused request was not sent");
   });
 

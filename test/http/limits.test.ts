@@ -7,7 +7,8 @@ import { VENDOR } from "../support/vendor-helpers.js";
 /*
  * Prompt and metadata limits (issue 8) through the real ports: every surface
  * that takes a prompt refuses one over its model kind's limit with 422
- * prompt_too_long (nothing reserved), and metadata over any of its limits with
+ * prompt_too_long (the vendor surface: 400 INVALID_ARGUMENT, PROMPT_TOO_LONG;
+ * nothing reserved), and metadata over any of its limits with
  * 422 metadata_too_large, at the limit accepted and one over refused.
  */
 
@@ -66,12 +67,12 @@ describe("prompt limits on every surface (MAX_PROMPT_BYTES_IMAGE=64, _VIDEO=48, 
     });
   }
 
-  it("when a video interaction's prompt is over the video limit, then 422 in the vendor's shape; at the limit, 202", async () => {
+  it("when a video interaction's prompt is over the video limit, then 400 INVALID_ARGUMENT in the vendor's shape; at the limit, 202", async () => {
     const customer = await createCustomer(service);
     const interact = (text: string) =>
       call(service, "POST", `${VENDOR}/interactions`, { vendorKey: customer.apiKey, body: { model: VIDEO_MODEL, instances: [{ prompt: text }] } });
     const over = await interact(prompt(49));
-    assertVendorError(over, 422, "INVALID_ARGUMENT", "PROMPT_TOO_LONG");
+    assertVendorError(over, 400, "INVALID_ARGUMENT", "PROMPT_TOO_LONG");
     assert.match(over.json.error.message, /^instances\[0\]\.prompt is longer than 48 bytes of UTF-8, the limit for video models$/);
     await assertBalance(service, customer.apiKey, FRESH_BALANCE);
     const at = await interact(prompt(48));
@@ -88,11 +89,11 @@ describe("prompt limits on every surface (MAX_PROMPT_BYTES_IMAGE=64, _VIDEO=48, 
   });
 
   for (const action of [":generateContent", ":streamGenerateContent?alt=sse", ":streamGenerateContent"]) {
-    it(`when the text of all parts and the system instruction passes the text limit, then ${action} answers 422 before any charge`, async () => {
+    it(`when the text of all parts and the system instruction passes the text limit, then ${action} answers 400 PROMPT_TOO_LONG before any charge`, async () => {
       const customer = await createCustomer(service);
       for (const model of ["aimodel-3.5-flash", "aimodel-omni-1.1-flash"]) {
         const over = await call(service, "POST", `${VENDOR}/models/${model}${action}`, { vendorKey: customer.apiKey, body: textBody(81) });
-        assertVendorError(over, 422, "INVALID_ARGUMENT", "PROMPT_TOO_LONG");
+        assertVendorError(over, 400, "INVALID_ARGUMENT", "PROMPT_TOO_LONG");
         assert.match(over.json.error.message, /^the text of contents and systemInstruction is longer than 80 bytes of UTF-8, the limit for text models$/);
       }
       await assertBalance(service, customer.apiKey, FRESH_BALANCE);

@@ -49,6 +49,9 @@ describe("authentication", () => {
     { what: ":generateContent", send: () => generateContent(service, key) },
     { what: ":streamGenerateContent", send: () => streamGenerateContent(service, key) },
     { what: "/interactions", send: () => interaction(service, key) },
+    { what: ":countTokens", send: () => call(service, "POST", `${VENDOR}/models/aimodel-3.5-flash:countTokens`, { vendorKey: key, body: textBody() }) },
+    { what: "GET /models", send: () => call(service, "GET", `${VENDOR}/models`, { vendorKey: key }) },
+    { what: "GET /models/{model}", send: () => call(service, "GET", `${VENDOR}/models/aimodel-3.5-flash`, { vendorKey: key }) },
   ];
 
   it("answers 401 missing_api_key on /api/v1 without an Authorization header", async () => {

@@ -102,16 +102,16 @@ describe("vendor text API: POST /api/aimodel/v1beta/models/{model}:generateConte
     assertVendorError(response, 404, "NOT_FOUND");
   });
 
-  it("rejects an image model with 422 INVALID_ARGUMENT", async () => {
+  it("rejects an image model with 400 INVALID_ARGUMENT", async () => {
     const customer = await createCustomer(service, "10.00");
     const response = await generate(service, "aimodel-3-pro-image", { vendorKey: customer.apiKey, body: userTurn("a fox") });
-    assertVendorError(response, 422, "INVALID_ARGUMENT");
+    assertVendorError(response, 400, "INVALID_ARGUMENT");
   });
 
-  it("rejects empty contents with 422 INVALID_ARGUMENT", async () => {
+  it("rejects empty contents with 400 INVALID_ARGUMENT", async () => {
     const customer = await createCustomer(service, "10.00");
     const response = await generate(service, FLASH.model, { vendorKey: customer.apiKey, body: { contents: [] } });
-    assertVendorError(response, 422, "INVALID_ARGUMENT");
+    assertVendorError(response, 400, "INVALID_ARGUMENT");
     assert.deepEqual(await balanceOf(service, customer.apiKey), { balance: "10.00", reserved: "0.00", available: "10.00", currency: "USD" });
   });
 
@@ -120,10 +120,11 @@ describe("vendor text API: POST /api/aimodel/v1beta/models/{model}:generateConte
     assertVendorError(await generate(service, FLASH.model, { vendorKey: "gsk_not-a-real-key", body: userTurn("hi") }), 401, "UNAUTHENTICATED");
   });
 
-  it("rejects a call the balance cannot cover with 402 FAILED_PRECONDITION and holds nothing", async () => {
+  it("rejects a call the balance cannot cover with 429 RESOURCE_EXHAUSTED, as the vendor answers depleted credits, and holds nothing", async () => {
     const customer = await createCustomer(service, "0.00");
     const response = await generate(service, FLASH.model, { vendorKey: customer.apiKey, body: userTurn("hi") });
-    assertVendorError(response, 402, "FAILED_PRECONDITION");
+    assertVendorError(response, 429, "RESOURCE_EXHAUSTED");
+    assert.equal(response.headers.get("retry-after"), null, "waiting does not help: no Retry-After");
     assert.deepEqual(await balanceOf(service, customer.apiKey), { balance: "0.00", reserved: "0.00", available: "0.00", currency: "USD" });
   });
 
@@ -216,7 +217,7 @@ describe("vendor text API: POST :streamGenerateContent?alt=sse", () => {
     const rich = await createCustomer(service, "10.00");
     const cases: [string, string | undefined, number, string][] = [
       [FLASH.model, undefined, 401, "UNAUTHENTICATED"],
-      [FLASH.model, poor.apiKey, 402, "FAILED_PRECONDITION"],
+      [FLASH.model, poor.apiKey, 429, "RESOURCE_EXHAUSTED"],
       ["aimodel-does-not-exist", rich.apiKey, 404, "NOT_FOUND"],
     ];
     for (const [model, key, status, canonical] of cases) {
@@ -338,7 +339,7 @@ describe("vendor surface edge cases", () => {
   });
 
   it("gives unknown routes under the vendor prefix the canonical NOT_FOUND status", async () => {
-    const response = await call(service, "POST", "/api/aimodel/v1beta/models/aimodel-3.5-flash:countTokens", {
+    const response = await call(service, "POST", "/api/aimodel/v1beta/models/aimodel-3.5-flash:embedContent", {
       vendorKey: key, body: { contents: [] },
     });
     assert.equal(response.status, 404);
@@ -346,9 +347,9 @@ describe("vendor surface edge cases", () => {
     assert.equal(response.json.error.status, "NOT_FOUND");
   });
 
-  it("treats a missing model on the interactions endpoint as a validation failure (422), not an unknown model", async () => {
+  it("treats a missing model on the interactions endpoint as a validation failure (400 INVALID_ARGUMENT), not an unknown model", async () => {
     const response = await call(service, "POST", "/api/aimodel/v1beta/interactions", { vendorKey: key, body: { instances: [{ prompt: "a" }] } });
-    assert.equal(response.status, 422);
+    assert.equal(response.status, 400);
     assert.equal(response.json.error.status, "INVALID_ARGUMENT");
   });
 

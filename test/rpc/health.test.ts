@@ -1,8 +1,6 @@
 import { after, before, describe, it, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { execFile, execFileSync } from "node:child_process";
-import { accessSync, constants } from "node:fs";
-import { delimiter, dirname, join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -13,6 +11,7 @@ import { Readiness } from "../../src/core/health/readiness.js";
 import { listenRpc } from "../../src/transport/rpc/rpc-server.js";
 import { eventually, startTestService, type TestService } from "../support/harness.js";
 import { errorDetailOf, loadGrpcPackage, rpcError, unary } from "../support/rpc-helpers.js";
+import { goTool, runTool as run } from "../support/go-tools.js";
 
 const PROTO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "proto");
 const HEALTH_PROTO = "grpc/health/v1/health.proto";
@@ -29,41 +28,6 @@ function healthClientAt(address: string): grpc.Client {
   const definition = protoLoader.loadSync(HEALTH_PROTO, { includeDirs: [PROTO_ROOT], enums: String, defaults: true });
   const loaded = grpc.loadPackageDefinition(definition) as any;
   return new loaded.grpc.health.v1.Health(address, grpc.credentials.createInsecure());
-}
-
-/**
- * A Go tool installed by infra/tools.sh: on PATH or in $(go env GOBIN) / $(go env GOPATH)/bin.
- * Missing is a failure, not a skip: these clients are part of what the suite checks.
- */
-function goTool(name: string): string {
-  const dirs = (process.env.PATH ?? "").split(delimiter).filter(Boolean);
-  try {
-    const [gobin, gopath] = execFileSync("go", ["env", "GOBIN", "GOPATH"], { encoding: "utf8" }).split("\n");
-    if (gobin) dirs.push(gobin);
-    for (const path of (gopath ?? "").split(delimiter).filter(Boolean)) dirs.push(join(path, "bin"));
-  } catch {
-    // No Go on this machine: PATH is all there is.
-  }
-  for (const dir of dirs) {
-    const candidate = join(dir, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  assert.fail(`${name} not found on PATH or in $(go env GOPATH)/bin: run \`bash infra/tools.sh\` to install it`);
-}
-
-/** Runs a tool without blocking the event loop (the server under test lives in this process). */
-function run(binary: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(binary, args, { timeout: 20_000 }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === "number" ? error.code : -1) : 0;
-      resolve({ code, stdout, stderr });
-    });
-  });
 }
 
 /** Readiness as after a normal start: a store requests need, a bus they do not, both up. */

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/money.proto.
  */
 export const file_generation_v1_money: GenFile = /*@__PURE__*/
-  fileDesc("ChlnZW5lcmF0aW9uL3YxL21vbmV5LnByb3RvEg1nZW5lcmF0aW9uLnYxIlEKB0JhbGFuY2USDwoHYmFsYW5jZRgBIAEoCRIQCghyZXNlcnZlZBgCIAEoCRIRCglhdmFpbGFibGUYAyABKAkSEAoIY3VycmVuY3kYBCABKAliBnByb3RvMw");
+  fileDesc("ChlnZW5lcmF0aW9uL3YxL21vbmV5LnByb3RvEg1nZW5lcmF0aW9uLnYxIlEKB0JhbGFuY2USDwoHYmFsYW5jZRgBIAEoCRIQCghyZXNlcnZlZBgCIAEoCRIRCglhdmFpbGFibGUYAyABKAkSEAoIY3VycmVuY3kYBCABKAlCqQEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCCk1vbmV5UHJvdG9QAVpHZ2l0aHViLmNvbS9leGFtcGxlL2dlbmVyYXRpb24tc2VydmljZS9nZW4vZ28vZ2VuZXJhdGlvbi92MTtnZW5lcmF0aW9udjGiAgNHWFiqAg1HZW5lcmF0aW9uLlYxygINR2VuZXJhdGlvblxWMeoCDkdlbmVyYXRpb246OlYxYgZwcm90bzM");
 
 /**
  * Balance of an account.

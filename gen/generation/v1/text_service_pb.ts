@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/text_service.proto.
  */
 export const file_generation_v1_text_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBnZW5lcmF0aW9uL3YxL3RleHRfc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSInCgRCbG9iEhEKCW1pbWVfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIlsKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEioKC2lubGluZV9kYXRhGAIgASgLMhMuZ2VuZXJhdGlvbi52MS5CbG9iSAASDwoHdGhvdWdodBgDIAEoCEIGCgRkYXRhIjsKB0NvbnRlbnQSDAoEcm9sZRgBIAEoCRIiCgVwYXJ0cxgCIAMoCzITLmdlbmVyYXRpb24udjEuUGFydCJhCgtJbWFnZUNvbmZpZxIZCgxhc3BlY3RfcmF0aW8YASABKAlIAIgBARIXCgppbWFnZV9zaXplGAIgASgJSAGIAQFCDwoNX2FzcGVjdF9yYXRpb0INCgtfaW1hZ2Vfc2l6ZSLMBAoQR2VuZXJhdGlvbkNvbmZpZxIwCgxpbWFnZV9jb25maWcYASABKAsyGi5nZW5lcmF0aW9uLnYxLkltYWdlQ29uZmlnEh4KEW1heF9vdXRwdXRfdG9rZW5zGAIgASgFSACIAQESGAoLdGVtcGVyYXR1cmUYAyABKAJIAYgBARIbChNyZXNwb25zZV9tb2RhbGl0aWVzGAQgAygJEhwKD2NhbmRpZGF0ZV9jb3VudBgFIAEoBUgCiAEBEhIKBXRvcF9wGAYgASgCSAOIAQESEgoFdG9wX2sYByABKAVIBIgBARIWCg5zdG9wX3NlcXVlbmNlcxgIIAMoCRIaChJyZXNwb25zZV9taW1lX3R5cGUYCSABKAkSLwoPcmVzcG9uc2Vfc2NoZW1hGAogASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEjAKD3RoaW5raW5nX2NvbmZpZxgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoEc2VlZBgMIAEoBUgFiAEBEh0KEHByZXNlbmNlX3BlbmFsdHkYDSABKAJIBogBARIeChFmcmVxdWVuY3lfcGVuYWx0eRgOIAEoAkgHiAEBQhQKEl9tYXhfb3V0cHV0X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCEgoQX2NhbmRpZGF0ZV9jb3VudEIICgZfdG9wX3BCCAoGX3RvcF9rQgcKBV9zZWVkQhMKEV9wcmVzZW5jZV9wZW5hbHR5QhQKEl9mcmVxdWVuY3lfcGVuYWx0eSLhAgoWR2VuZXJhdGVDb250ZW50UmVxdWVzdBINCgVtb2RlbBgBIAEoCRIoCghjb250ZW50cxgCIAMoCzIWLmdlbmVyYXRpb24udjEuQ29udGVudBIyChJzeXN0ZW1faW5zdHJ1Y3Rpb24YAyABKAsyFi5nZW5lcmF0aW9uLnYxLkNvbnRlbnQSOgoRZ2VuZXJhdGlvbl9jb25maWcYBCABKAsyHy5nZW5lcmF0aW9uLnYxLkdlbmVyYXRpb25Db25maWcSMAoPc2FmZXR5X3NldHRpbmdzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgV0b29scxgGIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLAoLdG9vbF9jb25maWcYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhYKDmNhY2hlZF9jb250ZW50GAggASgJIjsKEk1vZGFsaXR5VG9rZW5Db3VudBIQCghtb2RhbGl0eRgBIAEoCRITCgt0b2tlbl9jb3VudBgCIAEoBSLFAgoNVXNhZ2VNZXRhZGF0YRIfChJwcm9tcHRfdG9rZW5fY291bnQYASABKAVIAIgBARIjChZjYW5kaWRhdGVzX3Rva2VuX2NvdW50GAIgASgFSAGIAQESHgoRdG90YWxfdG9rZW5fY291bnQYAyABKAVIAogBARJAChVwcm9tcHRfdG9rZW5zX2RldGFpbHMYBCADKAsyIS5nZW5lcmF0aW9uLnYxLk1vZGFsaXR5VG9rZW5Db3VudBJEChljYW5kaWRhdGVzX3Rva2Vuc19kZXRhaWxzGAUgAygLMiEuZ2VuZXJhdGlvbi52MS5Nb2RhbGl0eVRva2VuQ291bnRCFQoTX3Byb21wdF90b2tlbl9jb3VudEIZChdfY2FuZGlkYXRlc190b2tlbl9jb3VudEIUChJfdG90YWxfdG9rZW5fY291bnQiWgoJQ2FuZGlkYXRlEicKB2NvbnRlbnQYASABKAsyFi5nZW5lcmF0aW9uLnYxLkNvbnRlbnQSFQoNZmluaXNoX3JlYXNvbhgCIAEoCRINCgVpbmRleBgDIAEoBSImCg5Qcm9tcHRGZWVkYmFjaxIUCgxibG9ja19yZWFzb24YASABKAki4QEKF0dlbmVyYXRlQ29udGVudFJlc3BvbnNlEiwKCmNhbmRpZGF0ZXMYASADKAsyGC5nZW5lcmF0aW9uLnYxLkNhbmRpZGF0ZRI0Cg51c2FnZV9tZXRhZGF0YRgCIAEoCzIcLmdlbmVyYXRpb24udjEuVXNhZ2VNZXRhZGF0YRIVCg1tb2RlbF92ZXJzaW9uGAMgASgJEhMKC3Jlc3BvbnNlX2lkGAQgASgJEjYKD3Byb21wdF9mZWVkYmFjaxgFIAEoCzIdLmdlbmVyYXRpb24udjEuUHJvbXB0RmVlZGJhY2siVgocU3RyZWFtR2VuZXJhdGVDb250ZW50UmVxdWVzdBI2CgdyZXF1ZXN0GAEgASgLMiUuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0IlYKHVN0cmVhbUdlbmVyYXRlQ29udGVudFJlc3BvbnNlEjUKBWNodW5rGAEgASgLMiYuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZTLlAQoLVGV4dFNlcnZpY2USYAoPR2VuZXJhdGVDb250ZW50EiUuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0GiYuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZRJ0ChVTdHJlYW1HZW5lcmF0ZUNvbnRlbnQSKy5nZW5lcmF0aW9uLnYxLlN0cmVhbUdlbmVyYXRlQ29udGVudFJlcXVlc3QaLC5nZW5lcmF0aW9uLnYxLlN0cmVhbUdlbmVyYXRlQ29udGVudFJlc3BvbnNlMAFiBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("CiBnZW5lcmF0aW9uL3YxL3RleHRfc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSInCgRCbG9iEhEKCW1pbWVfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIlsKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEioKC2lubGluZV9kYXRhGAIgASgLMhMuZ2VuZXJhdGlvbi52MS5CbG9iSAASDwoHdGhvdWdodBgDIAEoCEIGCgRkYXRhIjsKB0NvbnRlbnQSDAoEcm9sZRgBIAEoCRIiCgVwYXJ0cxgCIAMoCzITLmdlbmVyYXRpb24udjEuUGFydCJhCgtJbWFnZUNvbmZpZxIZCgxhc3BlY3RfcmF0aW8YASABKAlIAIgBARIXCgppbWFnZV9zaXplGAIgASgJSAGIAQFCDwoNX2FzcGVjdF9yYXRpb0INCgtfaW1hZ2Vfc2l6ZSLMBAoQR2VuZXJhdGlvbkNvbmZpZxIwCgxpbWFnZV9jb25maWcYASABKAsyGi5nZW5lcmF0aW9uLnYxLkltYWdlQ29uZmlnEh4KEW1heF9vdXRwdXRfdG9rZW5zGAIgASgFSACIAQESGAoLdGVtcGVyYXR1cmUYAyABKAJIAYgBARIbChNyZXNwb25zZV9tb2RhbGl0aWVzGAQgAygJEhwKD2NhbmRpZGF0ZV9jb3VudBgFIAEoBUgCiAEBEhIKBXRvcF9wGAYgASgCSAOIAQESEgoFdG9wX2sYByABKAVIBIgBARIWCg5zdG9wX3NlcXVlbmNlcxgIIAMoCRIaChJyZXNwb25zZV9taW1lX3R5cGUYCSABKAkSLwoPcmVzcG9uc2Vfc2NoZW1hGAogASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEjAKD3RoaW5raW5nX2NvbmZpZxgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoEc2VlZBgMIAEoBUgFiAEBEh0KEHByZXNlbmNlX3BlbmFsdHkYDSABKAJIBogBARIeChFmcmVxdWVuY3lfcGVuYWx0eRgOIAEoAkgHiAEBQhQKEl9tYXhfb3V0cHV0X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCEgoQX2NhbmRpZGF0ZV9jb3VudEIICgZfdG9wX3BCCAoGX3RvcF9rQgcKBV9zZWVkQhMKEV9wcmVzZW5jZV9wZW5hbHR5QhQKEl9mcmVxdWVuY3lfcGVuYWx0eSLhAgoWR2VuZXJhdGVDb250ZW50UmVxdWVzdBINCgVtb2RlbBgBIAEoCRIoCghjb250ZW50cxgCIAMoCzIWLmdlbmVyYXRpb24udjEuQ29udGVudBIyChJzeXN0ZW1faW5zdHJ1Y3Rpb24YAyABKAsyFi5nZW5lcmF0aW9uLnYxLkNvbnRlbnQSOgoRZ2VuZXJhdGlvbl9jb25maWcYBCABKAsyHy5nZW5lcmF0aW9uLnYxLkdlbmVyYXRpb25Db25maWcSMAoPc2FmZXR5X3NldHRpbmdzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgV0b29scxgGIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLAoLdG9vbF9jb25maWcYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhYKDmNhY2hlZF9jb250ZW50GAggASgJIjsKEk1vZGFsaXR5VG9rZW5Db3VudBIQCghtb2RhbGl0eRgBIAEoCRITCgt0b2tlbl9jb3VudBgCIAEoBSLFAgoNVXNhZ2VNZXRhZGF0YRIfChJwcm9tcHRfdG9rZW5fY291bnQYASABKAVIAIgBARIjChZjYW5kaWRhdGVzX3Rva2VuX2NvdW50GAIgASgFSAGIAQESHgoRdG90YWxfdG9rZW5fY291bnQYAyABKAVIAogBARJAChVwcm9tcHRfdG9rZW5zX2RldGFpbHMYBCADKAsyIS5nZW5lcmF0aW9uLnYxLk1vZGFsaXR5VG9rZW5Db3VudBJEChljYW5kaWRhdGVzX3Rva2Vuc19kZXRhaWxzGAUgAygLMiEuZ2VuZXJhdGlvbi52MS5Nb2RhbGl0eVRva2VuQ291bnRCFQoTX3Byb21wdF90b2tlbl9jb3VudEIZChdfY2FuZGlkYXRlc190b2tlbl9jb3VudEIUChJfdG90YWxfdG9rZW5fY291bnQiWgoJQ2FuZGlkYXRlEicKB2NvbnRlbnQYASABKAsyFi5nZW5lcmF0aW9uLnYxLkNvbnRlbnQSFQoNZmluaXNoX3JlYXNvbhgCIAEoCRINCgVpbmRleBgDIAEoBSImCg5Qcm9tcHRGZWVkYmFjaxIUCgxibG9ja19yZWFzb24YASABKAki4QEKF0dlbmVyYXRlQ29udGVudFJlc3BvbnNlEiwKCmNhbmRpZGF0ZXMYASADKAsyGC5nZW5lcmF0aW9uLnYxLkNhbmRpZGF0ZRI0Cg51c2FnZV9tZXRhZGF0YRgCIAEoCzIcLmdlbmVyYXRpb24udjEuVXNhZ2VNZXRhZGF0YRIVCg1tb2RlbF92ZXJzaW9uGAMgASgJEhMKC3Jlc3BvbnNlX2lkGAQgASgJEjYKD3Byb21wdF9mZWVkYmFjaxgFIAEoCzIdLmdlbmVyYXRpb24udjEuUHJvbXB0RmVlZGJhY2siVgocU3RyZWFtR2VuZXJhdGVDb250ZW50UmVxdWVzdBI2CgdyZXF1ZXN0GAEgASgLMiUuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0IlYKHVN0cmVhbUdlbmVyYXRlQ29udGVudFJlc3BvbnNlEjUKBWNodW5rGAEgASgLMiYuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZSKWAQoSQ291bnRUb2tlbnNSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEigKCGNvbnRlbnRzGAIgAygLMhYuZ2VuZXJhdGlvbi52MS5Db250ZW50EkcKGGdlbmVyYXRlX2NvbnRlbnRfcmVxdWVzdBgDIAEoCzIlLmdlbmVyYXRpb24udjEuR2VuZXJhdGVDb250ZW50UmVxdWVzdCJtChNDb3VudFRva2Vuc1Jlc3BvbnNlEhQKDHRvdGFsX3Rva2VucxgBIAEoBRJAChVwcm9tcHRfdG9rZW5zX2RldGFpbHMYAiADKAsyIS5nZW5lcmF0aW9uLnYxLk1vZGFsaXR5VG9rZW5Db3VudCI+ChVMaXN0VGV4dE1vZGVsc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiWwoWTGlzdFRleHRNb2RlbHNSZXNwb25zZRIoCgZtb2RlbHMYASADKAsyGC5nZW5lcmF0aW9uLnYxLlRleHRNb2RlbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIwoTR2V0VGV4dE1vZGVsUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFEdldFRleHRNb2RlbFJlc3BvbnNlEicKBW1vZGVsGAEgASgLMhguZ2VuZXJhdGlvbi52MS5UZXh0TW9kZWwiyQEKCVRleHRNb2RlbBIMCgRuYW1lGAEgASgJEhUKDWJhc2VfbW9kZWxfaWQYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIUCgxkaXNwbGF5X25hbWUYBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSGQoRaW5wdXRfdG9rZW5fbGltaXQYBiABKAUSGgoSb3V0cHV0X3Rva2VuX2xpbWl0GAcgASgFEiQKHHN1cHBvcnRlZF9nZW5lcmF0aW9uX21ldGhvZHMYCCADKAky8wMKC1RleHRTZXJ2aWNlEmAKD0dlbmVyYXRlQ29udGVudBIlLmdlbmVyYXRpb24udjEuR2VuZXJhdGVDb250ZW50UmVxdWVzdBomLmdlbmVyYXRpb24udjEuR2VuZXJhdGVDb250ZW50UmVzcG9uc2USdAoVU3RyZWFtR2VuZXJhdGVDb250ZW50EisuZ2VuZXJhdGlvbi52MS5TdHJlYW1HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0GiwuZ2VuZXJhdGlvbi52MS5TdHJlYW1HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZTABElQKC0NvdW50VG9rZW5zEiEuZ2VuZXJhdGlvbi52MS5Db3VudFRva2Vuc1JlcXVlc3QaIi5nZW5lcmF0aW9uLnYxLkNvdW50VG9rZW5zUmVzcG9uc2USXQoOTGlzdFRleHRNb2RlbHMSJC5nZW5lcmF0aW9uLnYxLkxpc3RUZXh0TW9kZWxzUmVxdWVzdBolLmdlbmVyYXRpb24udjEuTGlzdFRleHRNb2RlbHNSZXNwb25zZRJXCgxHZXRUZXh0TW9kZWwSIi5nZW5lcmF0aW9uLnYxLkdldFRleHRNb2RlbFJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLkdldFRleHRNb2RlbFJlc3BvbnNlQq8BChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhBUZXh0U2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * Raw bytes with their media type (an inline image, for example).
@@ -263,7 +263,9 @@ export const GenerationConfigSchema: GenMessage<GenerationConfig> = /*@__PURE__*
  * from contents, system_instruction and the allow-listed generation_config
  * fields. The text of all parts and the generation_config (as JSON) count
  * together against the text prompt limit (MAX_PROMPT_BYTES_TEXT; over it,
- * INVALID_ARGUMENT with reason PROMPT_TOO_LONG, HTTP 422). safety_settings,
+ * INVALID_ARGUMENT with reason PROMPT_TOO_LONG: HTTP 422 in ErrorDetail,
+ * 400 on the vendor surface, which answers every INVALID_ARGUMENT with the
+ * vendor's 400). safety_settings,
  * tools, tool_config and cached_content are declared so that a vendor
  * client's request parses, and are refused: INVALID_ARGUMENT (HTTP 400) with
  * reason UNSUPPORTED_FIELD naming the field; nothing is held or sent.
@@ -566,6 +568,252 @@ export const StreamGenerateContentResponseSchema: GenMessage<StreamGenerateConte
   messageDesc(file_generation_v1_text_service, 12);
 
 /**
+ * Request of CountTokens: the vendor's countTokens body, `{"contents": [...]}`
+ * or `{"generateContentRequest": {...}}`.
+ *
+ * @generated from message generation.v1.CountTokensRequest
+ */
+export type CountTokensRequest = Message<"generation.v1.CountTokensRequest"> & {
+  /**
+   * Model id (taken from the URL path on the REST surface).
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * The conversation to count, as GenerateContentRequest.contents. Ignored
+   * when generate_content_request is set.
+   *
+   * @generated from field: repeated generation.v1.Content contents = 2;
+   */
+  contents: Content[];
+
+  /**
+   * A whole GenerateContent request to count instead: its contents and
+   * system_instruction are counted (its model, when set, must be this one's,
+   * with or without the "models/" prefix).
+   *
+   * @generated from field: generation.v1.GenerateContentRequest generate_content_request = 3;
+   */
+  generateContentRequest?: GenerateContentRequest | undefined;
+};
+
+/**
+ * Describes the message generation.v1.CountTokensRequest.
+ * Use `create(CountTokensRequestSchema)` to create a new message.
+ */
+export const CountTokensRequestSchema: GenMessage<CountTokensRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_text_service, 13);
+
+/**
+ * Response of CountTokens.
+ *
+ * @generated from message generation.v1.CountTokensResponse
+ */
+export type CountTokensResponse = Message<"generation.v1.CountTokensResponse"> & {
+  /**
+   * Prompt tokens of the request: the text of its parts (system instruction
+   * included) by the service's rule, one token per started 4 bytes of UTF-8
+   * (the prompt_token_count GenerateContent reports when the simulated
+   * provider answers; an upstream reports, and is charged by, its own count),
+   * plus each inline_data part by the vendor's documented rule for its media
+   * (the bound a reservation assumes for it).
+   *
+   * @generated from field: int32 total_tokens = 1;
+   */
+  totalTokens: number;
+
+  /**
+   * total_tokens by modality: "TEXT" (inline text documents included), then
+   * "IMAGE", "AUDIO" and "VIDEO", each only when the request has such media.
+   *
+   * @generated from field: repeated generation.v1.ModalityTokenCount prompt_tokens_details = 2;
+   */
+  promptTokensDetails: ModalityTokenCount[];
+};
+
+/**
+ * Describes the message generation.v1.CountTokensResponse.
+ * Use `create(CountTokensResponseSchema)` to create a new message.
+ */
+export const CountTokensResponseSchema: GenMessage<CountTokensResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_text_service, 14);
+
+/**
+ * Request of ListTextModels. Pages follow the vendor's (and AIP-158's) rules.
+ *
+ * @generated from message generation.v1.ListTextModelsRequest
+ */
+export type ListTextModelsRequest = Message<"generation.v1.ListTextModelsRequest"> & {
+  /**
+   * Models per page, at most 1000 (larger values are taken as 1000); 0 means
+   * 50. Negative: INVALID_ARGUMENT.
+   *
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * The next_page_token of the previous page; empty for the first page. A
+   * token this service did not give: INVALID_ARGUMENT (reason
+   * INVALID_PAGE_TOKEN).
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message generation.v1.ListTextModelsRequest.
+ * Use `create(ListTextModelsRequestSchema)` to create a new message.
+ */
+export const ListTextModelsRequestSchema: GenMessage<ListTextModelsRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_text_service, 15);
+
+/**
+ * Response of ListTextModels.
+ *
+ * @generated from message generation.v1.ListTextModelsResponse
+ */
+export type ListTextModelsResponse = Message<"generation.v1.ListTextModelsResponse"> & {
+  /**
+   * This page's models, in catalog order.
+   *
+   * @generated from field: repeated generation.v1.TextModel models = 1;
+   */
+  models: TextModel[];
+
+  /**
+   * Token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message generation.v1.ListTextModelsResponse.
+ * Use `create(ListTextModelsResponseSchema)` to create a new message.
+ */
+export const ListTextModelsResponseSchema: GenMessage<ListTextModelsResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_text_service, 16);
+
+/**
+ * Request of GetTextModel.
+ *
+ * @generated from message generation.v1.GetTextModelRequest
+ */
+export type GetTextModelRequest = Message<"generation.v1.GetTextModelRequest"> & {
+  /**
+   * "models/{id}" as in TextModel.name, or the bare id.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message generation.v1.GetTextModelRequest.
+ * Use `create(GetTextModelRequestSchema)` to create a new message.
+ */
+export const GetTextModelRequestSchema: GenMessage<GetTextModelRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_text_service, 17);
+
+/**
+ * Response of GetTextModel.
+ *
+ * @generated from message generation.v1.GetTextModelResponse
+ */
+export type GetTextModelResponse = Message<"generation.v1.GetTextModelResponse"> & {
+  /**
+   * The model (REST answers this message alone, as the vendor does).
+   *
+   * @generated from field: generation.v1.TextModel model = 1;
+   */
+  model?: TextModel | undefined;
+};
+
+/**
+ * Describes the message generation.v1.GetTextModelResponse.
+ * Use `create(GetTextModelResponseSchema)` to create a new message.
+ */
+export const GetTextModelResponseSchema: GenMessage<GetTextModelResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_text_service, 18);
+
+/**
+ * A model in the vendor's Model shape (its JSON is the vendor's Model
+ * resource).
+ *
+ * @generated from message generation.v1.TextModel
+ */
+export type TextModel = Message<"generation.v1.TextModel"> & {
+  /**
+   * Resource name, "models/{id}", for example "models/aimodel-3.5-flash".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The id requests use, for example "aimodel-3.5-flash".
+   *
+   * @generated from field: string base_model_id = 2;
+   */
+  baseModelId: string;
+
+  /**
+   * Version of the model family, for example "3.5".
+   *
+   * @generated from field: string version = 3;
+   */
+  version: string;
+
+  /**
+   * Human-readable name, for example "AIModel 3.5 Flash".
+   *
+   * @generated from field: string display_name = 4;
+   */
+  displayName: string;
+
+  /**
+   * What the model does and how it is billed.
+   *
+   * @generated from field: string description = 5;
+   */
+  description: string;
+
+  /**
+   * Most prompt tokens a request may carry: MAX_PROMPT_BYTES_TEXT / 4 (the
+   * prompt limit is in UTF-8 bytes, a token is at most 4 of them).
+   *
+   * @generated from field: int32 input_token_limit = 6;
+   */
+  inputTokenLimit: number;
+
+  /**
+   * Most output tokens of one call (the bound reservations assume).
+   *
+   * @generated from field: int32 output_token_limit = 7;
+   */
+  outputTokenLimit: number;
+
+  /**
+   * "generateContent", "streamGenerateContent" and "countTokens".
+   *
+   * @generated from field: repeated string supported_generation_methods = 8;
+   */
+  supportedGenerationMethods: string[];
+};
+
+/**
+ * Describes the message generation.v1.TextModel.
+ * Use `create(TextModelSchema)` to create a new message.
+ */
+export const TextModelSchema: GenMessage<TextModel> = /*@__PURE__*/
+  messageDesc(file_generation_v1_text_service, 19);
+
+/**
  * TextService is synchronous text generation in the vendor's wire format:
  * the JSON mapping of these messages is the vendor's generateContent JSON
  * (lowerCamelCase names; snake_case accepted on input). Enumerations of the
@@ -573,6 +821,8 @@ export const StreamGenerateContentResponseSchema: GenMessage<StreamGenerateConte
  * stays byte-compatible with vendor clients.
  *
  * Authentication: `x-vendor-api-key: <API_KEY>` (or `authorization: Bearer`).
+ * The REST surface (/api/aimodel/v1beta and /api/aimodel/v1) also takes the
+ * key as `x-goog-api-key`, as the vendor's SDKs send it, or as `?key=`.
  *
  * @generated from service generation.v1.TextService
  */
@@ -599,6 +849,44 @@ export const TextService: GenService<{
     methodKind: "server_streaming";
     input: typeof StreamGenerateContentRequestSchema;
     output: typeof StreamGenerateContentResponseSchema;
+  },
+  /**
+   * Counts the prompt tokens of a request without generating or charging
+   * anything (REST: POST /api/aimodel/v1beta/models/{model}:countTokens).
+   * Needs a key granted the model, not a balance. Its contents are refused as
+   * GenerateContent would refuse them (an unknown or non-text model, no
+   * text, an unsupported media type, a prompt over the limit).
+   *
+   * @generated from rpc generation.v1.TextService.CountTokens
+   */
+  countTokens: {
+    methodKind: "unary";
+    input: typeof CountTokensRequestSchema;
+    output: typeof CountTokensResponseSchema;
+  },
+  /**
+   * Lists the models this service answers GenerateContent and CountTokens
+   * for, in the vendor's Model shape, one page at a time (REST:
+   * GET /api/aimodel/v1beta/models). Needs a valid key.
+   *
+   * @generated from rpc generation.v1.TextService.ListTextModels
+   */
+  listTextModels: {
+    methodKind: "unary";
+    input: typeof ListTextModelsRequestSchema;
+    output: typeof ListTextModelsResponseSchema;
+  },
+  /**
+   * One model of ListTextModels (REST: GET /api/aimodel/v1beta/models/{model});
+   * NOT_FOUND (HTTP 404, reason UNKNOWN_MODEL) for any other name. Needs a
+   * valid key.
+   *
+   * @generated from rpc generation.v1.TextService.GetTextModel
+   */
+  getTextModel: {
+    methodKind: "unary";
+    input: typeof GetTextModelRequestSchema;
+    output: typeof GetTextModelResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_generation_v1_text_service, 0);

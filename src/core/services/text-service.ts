@@ -2,13 +2,15 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { toJson } from "@bufbuild/protobuf";
 import {
-  GenerateContentRequestSchema, TextService, type GenerateContentRequest, type GenerateContentResponseSchema, type Part,
+  GenerateContentRequestSchema, TextService, type Content, type GenerateContentRequest, type GenerateContentResponseSchema, type Part,
 } from "../../../gen/generation/v1/text_service_pb.js";
 import { randomUUID } from "node:crypto";
 import { validateTextRequest, type TextPartInput, type TextSpec } from "../../domain/validation/text-request.js";
 import { IMAGE_HEAD_BYTES } from "../../domain/text/media-tokens.js";
 import { upstreamTextBody } from "../../domain/text/upstream-body.js";
-import { DomainError } from "../../domain/errors/domain-error.js";
+import { promptCount } from "../../domain/text/prompt-count.js";
+import { describeTextModel, findTextModel, MODEL_NAME_PREFIX, textModelPage } from "../../domain/catalog/text-models.js";
+import { DomainError, invalid } from "../../domain/errors/domain-error.js";
 import { ProviderError, type TextChunk } from "../../ports/provider.js";
 import { authenticate, requireGrant } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
@@ -74,21 +76,29 @@ function partInput(part: Part): TextPartInput {
   return { hasInlineData: true, inlineData: { mimeType, bytes: data.length, head: data.subarray(0, IMAGE_HEAD_BYTES) } };
 }
 
+/** A request's contents as validation reads them. */
+function textRequestInput(
+  model: string,
+  contents: readonly Content[],
+  systemInstruction: Content | undefined,
+  generationConfig?: GenerateContentRequest["generationConfig"],
+) {
+  return {
+    model,
+    contents: contents.map((content) => ({ role: content.role, parts: content.parts.map(partInput) })),
+    systemInstruction: systemInstruction && { parts: systemInstruction.parts.map(partInput) },
+    maxOutputTokens: generationConfig?.maxOutputTokens,
+    candidateCount: generationConfig?.candidateCount,
+  };
+}
+
 export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextService> {
   async function open(request: GenerateContentRequest, context: HandlerContext) {
     const caller = await authenticate(context.requestHeader, deps.apiKeys);
-    const spec = validateTextRequest({
-      model: request.model,
-      contents: request.contents.map((content) => ({
-        role: content.role,
-        parts: content.parts.map(partInput),
-      })),
-      systemInstruction: request.systemInstruction && {
-        parts: request.systemInstruction.parts.map(partInput),
-      },
-      maxOutputTokens: request.generationConfig?.maxOutputTokens,
-      candidateCount: request.generationConfig?.candidateCount,
-    }, deps.settingsOf.limits);
+    const spec = validateTextRequest(
+      textRequestInput(request.model, request.contents, request.systemInstruction, request.generationConfig),
+      deps.settingsOf.limits,
+    );
     requireGrant(caller, spec.model);
     await requireAvailable(deps.settings, spec.model, deps.settingsOf.retryAfterSeconds);
     // Only the allow-listed fields go upstream (400 for the rest), before any money is held;
@@ -116,6 +126,44 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
   }
 
   return {
+    countTokens: (request, context) =>
+      rpc(async () => {
+        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const whole = request.generateContentRequest;
+        const named = whole?.model.startsWith(MODEL_NAME_PREFIX) ? whole.model.slice(MODEL_NAME_PREFIX.length) : whole?.model;
+        if (named && named !== request.model) {
+          throw invalid("model_mismatch", `generateContentRequest.model names ${named}, the path ${request.model}`, {
+            field: "generateContentRequest.model",
+          });
+        }
+        // Refused as GenerateContent would refuse it (unknown model, empty contents, unsupported media, …): nothing is held.
+        const spec = validateTextRequest(
+          whole
+            ? textRequestInput(request.model, whole.contents, whole.systemInstruction, whole.generationConfig)
+            : textRequestInput(request.model, request.contents, undefined),
+          deps.settingsOf.limits,
+        );
+        requireGrant(caller, spec.model);
+        const count = promptCount(spec);
+        return { totalTokens: count.totalTokens, promptTokensDetails: count.details.map((d) => ({ ...d })) };
+      }),
+
+    listTextModels: (request, context) =>
+      rpc(async () => {
+        await authenticate(context.requestHeader, deps.apiKeys);
+        const page = textModelPage(request.pageSize, request.pageToken);
+        return {
+          models: page.models.map((model) => textModelMessage(model, deps)),
+          nextPageToken: page.nextPageToken,
+        };
+      }),
+
+    getTextModel: (request, context) =>
+      rpc(async () => {
+        await authenticate(context.requestHeader, deps.apiKeys);
+        return { model: textModelMessage(findTextModel(request.name), deps) };
+      }),
+
     generateContent: (request, context) =>
       rpc(async () => {
         const { spec, call, chunks } = await open(request, context);
@@ -167,4 +215,9 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
       }
     },
   };
+}
+
+function textModelMessage(model: Parameters<typeof describeTextModel>[0], deps: CoreDeps) {
+  const view = describeTextModel(model, deps.settingsOf.limits);
+  return { ...view, supportedGenerationMethods: [...view.supportedGenerationMethods] };
 }

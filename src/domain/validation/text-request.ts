@@ -29,6 +29,8 @@ export interface TextSpec {
   /** Prompt tokens the reservation assumes: the text plus each inline media part by the vendor's rules (text/media-tokens.ts). */
   readonly reservedPromptTokens: number;
   readonly maxOutputTokens: number;
+  /** The inline media parts (system instruction's included), as the reservation counted them. */
+  readonly media: readonly InlineMedia[];
 }
 
 export function validateTextRequest(input: TextRequestInput, limits: ValidationLimits): TextSpec {
@@ -61,7 +63,9 @@ export function validateTextRequest(input: TextRequestInput, limits: ValidationL
     throw invalid("invalid_candidate_count", "only candidateCount 1 is supported", { field: "generationConfig.candidateCount" });
   }
   const media = inlineMediaOf(input);
-  return { model, promptText, promptTokens: countTokens(promptText), reservedPromptTokens: promptTokenEstimate(promptText, media), maxOutputTokens };
+  return {
+    model, promptText, promptTokens: countTokens(promptText), reservedPromptTokens: promptTokenEstimate(promptText, media), maxOutputTokens, media,
+  };
 }
 
 /** The inline media parts, each of a type the reservation can bound (400 `unsupported_media_type` otherwise). */

@@ -17,11 +17,28 @@ export function platformHeaders(request: FastifyRequest): Headers {
   return headers;
 }
 
-/** `/api/aimodel`: the key travels as `x-vendor-api-key` (or `?key=`, as the vendor also accepts). */
+/**
+ * Where the vendor surface takes the key from, first found first: our
+ * `x-vendor-api-key`, the header the vendor's own SDKs send
+ * (`x-goog-api-key`), and `?key=`, which the vendor's REST API also accepts.
+ */
+export const VENDOR_KEY_HEADERS = ["x-vendor-api-key", "x-goog-api-key"] as const;
+
+/** The key a vendor-surface request presents (see VENDOR_KEY_HEADERS), or undefined. */
+export function vendorKeyOf(request: FastifyRequest): string | undefined {
+  for (const name of VENDOR_KEY_HEADERS) {
+    const value = request.headers[name];
+    if (typeof value === "string" && value.trim()) return value.trim();
+  }
+  const key = (request.query as { key?: unknown } | undefined)?.key;
+  return typeof key === "string" && key ? key : undefined;
+}
+
+/** `/api/aimodel`: the key, wherever it came (vendorKeyOf), travels to the core as `x-vendor-api-key`. */
 export function vendorHeaders(request: FastifyRequest): Headers {
   const headers = new Headers();
-  const key = request.headers["x-vendor-api-key"] ?? (request.query as { key?: string } | undefined)?.key;
-  if (typeof key === "string" && key) headers.set("x-vendor-api-key", key);
+  const key = vendorKeyOf(request);
+  if (key) headers.set("x-vendor-api-key", key);
   return headers;
 }
 

@@ -73,6 +73,7 @@ const CODE_BY_STATUS: Record<number, Code> = {
   422: Code.InvalidArgument,
   429: Code.ResourceExhausted,
   431: Code.InvalidArgument,
+  499: Code.Canceled,
   503: Code.Unavailable,
 };
 
@@ -110,12 +111,62 @@ export function sendPlatformError(reply: FastifyReply, error: HttpError) {
 }
 
 /**
+ * The HTTP status of each canonical code, as the vendor (and every Google
+ * API) answers it: google.rpc.Code's documented HTTP mapping.
+ */
+export const VENDOR_HTTP_STATUS: Record<Code, number> = {
+  [Code.Canceled]: 499,
+  [Code.Unknown]: 500,
+  [Code.InvalidArgument]: 400,
+  [Code.DeadlineExceeded]: 504,
+  [Code.NotFound]: 404,
+  [Code.AlreadyExists]: 409,
+  [Code.PermissionDenied]: 403,
+  [Code.ResourceExhausted]: 429,
+  [Code.FailedPrecondition]: 400,
+  [Code.Aborted]: 409,
+  [Code.OutOfRange]: 400,
+  [Code.Unimplemented]: 501,
+  [Code.Internal]: 500,
+  [Code.Unavailable]: 503,
+  [Code.DataLoss]: 500,
+  [Code.Unauthenticated]: 401,
+};
+
+/**
+ * Refusals of HTTP itself, before any method of the API: the request did not
+ * arrive in time (408), or could not be read as a request (413 chunk
+ * extensions, 414 an over-long path parameter, 415 a body not sent as JSON,
+ * 431 headers). They keep their HTTP status, with the closest canonical code
+ * in the body, as the vendor's front end answers them with HTTP's own status.
+ */
+const HTTP_PROTOCOL_STATUSES: ReadonlySet<number> = new Set([408, 413, 414, 415, 431]);
+
+/**
+ * The one mapping of the vendor surface: an error's HTTP status and
+ * canonical code (error.status). Everything an API method decides is
+ * answered with its canonical code's HTTP status (so our 422 validation
+ * failures are the vendor's 400 INVALID_ARGUMENT, an upstream failure is 503
+ * UNAVAILABLE), except:
+ *  - an unknown model is the vendor's 404 NOT_FOUND;
+ *  - a balance that cannot cover the call (our 402 insufficient_funds) is
+ *    429 RESOURCE_EXHAUSTED, what the vendor answers when prepaid credits are
+ *    depleted (without Retry-After: waiting does not help, a top-up does).
+ */
+export function vendorStatusOf(error: HttpError): { status: number; canonical: string } {
+  if (error.reason === "unknown_model") return { status: 404, canonical: "NOT_FOUND" };
+  if (error.reason === "insufficient_funds") return { status: 429, canonical: "RESOURCE_EXHAUSTED" };
+  const canonical = CANONICAL_STATUS[error.code] ?? "UNKNOWN";
+  if (HTTP_PROTOCOL_STATUSES.has(error.status)) return { status: error.status, canonical };
+  return { status: VENDOR_HTTP_STATUS[error.code] ?? 500, canonical };
+}
+
+/**
  * `/api/aimodel`: the vendor's shape {"error": {"code": <http>, "message", "status"}}, with an
- * ErrorInfo detail carrying our reason. An unknown model is the vendor's 404.
+ * ErrorInfo detail carrying our reason; status and code by vendorStatusOf.
  */
 export function vendorErrorBody(error: HttpError) {
-  const status = error.reason === "unknown_model" ? 404 : error.status;
-  const canonical = error.reason === "unknown_model" ? "NOT_FOUND" : CANONICAL_STATUS[error.code] ?? "UNKNOWN";
+  const { status, canonical } = vendorStatusOf(error);
   return {
     status,
     body: {

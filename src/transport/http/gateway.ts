@@ -14,7 +14,7 @@ import { adminRoutes } from "./routes/admin-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
 import { healthRoutes } from "./routes/health-routes.js";
 import { jobsRoutes } from "./routes/jobs-routes.js";
-import { VENDOR_PREFIX, vendorRoutes } from "./routes/vendor-routes.js";
+import { VENDOR_PREFIXES, vendorRoutes } from "./routes/vendor-routes.js";
 
 export interface GatewayOptions {
   readonly logLevel: string;
@@ -127,6 +127,6 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   }));
   await app.register(adminRoutes(core, guard));
   await app.register(fileRoutes(core));
-  await app.register(vendorRoutes(core, guard), { prefix: VENDOR_PREFIX });
+  for (const prefix of VENDOR_PREFIXES) await app.register(vendorRoutes(core, guard), { prefix });
   return app;
 }

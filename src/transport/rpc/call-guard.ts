@@ -4,7 +4,6 @@ import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
 import type { BodyBudget, BodyHold, ReleaseSlot } from "../upload-slots.js";
 import type { DebugLog } from "./connection-guard.js";
-import { HEALTH_SERVICE_NAME } from "./health-service.js";
 import type { MethodPolicy } from "./method-policy.js";
 import { bodyMemoryFull, edgeFailure, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
 import { isEnveloped, type WireProtocol } from "./wire-protocol.js";
@@ -95,8 +94,13 @@ class BodyReader {
  * the request timeout. "Read whole" is the end of the request body: Connect
  * reads a call's one request message until the request ends (to be sure no
  * second one follows) and holds it meanwhile, so a client that sends its
- * message and keeps the stream open still holds what the message holds. A refusal is thrown from the body, so Connect answers
- * it in the caller's protocol (gRPC status, gRPC-Web trailer, Connect JSON).
+ * message and keeps the stream open still holds what the message holds. A
+ * client stream (reflection's ServerReflectionInfo) is the exception: each of
+ * its messages gives back what it holds as soon as it has arrived whole. The
+ * request timeout bounds such a stream as any other request (it ends with
+ * DEADLINE_EXCEEDED; grpcurl and buf curl are done in well under a second).
+ * A refusal is thrown from the body, so Connect answers it in the caller's
+ * protocol (gRPC status, gRPC-Web trailer, Connect JSON).
  */
 export class GuardedCall {
   private reader: BodyReader | undefined;
@@ -133,7 +137,7 @@ export class GuardedCall {
 
   /** The refusal owed before any byte of the body is read, if any. */
   async refusalBeforeBody(headers: Headers): Promise<ConnectError | undefined> {
-    if (this.policy.service.typeName !== HEALTH_SERVICE_NAME && !this.settings.readiness.current.serving) {
+    if (!this.policy.servedWhileNotReady && !this.settings.readiness.current.serving) {
       return notServing(this.settings.readiness);
     }
     if (this.policy.credential !== undefined) {
@@ -152,8 +156,8 @@ export class GuardedCall {
       this.sized = Number.isSafeInteger(length);
       if (this.sized) return this.admitOrRefuse(length, length);
     } else if (Number.isSafeInteger(length) && length > this.policy.maxMessageBytes + ENVELOPE_HEADER_BYTES) {
-      // Every method here takes exactly one request message.
-      return messageTooLarge(this.methodName, this.policy.maxMessageBytes, length - ENVELOPE_HEADER_BYTES);
+      // Content-Length bounds a single message: a client stream's messages are each judged by their length prefix.
+      if (!this.clientStreams) return messageTooLarge(this.methodName, this.policy.maxMessageBytes, length - ENVELOPE_HEADER_BYTES);
     }
     return undefined;
   }
@@ -197,6 +201,12 @@ export class GuardedCall {
     if (this.timedOut) throw requestTimedOut(this.settings.requestTimeoutMs);
     const reader = (this.reader = new BodyReader(this.request));
     const enveloped = isEnveloped(this.protocol);
+    // A client stream (reflection) sends message after message on one request: each one's memory and slot go back
+    // as soon as its last byte is here, not at the request's end, so a long stream holds no more than the message
+    // being received (and the chunk in hand, which HTTP/2's frame size and flow-control window bound).
+    const messageDone = () => {
+      if (this.clientStreams) this.bodyRead();
+    };
     const header = Buffer.alloc(ENVELOPE_HEADER_BYTES);
     let headerFilled = 0;
     let payloadLeft = 0;
@@ -213,6 +223,7 @@ export class GuardedCall {
             const take = Math.min(payloadLeft, chunk.byteLength - offset);
             payloadLeft -= take;
             offset += take;
+            if (payloadLeft === 0) messageDone();
             continue;
           }
           const take = Math.min(ENVELOPE_HEADER_BYTES - headerFilled, chunk.byteLength - offset);
@@ -223,12 +234,19 @@ export class GuardedCall {
             payloadLeft = header.readUInt32BE(1);
             headerFilled = 0;
             this.admit(payloadLeft, payloadLeft);
+            if (payloadLeft === 0) messageDone();
           }
         }
       }
       yield chunk;
     }
     this.bodyRead();
+  }
+
+  /** Whether the method takes a stream of request messages (rather than exactly one). */
+  private get clientStreams(): boolean {
+    const kind = this.policy.method.methodKind;
+    return kind === "client_streaming" || kind === "bidi_streaming";
   }
 
   /** HTTP_REQUEST_TIMEOUT: a request still arriving is refused (or, already answered, closed). */

@@ -15,8 +15,9 @@ async function* refusing(error: ConnectError): AsyncGenerator<Uint8Array> {
 /**
  * The core port's request handler, in place of connectNodeAdapter: it finds
  * the method's Connect handler by path, as that adapter does, but gives it a
- * guarded body (see GuardedCall), answers unknown methods in gRPC's terms and
- * reports a malformed protobuf message as INVALID_ARGUMENT (Connect says INTERNAL).
+ * guarded body (see GuardedCall), answers unknown methods and services as
+ * UNIMPLEMENTED in each protocol's terms (answerUnknownMethod) and reports a
+ * malformed protobuf message as INVALID_ARGUMENT (Connect says INTERNAL).
  */
 export function createEdgeHandler(
   router: ConnectRouter,

@@ -4,6 +4,8 @@ import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
 import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
 import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
 import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
+import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
+import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import type { Credential } from "../../core/auth/header-check.js";
 import type { ValidationLimits } from "../../domain/validation/limits.js";
 
@@ -15,7 +17,15 @@ export interface MethodPolicy {
   readonly credential: Credential | undefined;
   /** The largest request message accepted, in bytes as sent (before decompression). */
   readonly maxMessageBytes: number;
+  /** Whether the method answers while the process cannot serve (starting, draining, a dependency down). */
+  readonly servedWhileNotReady: boolean;
 }
+
+/**
+ * Services that depend on no store and answer while the process is not
+ * ready: health (it reports that state) and reflection (the contract is fixed).
+ */
+export const SERVED_WHILE_NOT_READY: ReadonlySet<string> = new Set([Health.typeName, ReflectionV1.typeName, ReflectionV1alpha.typeName]);
 
 /**
  * Methods whose request carries input images inline (base64 strings in
@@ -27,18 +37,25 @@ const CARRIES_INPUT_IMAGES = new Set<DescMethod>([
   GenerationService.method.createGeneration,
   TextService.method.generateContent,
   TextService.method.streamGenerateContent,
+  TextService.method.countTokens,
 ]);
 
 /** Methods of an authenticated service that answer without a key (the handler checks none). */
 const PUBLIC = new Set<DescMethod>([GenerationService.method.listModels]);
 
-/** What each served service asks of a caller's headers. FileService checks the signed link in its message; Health is open. */
+/**
+ * What each served service asks of a caller's headers. FileService checks the
+ * signed link in its message; Health and reflection are open (reflection
+ * describes only the public proto/ files, which anyone may read anyway).
+ */
 const CREDENTIAL_OF = new Map<DescService, Credential | undefined>([
   [AdminService, "admin"],
   [GenerationService, "api_key"],
   [TextService, "api_key"],
   [FileService, undefined],
   [Health, undefined],
+  [ReflectionV1, undefined],
+  [ReflectionV1alpha, undefined],
 ]);
 
 /**
@@ -63,6 +80,7 @@ export function methodPolicies(limits: ValidationLimits, maxBodyBytes: number): 
         method,
         credential: PUBLIC.has(method) ? undefined : credential,
         maxMessageBytes: CARRIES_INPUT_IMAGES.has(method) ? large : maxBodyBytes,
+        servedWhileNotReady: SERVED_WHILE_NOT_READY.has(service.typeName),
       });
     }
   }

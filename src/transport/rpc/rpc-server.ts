@@ -9,6 +9,8 @@ import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
 import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
 import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
 import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
+import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
+import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import type { EdgeLimits } from "../../config/config.js";
 import type { Readiness } from "../../core/health/readiness.js";
 import { DEFAULT_LIMITS, MIB, type ValidationLimits } from "../../domain/validation/limits.js";
@@ -17,8 +19,9 @@ import { BodyBudget, UploadSlots } from "../upload-slots.js";
 import { guardedListener, type DebugLog } from "./connection-guard.js";
 import { createEdgeHandler } from "./edge-handler.js";
 import type { UploadSlotsLike } from "./call-guard.js";
-import { createHealthService, HEALTH_SERVICE_NAME } from "./health-service.js";
-import { methodPolicies } from "./method-policy.js";
+import { createHealthService } from "./health-service.js";
+import { methodPolicies, SERVED_WHILE_NOT_READY } from "./method-policy.js";
+import { createReflectionServices } from "./reflection-service.js";
 import { notServing } from "./refusals.js";
 
 /** Node's errors for a stream or connection that is gone, as a write to it fails (see connectErrorFromNodeReason). */
@@ -74,14 +77,14 @@ async function* reportingFailures<T>(messages: AsyncIterable<T>, report: (error:
 }
 
 /**
- * Refuses every RPC but the health service's while the process cannot serve
+ * Refuses every RPC but health's and reflection's while the process cannot serve
  * (starting, or a dependency requests need is down): UNAVAILABLE with the
  * usual ErrorDetail (service_unavailable, 503, retry-after). The edge refuses
  * such calls before reading their message; this gate covers the rest.
  */
 function readinessGate(readiness: Readiness): Interceptor {
   return (next) => async (request) => {
-    if (!readiness.current.serving && request.service.typeName !== HEALTH_SERVICE_NAME) throw notServing(readiness);
+    if (!readiness.current.serving && !SERVED_WHILE_NOT_READY.has(request.service.typeName)) throw notServing(readiness);
     return next(request);
   };
 }
@@ -132,7 +135,8 @@ const BODY_MEMORY_RETRY_AFTER_SECONDS = 1;
  * The core on an HTTP/2 cleartext port: gRPC, gRPC-Web and Connect, so plain
  * gRPC clients (grpc-js, grpcurl, grpc-health-probe) and Connect clients all
  * work. `grpc.health.v1.Health` reports `readiness`, which also gates every
- * other RPC. The edge (createEdgeHandler, guardConnections) bounds what a
+ * other RPC but reflection's: `grpc.reflection.v1` and `v1alpha` describe
+ * every served service, so grpcurl and buf curl need no .proto files. The edge (createEdgeHandler, guardConnections) bounds what a
  * client may hold: connections, sessions, streams, time and message sizes,
  * and checks credentials before a message is read.
  */
@@ -164,6 +168,8 @@ export async function listenRpc(
     [FileService, core.services.files],
     [Health, health],
   ];
+  const reflection = createReflectionServices(implementations.map(([service]) => service));
+  implementations.push([ReflectionV1, reflection.v1], [ReflectionV1alpha, reflection.v1alpha]);
   for (const [service, implementation] of implementations) {
     for (const method of service.methods) {
       // The edge refuses a message over its method's limit from its length prefix; Connect applies the same

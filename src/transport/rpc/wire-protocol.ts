@@ -7,6 +7,7 @@ import {
   endStreamFlag,
   endStreamFromJson,
   errorFromJsonBytes,
+  errorToJsonBytes,
 } from "@connectrpc/connect/protocol-connect";
 import { contentTypeRegExp as grpcContentType, findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { contentTypeRegExp as grpcWebContentType, trailerFlag, trailerParse } from "@connectrpc/connect/protocol-grpc-web";
@@ -27,19 +28,25 @@ export function protocolOf(contentType: string | undefined): WireProtocol | unde
 export const isEnveloped = (protocol: WireProtocol | undefined) => protocol !== undefined && protocol !== "connect-unary";
 
 /**
- * A path the core does not serve. gRPC and gRPC-Web callers get a
- * trailers-only UNIMPLEMENTED (status in the one HEADERS frame, which ends
- * the stream), as gRPC servers answer an unknown method; others get the 404
- * Connect's own adapter gives.
+ * A path the core does not serve (an unknown method, or an unknown service).
+ * gRPC and gRPC-Web callers get a trailers-only UNIMPLEMENTED (HTTP 200, the
+ * status in the one HEADERS frame, which ends the stream), as gRPC servers
+ * answer an unknown method. Everyone else (Connect, unary or streaming, and
+ * requests of no known protocol) gets Connect's `unimplemented`: HTTP 404,
+ * the status Connect maps it to, with its JSON error body, which Connect
+ * clients read as Code.Unimplemented and the message. The request body is
+ * never read.
  */
 export function answerUnknownMethod(req: Http2ServerRequest, res: Http2ServerResponse, protocol: WireProtocol | undefined): void {
   const path = (req.url ?? "").split("?", 1)[0]!;
+  const error = new ConnectError(`unknown method ${path}`, Code.Unimplemented);
   if (protocol !== "grpc" && protocol !== "grpc-web") {
-    res.writeHead(404);
-    res.end();
+    const body = errorToJsonBytes(error, undefined);
+    res.writeHead(404, { "content-type": "application/json", "content-length": String(body.byteLength) });
+    res.end(body);
     return;
   }
-  const status = setTrailerStatus(new Headers(), new ConnectError(`unknown method ${path}`, Code.Unimplemented));
+  const status = setTrailerStatus(new Headers(), error);
   const headers: Record<string, string> = { ":status": "200", "content-type": req.headers["content-type"]! };
   status.forEach((value, key) => (headers[key] = value));
   req.stream.respond(headers, { endStream: true });

@@ -615,7 +615,7 @@ describe("text requests", () => {
       contents: [{ role: "user", parts: [{ text: "a\u0000b" }, { text: "" }] }, { role: "model", parts: [{ text: "cd" }] }],
     });
     assert.deepEqual(spec, {
-      model: findModel("aimodel-3.5-flash"), promptText: "sys\nab\ncd", promptTokens: 3, reservedPromptTokens: 3, maxOutputTokens: 8192,
+      model: findModel("aimodel-3.5-flash"), promptText: "sys\nab\ncd", promptTokens: 3, reservedPromptTokens: 3, maxOutputTokens: 8192, media: [],
     });
   });
 

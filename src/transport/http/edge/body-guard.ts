@@ -35,7 +35,7 @@ export function generationBodyBytes(limits: ValidationLimits, edge: EdgeLimits):
 export interface BodyRoute {
   /** What a caller needs before its body is read. */
   readonly credential: Credential;
-  /** Where the key travels: `authorization: Bearer` (platform, admin) or `x-vendor-api-key` / `?key=` (vendor). */
+  /** Where the key travels: `authorization: Bearer` (platform, admin) or `x-vendor-api-key` / `x-goog-api-key` / `?key=` (vendor). */
   readonly keyFrom: "platform" | "vendor";
   /** Whether the body may carry inline input images (the generation limit) or not (MAX_BODY_BYTES). */
   readonly images: boolean;

@@ -2,8 +2,7 @@ import { Code } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Readiness } from "../../../core/health/readiness.js";
 import { lingerUntilDiscarded } from "../edge/body-guard.js";
-import { sendPlatformError, sendVendorError } from "../error-replies.js";
-import { VENDOR_PREFIX } from "./vendor-routes.js";
+import { isVendorPath, sendPlatformError, sendVendorError } from "../error-replies.js";
 
 const PROBES = new Set(["/livez", "/readyz", "/healthz"]);
 
@@ -38,7 +37,7 @@ export function healthRoutes(readiness: Readiness) {
       };
       // Refused before its body is read, as the body guard refuses: what the client still sends is discarded, bounded.
       lingerUntilDiscarded(request);
-      return request.url.startsWith(VENDOR_PREFIX) ? sendVendorError(reply, error) : sendPlatformError(reply, error);
+      return isVendorPath(request.url) ? sendVendorError(reply, error) : sendPlatformError(reply, error);
     });
 
     /** The process runs and its event loop answers. */

@@ -2,7 +2,8 @@ import { toJson } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { CreateVideoInteractionRequestSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
 import {
-  GenerateContentRequestSchema, GenerateContentResponseSchema, type GenerateContentResponse,
+  CountTokensRequestSchema, GenerateContentRequestSchema, GenerateContentResponseSchema, TextModelSchema,
+  type CountTokensResponse, type GenerateContentResponse, type TextModel,
 } from "../../../../gen/generation/v1/text_service_pb.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, vendorCall } from "../call-options.js";
@@ -13,27 +14,119 @@ import { parseBody } from "../json-mapping.js";
 import { acceptedReply } from "./jobs-routes.js";
 
 export const VENDOR_PREFIX = "/api/aimodel/v1beta";
-const MODEL_ACTION = /^([^:/]+):(generateContent|streamGenerateContent)$/;
+/**
+ * The same surface under the vendor's stable version too: its SDKs call
+ * `{base}/v1beta/…` (JavaScript) or `{base}/v1/…` (Python, since 3.0) by
+ * default, so both work when given `{origin}/api/aimodel` as base URL.
+ */
+export const VENDOR_PREFIXES = [VENDOR_PREFIX, "/api/aimodel/v1"] as const;
+const MODEL_ACTION = /^([^:/]+):(generateContent|streamGenerateContent|countTokens)$/;
 
 /** One SSE event: `data: <json>` and a blank line; no event names, no [DONE], as the vendor streams. */
 const sseEvent = (json: unknown) => `data: ${JSON.stringify(json)}\r\n\r\n`;
 
 const vendorJson = (response: GenerateContentResponse) => toJson(GenerateContentResponseSchema, response);
 
-/** Registered with `prefix: VENDOR_PREFIX`, so its error and not-found handlers cover only the vendor surface. */
+/** The vendor's Model resource: every field present (an int of 0 would otherwise be left out). */
+const modelJson = (model: TextModel | undefined) => toJson(TextModelSchema, model!, { alwaysEmitImplicit: true });
+
+/** The vendor's CountTokensResponse. */
+const countJson = (response: CountTokensResponse) => ({
+  totalTokens: response.totalTokens,
+  promptTokensDetails: response.promptTokensDetails.map(({ modality, tokenCount }) => ({ modality, tokenCount })),
+});
+
+const MODEL_SCHEMA = {
+  type: "object",
+  description: "The vendor's Model resource.",
+  properties: {
+    name: { type: "string", description: '"models/{id}"' },
+    baseModelId: { type: "string" },
+    version: { type: "string" },
+    displayName: { type: "string" },
+    description: { type: "string" },
+    inputTokenLimit: { type: "integer" },
+    outputTokenLimit: { type: "integer" },
+    supportedGenerationMethods: { type: "array", items: { type: "string" } },
+  },
+  required: ["name", "baseModelId", "version", "displayName", "description", "inputTokenLimit", "outputTokenLimit", "supportedGenerationMethods"],
+} as const;
+
+/** The vendor's error body (errors are sent in it by the surface's error handler, vendorErrorBody). */
+const VENDOR_ERROR_SCHEMA = {
+  type: "object",
+  properties: {
+    error: {
+      type: "object",
+      properties: {
+        code: { type: "integer" },
+        message: { type: "string" },
+        status: { type: "string" },
+        details: { type: "array", items: { type: "object", additionalProperties: true } },
+      },
+      required: ["code", "message", "status"],
+    },
+  },
+  required: ["error"],
+} as const;
+
+/** Where the key may travel besides a header, on routes that take no body. */
+const KEY_QUERY = { key: { type: "string" } } as const;
+
+const LIST_MODELS_SCHEMA = {
+  querystring: {
+    type: "object",
+    // pageSize travels as an int32: larger is no page size at all (the vendor caps any size at 1000 anyway).
+    properties: { ...KEY_QUERY, pageSize: { type: "integer", maximum: 2 ** 31 - 1 }, pageToken: { type: "string" } },
+  },
+  response: {
+    200: {
+      type: "object",
+      properties: { models: { type: "array", items: MODEL_SCHEMA }, nextPageToken: { type: "string" } },
+      required: ["models"],
+    },
+    "4xx": VENDOR_ERROR_SCHEMA,
+    "5xx": VENDOR_ERROR_SCHEMA,
+  },
+} as const;
+
+const GET_MODEL_SCHEMA = {
+  params: { type: "object", properties: { model: { type: "string" } }, required: ["model"] },
+  querystring: { type: "object", properties: KEY_QUERY },
+  response: { 200: MODEL_SCHEMA, "4xx": VENDOR_ERROR_SCHEMA, "5xx": VENDOR_ERROR_SCHEMA },
+} as const;
+
+/** Registered with each of VENDOR_PREFIXES as `prefix`, so its error and not-found handlers cover only the vendor surface. */
 export function vendorRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
-    // The key (header or ?key=) is checked, and the announced size, before the body is read.
+    // The key (x-vendor-api-key, x-goog-api-key or ?key=) is checked, and the announced size, before the body is read.
     const generation = guard({ credential: "api_key", keyFrom: "vendor", images: true });
     // A video interaction carries a prompt and parameters, never inline images: MAX_BODY_BYTES.
     const interactions = guard({ credential: "api_key", keyFrom: "vendor", images: false });
     app.setErrorHandler(replyWithError);
     app.setNotFoundHandler((request, reply) => sendVendorError(reply, toHttpError(routeNotFound(request))));
 
+    app.get<{ Querystring: { pageSize?: number; pageToken?: string } }>("/models", { schema: LIST_MODELS_SCHEMA }, async (request, reply) => {
+      const { pageSize = 0, pageToken = "" } = request.query;
+      const page = await core.text.listTextModels({ pageSize, pageToken }, vendorCall(request, reply));
+      return { models: page.models.map(modelJson), ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
+    });
+
+    app.get<{ Params: { model: string } }>("/models/:model", { schema: GET_MODEL_SCHEMA }, async (request, reply) => {
+      // `models/{model}:{method}` is a POST: a GET of it is no route (before the key is looked at).
+      if (request.params.model.includes(":")) throw routeNotFound(request);
+      return modelJson((await core.text.getTextModel({ name: request.params.model }, vendorCall(request, reply))).model);
+    });
+
     app.post<{ Params: { "*": string } }>("/models/*", generation, async (request, reply) => {
       const match = MODEL_ACTION.exec(decodeURIComponent(request.params["*"]));
-      if (!match) throw new GatewayError(404, "not_found", "expected models/{model}:generateContent or :streamGenerateContent");
+      if (!match) throw new GatewayError(404, "not_found", "expected models/{model}:generateContent, :streamGenerateContent or :countTokens");
       const [, model, action] = match;
+      if (action === "countTokens") {
+        const message = parseBody(CountTokensRequestSchema, request.body);
+        message.model = model!;
+        return countJson(await core.text.countTokens(message, vendorCall(request, reply)));
+      }
       const message = parseBody(GenerateContentRequestSchema, request.body);
       message.model = model!;
       if (action === "generateContent") return vendorJson(await core.text.generateContent(message, vendorCall(request, reply)));
