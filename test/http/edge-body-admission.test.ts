@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
-import { once } from "node:events";
 import { request as httpRequest } from "node:http";
-import { connect, type Socket } from "node:net";
 import { Readable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { ADMIN_TOKEN, createCustomer, eventually, startTestService, type Customer, type TestService } from "../support/harness.js";
+import { answered as answeredWithin, answerOf, drainedOrClosed, openExchange, requestHead, type RawExchange } from "../support/raw-http.js";
 import { userTurn, VENDOR } from "../support/vendor-helpers.js";
 
 /**
@@ -16,58 +15,10 @@ import { userTurn, VENDOR } from "../support/vendor-helpers.js";
 
 const KIB = 1024;
 
-interface RawExchange {
-  readonly socket: Socket;
-  received: string;
-  closed: boolean;
-  /** Body bytes the client managed to write. */
-  sent: number;
-}
+/** This file's answers come within 5 s unless a test says otherwise. */
+const answered = (exchange: RawExchange, what: string, timeoutMs = 5_000) => answeredWithin(exchange, what, timeoutMs);
 
-async function openExchange(url: string, head: string): Promise<RawExchange> {
-  const { hostname, port } = new URL(url);
-  const socket = connect({ host: hostname, port: Number(port) });
-  const exchange: RawExchange = { socket, received: "", closed: false, sent: 0 };
-  socket.setEncoding("latin1");
-  socket.on("data", (chunk: string) => (exchange.received += chunk));
-  socket.on("error", () => {});
-  socket.on("close", () => (exchange.closed = true));
-  await once(socket, "connect");
-  socket.write(head);
-  return exchange;
-}
 
-const requestHead = (method: string, path: string, headers: Record<string, string | number>) =>
-  `${method} ${path} HTTP/1.1\r\nHost: gateway\r\n` + Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("") + "\r\n";
-
-function answerOf(exchange: RawExchange): { status: number; headers: string; json: any } | undefined {
-  const responses = exchange.received.split(/(?=HTTP\/1\.1 \d{3} )/).filter((part) => !/^HTTP\/1\.1 1\d\d /.test(part));
-  const last = responses.at(-1);
-  if (!last) return undefined;
-  const end = last.indexOf("\r\n\r\n");
-  if (end < 0) return undefined;
-  const headers = last.slice(0, end);
-  const length = Number(/\r\ncontent-length: (\d+)/i.exec(headers)?.[1] ?? -1);
-  const body = last.slice(end + 4);
-  if (length < 0 || Buffer.byteLength(body, "latin1") < length) return undefined;
-  return { status: Number(last.slice(9, 12)), headers, json: JSON.parse(body.slice(0, length)) };
-}
-
-async function answered(exchange: RawExchange, what: string, timeoutMs = 5_000) {
-  return (await eventually(async () => answerOf(exchange), (answer) => answer !== undefined, { timeoutMs, what }))!;
-}
-
-function drainedOrClosed(socket: Socket): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      socket.off("drain", done);
-      socket.off("close", done);
-      resolve();
-    };
-    socket.on("drain", done);
-    socket.on("close", done);
-  });
-}
 
 /** Writes `bytes` (with backpressure) unless the server closed first. */
 async function send(exchange: RawExchange, bytes: string | Buffer): Promise<void> {

@@ -11,7 +11,8 @@ import { checkedBalance } from "../support/billing-helpers.js";
 describe("retention of finished jobs", () => {
   let service: TestService;
   before(async () => {
-    service = await startTestService({ JOB_RETENTION: "1s", RETENTION_SWEEP_INTERVAL: "200ms" });
+    // 4 s: long enough that polling (under a loaded CI) sees the job done before its row expires (Cassandra TTL), short enough to wait for.
+    service = await startTestService({ JOB_RETENTION: "4s", RETENTION_SWEEP_INTERVAL: "200ms" });
   });
   after(() => service.close());
 
