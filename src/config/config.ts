@@ -39,6 +39,8 @@ export interface Config {
   readonly prices: PriceTable;
   /** When set, this process is a gateway in front of a remote core at that URL. */
   readonly coreUrl: string | undefined;
+  /** CORS_ORIGINS: the web origins (scheme://host[:port]) whose pages may call the gateway port; none: no CORS at all. */
+  readonly corsOrigins: readonly string[];
   readonly logLevel: string;
   readonly retryAfterSeconds: number;
   /** Which parts this process runs. */
@@ -127,6 +129,32 @@ function roles(raw: string | undefined): Set<Role> {
 }
 
 const list = (raw: string | undefined) => (raw ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+
+/**
+ * CORS_ORIGINS: exact origins, as a browser sends them in `Origin`
+ * (`https://app.example.com`, `http://localhost:5173`): http or https, no
+ * path, no trailing slash, the default port left out. `*` is refused: which
+ * web apps may hold and use keys and the admin token from a browser is a
+ * decision to name, not to leave open.
+ */
+function corsOrigins(raw: string | undefined): string[] {
+  const origins = list(raw);
+  for (const entry of origins) {
+    if (entry === "*") throw new Error("CORS_ORIGINS: \"*\" is not allowed; list the origins of your web apps (e.g. https://app.example.com)");
+    let origin: string | undefined;
+    try {
+      const url = new URL(entry);
+      if (url.protocol === "http:" || url.protocol === "https:") origin = url.origin;
+    } catch {
+      origin = undefined;
+    }
+    if (origin !== entry) {
+      const hint = origin ? ` (did you mean "${origin}"?)` : "";
+      throw new Error(`CORS_ORIGINS: "${entry}" is not an origin: scheme://host[:port], http or https, no path or trailing slash${hint}`);
+    }
+  }
+  return [...new Set(origins)];
+}
 
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -278,6 +306,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     idempotencyTtlMs: parseDuration(env.IDEMPOTENCY_TTL || "24h"),
     prices,
     coreUrl: env.CORE_URL || undefined,
+    corsOrigins: corsOrigins(env.CORS_ORIGINS),
     logLevel: env.LOG_LEVEL || "info",
     retryAfterSeconds: integer(env, "RETRY_AFTER_SECONDS", 30, 1),
     roles: processRoles,

@@ -139,6 +139,7 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
       staging: () => core?.staging,
       uploadSlots,
       bodyBudget,
+      corsOrigins: config.corsOrigins,
     });
     await gateway.listen({ host: config.host, port: config.port });
     httpUrl = `http://${config.host}:${(gateway.server.address() as AddressInfo).port}`;

@@ -90,9 +90,10 @@ describe("when requests are refused by the framework, on a real process logging 
     { name: "a path that is not valid percent-encoding (jobs)", bytes: () => get(`/api/v1/jobs/%E0%A4%A?key=${SECRET}`), check: platform(400, "invalid_url") },
     { name: "a path that is not valid percent-encoding (vendor)", bytes: () => get(`${VENDOR}/models/%E0%A4%A:generateContent?key=${SECRET}`), check: vendor(400, "INVALID_ARGUMENT", "INVALID_URL") },
     {
-      name: "a model name that is not valid percent-encoding once decoded (vendor)",
+      // Decoded once, as every path parameter: the model id is the literal "%E0%A4%A", which no model has.
+      name: "a model name percent-encoded twice (vendor)",
       bytes: () => post(`${VENDOR}/models/%25E0%25A4%25A:generateContent?key=${customer.apiKey}&x=${SECRET}`, "Content-Type: application/json\r\n", "{}"),
-      check: vendor(400, "INVALID_ARGUMENT", "INVALID_URL"),
+      check: vendor(404, "NOT_FOUND", "UNKNOWN_MODEL"),
     },
     { name: "an over-long job id", bytes: () => get(`/api/v1/jobs/${"j".repeat(300)}?key=${SECRET}`), check: platform(414, "path_parameter_too_long") },
     { name: "an over-long admin account id", bytes: () => get(`/admin/v1/accounts/${"a".repeat(300)}/balance?key=${SECRET}`), check: platform(414, "path_parameter_too_long") },

@@ -9,7 +9,11 @@ import { BodyBudget, type UploadSlots } from "../upload-slots.js";
 import { bodyGuard, hasBody, lingerUntilDiscarded, refuseBody } from "./edge/body-guard.js";
 import { clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from "./edge/client-errors.js";
 import { limitConnections } from "./edge/connection-limits.js";
+import { corsRoutes } from "./edge/cors.js";
+import { connectRoutes } from "./connect-routes.js";
 import { replyWithError, routeNotFound, sendError, toHttpError } from "./error-replies.js";
+import { openApi } from "./openapi.js";
+import { useRequestValidators } from "./schemas/validation.js";
 import { adminRoutes } from "./routes/admin-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
 import { healthRoutes } from "./routes/health-routes.js";
@@ -37,6 +41,8 @@ export interface GatewayOptions {
   readonly limits: ValidationLimits;
   /** The core's staging of inline images, when the core runs in this process (undefined in front of a remote core). */
   readonly staging: () => InlineStaging | undefined;
+  /** CORS_ORIGINS: the web origins whose pages may call this port (none: no CORS headers at all). */
+  readonly corsOrigins?: readonly string[];
 }
 
 /** How often Node looks for requests past HTTP_HEADERS_TIMEOUT / HTTP_REQUEST_TIMEOUT (its default is 30 s). */
@@ -103,13 +109,29 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   app.setErrorHandler(replyWithError);
   app.setNotFoundHandler((request, reply) => sendError(reply, toHttpError(routeNotFound(request))));
 
+  const bodyBudget = options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory);
   const guard = bodyGuard({
     headerCheck: options.headerCheck,
     uploadSlots: options.uploadSlots,
-    bodyBudget: options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory),
+    bodyBudget,
     edge,
     generationBodyBytes: options.generationBodyBytes,
   });
+  // CORS first, not encapsulated: preflights are answered before any gate, and every answer carries its CORS headers.
+  // Before the OpenAPI plugin: its catch-all OPTIONS route answers preflights and is no operation of the API.
+  await corsRoutes(options.corsOrigins ?? [])(app);
+  // Route schemas validate requests (bodies never coerced) and describe every route in GET /openapi.json and /docs.
+  useRequestValidators(app);
+  await openApi(app);
+  // Connect and gRPC-Web: before the readiness gate, which answers in the REST shape; these routes have their own.
+  await app.register(connectRoutes(core, {
+    readiness: options.readiness,
+    headerCheck: options.headerCheck,
+    edge,
+    limits: options.limits,
+    uploadSlots: options.uploadSlots,
+    bodyBudget,
+  }));
   // Not encapsulated: the gate must stand in front of every route, the 404 handler included.
   await healthRoutes(options.readiness)(app);
   // Bodies no route reads: every route that takes one has the body guard (edge/body-guard.ts) in front of it.

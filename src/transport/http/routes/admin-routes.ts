@@ -6,6 +6,7 @@ import type { CoreClients } from "../../../runtime/core-clients.js";
 import { balanceJson, parseBody } from "../json-mapping.js";
 import { GatewayError } from "../gateway-error.js";
 import type { BodyGuard } from "../edge/body-guard.js";
+import { ADMIN_SCHEMAS as S } from "../schemas/admin.js";
 
 const adminCall = (request: FastifyRequest) => {
   const headers = new Headers();
@@ -40,7 +41,7 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
     // Every route that may receive a body (POST, PUT, DELETE): the admin token is checked before the body is read.
     const withBody = guard({ credential: "admin", keyFrom: "platform", images: false });
-    app.post("/admin/v1/accounts", withBody, async (request, reply) => {
+    app.post("/admin/v1/accounts", { ...withBody, schema: S.createAccount }, async (request, reply) => {
       const response = await core.admin.createAccount(
         { name: stringField(request.body, "name", false), balance: stringField(request.body, "balance", false) },
         adminCall(request),
@@ -48,7 +49,7 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
       return reply.code(201).send({ account_id: response.accountId, name: response.name, ...balanceJson(response.balance) });
     });
 
-    app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/credits", withBody, async (request) => {
+    app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/credits", { ...withBody, schema: S.addCredits }, async (request) => {
       const { balance } = await core.admin.addCredits(
         { accountId: request.params.accountId, amount: stringField(request.body, "amount") },
         adminCall(request),
@@ -56,12 +57,12 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
       return balanceJson(balance);
     });
 
-    app.get<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/balance", async (request) => {
+    app.get<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/balance", { schema: S.getAccountBalance }, async (request) => {
       const { balance } = await core.admin.getAccountBalance({ accountId: request.params.accountId }, adminCall(request));
       return balanceJson(balance);
     });
 
-    app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/keys", withBody, async (request, reply) => {
+    app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/keys", { ...withBody, schema: S.createApiKey }, async (request, reply) => {
       const models = (request.body as Body | undefined)?.models;
       if (!Array.isArray(models) || models.some((m) => typeof m !== "string")) {
         throw new GatewayError(422, "validation_failed", "models must be an array of model ids or \"*\"");
@@ -71,12 +72,12 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
     });
 
     // DELETE may carry a body too (Fastify reads it): the token is checked first, as on every route above.
-    app.delete<{ Params: { keyId: string } }>("/admin/v1/keys/:keyId", withBody, async (request) => {
+    app.delete<{ Params: { keyId: string } }>("/admin/v1/keys/:keyId", { ...withBody, schema: S.revokeApiKey }, async (request) => {
       const response = await core.admin.revokeApiKey({ keyId: request.params.keyId }, adminCall(request));
       return { key_id: response.keyId, revoked: response.revoked };
     });
 
-    app.put<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/webhook", withBody, async (request) => {
+    app.put<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/webhook", { ...withBody, schema: S.setWebhook }, async (request) => {
       const response = await core.admin.setWebhook(
         { accountId: request.params.accountId, url: stringField(request.body, "url", false) },
         adminCall(request),
@@ -84,12 +85,12 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
       return { url: response.url, secret: response.secret };
     });
 
-    app.put("/admin/v1/pause", withBody, async (request) => {
+    app.put("/admin/v1/pause", { ...withBody, schema: S.setProjectPaused }, async (request) => {
       const response = await core.admin.setProjectPaused({ paused: booleanField(request.body, "paused") }, adminCall(request));
       return { paused: response.paused };
     });
 
-    app.put<{ Params: { model: string } }>("/admin/v1/models/:model/pause", withBody, async (request) => {
+    app.put<{ Params: { model: string } }>("/admin/v1/models/:model/pause", { ...withBody, schema: S.setModelPaused }, async (request) => {
       const response = await core.admin.setModelPaused(
         { model: request.params.model, paused: booleanField(request.body, "paused") },
         adminCall(request),
@@ -97,7 +98,7 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
       return { model: response.model, paused: response.paused };
     });
 
-    app.get("/admin/v1/routes", async (request) => {
+    app.get("/admin/v1/routes", { schema: S.listRoutes }, async (request) => {
       const { routes } = await core.admin.listRoutes({}, adminCall(request));
       // Counters are int64 in the proto (strings in proto JSON); the REST view gives plain numbers.
       return {
@@ -109,7 +110,7 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
       };
     });
 
-    app.put<{ Params: { name: string } }>("/admin/v1/routes/:name/pause", withBody, async (request) => {
+    app.put<{ Params: { name: string } }>("/admin/v1/routes/:name/pause", { ...withBody, schema: S.setRoutePaused }, async (request) => {
       const response = await core.admin.setRoutePaused(
         { name: request.params.name, paused: booleanField(request.body, "paused") },
         adminCall(request),
@@ -117,12 +118,12 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
       return { name: response.name, paused: response.paused };
     });
 
-    app.get("/admin/v1/prices", async (request) => {
+    app.get("/admin/v1/prices", { schema: S.listPrices }, async (request) => {
       const { prices } = await core.admin.listPrices({}, adminCall(request));
       return { prices: prices.map(priceJson) };
     });
 
-    app.put<{ Params: { model: string } }>("/admin/v1/prices/:model", withBody, async (request) => {
+    app.put<{ Params: { model: string } }>("/admin/v1/prices/:model", { ...withBody, schema: S.updatePrice }, async (request) => {
       const price = parseBody(ModelPriceSchema, request.body);
       price.model = request.params.model;
       const response = await core.admin.updatePrice({ price }, adminCall(request));

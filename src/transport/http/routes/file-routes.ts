@@ -3,11 +3,34 @@ import { Readable } from "node:stream";
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { clientGone } from "../call-options.js";
 import { GatewayError } from "../gateway-error.js";
+import { PLATFORM_ERRORS } from "../schemas/common.js";
+
+const BINARY = { schema: { type: "string", contentMediaType: "application/octet-stream" } } as const;
+
+const FILE_SCHEMA = {
+  tags: ["files"],
+  operationId: "readFile",
+  summary: "A job's result (image or video) behind its signed link",
+  description: "The link is the job's `result.image_url`: it expires (RESULT_URL_TTL) and its signature covers the key and the expiry. No API key is needed.",
+  security: [],
+  params: { type: "object", properties: { "*": { type: "string" } } },
+  querystring: {
+    type: "object",
+    properties: {
+      expires: { type: "string", description: "Unix time after which the link no longer works." },
+      signature: { type: "string", description: "The link's signature (hex)." },
+    },
+  },
+  response: {
+    200: { description: "The file.", content: { "image/png": BINARY, "image/jpeg": BINARY, "image/webp": BINARY, "video/mp4": BINARY } },
+    ...PLATFORM_ERRORS,
+  },
+} as const;
 
 /** Signed result URLs: GET /files/<key>?expires=<unix>&signature=<hex>. */
 export function fileRoutes(core: CoreClients) {
   return async (app: FastifyInstance) => {
-    app.get<{ Params: { "*": string }; Querystring: { expires?: string; signature?: string } }>("/files/*", async (request, reply) => {
+    app.get<{ Params: { "*": string }; Querystring: { expires?: string; signature?: string } }>("/files/*", { schema: FILE_SCHEMA }, async (request, reply) => {
       const { expires, signature } = request.query;
       if (!expires || !/^\d{1,12}$/.test(expires) || !signature) {
         throw new GatewayError(403, "link_bad_signature", "the link is missing its expiry or signature");

@@ -2,6 +2,7 @@ import { Code } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Readiness } from "../../../core/health/readiness.js";
 import { lingerUntilDiscarded } from "../edge/body-guard.js";
+import { PLATFORM_ERROR } from "../schemas/common.js";
 import { isVendorPath, sendPlatformError, sendVendorError } from "../error-replies.js";
 
 const PROBES = new Set(["/livez", "/readyz", "/healthz"]);
@@ -41,7 +42,7 @@ export function healthRoutes(readiness: Readiness) {
     });
 
     /** The process runs and its event loop answers. */
-    app.get("/livez", { schema: { response: { 200: { type: "object", properties: { status: { type: "string" } } } } } }, async () => ({
+    app.get("/livez", { schema: { tags: ["health"], operationId: "livez", summary: "The process runs", security: [], response: { 200: { type: "object", properties: { status: { type: "string" } }, required: ["status"] }, "4xx": PLATFORM_ERROR } } }, async () => ({
       status: "ok",
     }));
 
@@ -53,9 +54,15 @@ export function healthRoutes(readiness: Readiness) {
       reply.header("retry-after", String(readiness.retryAfterSeconds));
       return reply.code(503).send(body);
     };
-    const options = { schema: { response: { 200: readySchema, 503: readySchema } } };
-    app.get("/readyz", options, ready);
+    const schema = (operationId: string) => ({
+      tags: ["health"],
+      operationId,
+      summary: "Whether this process can serve (200) or not (503 with Retry-After and the reason)",
+      security: [],
+      response: { 200: readySchema, 503: readySchema, "4xx": PLATFORM_ERROR },
+    });
+    app.get("/readyz", { schema: schema("readyz") }, ready);
     // Older probes asked /healthz; it answers exactly as /readyz.
-    app.get("/healthz", options, ready);
+    app.get("/healthz", { schema: schema("healthz") }, ready);
   };
 }

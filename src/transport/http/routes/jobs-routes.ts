@@ -7,6 +7,7 @@ import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, platformCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { balanceJson, jobJson, jobStatusName, parseBody, type BodyRules } from "../json-mapping.js";
+import { aliasSchema, CREATE_GENERATION_SCHEMA, GET_BALANCE_SCHEMA, GET_JOB_SCHEMA, LIST_MODELS_SCHEMA } from "../schemas/jobs.js";
 import { discardStaged, stagedImagesOf, streamInlineImages, type StreamedImagesOptions } from "../streamed-images.js";
 
 /** Deprecated aliases (spec section 9): each maps to a fixed model. */
@@ -48,26 +49,34 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
         }
       };
 
-    app.post("/api/v1/generations", generation, createGeneration());
+    app.post("/api/v1/generations", { ...generation, schema: CREATE_GENERATION_SCHEMA }, createGeneration());
     for (const alias of ALIASES) {
       const deprecated = { ...generation, onSend: deprecationHeaders };
-      app.post(`/api/v1${alias.prefix}/text-generations`, deprecated, createGeneration({ model: alias.model, inputMode: InputMode.TEXT_ONLY }));
-      app.post(`/api/v1${alias.prefix}/url-generations`, deprecated, createGeneration({ model: alias.model, inputMode: InputMode.IMAGE_URLS }));
+      app.post(
+        `/api/v1${alias.prefix}/text-generations`,
+        { ...deprecated, schema: aliasSchema("text", alias.model) },
+        createGeneration({ model: alias.model, inputMode: InputMode.TEXT_ONLY }),
+      );
+      app.post(
+        `/api/v1${alias.prefix}/url-generations`,
+        { ...deprecated, schema: aliasSchema("url", alias.model) },
+        createGeneration({ model: alias.model, inputMode: InputMode.IMAGE_URLS }),
+      );
     }
 
-    app.get<{ Params: { jobId: string } }>("/api/v1/jobs/:jobId", async (request, reply) => {
+    app.get<{ Params: { jobId: string } }>("/api/v1/jobs/:jobId", { schema: GET_JOB_SCHEMA }, async (request, reply) => {
       const { job } = await core.generation.getJob({ jobId: request.params.jobId }, platformCall(request, reply));
       reply.header("cache-control", "no-store");
       return jobJson(job!);
     });
 
-    app.get("/api/v1/balance", async (request, reply) => {
+    app.get("/api/v1/balance", { schema: GET_BALANCE_SCHEMA }, async (request, reply) => {
       const { balance } = await core.generation.getBalance({}, platformCall(request, reply));
       reply.header("cache-control", "no-store");
       return balanceJson(balance);
     });
 
-    app.get("/api/v1/models", async (request, reply) => {
+    app.get("/api/v1/models", { schema: LIST_MODELS_SCHEMA }, async (request, reply) => {
       const response = await core.generation.listModels({}, platformCall(request, reply));
       const json = toJson(ListModelsResponseSchema, response, { useProtoFieldName: true, alwaysEmitImplicit: true }) as {
         models: { kind: string }[];

@@ -11,6 +11,8 @@ import type { BodyGuard } from "../edge/body-guard.js";
 import { replyWithError, routeNotFound, sendVendorError, toHttpError, vendorErrorBody } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
 import { parseBody } from "../json-mapping.js";
+import { VENDOR_ERRORS } from "../schemas/common.js";
+import { VENDOR_SCHEMAS } from "../schemas/vendor.js";
 import { acceptedReply } from "./jobs-routes.js";
 
 export const VENDOR_PREFIX = "/api/aimodel/v1beta";
@@ -20,7 +22,6 @@ export const VENDOR_PREFIX = "/api/aimodel/v1beta";
  * default, so both work when given `{origin}/api/aimodel` as base URL.
  */
 export const VENDOR_PREFIXES = [VENDOR_PREFIX, "/api/aimodel/v1"] as const;
-const MODEL_ACTION = /^([^:/]+):(generateContent|streamGenerateContent|countTokens)$/;
 
 /** One SSE event: `data: <json>` and a blank line; no event names, no [DONE], as the vendor streams. */
 const sseEvent = (json: unknown) => `data: ${JSON.stringify(json)}\r\n\r\n`;
@@ -36,66 +37,6 @@ const countJson = (response: CountTokensResponse) => ({
   promptTokensDetails: response.promptTokensDetails.map(({ modality, tokenCount }) => ({ modality, tokenCount })),
 });
 
-const MODEL_SCHEMA = {
-  type: "object",
-  description: "The vendor's Model resource.",
-  properties: {
-    name: { type: "string", description: '"models/{id}"' },
-    baseModelId: { type: "string" },
-    version: { type: "string" },
-    displayName: { type: "string" },
-    description: { type: "string" },
-    inputTokenLimit: { type: "integer" },
-    outputTokenLimit: { type: "integer" },
-    supportedGenerationMethods: { type: "array", items: { type: "string" } },
-  },
-  required: ["name", "baseModelId", "version", "displayName", "description", "inputTokenLimit", "outputTokenLimit", "supportedGenerationMethods"],
-} as const;
-
-/** The vendor's error body (errors are sent in it by the surface's error handler, vendorErrorBody). */
-const VENDOR_ERROR_SCHEMA = {
-  type: "object",
-  properties: {
-    error: {
-      type: "object",
-      properties: {
-        code: { type: "integer" },
-        message: { type: "string" },
-        status: { type: "string" },
-        details: { type: "array", items: { type: "object", additionalProperties: true } },
-      },
-      required: ["code", "message", "status"],
-    },
-  },
-  required: ["error"],
-} as const;
-
-/** Where the key may travel besides a header, on routes that take no body. */
-const KEY_QUERY = { key: { type: "string" } } as const;
-
-const LIST_MODELS_SCHEMA = {
-  querystring: {
-    type: "object",
-    // pageSize travels as an int32: larger is no page size at all (the vendor caps any size at 1000 anyway).
-    properties: { ...KEY_QUERY, pageSize: { type: "integer", maximum: 2 ** 31 - 1 }, pageToken: { type: "string" } },
-  },
-  response: {
-    200: {
-      type: "object",
-      properties: { models: { type: "array", items: MODEL_SCHEMA }, nextPageToken: { type: "string" } },
-      required: ["models"],
-    },
-    "4xx": VENDOR_ERROR_SCHEMA,
-    "5xx": VENDOR_ERROR_SCHEMA,
-  },
-} as const;
-
-const GET_MODEL_SCHEMA = {
-  params: { type: "object", properties: { model: { type: "string" } }, required: ["model"] },
-  querystring: { type: "object", properties: KEY_QUERY },
-  response: { 200: MODEL_SCHEMA, "4xx": VENDOR_ERROR_SCHEMA, "5xx": VENDOR_ERROR_SCHEMA },
-} as const;
-
 /** Registered with each of VENDOR_PREFIXES as `prefix`, so its error and not-found handlers cover only the vendor surface. */
 export function vendorRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
@@ -106,35 +47,43 @@ export function vendorRoutes(core: CoreClients, guard: BodyGuard) {
     app.setErrorHandler(replyWithError);
     app.setNotFoundHandler((request, reply) => sendVendorError(reply, toHttpError(routeNotFound(request))));
 
-    app.get<{ Querystring: { pageSize?: number; pageToken?: string } }>("/models", { schema: LIST_MODELS_SCHEMA }, async (request, reply) => {
+    app.get<{ Querystring: { pageSize?: number; pageToken?: string } }>("/models", { schema: VENDOR_SCHEMAS.listModels }, async (request, reply) => {
       const { pageSize = 0, pageToken = "" } = request.query;
       const page = await core.text.listTextModels({ pageSize, pageToken }, vendorCall(request, reply));
       return { models: page.models.map(modelJson), ...(page.nextPageToken ? { nextPageToken: page.nextPageToken } : {}) };
     });
 
-    app.get<{ Params: { model: string } }>("/models/:model", { schema: GET_MODEL_SCHEMA }, async (request, reply) => {
+    app.get<{ Params: { model: string } }>("/models/:model", { schema: VENDOR_SCHEMAS.getModel }, async (request, reply) => {
       // `models/{model}:{method}` is a POST: a GET of it is no route (before the key is looked at).
       if (request.params.model.includes(":")) throw routeNotFound(request);
       return modelJson((await core.text.getTextModel({ name: request.params.model }, vendorCall(request, reply))).model);
     });
 
-    app.post<{ Params: { "*": string } }>("/models/*", generation, async (request, reply) => {
-      const match = MODEL_ACTION.exec(decodeURIComponent(request.params["*"]));
-      if (!match) throw new GatewayError(404, "not_found", "expected models/{model}:generateContent, :streamGenerateContent or :countTokens");
-      const [, model, action] = match;
+    type Action = "generateContent" | "streamGenerateContent" | "countTokens";
+    const answer = async (model: string, action: Action, request: FastifyRequest, reply: FastifyReply) => {
       if (action === "countTokens") {
         const message = parseBody(CountTokensRequestSchema, request.body);
-        message.model = model!;
+        message.model = model;
         return countJson(await core.text.countTokens(message, vendorCall(request, reply)));
       }
       const message = parseBody(GenerateContentRequestSchema, request.body);
-      message.model = model!;
+      message.model = model;
       if (action === "generateContent") return vendorJson(await core.text.generateContent(message, vendorCall(request, reply)));
       if ((request.query as { alt?: string }).alt !== "sse") return streamAsArray(core, message, request, reply);
       return streamAnswer(core, message, request, reply);
+    };
+    // `models/{model}:{action}`, one route per action (the model is what precedes the colon, `%3A` included).
+    for (const action of ["generateContent", "streamGenerateContent", "countTokens"] as const) {
+      app.post<{ Params: { model: string } }>(`/models/:model(^[^:/]+)::${action}`, { ...generation, schema: VENDOR_SCHEMAS[action] }, (request, reply) =>
+        answer(request.params.model, action, request, reply),
+      );
+    }
+    // Any other POST under models/ (an unknown action, a model id with a colon): the routes above took every valid one.
+    app.post("/models/*", { ...generation, schema: { hide: true, response: VENDOR_ERRORS } }, async () => {
+      throw new GatewayError(404, "not_found", "expected models/{model}:generateContent, :streamGenerateContent or :countTokens");
     });
 
-    app.post("/interactions", interactions, async (request, reply) => {
+    app.post("/interactions", { ...interactions, schema: VENDOR_SCHEMAS.createVideoInteraction }, async (request, reply) => {
       const message = parseBody(CreateVideoInteractionRequestSchema, request.body);
       message.idempotencyKey = idempotencyKeyOf(request);
       return acceptedReply(reply, await core.generation.createVideoInteraction(message, vendorCall(request, reply)));

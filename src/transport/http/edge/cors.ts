@@ -1,0 +1,65 @@
+import fastifyCors from "@fastify/cors";
+import { cors as connectCors } from "@connectrpc/connect";
+import type { FastifyInstance } from "fastify";
+import { VENDOR_KEY_HEADERS } from "../call-options.js";
+
+/** Names once each, lower case (Connect's lists are capitalised). */
+const namesOf = (...lists: readonly (readonly string[])[]) => [...new Set(lists.flat().map((name) => name.toLowerCase()))];
+
+/**
+ * What a page may send: the credentials (the key as Bearer or in the vendor
+ * surface's headers, the admin token), Idempotency-Key, JSON bodies, what the
+ * vendor's browser SDK adds (x-goog-api-client), and every request header of
+ * Connect and gRPC-Web (connect-protocol-version, connect-timeout-ms,
+ * x-grpc-web, x-user-agent, grpc-timeout, …: Connect's own list).
+ */
+export const CORS_ALLOWED_HEADERS: readonly string[] = namesOf(
+  ["authorization", "content-type", "idempotency-key", ...VENDOR_KEY_HEADERS, "x-goog-api-client"],
+  connectCors.allowedHeaders,
+);
+
+/**
+ * What a page may read of an answer besides the CORS-safelisted headers:
+ * Retry-After (429, 503), Idempotent-Replayed and Location (a created job),
+ * and what Connect and gRPC-Web clients read (grpc-status, grpc-message,
+ * grpc-status-details-bin, content encodings: Connect's own list).
+ */
+export const CORS_EXPOSED_HEADERS: readonly string[] = namesOf(
+  ["retry-after", "idempotent-replayed", "location"],
+  connectCors.exposedHeaders,
+);
+
+/** Every method a route of the gateway port takes (admin uses PUT and DELETE; Connect POST and GET). */
+export const CORS_METHODS: readonly string[] = ["GET", "HEAD", "POST", "PUT", "DELETE"];
+
+/** How long a browser may reuse a preflight's answer (Chromium caps it at 2 h). */
+const PREFLIGHT_MAX_AGE_SECONDS = 7_200;
+
+/**
+ * CORS on every route of the gateway port, for the pages of `origins` only
+ * (CORS_ORIGINS). Not encapsulated, and registered before the readiness gate
+ * and every other check: a preflight depends on nothing, so it is answered
+ * even while the process is starting, and every answer to an allowed origin
+ * (a 401, a 503 with Retry-After, an RPC error) carries the headers the page
+ * needs to read it. A request from any other origin, or without one, gets no
+ * Access-Control-* header at all (its preflight: the 404 or 405 it got
+ * before), so the browser refuses it. Without origins nothing is registered.
+ *
+ * Credentials travel in headers, never cookies: no Allow-Credentials.
+ */
+export function corsRoutes(origins: readonly string[]) {
+  const allowed = new Set(origins);
+  return async (app: FastifyInstance) => {
+    if (allowed.size === 0) return;
+    await app.register(fastifyCors, {
+      // true reflects the request's Origin; false leaves the request as if CORS did not exist.
+      origin: (origin, callback) => callback(null, origin !== undefined && allowed.has(origin)),
+      methods: [...CORS_METHODS],
+      allowedHeaders: [...CORS_ALLOWED_HEADERS],
+      exposedHeaders: [...CORS_EXPOSED_HEADERS],
+      maxAge: PREFLIGHT_MAX_AGE_SECONDS,
+      // An OPTIONS from an allowed origin that is not a preflight still gets 204, never a plain-text 400.
+      strictPreflight: false,
+    });
+  };
+}

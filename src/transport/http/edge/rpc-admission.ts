@@ -1,0 +1,259 @@
+import type { IncomingMessage } from "node:http";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { universalRequestFromNodeRequest } from "@connectrpc/connect-node";
+import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { EdgeLimits } from "../../../config/config.js";
+import type { HeaderCheck } from "../../../core/auth/header-check.js";
+import type { Readiness } from "../../../core/health/readiness.js";
+import type { MethodPolicy } from "../../rpc/method-policy.js";
+import { bodyMemoryFull, edgeFailure, messageTooLarge, notServing, tooManyUploads } from "../../rpc/refusals.js";
+import { isEnveloped, protocolOf, type WireProtocol } from "../../rpc/wire-protocol.js";
+import type { BodyBudget, BodyHold, ReleaseSlot, UploadSlots } from "../../upload-slots.js";
+import { BODY_MEMORY_RETRY_AFTER_SECONDS, lingerUntilDiscarded, UPLOAD_RETRY_AFTER_SECONDS } from "./body-guard.js";
+
+/** The headers that carry a caller's credentials: the key (Bearer or x-vendor-api-key) or the admin token, as the core reads them. */
+export const CREDENTIAL_HEADERS = ["authorization", "x-vendor-api-key"] as const;
+
+/** Only the credentials of `headers`: what the gateway passes on to the core, and what its own check looks at. */
+export function credentialsOf(headers: Headers | FastifyRequest["headers"]): Headers {
+  const credentials = new Headers();
+  for (const name of CREDENTIAL_HEADERS) {
+    const value = headers instanceof Headers ? headers.get(name) : headers[name];
+    if (typeof value === "string") credentials.set(name, value);
+  }
+  return credentials;
+}
+
+export interface RpcAdmissionSettings {
+  readonly readiness: Readiness;
+  readonly headerCheck: HeaderCheck;
+  readonly edge: EdgeLimits;
+  readonly uploadSlots: UploadSlots;
+  readonly bodyBudget: BodyBudget;
+}
+
+const ENVELOPE_HEADER_BYTES = 5;
+
+const CLIENT_WENT_AWAY = new ConnectError("the client closed the request", Code.Canceled);
+
+/** A body that refuses the call at Connect's first read: Connect then answers `error` in the caller's protocol. */
+export async function* refusing(error: ConnectError): AsyncGenerator<Uint8Array> {
+  throw error;
+}
+
+/** Connect sizes a unary Connect body by Content-Length before reading it; a refused body has none to size. */
+export function withBody(request: UniversalServerRequest, body: AsyncIterable<Uint8Array>): UniversalServerRequest {
+  const header = new Headers(request.header);
+  header.delete("content-length");
+  return { ...request, header, body };
+}
+
+/**
+ * Answers a call on the gateway port through its Connect handler with
+ * `body` in place of the request's (a refusal, or nothing): Connect writes
+ * the answer in the caller's protocol (a Connect error JSON, a gRPC-Web
+ * trailer frame, its own 415 or 405). Sent with reply.send, so the reply's
+ * headers (CORS) go with it. What the client still sends is discarded,
+ * bounded (lingerUntilDiscarded).
+ */
+export async function answerThroughHandler(
+  handler: UniversalHandler, request: FastifyRequest, reply: FastifyReply, body: AsyncIterable<Uint8Array>,
+): Promise<FastifyReply> {
+  lingerUntilDiscarded(request);
+  const universal = universalRequestFromNodeRequest(request.raw, reply.raw, undefined, undefined);
+  const response = await handler(withBody(universal, body));
+  return sendWhole(reply, response);
+}
+
+/** A short answer of Connect's (a refusal: no trailers on HTTP/1.1), sent whole. */
+async function sendWhole(reply: FastifyReply, response: UniversalServerResponse): Promise<FastifyReply> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of response.body ?? []) chunks.push(chunk);
+  reply.code(response.status);
+  new Headers(response.header).forEach((value, name) => {
+    if (name !== "content-length") reply.header(name, value);
+  });
+  return reply.send(Buffer.concat(chunks));
+}
+
+/**
+ * The request body pulled chunk by chunk in paused mode: nothing is read
+ * that is not asked for, and `detach` leaves the rest unread, to be
+ * discarded (an async iterator over the request would destroy it, and with
+ * it the connection the refusal has to go out on).
+ */
+class PulledBody {
+  private failure: unknown;
+  private wake: (() => void) | undefined;
+
+  constructor(private readonly incoming: IncomingMessage) {
+    incoming.on("readable", this.poke);
+    incoming.on("end", this.poke);
+    incoming.on("error", this.fail);
+    incoming.on("close", this.closed);
+  }
+
+  private readonly poke = () => {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  };
+
+  private readonly fail = (error: unknown) => {
+    this.failure ??= error;
+    this.poke();
+  };
+
+  private readonly closed = () => {
+    if (!this.incoming.readableEnded) this.fail(CLIENT_WENT_AWAY);
+  };
+
+  detach(): void {
+    this.incoming.off("readable", this.poke);
+    this.incoming.off("end", this.poke);
+    this.incoming.off("error", this.fail);
+    this.incoming.off("close", this.closed);
+  }
+
+  async read(): Promise<Buffer | undefined> {
+    for (;;) {
+      if (this.failure !== undefined) throw this.failure;
+      const chunk = this.incoming.read() as Buffer | null;
+      if (chunk !== null) return chunk;
+      if (this.incoming.readableEnded) return undefined;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+}
+
+/**
+ * One RPC on the gateway port, seen from its edge: what the core port's
+ * GuardedCall checks, over HTTP/1.1. From the headers alone, before a byte
+ * of the body is read: readiness, the credential its method needs, a
+ * protocol Connect serves here, and the announced size (the method's limit,
+ * then an upload slot for a large body, then its bytes from MAX_BODY_MEMORY).
+ * Then, while the body arrives (chunked, its size unannounced), the same
+ * limits piece by piece, and the message's length prefix against the
+ * method's limit. What it holds goes back once the body has been read whole,
+ * or the call ended, never held for the answer.
+ */
+export class RpcAdmission {
+  readonly protocol: WireProtocol | undefined;
+  private readonly limit: number;
+  private releaseSlot: ReleaseSlot | undefined;
+  private memory: BodyHold | undefined;
+  private reader: PulledBody | undefined;
+  /** The body's size as its Content-Length announced it (its memory then taken whole, before it is read). */
+  private readonly announced: number | undefined;
+
+  constructor(
+    private readonly request: FastifyRequest,
+    reply: FastifyReply,
+    readonly policy: MethodPolicy,
+    private readonly settings: RpcAdmissionSettings,
+  ) {
+    this.protocol = protocolOf(request.headers["content-type"]);
+    this.limit = policy.maxMessageBytes + (isEnveloped(this.protocol) ? ENVELOPE_HEADER_BYTES : 0);
+    const length = Number(request.headers["content-length"] ?? NaN);
+    this.announced = Number.isSafeInteger(length) ? length : undefined;
+    // The call is over (answered, or its client gone): whatever it holds goes back, and a body nobody reads any
+    // more (Connect stopped early) is discarded within the refusals' bounds.
+    reply.raw.once("close", () => {
+      this.reader?.detach();
+      this.release();
+      if (!request.raw.complete) lingerUntilDiscarded(request);
+    });
+  }
+
+  private get methodName() {
+    return `${this.policy.service.typeName}/${this.policy.method.name}`;
+  }
+
+  /** The refusal owed before any byte of the body is read, if any. */
+  async refusalBeforeBody(): Promise<ConnectError | undefined> {
+    if (!this.settings.readiness.current.serving) return notServing(this.settings.readiness);
+    if (this.policy.credential !== undefined) {
+      try {
+        await this.settings.headerCheck(credentialsOf(this.request.headers), this.policy.credential);
+      } catch (error) {
+        if (error instanceof ConnectError) return error;
+        this.request.log.error({ err: error }, `${this.policy.method.name}: credential check failed`);
+        return edgeFailure(error);
+      }
+    }
+    if (this.announced === undefined) return undefined;
+    if (this.announced > this.limit) {
+      const messageBytes = this.announced - (isEnveloped(this.protocol) ? ENVELOPE_HEADER_BYTES : 0);
+      return messageTooLarge(this.methodName, this.policy.maxMessageBytes, messageBytes);
+    }
+    if (this.announced > this.settings.edge.largeUploadBytes && !this.takeSlot()) return tooManyUploads(UPLOAD_RETRY_AFTER_SECONDS);
+    if (this.announced > 0 && !this.takeMemory(this.announced)) return bodyMemoryFull(BODY_MEMORY_RETRY_AFTER_SECONDS);
+    return undefined;
+  }
+
+  private takeSlot(): boolean {
+    this.releaseSlot ??= this.settings.uploadSlots.tryTake();
+    return this.releaseSlot !== undefined;
+  }
+
+  private takeMemory(bytes: number): boolean {
+    const taken = (this.memory ??= this.settings.bodyBudget.open()).take(bytes);
+    if (!taken) this.release();
+    return taken;
+  }
+
+  private release(): void {
+    this.releaseSlot?.();
+    this.releaseSlot = undefined;
+    this.memory?.release();
+    this.memory = undefined;
+  }
+
+  /**
+   * The answer is ready (a unary call's message, a stream's start): from now a client that stops reading it
+   * for HTTP_IDLE_TIMEOUT is cut again (the gateway's preHandler paused that timeout while the service worked).
+   */
+  answering(): void {
+    this.request.raw.socket?.setTimeout(this.settings.edge.idleTimeoutMs);
+  }
+
+  /**
+   * The body Connect reads: the request's pieces as they arrive, each one
+   * admitted first; a refusal is thrown from the body (Connect answers it in
+   * the caller's protocol) and the rest of what the client sends discarded.
+   */
+  async *body(): AsyncGenerator<Uint8Array> {
+    const reader = (this.reader = new PulledBody(this.request.raw));
+    const prefix = Buffer.alloc(ENVELOPE_HEADER_BYTES);
+    let total = 0;
+    try {
+      for (let chunk = await reader.read(); chunk !== undefined; chunk = await reader.read()) {
+        if (isEnveloped(this.protocol) && total < ENVELOPE_HEADER_BYTES) chunk.copy(prefix, total, 0, ENVELOPE_HEADER_BYTES - total);
+        total += chunk.byteLength;
+        const refusal = this.admit(total, chunk.byteLength, total >= ENVELOPE_HEADER_BYTES ? prefix.readUInt32BE(1) : undefined);
+        if (refusal) {
+          reader.detach();
+          lingerUntilDiscarded(this.request);
+          throw refusal;
+        }
+        yield chunk;
+      }
+    } finally {
+      reader.detach();
+      this.release();
+    }
+  }
+
+  /** `total` bytes have arrived, `latest` of them just now; `messageSize`: what the envelope's length prefix announces. */
+  private admit(total: number, latest: number, messageSize: number | undefined): ConnectError | undefined {
+    const { maxMessageBytes } = this.policy;
+    if (messageSize !== undefined && messageSize > maxMessageBytes) return messageTooLarge(this.methodName, maxMessageBytes, messageSize);
+    if (total > this.limit) return messageTooLarge(this.methodName, maxMessageBytes, total);
+    // Announced by Content-Length (which Node holds the body to): slot and memory were taken before the body.
+    if (this.announced !== undefined) return undefined;
+    if (total > this.settings.edge.largeUploadBytes && !this.takeSlot()) return tooManyUploads(UPLOAD_RETRY_AFTER_SECONDS);
+    if (!this.takeMemory(latest)) return bodyMemoryFull(BODY_MEMORY_RETRY_AFTER_SECONDS);
+    return undefined;
+  }
+}

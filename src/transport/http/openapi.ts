@@ -1,0 +1,130 @@
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import type { FastifyInstance, FastifySchema } from "fastify";
+import { SECURITY_SCHEMES } from "./schemas/common.js";
+
+/** The document's version: the API's, not the package's. */
+const API_VERSION = "1.0.0";
+
+const DESCRIPTION = `One API key and one prepaid balance for image, text and video generation.
+
+- **/api/v1**: the jobs API. Create a job (202, money reserved), poll it until \`done\` or \`failed\` (or receive the signed webhook), download the result from its signed link.
+- **/api/aimodel/v1beta**: the vendor's wire format (JSON and Server-Sent Events), so the vendor's SDKs work unchanged; the same routes answer under **/api/aimodel/v1**.
+- **/admin/v1**: the operator's API (accounts, credits, keys, prices, pauses), with ADMIN_TOKEN.
+- The same operations are gRPC, Connect and gRPC-Web RPCs (proto/generation/v1); the core port serves gRPC reflection.
+
+Money is always a decimal string in US dollars, never a JSON number. Errors are \`{"error": {"code", "message"}}\` everywhere except /api/aimodel, which answers in the vendor's error shape.`;
+
+const TAGS = [
+  { name: "jobs", description: "Asynchronous jobs, the balance and the model catalog (Authorization: Bearer <API_KEY>)." },
+  { name: "deprecated aliases", description: "Older routes whose prefix fixes the model; answered with Deprecation: true." },
+  { name: "vendor wire format", description: "The vendor's generateContent API (x-vendor-api-key, x-goog-api-key or ?key=). Also under /api/aimodel/v1." },
+  { name: "admin", description: "The operator's API (Authorization: Bearer <ADMIN_TOKEN>)." },
+  { name: "files", description: "Results behind signed, expiring links." },
+  { name: "health", description: "Probes for load balancers and orchestrators." },
+];
+
+/** Routes answered but not listed: the vendor surface's second prefix (the same operations as /v1beta). */
+const UNLISTED = [/^\/api\/aimodel\/v1\//];
+
+/**
+ * Routes that need no JSON schema: the document and its page, and the RPC
+ * paths (`/package.Service/Method`), whose bodies are protobuf messages
+ * described by proto/ (binary or the proto JSON mapping).
+ */
+const SCHEMALESS = [/^\/openapi\.json$/, /^\/docs(\/|$)/, /^\/[a-z_][\w]*(\.[a-z_][\w]*)*\.[A-Z]\w*\/[A-Z]\w*$/];
+
+/**
+ * Every route declares its answers (and, where it reads one, its body):
+ * a route added without them stops the gateway from starting, in every test.
+ */
+function requireSchemas(app: FastifyInstance): void {
+  app.addHook("onRoute", (route) => {
+    if (SCHEMALESS.some((pattern) => pattern.test(route.url))) return;
+    const schema = route.schema as (FastifySchema & { hide?: boolean; tags?: unknown }) | undefined;
+    if (!schema?.response) throw new Error(`route ${route.method} ${route.url} declares no response schema`);
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    const readsBody = methods.some((method) => method === "POST" || method === "PUT");
+    if (readsBody && !schema.body && !schema.hide) throw new Error(`route ${route.method} ${route.url} declares no body schema`);
+  });
+}
+
+/**
+ * `GET /openapi.json` (OpenAPI 3.1, generated from the routes' own schemas,
+ * so it cannot drift from what is validated and serialized) and `GET /docs`
+ * (Swagger UI with try-it-out). Registered before the routes, so it sees
+ * every one of them.
+ */
+export async function openApi(app: FastifyInstance): Promise<void> {
+  requireSchemas(app);
+  await app.register(swagger, {
+    // Routes without tags are not operations of the API (the RPC paths, the catch-all of malformed vendor model paths).
+    hideUntagged: true,
+    openapi: {
+      openapi: "3.1.0",
+      info: { title: "Generation service", version: API_VERSION, description: DESCRIPTION, license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" } },
+      // Relative: the document describes the service that serves it, wherever that is.
+      servers: [{ url: "/", description: "This service" }],
+      tags: TAGS,
+      components: { securitySchemes: SECURITY_SCHEMES as never },
+    },
+    // Called with { openapiObject } for an OpenAPI document (the typings name only the Swagger 2 form).
+    transformObject: (document) => withLinks((document as unknown as { openapiObject: OpenApiDocument }).openapiObject) as never,
+    transform: ({ schema, url }) => {
+      const hidden = UNLISTED.some((pattern) => pattern.test(url));
+      // A wildcard is a file's key: named, so the document has a real path parameter.
+      if (url === "/files/*") return { schema: { ...schema, params: FILE_KEY_PARAMS } as FastifySchema, url: "/files/{key}" };
+      return { schema: (hidden ? { ...schema, hide: true } : schema) as FastifySchema, url };
+    },
+  });
+  await app.register(swaggerUi, {
+    routePrefix: "/docs",
+    uiConfig: { tryItOutEnabled: true, persistAuthorization: false, displayOperationId: true, deepLinking: true },
+    staticCSP: true,
+  });
+  app.get("/openapi.json", { schema: { hide: true } }, async (_request, reply) => {
+    reply.header("cache-control", "no-cache");
+    return app.swagger();
+  });
+}
+
+const FILE_KEY_PARAMS = {
+  type: "object",
+  properties: { key: { type: "string", description: "The file's key, as in the signed link." } },
+  required: ["key"],
+} as const;
+
+interface OpenApiDocument {
+  paths?: Record<string, Record<string, { operationId?: string; responses?: Record<string, { links?: Record<string, unknown> }> }>>;
+}
+
+/** The operations a created resource's id leads to: (answer field, path parameter, operations that take it). */
+const LINKS: readonly { from: RegExp; status: string; field: string; parameter: string; to: readonly string[] }[] = [
+  // Every job-creating answer (202) names a job that GET /api/v1/jobs/{jobId} reads.
+  { from: /^(createGeneration|createVideoInteraction|(text|url)Generations_.+)$/, status: "202", field: "job_id", parameter: "jobId", to: ["getJob"] },
+  { from: /^createAccount$/, status: "201", field: "account_id", parameter: "accountId", to: ["addCredits", "getAccountBalance", "createApiKey", "setWebhook"] },
+  { from: /^createApiKey$/, status: "201", field: "key_id", parameter: "keyId", to: ["revokeApiKey"] },
+];
+
+/**
+ * OpenAPI links (3.1, §4.8.20): which operation an answer's id feeds, so a
+ * client generator or a stateful tester (Schemathesis) can follow a job from
+ * its creation to its result, an account to its credits and keys.
+ */
+function withLinks(document: OpenApiDocument): OpenApiDocument {
+  for (const operations of Object.values(document.paths ?? {})) {
+    for (const operation of Object.values(operations)) {
+      for (const link of LINKS) {
+        const response = operation.responses?.[link.status];
+        if (!operation.operationId || !link.from.test(operation.operationId) || !response) continue;
+        response.links = {
+          ...response.links,
+          ...Object.fromEntries(
+            link.to.map((target) => [target, { operationId: target, parameters: { [link.parameter]: `$response.body#/${link.field}` } }]),
+          ),
+        };
+      }
+    }
+  }
+  return document;
+}

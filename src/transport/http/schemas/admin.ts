@@ -1,0 +1,126 @@
+import { UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
+import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
+import { ADMIN_SECURITY, BALANCE, MONEY_INPUT, PLATFORM_ERRORS } from "./common.js";
+import { orNull, protoJsonSchema } from "./proto-json-schema.js";
+
+/**
+ * Schemas of the operator's API under /admin/v1 (a fixed contract: tools
+ * outside the project depend on it). Money travels as decimal strings; a JSON
+ * number where money is expected is refused (422), never rounded.
+ */
+
+const admin = (operationId: string, summary: string, rest: Record<string, unknown>) =>
+  ({ tags: ["admin"], operationId, summary, security: ADMIN_SECURITY, ...rest }) as const;
+
+const params = (...names: string[]) =>
+  ({ type: "object", properties: Object.fromEntries(names.map((name) => [name, { type: "string" }])), required: names }) as const;
+
+const PAUSED_BODY = { type: "object", properties: { paused: { type: "boolean" } }, required: ["paused"], examples: [{ paused: true }] } as const;
+
+const ACCOUNT = {
+  type: "object",
+  properties: { account_id: { type: "string" }, name: { type: "string" }, ...BALANCE.properties },
+  required: ["account_id", "name", ...BALANCE.required],
+} as const;
+
+/** A price as the admin API reads and writes it: ModelPrice in proto field names. */
+const PRICE_OUT = protoJsonSchema(ModelPriceSchema, { direction: "output", names: "proto" });
+const PRICE_IN = {
+  ...protoJsonSchema(ModelPriceSchema, { direction: "input", names: "proto", omit: ["model"] }),
+  examples: [{ input_per_million_tokens: "0.30", output_per_million_tokens: "2.50" }, { per_image: { "1K": "0.134", "2K": "0.134", "4K": "0.24" } }],
+};
+
+/** An upstream route with its counters as plain numbers (they are int64 in the proto). */
+const ROUTE = (() => {
+  const schema = protoJsonSchema(UpstreamRouteSchema, { direction: "output", names: "proto" }) as { properties: Record<string, unknown> };
+  return { ...schema, properties: { ...schema.properties, requests: { type: "integer" }, failures: { type: "integer" } } };
+})();
+
+export const ADMIN_SCHEMAS = {
+  createAccount: admin("createAccount", "Create an account with an initial balance", {
+    body: {
+      type: "object",
+      properties: { name: { type: ["string", "null"] }, balance: orNull(MONEY_INPUT) },
+      examples: [{ name: "me", balance: "10.00" }],
+    },
+    response: { 201: ACCOUNT, ...PLATFORM_ERRORS },
+  }),
+  addCredits: admin("addCredits", "Add credits to an account", {
+    params: params("accountId"),
+    body: { type: "object", properties: { amount: orNull(MONEY_INPUT) }, required: ["amount"], examples: [{ amount: "25.00" }] },
+    response: { 200: BALANCE, ...PLATFORM_ERRORS },
+  }),
+  getAccountBalance: admin("getAccountBalance", "An account's balance", {
+    params: params("accountId"),
+    response: { 200: BALANCE, ...PLATFORM_ERRORS },
+  }),
+  createApiKey: admin("createApiKey", "Create an API key for an account, scoped to models", {
+    params: params("accountId"),
+    body: {
+      type: "object",
+      properties: { models: { type: "array", items: { type: "string" }, description: 'Model ids, or "*" for every model but the lite image model, which needs its own grant.' } },
+      required: ["models"],
+      examples: [{ models: ["*", "aimodel-3.1-flash-lite-image"] }],
+    },
+    response: {
+      201: {
+        type: "object",
+        description: "The key is shown once; only its hash is stored.",
+        properties: { key_id: { type: "string" }, api_key: { type: "string" }, account_id: { type: "string" }, models: { type: "array", items: { type: "string" } } },
+        required: ["key_id", "api_key", "account_id", "models"],
+      },
+      ...PLATFORM_ERRORS,
+    },
+  }),
+  revokeApiKey: admin("revokeApiKey", "Revoke an API key", {
+    params: params("keyId"),
+    response: {
+      200: { type: "object", properties: { key_id: { type: "string" }, revoked: { type: "boolean" } }, required: ["key_id", "revoked"] },
+      ...PLATFORM_ERRORS,
+    },
+  }),
+  setWebhook: admin("setWebhook", "Set (or clear, with an empty url) the account-wide webhook", {
+    params: params("accountId"),
+    body: { type: "object", properties: { url: { type: ["string", "null"], description: "An http(s) URL; empty or null clears it." } }, examples: [{ url: "https://example.com/hooks/generation" }] },
+    response: {
+      200: {
+        type: "object",
+        description: "`secret` signs every delivery (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature).",
+        properties: { url: { type: "string" }, secret: { type: "string" } },
+        required: ["url", "secret"],
+      },
+      ...PLATFORM_ERRORS,
+    },
+  }),
+  setProjectPaused: admin("setProjectPaused", "Pause or resume the whole project (new requests get 503)", {
+    body: PAUSED_BODY,
+    response: { 200: { type: "object", properties: { paused: { type: "boolean" } }, required: ["paused"] }, ...PLATFORM_ERRORS },
+  }),
+  setModelPaused: admin("setModelPaused", "Pause or resume one model", {
+    params: params("model"),
+    body: PAUSED_BODY,
+    response: {
+      200: { type: "object", properties: { model: { type: "string" }, paused: { type: "boolean" } }, required: ["model", "paused"] },
+      ...PLATFORM_ERRORS,
+    },
+  }),
+  listRoutes: admin("listRoutes", "The upstream routes with their health and counters", {
+    response: { 200: { type: "object", properties: { routes: { type: "array", items: ROUTE } }, required: ["routes"] }, ...PLATFORM_ERRORS },
+  }),
+  setRoutePaused: admin("setRoutePaused", "Pause or resume one upstream route", {
+    params: params("name"),
+    body: PAUSED_BODY,
+    response: {
+      200: { type: "object", properties: { name: { type: "string" }, paused: { type: "boolean" } }, required: ["name", "paused"] },
+      ...PLATFORM_ERRORS,
+    },
+  }),
+  listPrices: admin("listPrices", "Every model's prices", {
+    response: { 200: { type: "object", properties: { prices: { type: "array", items: PRICE_OUT } }, required: ["prices"] }, ...PLATFORM_ERRORS },
+  }),
+  updatePrice: admin("updatePrice", "Change a model's prices (per image, per second, or per 1M tokens)", {
+    params: params("model"),
+    body: PRICE_IN,
+    response: { 200: PRICE_OUT, ...PLATFORM_ERRORS },
+  }),
+} as const;

@@ -1,0 +1,174 @@
+import { ListModelsResponseSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
+import { ModelKindSchema } from "../../../../gen/generation/v1/model_pb.js";
+import { BALANCE, IDEMPOTENCY_HEADERS, MONEY, PLATFORM_ERRORS, PLATFORM_SECURITY } from "./common.js";
+import { orNull, protoJsonSchema } from "./proto-json-schema.js";
+
+/**
+ * Schemas of the jobs API under /api/v1 (spec 2 and 4). Request bodies are
+ * checked for their fields' types here; the domain's rules (which models,
+ * ratios, limits) stay in the core, which answers them in the same shape.
+ * Field names are the proto's (snake_case); the lowerCamelCase forms are
+ * accepted too, as the proto JSON mapping reads them.
+ */
+
+function nullableFields<T extends Record<string, Record<string, unknown>>>(properties: T): T {
+  return Object.fromEntries(Object.entries(properties).map(([name, schema]) => [name, orNull(schema)])) as T;
+}
+
+/** An int32 of the proto JSON mapping: a number or a numeric string. */
+const INT32 = { type: ["integer", "string"], pattern: "^-?[0-9]+$" } as const;
+
+const CREATE_GENERATION_BODY = {
+  type: "object",
+  // As the proto JSON mapping reads the body, null is "not set" for every field.
+  properties: nullableFields({
+    model: { type: "string", description: 'Model id, e.g. "aimodel-3-pro-image" (a "-preview" suffix is accepted for image models). See GET /api/v1/models.' },
+    prompt: { type: "string", description: "What to generate; at least one character." },
+    aspect_ratio: { type: "string", description: 'e.g. "1:1", "16:9" or "auto"; required for the lite and nbx image models.' },
+    resolution: { type: "string", description: 'Image: "1K", "2K", "4K". Video: "720p", "1080p", "4k".' },
+    input_images_urls: { type: "array", items: { type: "string" }, description: "Input images by http(s) URL, fetched after acceptance." },
+    input_images_base64: { type: "array", items: { type: "string" }, description: "Input images as base64 or data URIs (200 MiB decoded in total)." },
+    callback_url: { type: "string", description: "Webhook for this job; overrides the account-wide webhook." },
+    metadata: { type: "object", additionalProperties: true, description: "Any JSON object, echoed in the webhook payload." },
+    timeout: { ...INT32, description: "Total execution budget in seconds, 30 to 1200." },
+    duration_seconds: { ...INT32, description: "Video only: 4 to 8 seconds; 1080p and 4k need exactly 8." },
+  }),
+  examples: [
+    { model: "aimodel-3-pro-image", prompt: "a lighthouse at dusk", aspect_ratio: "16:9", resolution: "2K" },
+    { model: "aimodel-3.5-flash", prompt: "Write a haiku about tides" },
+    { model: "videomodel-3.1-generate-001", prompt: "waves at sunrise", resolution: "720p", duration_seconds: 4 },
+  ],
+} as const;
+
+/** The same body with the model fixed by the route (deprecated aliases). */
+const { model: _model, ...ALIAS_PROPERTIES } = CREATE_GENERATION_BODY.properties;
+const ALIAS_BODY = { type: "object", properties: ALIAS_PROPERTIES, examples: [{ prompt: "a lighthouse at dusk", aspect_ratio: "16:9" }] } as const;
+
+export const JOB_STATUS = { type: "string", enum: ["queued", "processing", "done", "failed"] } as const;
+
+const ACCEPTED = {
+  type: "object",
+  description: "The job was stored and will run. Poll `status_url` (also in Location) with the same key.",
+  properties: {
+    job_id: { type: "string", format: "uuid" },
+    status: JOB_STATUS,
+    status_url: { type: "string", description: "/api/v1/jobs/{job_id}" },
+  },
+  required: ["job_id", "status", "status_url"],
+  headers: {
+    location: { type: "string", description: "The status URL." },
+    "idempotent-replayed": { type: "string", enum: ["true"], description: "Present when this answer replays an earlier request with the same Idempotency-Key." },
+  },
+  examples: [{ job_id: "3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41", status: "queued", status_url: "/api/v1/jobs/3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41" }],
+} as const;
+
+/** The accepted answer (202) as a response schema, shared with the video interactions route. */
+export const ACCEPTED_RESPONSE = ACCEPTED;
+
+const nullable = (type: string) => ({ type: [type, "null"] }) as const;
+
+const JOB = {
+  type: "object",
+  properties: {
+    job_id: { type: "string" },
+    status: JOB_STATUS,
+    model: { type: "string" },
+    created_at: { ...nullable("string"), format: "date-time" },
+    started_at: { ...nullable("string"), format: "date-time" },
+    finished_at: { ...nullable("string"), format: "date-time" },
+    result: {
+      type: ["object", "null"],
+      description: "Set once the job is done: a signed link to the image or video, or the text of a text job.",
+      properties: { image_url: nullable("string"), text: nullable("string"), mime_type: nullable("string") },
+      required: ["image_url", "text", "mime_type"],
+    },
+    error: { ...nullable("string"), description: "The failure's code, e.g. missing_input_images." },
+    error_message: nullable("string"),
+    usage: {
+      type: "object",
+      properties: {
+        prompt_token_count: { type: "integer" },
+        candidates_token_count: { type: "integer" },
+        total_token_count: { type: "integer" },
+        reserved: MONEY,
+        charged: MONEY,
+      },
+      required: ["prompt_token_count", "candidates_token_count", "total_token_count", "reserved", "charged"],
+    },
+  },
+  required: ["job_id", "status", "model", "created_at", "started_at", "finished_at", "result", "error", "error_message", "usage"],
+  examples: [
+    {
+      job_id: "3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41",
+      status: "done",
+      model: "aimodel-3-pro-image",
+      created_at: "2026-11-23T10:00:00.000Z",
+      started_at: "2026-11-23T10:00:00.120Z",
+      finished_at: "2026-11-23T10:00:02.480Z",
+      result: { image_url: "http://127.0.0.1:8080/files/3f1c2a9e.png?expires=1795000000&signature=ab12", text: null, mime_type: "image/png" },
+      error: null,
+      error_message: null,
+      usage: { prompt_token_count: 0, candidates_token_count: 0, total_token_count: 0, reserved: "0.134", charged: "0.134" },
+    },
+  ],
+} as const;
+
+/** GET /api/v1/models: ListModelsResponse in proto field names, the kind as a lower-case word. */
+const MODELS = (() => {
+  const schema = protoJsonSchema(ListModelsResponseSchema, { direction: "output", names: "proto" }) as {
+    properties: { models: { items: { properties: Record<string, unknown> } } };
+  };
+  const kinds = ModelKindSchema.values.map((value) => value.name.replace(/^MODEL_KIND_/, "").toLowerCase());
+  schema.properties.models.items.properties.kind = { type: "string", enum: kinds };
+  return { ...schema, required: ["models", "aspect_ratios"] };
+})();
+
+const JOB_ID_PARAMS = { type: "object", properties: { jobId: { type: "string" } }, required: ["jobId"] } as const;
+
+export const CREATE_GENERATION_SCHEMA = {
+  tags: ["jobs"],
+  operationId: "createGeneration",
+  summary: "Create a job (image, text or video; the model decides)",
+  description: "Money for the job is reserved before the answer; it is settled on success and released on failure.",
+  security: PLATFORM_SECURITY,
+  headers: IDEMPOTENCY_HEADERS,
+  body: CREATE_GENERATION_BODY,
+  response: { 202: ACCEPTED, ...PLATFORM_ERRORS },
+} as const;
+
+export const aliasSchema = (kind: "text" | "url", model: string) =>
+  ({
+    tags: ["deprecated aliases"],
+    operationId: `${kind}Generations_${model.replace(/[^a-z0-9]/gi, "_")}`,
+    summary: `Deprecated: create a ${model} job (${kind === "text" ? "text-to-image" : "image-to-image from URLs"})`,
+    deprecated: true,
+    security: PLATFORM_SECURITY,
+    headers: IDEMPOTENCY_HEADERS,
+    body: ALIAS_BODY,
+    response: { 202: ACCEPTED, ...PLATFORM_ERRORS },
+  }) as const;
+
+export const GET_JOB_SCHEMA = {
+  tags: ["jobs"],
+  operationId: "getJob",
+  summary: "Read a job",
+  security: PLATFORM_SECURITY,
+  params: JOB_ID_PARAMS,
+  response: { 200: JOB, ...PLATFORM_ERRORS },
+} as const;
+
+export const GET_BALANCE_SCHEMA = {
+  tags: ["jobs"],
+  operationId: "getBalance",
+  summary: "The key's account balance",
+  security: PLATFORM_SECURITY,
+  response: { 200: BALANCE, ...PLATFORM_ERRORS },
+} as const;
+
+export const LIST_MODELS_SCHEMA = {
+  tags: ["jobs"],
+  operationId: "listModels",
+  summary: "Every model with its options and prices (no key needed)",
+  security: [],
+  response: { 200: MODELS, ...PLATFORM_ERRORS },
+} as const;

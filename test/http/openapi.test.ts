@@ -1,0 +1,155 @@
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { promisify } from "node:util";
+import { call, createCustomer, startTestService, type TestService } from "../support/harness.js";
+
+const run = promisify(execFile);
+
+/** Every operation the issue names, by surface: the document must list each, and nothing else. */
+const OPERATIONS = [
+  "get /livez", "get /readyz", "get /healthz",
+  "post /api/v1/generations", "get /api/v1/jobs/{jobId}", "get /api/v1/balance", "get /api/v1/models",
+  ...["/nb", "/nb2", ""].flatMap((prefix) => [`post /api/v1${prefix}/text-generations`, `post /api/v1${prefix}/url-generations`]),
+  "get /api/aimodel/v1beta/models", "get /api/aimodel/v1beta/models/{model}",
+  "post /api/aimodel/v1beta/models/{model}:generateContent", "post /api/aimodel/v1beta/models/{model}:streamGenerateContent",
+  "post /api/aimodel/v1beta/models/{model}:countTokens", "post /api/aimodel/v1beta/interactions",
+  "post /admin/v1/accounts", "post /admin/v1/accounts/{accountId}/credits", "get /admin/v1/accounts/{accountId}/balance",
+  "post /admin/v1/accounts/{accountId}/keys", "delete /admin/v1/keys/{keyId}", "put /admin/v1/accounts/{accountId}/webhook",
+  "put /admin/v1/pause", "put /admin/v1/models/{model}/pause", "get /admin/v1/routes", "put /admin/v1/routes/{name}/pause",
+  "get /admin/v1/prices", "put /admin/v1/prices/{model}",
+  "get /files/{key}",
+].sort();
+
+const METHODS = new Set(["get", "put", "post", "delete", "patch", "head", "options"]);
+
+interface Operation {
+  readonly method: string;
+  readonly path: string;
+  readonly spec: {
+    operationId?: string;
+    security?: unknown[];
+    requestBody?: { content: Record<string, { schema: { examples?: unknown[] }; example?: unknown; examples?: Record<string, { value: unknown }> }> };
+    responses: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+  };
+}
+
+function operationsOf(document: { paths: Record<string, Record<string, unknown>> }): Operation[] {
+  return Object.entries(document.paths).flatMap(([path, item]) =>
+    Object.entries(item)
+      .filter(([method]) => METHODS.has(method))
+      .map(([method, spec]) => ({ method, path, spec: spec as Operation["spec"] })),
+  );
+}
+
+/** Every JSON object written as a shell literal ('{…}') in the README's sh blocks: what a reader sends. */
+async function readmeBodies(): Promise<unknown[]> {
+  const readme = await readFile(new URL("../../README.md", import.meta.url), "utf8");
+  const blocks = [...readme.matchAll(/```sh[^\n]*\n([\s\S]*?)```/g)].map((match) => match[1]!);
+  return blocks.flatMap((block) => [...block.matchAll(/'(\{[^']*\})'/g)].map((match) => JSON.parse(match[1]!) as unknown));
+}
+
+describe("the published contract (OpenAPI 3.1 at /openapi.json, Swagger UI at /docs)", () => {
+  let service: TestService;
+  let document: { openapi: string; paths: Record<string, Record<string, unknown>>; components: { securitySchemes: Record<string, unknown> } };
+  let workDir: string;
+
+  before(async () => {
+    service = await startTestService();
+    workDir = await mkdtemp(join(tmpdir(), "openapi-test-"));
+    const response = await fetch(`${service.url}/openapi.json`);
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get("content-type") ?? "", /application\/json/);
+    document = (await response.json()) as typeof document;
+  });
+  after(async () => {
+    await service?.close();
+    if (workDir) await rm(workDir, { recursive: true, force: true });
+  });
+
+  it("when the document is read, then it is OpenAPI 3.1 and lists exactly the operations of every surface", () => {
+    assert.equal(document.openapi, "3.1.0");
+    const listed = operationsOf(document).map(({ method, path }) => `${method} ${path}`).sort();
+    assert.deepEqual(listed, OPERATIONS);
+  });
+
+  it("when the document is linted with Redocly's recommended rules, then there is no error and no warning", async () => {
+    const file = join(workDir, "openapi.json");
+    await writeFile(file, JSON.stringify(document));
+    const bin = new URL("../../node_modules/.bin/redocly", import.meta.url).pathname;
+    const { stdout } = await run(bin, ["lint", file, "--format=json"], { env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" } })
+      .catch((error: { stdout?: string; stderr?: string }) => {
+        assert.fail(`redocly lint failed:\n${error.stdout ?? ""}${error.stderr ?? ""}`);
+      });
+    const report = JSON.parse(stdout.slice(stdout.indexOf("{"))) as { totals: { errors: number; warnings: number }; problems: unknown[] };
+    assert.deepEqual(report.totals, { ...report.totals, errors: 0, warnings: 0 }, JSON.stringify(report.problems, null, 2));
+  });
+
+  it("when an operation is read, then it has an id, its credentials, a schema for its JSON body and for each of its JSON answers, and its errors", () => {
+    const ids = new Set<string>();
+    for (const { method, path, spec } of operationsOf(document)) {
+      const name = `${method} ${path}`;
+      assert.ok(spec.operationId && !ids.has(spec.operationId), `${name}: a unique operationId`);
+      ids.add(spec.operationId);
+      assert.ok(Array.isArray(spec.security), `${name}: security declared (empty when no credential is needed)`);
+      if (spec.requestBody) assert.ok(spec.requestBody.content["application/json"]?.schema, `${name}: a JSON body schema`);
+      if (method === "post" || method === "put") assert.ok(spec.requestBody, `${name}: a request body`);
+      const statuses = Object.keys(spec.responses);
+      assert.ok(statuses.some((status) => /^2/.test(status)), `${name}: a success answer`);
+      assert.ok(statuses.includes("4XX"), `${name}: its errors (4XX) in the documented shape`);
+      for (const [status, answer] of Object.entries(spec.responses)) {
+        const json = answer.content?.["application/json"];
+        if (json) assert.ok(json.schema, `${name} ${status}: a schema`);
+      }
+    }
+  });
+
+  it("when a platform and a vendor error are documented, then they have the shapes the service answers in", async () => {
+    const errorOf = (path: string, method: string) =>
+      (document.paths[path]![method] as Operation["spec"]).responses["4XX"]!.content!["application/json"]!.schema as { properties: { error: { required: string[] } } };
+    assert.deepEqual(errorOf("/api/v1/balance", "get").properties.error.required, ["code", "message"]);
+    assert.deepEqual(errorOf("/api/aimodel/v1beta/models", "get").properties.error.required, ["code", "message", "status"]);
+    const platform = await call(service, "GET", "/api/v1/balance");
+    assert.deepEqual(Object.keys(platform.json.error).sort(), ["code", "message"]);
+    const vendor = await call(service, "GET", "/api/aimodel/v1beta/models");
+    assert.deepEqual(Object.keys(vendor.json.error).sort(), ["code", "details", "message", "status"]);
+  });
+
+  it("when the README's commands send a JSON body, then that body is an example in the document", async () => {
+    // One example is the media type's `example`, several its `examples` map (as @fastify/swagger writes a schema's `examples`).
+    const examples = operationsOf(document).flatMap(({ spec }) => {
+      const media = spec.requestBody?.content["application/json"];
+      if (!media) return [];
+      return [...(media.example === undefined ? [] : [media.example]), ...Object.values(media.examples ?? {}).map((example) => example.value)];
+    });
+    assert.ok(examples.length > 0, "the document has request examples");
+    const bodies = await readmeBodies();
+    assert.ok(bodies.length >= 4, `the README's walk-through sends JSON bodies (found ${bodies.length})`);
+    for (const body of bodies) {
+      assert.ok(examples.some((example) => JSON.stringify(example) === JSON.stringify(body)), `README body ${JSON.stringify(body)} is an example`);
+    }
+  });
+
+  it("when /docs is opened, then Swagger UI is served with try-it-out on, reading this same document", async () => {
+    const page = await fetch(`${service.url}/docs/`);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get("content-type") ?? "", /text\/html/);
+    assert.match(await page.text(), /swagger-ui/i);
+    const initializer = await (await fetch(`${service.url}/docs/static/swagger-initializer.js`)).text();
+    assert.match(initializer, /"tryItOutEnabled":\s*true/);
+    const served = await (await fetch(`${service.url}/docs/json`)).json();
+    assert.deepEqual(served, document);
+  });
+
+  it("when money is sent as a JSON number, then the schema refuses it (422 validation_failed) and no money moves", async () => {
+    const customer = await createCustomer(service, "1.00");
+    const response = await call(service, "POST", `/admin/v1/accounts/${customer.accountId}/credits`, { admin: true, body: { amount: 5 } });
+    assert.equal(response.status, 422);
+    assert.equal(response.json.error.code, "validation_failed");
+    const balance = await call(service, "GET", `/admin/v1/accounts/${customer.accountId}/balance`, { admin: true });
+    assert.equal(balance.json.balance, "1.00");
+  });
+});
