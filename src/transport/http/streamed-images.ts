@@ -459,6 +459,8 @@ export function streamInlineImages(app: FastifyInstance, options: StreamedImages
       throw error;
     }
   });
+  // Refused after parsing (a schema, a rule): what the body staged goes before the error answer leaves.
+  app.addHook("onError", async (request) => discardStaged(request));
   app.addHook("onResponse", discardStaged);
   app.addHook("onRequestAbort", discardStaged);
 }
