@@ -80,7 +80,7 @@ describe("CORS on the gateway port for the origins of CORS_ORIGINS", () => {
     }
   });
 
-  it("when a page of a listed origin is answered (a list, a created job, a 401, a Connect error), then the answer names its origin and exposes Retry-After, Idempotent-Replayed, Location and the gRPC status headers", async () => {
+  it("when a page of a listed origin is answered (a list, a created job, a 401, a Connect error, an SSE stream), then the answer names its origin and exposes Retry-After, Idempotent-Replayed, Location and the gRPC status headers", async () => {
     const customer = await createCustomer(service);
     const models = await call(service, "GET", "/api/v1/models", { headers: { origin: APP } });
     const created = await call(service, "POST", "/api/v1/generations", {
@@ -93,6 +93,15 @@ describe("CORS on the gateway port for the origins of CORS_ORIGINS", () => {
     const rpcError = await fetch(`${service.url}/generation.v1.GenerationService/GetBalance`, {
       method: "POST", headers: { origin: APP, "content-type": "application/json" }, body: "{}",
     });
+    // An SSE stream is written past Fastify's reply: the CORS headers must go out with it all the same.
+    const stream = await fetch(`${service.url}/api/aimodel/v1beta/models/aimodel-3.5-flash:streamGenerateContent?alt=sse`, {
+      method: "POST",
+      headers: { origin: APP, "content-type": "application/json", "x-vendor-api-key": customer.apiKey },
+      body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: "a haiku" }] }] }),
+    });
+    assert.equal(stream.status, 200);
+    assert.match(stream.headers.get("content-type") ?? "", /text\/event-stream/);
+    assert.match(await stream.text(), /^data: /);
     assert.equal(models.status, 200);
     assert.equal(created.status, 202, created.text);
     assert.equal(replayed.headers.get("idempotent-replayed"), "true");
@@ -100,7 +109,7 @@ describe("CORS on the gateway port for the origins of CORS_ORIGINS", () => {
     assert.equal(rpcError.status, 401);
     const answers: [string, Headers, string][] = [
       ["list", models.headers, APP], ["created", created.headers, APP], ["replayed", replayed.headers, APP],
-      ["401", unauthenticated.headers, ADMIN_APP], ["Connect error", rpcError.headers, APP],
+      ["401", unauthenticated.headers, ADMIN_APP], ["Connect error", rpcError.headers, APP], ["SSE stream", stream.headers, APP],
     ];
     for (const [what, headers, origin] of answers) {
       assert.equal(headers.get("access-control-allow-origin"), origin, what);

@@ -247,6 +247,20 @@ describe("Connect and gRPC-Web on the gateway port", () => {
     }
   });
 
+  it("when a method or service the gateway port does not serve is called, then UNIMPLEMENTED in the caller's protocol (Connect's 404 unimplemented, gRPC-Web's grpc-status 12), never the REST shape", async () => {
+    for (const path of [`${GENERATION}/Nope`, "/generation.v1.NoSuchService/GetBalance", "/grpc.health.v1.Health/Check"]) {
+      const connect = await connectJson(service.url, path, {});
+      assert.equal(connect.status, 404, path);
+      assert.equal(connectError(connect.status, connect.text).code, "unimplemented", path);
+      const grpcWeb = await fetch(service.url + path, {
+        method: "POST", headers: { "content-type": "application/grpc-web+proto" }, body: new Uint8Array([0, 0, 0, 0, 0]),
+      });
+      assert.equal(grpcWeb.status, 200, path);
+      assert.equal(grpcWeb.headers.get("grpc-status"), "12", path);
+      assert.match(decodeURIComponent(grpcWeb.headers.get("grpc-message") ?? ""), /unknown method/);
+    }
+  });
+
   it("when an RPC path is asked with another method than POST (no CORS configured), then 405 and no Access-Control header", async () => {
     const response = await fetch(`${service.url}${GENERATION}/GetBalance`, {
       method: "OPTIONS", headers: { origin: "http://app.example", "access-control-request-method": "POST" },
@@ -313,6 +327,7 @@ describe("the gateway port's message limits and body memory for RPCs", () => {
     assert.equal(refused.code, "unavailable");
     assert.equal(refused.detail?.reason, "server_busy");
     assert.equal(refused.detail?.retryAfterSeconds, 1);
+    assert.match(answer.head, /\r\nretry-after: 1\r\n/i);
     assert.equal(exchange.sent, 0);
 
     const balance = await createClient(GenerationService, createConnectTransport({ baseUrl: service.url, httpVersion: "1.1" }))
@@ -328,7 +343,7 @@ describe("RPCs on the gateway port while the process cannot serve", () => {
     for (const close of closers) await close().catch(() => undefined);
   });
 
-  it("when its store cannot be reached at start, then every RPC is refused UNAVAILABLE service_unavailable in the caller's protocol (not the REST shape)", async () => {
+  it("when its store cannot be reached at start, then every RPC is refused UNAVAILABLE service_unavailable in the caller's protocol (not the REST shape), with Retry-After", async () => {
     const dataDir = await mkdtemp(join(tmpdir(), "gen-rpc-starting-"));
     // Nothing listens on port 1: the store is "down" for as long as this test wants.
     const config = loadConfig({
@@ -354,6 +369,7 @@ describe("RPCs on the gateway port while the process cannot serve", () => {
     const refused = connectError(raw.status, raw.text);
     assert.equal(refused.status, 503);
     assert.equal(refused.code, "unavailable", "Connect's error JSON, not {\"error\": {…}}");
+    assert.ok(Number(raw.headers.get("retry-after")) > 0, "Retry-After as an HTTP header too, for clients that read only that");
   });
 });
 

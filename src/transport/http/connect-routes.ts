@@ -62,6 +62,12 @@ function callOptions(context: HandlerContext): CallOptions {
  * is logged with its stack and leaves as "internal error".
  */
 function passedOn(error: unknown, context: HandlerContext, log: FastifyBaseLogger): ConnectError {
+  // The caller's deadline passed (the call's signal says so, or it is about to): that is the answer,
+  // whatever the aborted forward reported (its own copy of the deadline may fire first, as a cancel).
+  const ended = context.signal.aborted ? ConnectError.from(context.signal.reason) : undefined;
+  if (ended?.code === Code.DeadlineExceeded || (context.timeoutMs() ?? 1) <= 0) {
+    return new ConnectError("the operation timed out", Code.DeadlineExceeded);
+  }
   const received = ConnectError.from(error);
   if (!context.signal.aborted && httpErrorOf(received).reason === "internal_error") {
     log.error({ err: error }, `rpc ${context.service.typeName}/${context.method.name} failed`);
@@ -165,7 +171,7 @@ export function connectRoutes(core: CoreClients, options: ConnectRoutesOptions) 
       }
       const admission = new RpcAdmission(request, reply, policy, options);
       const refusal = await admission.refusalBeforeBody();
-      if (refusal) return answerThroughHandler(handler, request, reply, refusing(refusal));
+      if (refusal) return answerThroughHandler(handler, request, reply, refusal);
       admissions.set(request, admission);
       reply.raw.once("close", () => {
         if (!reply.raw.writableFinished) request.log.debug({ path: request.url.split("?")[0] }, "client went away");

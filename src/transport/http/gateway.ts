@@ -11,6 +11,7 @@ import { clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from "./edge/cl
 import { limitConnections } from "./edge/connection-limits.js";
 import { corsRoutes } from "./edge/cors.js";
 import { connectRoutes } from "./connect-routes.js";
+import { answerUnknownRpc } from "./edge/rpc-admission.js";
 import { replyWithError, routeNotFound, sendError, toHttpError } from "./error-replies.js";
 import { openApi } from "./openapi.js";
 import { useRequestValidators } from "./schemas/validation.js";
@@ -107,7 +108,7 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   });
 
   app.setErrorHandler(replyWithError);
-  app.setNotFoundHandler((request, reply) => sendError(reply, toHttpError(routeNotFound(request))));
+  app.setNotFoundHandler((request, reply) => answerUnknownRpc(request, reply) ?? sendError(reply, toHttpError(routeNotFound(request))));
 
   const bodyBudget = options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory);
   const guard = bodyGuard({
@@ -140,7 +141,7 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   // within the refusals' bounds once it is answered. After the readiness gate, so 503 still comes first.
   app.addHook("onRequest", async (request, reply) => {
     if (!hasBody(request)) return;
-    if (request.is404) return refuseBody(request, reply, routeNotFound(request));
+    if (request.is404) return answerUnknownRpc(request, reply) ?? refuseBody(request, reply, routeNotFound(request));
     if (request.method === "GET" || request.method === "HEAD") lingerUntilDiscarded(request, { answered: reply });
   });
   await app.register(jobsRoutes(core, guard, {

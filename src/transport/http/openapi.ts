@@ -69,7 +69,8 @@ export async function openApi(app: FastifyInstance): Promise<void> {
       components: { securitySchemes: SECURITY_SCHEMES as never },
     },
     // Called with { openapiObject } for an OpenAPI document (the typings name only the Swagger 2 form).
-    transformObject: (document) => withLinks((document as unknown as { openapiObject: OpenApiDocument }).openapiObject) as never,
+    transformObject: (document) =>
+      withRequiredHeaders(withLinks((document as unknown as { openapiObject: OpenApiDocument }).openapiObject)) as never,
     transform: ({ schema, url }) => {
       const hidden = UNLISTED.some((pattern) => pattern.test(url));
       // A wildcard is a file's key: named, so the document has a real path parameter.
@@ -94,8 +95,37 @@ const FILE_KEY_PARAMS = {
   required: ["key"],
 } as const;
 
+interface ResponseHeader {
+  required?: boolean;
+  schema?: Record<string, unknown>;
+}
 interface OpenApiDocument {
-  paths?: Record<string, Record<string, { operationId?: string; responses?: Record<string, { links?: Record<string, unknown> }> }>>;
+  paths?: Record<
+    string,
+    Record<string, { operationId?: string; responses?: Record<string, { links?: Record<string, unknown>; headers?: Record<string, ResponseHeader> }> }>
+  >;
+}
+
+/**
+ * A response header the route always sets is marked `"x-required": true` in
+ * its schema (@fastify/swagger copies a header's schema but has no place for
+ * `required`): here it becomes the header's `required`, so clients and
+ * Schemathesis' response_headers_conformance can rely on it.
+ */
+function withRequiredHeaders(document: OpenApiDocument): OpenApiDocument {
+  for (const operations of Object.values(document.paths ?? {})) {
+    for (const operation of Object.values(operations)) {
+      for (const response of Object.values(operation.responses ?? {})) {
+        for (const header of Object.values(response.headers ?? {})) {
+          if (header.schema?.["x-required"] !== true) continue;
+          const { "x-required": _required, ...schema } = header.schema;
+          header.schema = schema;
+          header.required = true;
+        }
+      }
+    }
+  }
+  return document;
 }
 
 /** The operations a created resource's id leads to: (answer field, path parameter, operations that take it). */

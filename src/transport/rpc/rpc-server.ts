@@ -42,37 +42,40 @@ function endedByClient(signal: AbortSignal, error: unknown): boolean {
 }
 
 /**
- * Logs handler crashes (unary calls, and streams that fail midway) through
- * our logger instead of Connect's console.error. Refusals (invalid,
- * unauthenticated, …) are answers and not logged; a call its client ended is
- * no crash either (the edge logs it once, at debug: createEdgeHandler).
+ * How a handler's failure leaves (unary calls, and streams that fail
+ * midway). A call its client ended (a cancel, a passed deadline) is answered
+ * with the signal's reason, DEADLINE_EXCEEDED or CANCELED, whatever the
+ * aborted store or upstream threw (an AbortError would otherwise become
+ * Connect's INTERNAL: a 500 for the client's own deadline); it is no crash
+ * (the edge logs it once, at debug: createEdgeHandler). Crashes are logged
+ * through our logger instead of Connect's console.error; refusals (invalid,
+ * unauthenticated, …) are answers and not logged.
  */
-function logUnexpected(log: (message: string, error: unknown) => void): Interceptor {
-  const report = (signal: AbortSignal, method: string, error: unknown) => {
-    if (endedByClient(signal, error)) return;
+function answerFailures(log: (message: string, error: unknown) => void): Interceptor {
+  const settle = (signal: AbortSignal, method: string, error: unknown) => {
+    if (endedByClient(signal, error)) return error instanceof ConnectError ? error : ConnectError.from(signal.reason);
     const crash = !(error instanceof ConnectError) || error.code === Code.Internal || error.code === Code.Unknown;
     if (crash) log(`${method} failed`, error);
+    return error;
   };
   return (next) => async (request) => {
     let response;
     try {
       response = await next(request);
     } catch (error) {
-      report(request.signal, request.method.name, error);
-      throw error;
+      throw settle(request.signal, request.method.name, error);
     }
     if (!response.stream) return response;
-    return { ...response, message: reportingFailures(response.message, (error) => report(request.signal, request.method.name, error)) };
+    return { ...response, message: settlingFailures(response.message, (error) => settle(request.signal, request.method.name, error)) };
   };
 }
 
-/** A stream's messages as they come; a failure midway is reported, then passed on. */
-async function* reportingFailures<T>(messages: AsyncIterable<T>, report: (error: unknown) => void): AsyncGenerator<T> {
+/** A stream's messages as they come; a failure midway is settled (answerFailures), then passed on. */
+async function* settlingFailures<T>(messages: AsyncIterable<T>, settle: (error: unknown) => unknown): AsyncGenerator<T> {
   try {
     yield* messages;
   } catch (error) {
-    report(error);
-    throw error;
+    throw settle(error);
   }
 }
 
@@ -158,7 +161,7 @@ export async function listenRpc(
   const health = createHealthService(readiness, served, { shutdownSignal: closing.signal });
   const policies = methodPolicies(options.limits, edge.maxBodyBytes);
   const router = createConnectRouter({
-    interceptors: [logUnexpected(log), readinessGate(readiness)],
+    interceptors: [answerFailures(log), readinessGate(readiness)],
     acceptCompression: [compressionGzip, compressionBrotli],
   });
   const implementations: [DescService, object][] = [

@@ -1,6 +1,9 @@
 import type { IncomingMessage } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest } from "@connectrpc/connect-node";
+import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { httpErrorOf } from "../connect-errors.js";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { EdgeLimits } from "../../../config/config.js";
@@ -37,6 +40,31 @@ const ENVELOPE_HEADER_BYTES = 5;
 
 const CLIENT_WENT_AWAY = new ConnectError("the client closed the request", Code.Canceled);
 
+/** An RPC's path, `/package.Service/Method`: what Connect and gRPC-Web clients call. */
+export const RPC_PATH = /^\/[a-z_]\w*(\.[a-z_]\w*)*\.[A-Z]\w*\/[A-Z]\w*$/;
+
+/**
+ * A call of a method this port does not serve (an unknown method or
+ * service), answered as the core port answers it (answerUnknownMethod):
+ * gRPC-Web gets a trailers-only UNIMPLEMENTED, Connect (and a JSON POST of
+ * no known protocol) Connect's `unimplemented` with HTTP 404; never the REST
+ * shape. Undefined when the request is no RPC (a REST path, a GET), which the
+ * REST not-found answer takes.
+ */
+export function answerUnknownRpc(request: FastifyRequest, reply: FastifyReply): FastifyReply | undefined {
+  const path = request.url.split("?", 1)[0]!;
+  if (request.method !== "POST" || !RPC_PATH.test(path)) return undefined;
+  const protocol = protocolOf(request.headers["content-type"]);
+  const error = new ConnectError(`unknown method ${path}`, Code.Unimplemented);
+  lingerUntilDiscarded(request);
+  if (protocol === "grpc-web" || protocol === "grpc") {
+    reply.code(200).header("content-type", request.headers["content-type"]!);
+    setTrailerStatus(new Headers(), error).forEach((value, name) => reply.header(name, value));
+    return reply.send();
+  }
+  return reply.code(404).header("content-type", "application/json").send(Buffer.from(errorToJsonBytes(error, undefined)));
+}
+
 /** A body that refuses the call at Connect's first read: Connect then answers `error` in the caller's protocol. */
 export async function* refusing(error: ConnectError): AsyncGenerator<Uint8Array> {
   throw error;
@@ -50,19 +78,21 @@ export function withBody(request: UniversalServerRequest, body: AsyncIterable<Ui
 }
 
 /**
- * Answers a call on the gateway port through its Connect handler with
- * `body` in place of the request's (a refusal, or nothing): Connect writes
- * the answer in the caller's protocol (a Connect error JSON, a gRPC-Web
- * trailer frame, its own 415 or 405). Sent with reply.send, so the reply's
+ * Refuses a call on the gateway port through its Connect handler: Connect
+ * writes `refusal` in the caller's protocol (a Connect error JSON, a
+ * gRPC-Web trailer frame, or its own 415 or 405), with Retry-After when the
+ * refusal says when to come back. Sent with reply.send, so the reply's
  * headers (CORS) go with it. What the client still sends is discarded,
  * bounded (lingerUntilDiscarded).
  */
 export async function answerThroughHandler(
-  handler: UniversalHandler, request: FastifyRequest, reply: FastifyReply, body: AsyncIterable<Uint8Array>,
+  handler: UniversalHandler, request: FastifyRequest, reply: FastifyReply, refusal: ConnectError,
 ): Promise<FastifyReply> {
   lingerUntilDiscarded(request);
   const universal = universalRequestFromNodeRequest(request.raw, reply.raw, undefined, undefined);
-  const response = await handler(withBody(universal, body));
+  const response = await handler(withBody(universal, refusing(refusal)));
+  const { retryAfterSeconds } = httpErrorOf(refusal);
+  if (retryAfterSeconds) reply.header("retry-after", String(retryAfterSeconds));
   return sendWhole(reply, response);
 }
 

@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from "node:http";
 import { toJson } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { CreateVideoInteractionRequestSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
@@ -120,7 +121,9 @@ async function streamAnswer(
   const first = await stream.next();
   reply.hijack();
   const raw = reply.raw;
+  // The headers the hooks set on the reply (CORS, Vary) go out too: a hijacked reply sends only what it writes.
   raw.writeHead(200, {
+    ...(reply.getHeaders() as OutgoingHttpHeaders),
     "content-type": "text/event-stream",
     "cache-control": "no-cache",
     connection: "keep-alive",

@@ -56,7 +56,8 @@ const ACCEPTED = {
   },
   required: ["job_id", "status", "status_url"],
   headers: {
-    location: { type: "string", description: "The status URL." },
+    // "x-required": the header is in every such answer (openapi.ts turns it into the header's `required`).
+    location: { type: "string", description: "The status URL.", "x-required": true },
     "idempotent-replayed": { type: "string", enum: ["true"], description: "Present when this answer replays an earlier request with the same Idempotency-Key." },
   },
   examples: [{ job_id: "3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41", status: "queued", status_url: "/api/v1/jobs/3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41" }],
@@ -136,6 +137,16 @@ export const CREATE_GENERATION_SCHEMA = {
   response: { 202: ACCEPTED, ...PLATFORM_ERRORS },
 } as const;
 
+/** The accepted answer of a deprecated alias: it names its successor (routes/jobs-routes.ts sets both headers). */
+const DEPRECATED_ACCEPTED = {
+  ...ACCEPTED,
+  headers: {
+    ...ACCEPTED.headers,
+    deprecation: { type: "string", enum: ["true"], description: "This route is deprecated.", "x-required": true },
+    link: { type: "string", description: 'The successor: `</api/v1/generations>; rel="successor-version"`.', "x-required": true },
+  },
+} as const;
+
 export const aliasSchema = (kind: "text" | "url", model: string) =>
   ({
     tags: ["deprecated aliases"],
@@ -145,7 +156,7 @@ export const aliasSchema = (kind: "text" | "url", model: string) =>
     security: PLATFORM_SECURITY,
     headers: IDEMPOTENCY_HEADERS,
     body: ALIAS_BODY,
-    response: { 202: ACCEPTED, ...PLATFORM_ERRORS },
+    response: { 202: DEPRECATED_ACCEPTED, ...PLATFORM_ERRORS },
   }) as const;
 
 export const GET_JOB_SCHEMA = {
