@@ -149,7 +149,28 @@ describe("the published contract (OpenAPI 3.1 at /openapi.json, Swagger UI at /d
     const response = await call(service, "POST", `/admin/v1/accounts/${customer.accountId}/credits`, { admin: true, body: { amount: 5 } });
     assert.equal(response.status, 422);
     assert.equal(response.json.error.code, "validation_failed");
+    assert.equal(response.json.error.message, 'amount must be a decimal string (money, e.g. "10.00"), never a JSON number');
     const balance = await call(service, "GET", `/admin/v1/accounts/${customer.accountId}/balance`, { admin: true });
     assert.equal(balance.json.balance, "1.00");
+  });
+
+  it("when a body field has the wrong type, then 422 validation_failed names the field first, in the domain's words (no JSON Schema paths, no null offered)", async () => {
+    const customer = await createCustomer(service, "1.00");
+    const cases: [string, unknown, string][] = [
+      ["/api/v1/generations", { model: "aimodel-3-pro-image", prompt: 5 }, "prompt must be a string"],
+      ["/api/v1/generations", { model: "aimodel-3-pro-image", prompt: "x", input_images_urls: "http://x" }, "input_images_urls must be an array"],
+      ["/api/v1/generations", { model: "aimodel-3-pro-image", prompt: "x", metadata: [1] }, "metadata must be a JSON object"],
+      ["/api/v1/generations", [1, 2], "the request body must be a JSON object"],
+    ];
+    for (const [path, body, message] of cases) {
+      const response = await call(service, "POST", path, { key: customer.apiKey, body });
+      assert.equal(response.status, 422, JSON.stringify(body));
+      assert.deepEqual(response.json.error, { code: "validation_failed", message });
+    }
+    const paused = await call(service, "PUT", "/admin/v1/pause", { admin: true, body: { paused: "yes" } });
+    assert.deepEqual(paused.json.error, { code: "validation_failed", message: "paused must be true or false" });
+    const keys = await call(service, "POST", `/admin/v1/accounts/${customer.accountId}/keys`, { admin: true, body: {} });
+    assert.deepEqual(keys.json.error, { code: "validation_failed", message: "models is required" });
+    assert.equal((await call(service, "GET", "/api/v1/balance", { key: customer.apiKey })).json.balance, "1.00");
   });
 });

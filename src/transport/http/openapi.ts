@@ -46,6 +46,8 @@ function requireSchemas(app: FastifyInstance): void {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     const readsBody = methods.some((method) => method === "POST" || method === "PUT");
     if (readsBody && !schema.body && !schema.hide) throw new Error(`route ${route.method} ${route.url} declares no body schema`);
+    // hideUntagged leaves a route without tags out of the document: only on purpose (hide), never by omission.
+    if (!schema.hide && !schema.tags) throw new Error(`route ${route.method} ${route.url} has no tags (or hide: true): it would be missing from the document`);
   });
 }
 

@@ -15,8 +15,8 @@ function nullableFields<T extends Record<string, Record<string, unknown>>>(prope
   return Object.fromEntries(Object.entries(properties).map(([name, schema]) => [name, orNull(schema)])) as T;
 }
 
-/** An int32 of the proto JSON mapping: a number or a numeric string. */
-const INT32 = { type: ["integer", "string"], pattern: "^-?[0-9]+$" } as const;
+/** An int32 of the proto JSON mapping: a number or a string the mapping reads as one (it alone decides which, for both spellings of the name). */
+const INT32 = { type: ["integer", "string"] } as const;
 
 const CREATE_GENERATION_BODY = {
   type: "object",
@@ -46,7 +46,8 @@ const ALIAS_BODY = { type: "object", properties: ALIAS_PROPERTIES, examples: [{ 
 
 export const JOB_STATUS = { type: "string", enum: ["queued", "processing", "done", "failed"] } as const;
 
-const ACCEPTED = {
+/** The accepted answer (202), shared with the video interactions route. */
+export const ACCEPTED = {
   type: "object",
   description: "The job was stored and will run. Poll `status_url` (also in Location) with the same key.",
   properties: {
@@ -63,10 +64,7 @@ const ACCEPTED = {
   examples: [{ job_id: "3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41", status: "queued", status_url: "/api/v1/jobs/3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41" }],
 } as const;
 
-/** The accepted answer (202) as a response schema, shared with the video interactions route. */
-export const ACCEPTED_RESPONSE = ACCEPTED;
 
-const nullable = (type: string) => ({ type: [type, "null"] }) as const;
 
 const JOB = {
   type: "object",
@@ -74,17 +72,17 @@ const JOB = {
     job_id: { type: "string" },
     status: JOB_STATUS,
     model: { type: "string" },
-    created_at: { ...nullable("string"), format: "date-time" },
-    started_at: { ...nullable("string"), format: "date-time" },
-    finished_at: { ...nullable("string"), format: "date-time" },
+    created_at: { ...orNull({ type: "string" }), format: "date-time" },
+    started_at: { ...orNull({ type: "string" }), format: "date-time" },
+    finished_at: { ...orNull({ type: "string" }), format: "date-time" },
     result: {
       type: ["object", "null"],
       description: "Set once the job is done: a signed link to the image or video, or the text of a text job.",
-      properties: { image_url: nullable("string"), text: nullable("string"), mime_type: nullable("string") },
+      properties: { image_url: orNull({ type: "string" }), text: orNull({ type: "string" }), mime_type: orNull({ type: "string" }) },
       required: ["image_url", "text", "mime_type"],
     },
-    error: { ...nullable("string"), description: "The failure's code, e.g. missing_input_images." },
-    error_message: nullable("string"),
+    error: { ...orNull({ type: "string" }), description: "The failure's code, e.g. missing_input_images." },
+    error_message: orNull({ type: "string" }),
     usage: {
       type: "object",
       properties: {

@@ -1,4 +1,4 @@
-import { Ajv, type Options } from "ajv";
+import { Ajv, type ErrorObject, type Options } from "ajv";
 import type { FastifyInstance, FastifySchema } from "fastify";
 
 /**
@@ -14,7 +14,43 @@ import type { FastifyInstance, FastifySchema } from "fastify";
  * Schemas also carry OpenAPI's annotations (examples, descriptions), so
  * unknown keywords are allowed.
  */
-const COMMON: Options = { allErrors: false, strict: false, validateFormats: false, removeAdditional: false, useDefaults: false };
+// verbose: an error carries the schema it broke, so its message can say what the field is (money, say).
+const COMMON: Options = { allErrors: false, strict: false, validateFormats: false, removeAdditional: false, useDefaults: false, verbose: true };
+
+const TYPE_WORDS: Record<string, string> = {
+  string: "a string", integer: "an integer", number: "a number", boolean: "true or false", array: "an array", object: "a JSON object",
+};
+
+/** A field as the messages name it: `amount`, `per_image.2K`, `contents.0.parts` (the body itself: "the request body"). */
+function fieldName(error: ErrorObject, part: string): string {
+  const path = error.instancePath.split("/").slice(1).map((step) => step.replace(/~1/g, "/").replace(/~0/g, "~"));
+  if (error.keyword === "required") path.push((error.params as { missingProperty: string }).missingProperty);
+  if (path.length > 0) return path.join(".");
+  return part === "body" ? "the request body" : `the ${part}`;
+}
+
+/**
+ * One sentence for a schema refusal, starting with the field's name as the
+ * domain's messages do (`amount must be …`); null, which every body field
+ * takes as "not set", is not offered as a type.
+ */
+export function validationMessage(error: ErrorObject, part: string): string {
+  const field = fieldName(error, part);
+  const parent = error.parentSchema as { description?: string } | undefined;
+  switch (error.keyword) {
+    case "required":
+      return `${field} is required`;
+    case "type": {
+      if (parent?.description?.startsWith("Decimal US dollars")) return `${field} must be a decimal string (money, e.g. "10.00"), never a JSON number`;
+      const wanted = ([] as string[]).concat(error.schema as string | string[]).filter((type) => type !== "null");
+      return `${field} must be ${wanted.map((type) => TYPE_WORDS[type] ?? type).join(" or ")}`;
+    }
+    case "enum":
+      return `${field} must be one of ${(error.schema as unknown[]).map((value) => JSON.stringify(value)).join(", ")}`;
+    default:
+      return `${field} ${error.message ?? "is not valid"}`;
+  }
+}
 
 export function useRequestValidators(app: FastifyInstance): void {
   const text = new Ajv({ ...COMMON, coerceTypes: "array" });
@@ -23,4 +59,6 @@ export function useRequestValidators(app: FastifyInstance): void {
     const ajv = httpPart === "body" ? json : text;
     return ajv.compile(schema as object) as ReturnType<Ajv["compile"]>;
   });
+  // The first refusal as one sentence; the error handler answers it as 422 validation_failed (or the vendor's 400).
+  app.setSchemaErrorFormatter((errors, part) => new Error(validationMessage(errors[0]!, part)));
 }

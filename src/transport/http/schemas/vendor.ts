@@ -3,7 +3,7 @@ import {
   CountTokensRequestSchema, CountTokensResponseSchema, GenerateContentRequestSchema, GenerateContentResponseSchema, TextModelSchema,
 } from "../../../../gen/generation/v1/text_service_pb.js";
 import { IDEMPOTENCY_HEADERS, VENDOR_ERRORS, VENDOR_SECURITY } from "./common.js";
-import { ACCEPTED_RESPONSE } from "./jobs.js";
+import { ACCEPTED } from "./jobs.js";
 import { protoJsonSchema } from "./proto-json-schema.js";
 
 /**
@@ -103,6 +103,6 @@ export const VENDOR_SCHEMAS = {
       ...protoJsonSchema(CreateVideoInteractionRequestSchema, { direction: "input", omit: ["idempotency_key"] }),
       examples: [{ model: "videomodel-3.1-generate-001", instances: [{ prompt: "waves at sunrise" }], parameters: { durationSeconds: 4 } }],
     },
-    response: { 202: ACCEPTED_RESPONSE, ...VENDOR_ERRORS },
+    response: { 202: ACCEPTED, ...VENDOR_ERRORS },
   }),
 } as const;
