@@ -1,7 +1,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import type { DescEnum, DescFile, DescMessage } from "@bufbuild/protobuf";
 import { file_generation_v1_admin_service } from "../../gen/generation/v1/admin_service_pb.js";
@@ -11,27 +10,36 @@ import { file_generation_v1_job } from "../../gen/generation/v1/job_pb.js";
 import { file_generation_v1_model } from "../../gen/generation/v1/model_pb.js";
 import { file_generation_v1_money } from "../../gen/generation/v1/money_pb.js";
 import { file_generation_v1_text_service } from "../../gen/generation/v1/text_service_pb.js";
-import { balanceOf, call, createCustomer, pico, startTestService, type TestService } from "../support/harness.js";
-import { runTool, type ToolRun } from "../support/go-tools.js";
-import { grpcAddress } from "../support/rpc-helpers.js";
+import { call, pico } from "../support/harness.js";
+import { type ToolRun } from "../support/go-tools.js";
+import { checkoutCopy, readerEnvironment, readmeBlock, runBlock, runBlockOk } from "../support/readme-blocks.js";
+import { createReadmeCustomer, startReadmeService, type ReadmeService } from "../support/readme-service.js";
 
 /**
  * A Java client generated from proto/ exactly as a Java team would: the Maven
  * project test/fixtures/java-client fetches protoc and protoc-gen-grpc-java from
  * Maven Central (protobuf-maven-plugin, every version pinned in its pom.xml),
  * generates the message classes and grpc-java stubs, and compiles them with its
- * Main. The test builds it (`mvn -q -B package`, into a temporary directory, so
- * every run generates from the protos as they are now), runs it against a live
- * core over plaintext HTTP/2 with grpc-netty-shaded, and checks what it printed
- * against the service's own state. It also runs the README's plain `protoc`
- * command with the executables Maven fetched: the same sources, byte for byte.
+ * Main. Every command is the README's (README "Clients from the protos", Java:
+ * the blocks marked java-build, java-run and java-protoc), read from it and run
+ * as written, in bash, from a copy of the checkout's proto/ and the fixture
+ * (without its target/, so every run generates from the protos as they are now,
+ * and nothing is written into the repository). The client runs against the
+ * service as the README starts it (`npm start`: the core on 127.0.0.1:8081, see
+ * test/support/readme-service.ts) over plaintext HTTP/2 with grpc-netty-shaded,
+ * with the key in $KEY as after the walk-through, and what it printed is
+ * checked against the service's own state. The README's plain `protoc`
+ * commands, with the executables Maven fetched, write the same sources, byte
+ * for byte.
  *
  * Needs Java 17+ and Maven 3.6.3+ on PATH; Maven's default local repository
  * (~/.m2/repository, as infra/fetch.sh uses) holds what it downloads.
  */
 
-const ROOT = join(import.meta.dirname, "..", "..");
-const FIXTURE = join(ROOT, "test", "fixtures", "java-client");
+/** What the Java commands read: the protos and the Maven project. */
+const CHECKOUT_PARTS = ["proto", "test/fixtures/java-client"];
+/** Where `mvn -f test/fixtures/java-client/pom.xml package` builds, in the copy of the checkout. */
+const TARGET = join("test", "fixtures", "java-client", "target");
 /** The java_package every file declares, as a directory of the compiled classes. */
 const JAVA_PACKAGE_DIR = join("com", "example", "generation", "v1");
 
@@ -80,37 +88,42 @@ function messageClasses(message: DescMessage, outer = ""): string[] {
 }
 
 describe("a Java client generated from the protos with protoc and protoc-gen-grpc-java (Maven)", () => {
-  let service: TestService;
+  let checkout: ReturnType<typeof checkoutCopy>;
   let buildDir: string;
-  let jar: string;
   /** The Maven build runs once, for whichever test needs it first. */
   let built: Promise<void> | undefined;
+  /** The README's service, started (once) by the first test that runs the client: it holds ports 8080 and 8081 only from then on. */
+  let started: Promise<ReadmeService> | undefined;
 
-  before(async () => {
-    buildDir = mkdtempSync(join(tmpdir(), "proto-codegen-java-"));
-    jar = join(buildDir, "generation-java-client.jar");
-    service = await startTestService();
+  before(() => {
+    checkout = checkoutCopy(CHECKOUT_PARTS);
+    buildDir = join(checkout.dir, TARGET);
   });
   after(async () => {
-    await service?.close();
-    if (buildDir) rmSync(buildDir, { recursive: true, force: true });
+    try {
+      await (await started?.catch(() => undefined))?.stop();
+    } finally {
+      checkout?.remove();
+    }
   });
 
+  /** Java 17+ and Maven on PATH: a reader's shell, none of the service's variables set. */
+  const env = (extra: NodeJS.ProcessEnv = {}) => readerEnvironment(extra);
+
   function build(): Promise<void> {
-    built ??= (async () => {
-      const mvn = await runTool(
-        "mvn",
-        ["-q", "-B", "-Dstyle.color=never", `-Dclient.build.directory=${buildDir}`, "package"],
-        // Cold, Maven downloads protoc, the grpc-java plugin and the jars: minutes on a slow network.
-        { cwd: FIXTURE, timeoutMs: 300_000 },
-      );
-      ok(mvn, "mvn package (needs Java 17+ and Maven on PATH, and Maven Central)");
-    })();
+    // Cold, Maven downloads protoc, the grpc-java plugin and the jars: minutes on a slow network.
+    built ??= runBlockOk("java-build", readmeBlock("java-build"), { cwd: checkout.dir, env: env(), timeoutMs: 300_000 }).then(() => {});
     return built;
   }
 
-  function runClient(...args: string[]): Promise<ToolRun> {
-    return runTool("java", ["-jar", jar, ...args], { timeoutMs: 120_000 });
+  function readmeService(): Promise<ReadmeService> {
+    started ??= startReadmeService();
+    return started;
+  }
+
+  /** The README's java-run command (it addresses the README's service, 127.0.0.1:8081), with `$KEY` set to `key`. */
+  function runClient(key: string): Promise<ToolRun> {
+    return runBlock(readmeBlock("java-run").body, { cwd: checkout.dir, env: env({ KEY: key }), timeoutMs: 120_000 });
   }
 
   it("when Maven builds the fixture, then every message, enum and service of proto/generation is a compiled class in the java_package, with its java_outer_classname", async () => {
@@ -131,7 +144,7 @@ describe("a Java client generated from the protos with protoc and protoc-gen-grp
     assert.ok(classes.has("GenerationServiceGrpc$GenerationServiceBlockingStub.class"), "the grpc-java blocking stub");
   });
 
-  it("when the README's protoc command is run with the protoc and protoc-gen-grpc-java that Maven fetched, then it writes exactly the Java sources the Maven build generated", async () => {
+  it("when the README's protoc commands are run with the protoc and protoc-gen-grpc-java that Maven fetched, then it writes exactly the Java sources the Maven build generated", async () => {
     await build();
     // protobuf-maven-plugin keeps the executables it fetched from Maven Central, and
     // the well-known types (google/protobuf/*.proto) it extracted from protobuf-java:
@@ -141,13 +154,13 @@ describe("a Java client generated from the protos with protoc and protoc-gen-grp
     const grpcPlugin = join(buildDir, "protoc-plugins", executables.find((name) => name.startsWith("protoc-gen-grpc-java-"))!);
     const wellKnown = files(join(buildDir, "protoc-dependencies")).find((file) => file.endsWith(join("google", "protobuf", "timestamp.proto")));
     assert.ok(wellKnown, "protobuf-java's well-known types, extracted by the Maven build");
-    const include = join(wellKnown, "..", "..", "..");
-    const out = join(buildDir, "protoc-out");
-    const command = [
-      `mkdir -p "${out}"`,
-      `"${protoc}" -I proto -I "${include}" --java_out="${out}" --plugin=protoc-gen-grpc-java="${grpcPlugin}" --grpc-java_out="${out}" proto/generation/v1/*.proto`,
-    ].join(" && ");
-    ok(await runTool("bash", ["-euo", "pipefail", "-c", command], { cwd: ROOT, timeoutMs: 60_000 }), "protoc");
+    const command = readmeBlock("java-protoc");
+    // The README names them by version, with the platform left to a glob: the versions the pom pins.
+    for (const executable of [protoc, grpcPlugin]) {
+      assert.ok(command.body.includes(`"$TARGET"/protoc-plugins/${executable.replace(/^.*\//, "").replace(/-[a-z]+-[a-z0-9_]+\.exe$/, "-*.exe")}`), `the README's protoc commands use ${executable}`);
+    }
+    await runBlockOk("java-protoc", command, { cwd: checkout.dir, env: env(), timeoutMs: 60_000 });
+    const out = join(checkout.dir, /--java_out=(\S+)/.exec(command.body)![1]!);
 
     // The same files, byte for byte, as the plugin's two runs (messages, then stubs).
     const byMaven = new Map<string, string>();
@@ -163,8 +176,9 @@ describe("a Java client generated from the protos with protoc and protoc-gen-grp
 
   it("when the Java client runs with the core's address and a key, then what it prints (models, prices, balances, the finished job) is the service's own state", async () => {
     await build();
-    const customer = await createCustomer(service, START_BALANCE);
-    const output = ok(await runClient(grpcAddress(service.grpcUrl), customer.apiKey), "the Java client");
+    const service = await readmeService();
+    const customer = await createReadmeCustomer(service, START_BALANCE);
+    const output = ok(await runClient(customer.apiKey), "the Java client (the README's java-run command)");
 
     // ListModels: the same catalog, in the same order, as REST's.
     const models = await call(service, "GET", "/api/v1/models");
@@ -198,7 +212,9 @@ describe("a Java client generated from the protos with protoc and protoc-gen-grp
 
     // GetBalance after the job: exactly what REST says now, the opening balance less the price.
     const [afterBalance, afterReserved, afterAvailable] = match(output, /^balance after: (\S+) USD \(reserved (\S+), available (\S+)\)$/m);
-    const rest = await balanceOf(service, customer.apiKey);
+    const restBalance = await call(service, "GET", "/api/v1/balance", { key: customer.apiKey });
+    assert.equal(restBalance.status, 200, restBalance.text);
+    const rest = restBalance.json as { balance: string; reserved: string; available: string };
     assert.deepEqual([afterBalance, afterReserved, afterAvailable], [rest.balance, rest.reserved, rest.available]);
     assert.equal(pico(afterBalance!), pico(START_BALANCE) - pico(imagePrice));
     assert.equal(pico(afterReserved!), 0n);
@@ -206,7 +222,8 @@ describe("a Java client generated from the protos with protoc and protoc-gen-grp
 
   it("when the Java client runs with a key the service does not know, then it exits 1 with the gRPC code and the service's reason, and creates nothing", async () => {
     await build();
-    const run = await runClient(grpcAddress(service.grpcUrl), "gsk_not-a-key");
+    await readmeService();
+    const run = await runClient("gsk_not-a-key");
     assert.equal(run.code, 1, `exit ${run.code}:\n${run.stdout}\n${run.stderr}`);
     // ListModels needs no key; GetBalance is the first call that does.
     assert.match(run.stdout, /^models: \d+: /m);

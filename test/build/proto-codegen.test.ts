@@ -1,7 +1,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { accessSync, constants, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { accessSync, constants, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { delimiter, dirname, join, relative } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
 import { file_generation_v1_admin_service } from "../../gen/generation/v1/admin_service_pb.js";
@@ -14,19 +13,28 @@ import { file_generation_v1_text_service } from "../../gen/generation/v1/text_se
 import { startTestService, type TestService } from "../support/harness.js";
 import { goTool, runTool, type ToolRun } from "../support/go-tools.js";
 import { grpcAddress } from "../support/rpc-helpers.js";
+import { checkoutCopy, readerEnvironment, readmeBlock, readReadme, runBlockOk } from "../support/readme-blocks.js";
 
 /**
- * Clients in other languages, generated from proto/ exactly as a team would
- * (README "Clients from the protos"), compiled, and pointed at a live core:
- * Go (protoc-gen-go, protoc-gen-go-grpc, protoc-gen-connect-go through
- * `buf generate`; `go build` and `go vet`, then a grpc-go and a connect-go
- * call) and Python (grpcio-tools; every module imported, then a grpcio call).
- * The tools come from `bash infra/tools.sh`; a missing one fails the test.
+ * Clients in other languages, generated from proto/ exactly as a team would,
+ * with the README's own commands (README "Clients from the protos": the
+ * blocks marked go-codegen-template, go-codegen and python-codegen, read from
+ * the README and run as written, in bash, from a copy of the checkout's
+ * proto/ and buf files, so gen/ here is never written), compiled, and pointed
+ * at a live core: Go (protoc-gen-go, protoc-gen-go-grpc, protoc-gen-connect-go
+ * through `buf generate`; `go build` and `go vet`, then a grpc-go and a
+ * connect-go call) and Python (grpcio-tools; every module imported, then a
+ * grpcio call). The tools come from `bash infra/tools.sh` (the Go plugins on
+ * PATH, the grpcio-tools venv activated); a missing one fails the test.
  */
 
 const ROOT = join(import.meta.dirname, "..", "..");
-const BUF = join(ROOT, "node_modules", ".bin", "buf");
-const PROTO_PYTHON = join(ROOT, ".infra", "proto-python", "bin", "python");
+const PROTO_PYTHON_BIN = join(ROOT, ".infra", "proto-python", "bin");
+const PROTO_PYTHON = join(PROTO_PYTHON_BIN, "python");
+/** What the Go commands read: the protos, buf's workspace, and the package that has buf (npx). */
+const CHECKOUT_PARTS = ["proto", "buf.yaml", "package.json"];
+/** The template file the README's go-codegen command names, written from its go-codegen-template block. */
+const GO_TEMPLATE = "buf.gen.go.yaml";
 
 /** The Go module the go_package options name (a placeholder: see README "Clients from the protos"). */
 const GO_MODULE = "github.com/example/generation-service/gen/go";
@@ -117,17 +125,39 @@ answer = stubs[2].ListModels(generation_service_pb2.ListModelsRequest(), timeout
 print(",".join(methods), len(answer.models), answer.models[0].id)
 `;
 
+/** `"name|module|package|version"` entries of infra/tools.sh: the pinned Go tools, by package. */
+function pinnedGoTools(): Map<string, string> {
+  const script = readFileSync(join(ROOT, "infra", "tools.sh"), "utf8");
+  return new Map([...script.matchAll(/^\s*"[^|"]+\|[^|"]+\|([^|"]+)\|([^|"]+)"$/gm)].map((m) => [m[1]!, m[2]!]));
+}
+
 describe("clients generated from the protos in other languages", () => {
+  let checkout: ReturnType<typeof checkoutCopy>;
   let work: string;
   let service: TestService;
 
   before(async () => {
-    work = mkdtempSync(join(tmpdir(), "proto-codegen-"));
+    checkout = checkoutCopy(CHECKOUT_PARTS);
+    work = checkout.dir;
     service = await startTestService();
   });
   after(async () => {
     await service?.close();
-    if (work) rmSync(work, { recursive: true, force: true });
+    checkout?.remove();
+  });
+
+  it("when the README names the plugins' and grpcio-tools' versions, then they are the ones infra/tools.sh installs", () => {
+    const template = readmeBlock("go-codegen-template").body;
+    const installs = [...template.matchAll(/go install (\S+)@(\S+)/g)].map((m) => [m[1]!, m[2]!] as const);
+    assert.equal(installs.length, 3, `the template names how to install each of its three plugins:\n${template}`);
+    const pinned = pinnedGoTools();
+    for (const [pkg, version] of installs) assert.equal(version, pinned.get(pkg), `README: go install ${pkg}@${version}; infra/tools.sh pins ${pinned.get(pkg)}`);
+
+    const requirements = readFileSync(join(ROOT, "infra", "proto-python.requirements.txt"), "utf8");
+    const pins = new Map([...requirements.matchAll(/^([\w-]+)==(\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
+    const named = [...readReadme().matchAll(/\b(grpcio-tools|grpcio)==(\S+)/g)];
+    assert.ok(named.length >= 2, "the README pins grpcio-tools and grpcio");
+    for (const [, pkg, version] of named) assert.equal(version, pins.get(pkg!), `README: ${pkg}==${version}; infra/proto-python.requirements.txt pins ${pins.get(pkg!)}`);
   });
 
   it("when the proto files are read, then each declares the options Go, Java, C#, PHP, Ruby and Objective-C generation need", () => {
@@ -148,23 +178,14 @@ describe("clients generated from the protos in other languages", () => {
 
   it("when Go code is generated with protoc-gen-go, -go-grpc and -connect-go, then go build and go vet pass and both clients call the core", async () => {
     const plugins = ["protoc-gen-go", "protoc-gen-go-grpc", "protoc-gen-connect-go"].map(goTool);
-    const template = join(work, "buf.gen.go.yaml");
-    const out = join(work, "go");
-    writeFileSync(
-      template,
-      [
-        "version: v2",
-        "plugins:",
-        ...["protoc-gen-go", "protoc-gen-go-grpc", "protoc-gen-connect-go"].flatMap((plugin) => [
-          `  - local: ${plugin}`,
-          `    out: ${out}`,
-          `    opt: module=${GO_MODULE}`,
-        ]),
-        "",
-      ].join("\n"),
-    );
-    const env = { ...process.env, PATH: [...new Set(plugins.map((plugin) => dirname(plugin))), process.env.PATH ?? ""].join(delimiter) };
-    ok(await runTool(BUF, ["generate", "--template", template, "--path", "proto/generation"], { cwd: ROOT, env, timeoutMs: 60_000 }), "buf generate (Go)");
+    const command = readmeBlock("go-codegen");
+    assert.ok(command.body.includes(GO_TEMPLATE), `the README's go-codegen command uses ${GO_TEMPLATE}: ${command.body}`);
+    writeFileSync(join(work, GO_TEMPLATE), readmeBlock("go-codegen-template").body + "\n");
+    // The plugins on PATH, as `go install` leaves them for a reader whose PATH has $(go env GOPATH)/bin.
+    const env = readerEnvironment({ PATH: [...new Set(plugins.map((plugin) => dirname(plugin))), process.env.PATH ?? ""].join(delimiter), npm_config_update_notifier: "false" });
+    await runBlockOk("go-codegen", command, { cwd: work, env, timeoutMs: 60_000 });
+    // Where the template's `out:` put it.
+    const out = join(work, /^\s*out: (\S+)$/m.exec(readmeBlock("go-codegen-template").body)![1]!);
     const generated = files(out).map((file) => relative(out, file)).sort();
     for (const file of OUR_FILES) {
       const stem = file.proto.name.replace(/\.proto$/, "");
@@ -200,17 +221,11 @@ describe("clients generated from the protos in other languages", () => {
     } catch {
       assert.fail(`${PROTO_PYTHON} not found: run \`bash infra/tools.sh\` to install grpcio-tools`);
     }
-    const out = join(work, "python");
-    mkdirSync(out, { recursive: true });
-    const protos = OUR_FILES.map((file) => join("proto", file.proto.name));
-    ok(
-      await runTool(
-        PROTO_PYTHON,
-        ["-m", "grpc_tools.protoc", "-I", "proto", `--python_out=${out}`, `--pyi_out=${out}`, `--grpc_python_out=${out}`, ...protos],
-        { cwd: ROOT, timeoutMs: 60_000 },
-      ),
-      "grpc_tools.protoc",
-    );
+    // The venv of infra/tools.sh, activated as `. .venv/bin/activate` would: its python first on PATH.
+    const env = readerEnvironment({ PATH: [PROTO_PYTHON_BIN, process.env.PATH ?? ""].join(delimiter), VIRTUAL_ENV: dirname(PROTO_PYTHON_BIN) });
+    const command = readmeBlock("python-codegen");
+    await runBlockOk("python-codegen", command, { cwd: work, env, timeoutMs: 60_000 });
+    const out = join(work, /--python_out=(\S+)/.exec(command.body)![1]!);
     const generated = files(out).map((file) => relative(out, file));
     for (const stem of ["generation_service", "text_service", "admin_service", "file_service"]) {
       for (const suffix of ["_pb2.py", "_pb2.pyi", "_pb2_grpc.py"]) assert.ok(generated.includes(`generation/v1/${stem}${suffix}`), `${stem}${suffix}`);

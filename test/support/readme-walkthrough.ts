@@ -2,58 +2,51 @@ import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fencedBlocks, WALKTHROUGH_END, WALKTHROUGH_START, type FencedBlock } from "./readme-blocks.js";
 
 /**
  * The README's walk-through, as a test reads it: the fenced blocks between
  * `<!-- walkthrough:start … -->` and `<!-- walkthrough:end -->`.
- * - ```sh blocks are run, in order, exactly as written;
- * - ```sh setup blocks (start the service, export the variables) are not run:
- *   the test starts its own service and exports the same variables for it;
+ * - the ```sh block marked `<!-- readme-test: start-service -->` starts the
+ *   service (`npm start`): a reader runs it in a terminal of its own, and the
+ *   test runs it in the background (test/support/readme-service.ts);
+ * - every other ```sh block (the exports of BASE_URL and ADMIN_TOKEN first) is
+ *   run, in order, exactly as written, in one bash;
  * - ```text / ```json blocks would be example output, and are not run.
  * Any other fence inside the markers is an error, so a command block can
  * never be skipped silently because of its info string.
  */
 export interface Walkthrough {
-  readonly setup: readonly string[];
+  /** The block that starts the service (run in the background, not in the walk-through's shell). */
+  readonly start: FencedBlock;
+  /** The blocks run in order in one shell. */
   readonly run: readonly string[];
 }
 
-const START = /^<!-- walkthrough:start\b.*-->\s*$/;
-const END = /^<!-- walkthrough:end\s*-->\s*$/;
-const FENCE = /^```(.*)$/;
+const START_SERVICE_MARKER = /^<!-- readme-test: start-service\b/;
 const OUTPUT_INFO = new Set(["text", "json"]);
 
 export function readWalkthrough(markdown: string): Walkthrough {
   const lines = markdown.split("\n");
-  const starts = lines.flatMap((line, i) => (START.test(line) ? [i] : []));
-  const ends = lines.flatMap((line, i) => (END.test(line) ? [i] : []));
+  const starts = lines.flatMap((line, i) => (WALKTHROUGH_START.test(line) ? [i + 1] : []));
+  const ends = lines.flatMap((line, i) => (WALKTHROUGH_END.test(line) ? [i + 1] : []));
   if (starts.length !== 1 || ends.length !== 1 || ends[0]! < starts[0]!) {
     throw new Error(`README.md needs exactly one <!-- walkthrough:start … --> followed by one <!-- walkthrough:end -->; found ${starts.length} start and ${ends.length} end markers`);
   }
-  const setup: string[] = [];
+  const inside = fencedBlocks(markdown).filter((block) => block.line > starts[0]! && block.line < ends[0]!);
+  const starters: FencedBlock[] = [];
   const run: string[] = [];
-  let open: { info: string; body: string[]; line: number } | undefined;
-  for (let i = starts[0]! + 1; i < ends[0]!; i++) {
-    const line = lines[i]!;
-    const fence = FENCE.exec(line);
-    if (!open) {
-      if (fence) open = { info: fence[1]!.trim(), body: [], line: i + 1 };
-      continue;
+  for (const block of inside) {
+    if (block.info === "sh" && START_SERVICE_MARKER.test(block.before)) starters.push(block);
+    else if (block.info === "sh") run.push(block.body);
+    else if (!OUTPUT_INFO.has(block.info)) {
+      throw new Error(`README.md line ${block.line}: a walk-through block must be \`\`\`sh (run by the test), not \`\`\`${block.info}`);
     }
-    if (!fence || fence[1]!.trim() !== "") {
-      open.body.push(line);
-      continue;
-    }
-    const block = open.body.join("\n");
-    if (open.info === "sh") run.push(block);
-    else if (open.info === "sh setup") setup.push(block);
-    else if (!OUTPUT_INFO.has(open.info)) {
-      throw new Error(`README.md line ${open.line}: a walk-through block must be \`\`\`sh (run by the test) or \`\`\`sh setup, not \`\`\`${open.info}`);
-    }
-    open = undefined;
   }
-  if (open) throw new Error(`README.md line ${open.line}: the block is not closed before <!-- walkthrough:end -->`);
-  return { setup, run };
+  if (starters.length !== 1) {
+    throw new Error(`README.md: the walk-through needs exactly one \`\`\`sh block marked <!-- readme-test: start-service -->, found ${starters.length}`);
+  }
+  return { start: starters[0]!, run };
 }
 
 /** The commands of a block: lines joined across trailing backslashes, without blank and comment lines. */
@@ -65,16 +58,6 @@ export function commandsOf(block: string): string[] {
     .filter((line) => line !== "" && !line.startsWith("#"));
 }
 
-/** The names the setup blocks `export` (what a reader sets once, and the test sets for its service). */
-export function exportedNames(setup: readonly string[]): string[] {
-  const names = setup.flatMap(commandsOf).flatMap((command) => {
-    const exported = /^export\s+(.*)$/.exec(command);
-    return exported ? [...exported[1]!.matchAll(/(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)=/g)].map((m) => m[1]!) : [];
-  });
-  return [...new Set(names)].sort();
-}
-
-const quote = (value: string) => `'${value.replaceAll("'", `'\\''`)}'`;
 const BLOCK_MARK = "@@walkthrough-block";
 const VARS_MARK = "@@walkthrough-vars@@";
 
@@ -97,13 +80,12 @@ export interface WalkthroughRun {
  */
 export async function runWalkthrough(
   blocks: readonly string[],
-  options: { env: Record<string, string>; cwd: string; readVars: readonly string[]; timeoutMs: number },
+  options: { env: NodeJS.ProcessEnv; cwd: string; readVars: readonly string[]; timeoutMs: number },
 ): Promise<WalkthroughRun> {
   const script = [
     "set -euo pipefail",
     "shopt -s inherit_errexit",
     `trap 'printf "walk-through command failed (exit %s): %s\\n" "$?" "$BASH_COMMAND" >&2' ERR`,
-    ...Object.entries(options.env).map(([name, value]) => `export ${name}=${quote(value)}`),
     ...blocks.flatMap((block, i) => [`printf '\\n${BLOCK_MARK} ${i}@@\\n'`, block]),
     `printf '\\n${VARS_MARK}\\n'`,
     ...options.readVars.map((name) => `printf '%s=%s\\n' ${name} "$${name}"`),
@@ -116,12 +98,27 @@ export async function runWalkthrough(
   let exitCode: number | null;
   try {
     await writeFile(file, script + "\n");
-    const child = spawn("bash", [file], { cwd: options.cwd, timeout: options.timeoutMs, stdio: ["ignore", "pipe", "pipe"] });
+    // Its own process group: on the deadline every command it started (curl, grpcurl, …) is killed with it.
+    const child = spawn("bash", [file], { cwd: options.cwd, env: options.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const killGroup = () => {
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        // the group is gone already
+      }
+    };
+    const timer = setTimeout(() => {
+      stderr += `\n(killed: the walk-through ran longer than ${options.timeoutMs} ms)`;
+      killGroup();
+    }, options.timeoutMs);
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
     exitCode = await new Promise<number | null>((resolve, reject) => {
       child.on("error", reject);
       child.on("close", (code) => resolve(code));
+    }).finally(() => {
+      clearTimeout(timer);
+      killGroup();
     });
   } finally {
     await rm(scriptDir, { recursive: true, force: true });
