@@ -1,4 +1,12 @@
 import type { Job, JobStatus } from "../domain/jobs/job.js";
+import type { JobCursor, JobListQuery } from "../domain/jobs/job-list.js";
+
+/** One page of an account's jobs, newest first. */
+export interface JobPage {
+  readonly jobs: Job[];
+  /** Where the next page starts (strictly below it); undefined when nothing more matches. */
+  readonly next?: JobCursor;
+}
 
 /** What a compare-and-set expects to find. */
 export interface JobExpectation {
@@ -49,6 +57,14 @@ export interface JobStore {
    */
   listUnfinished(limit: number, after?: string): Promise<{ entries: UnfinishedJob[]; next?: string }>;
   markFinalized(jobId: string): Promise<void>;
+  /**
+   * One page of an account's jobs matching the query's filters, ordered by
+   * (createdAt, id) descending, all strictly below `query.after` when given
+   * (see inListing and compareNewestFirst in domain/jobs/job-list.ts). At most
+   * `limit` jobs; `next` is set when more may match. A store may stop early
+   * with fewer jobs (it bounds the work of one page) and still set `next`.
+   */
+  listByAccount(query: JobListQuery): Promise<JobPage>;
   /**
    * Retention: removes up to `limit` jobs that finished (done or failed, and
    * finalized) before `finishedBefore`, with what is stored only for them

@@ -4,8 +4,9 @@ import cassandra from "cassandra-driver";
 import { CassandraJobStore } from "../../src/adapters/cassandra/cassandra-job-store.js";
 import { CassandraLedger } from "../../src/adapters/cassandra/cassandra-ledger.js";
 import { openSession, type CassandraClient } from "../../src/adapters/cassandra/cassandra-session.js";
-import { completeJob, startJob } from "../../src/domain/jobs/job-state-machine.js";
+import { completeJob, settleJob, startJob } from "../../src/domain/jobs/job-state-machine.js";
 import type { Job } from "../../src/domain/jobs/job.js";
+import { jobListContract } from "./job-list-contract.js";
 
 const contactPoints = process.env.CASSANDRA_CONTACT_POINTS;
 const skip = !contactPoints && "needs CASSANDRA_CONTACT_POINTS (real Cassandra)";
@@ -99,5 +100,48 @@ describe("Cassandra stores against a real server", { skip }, () => {
     assert.equal((await store.listUnfinished(10)).entries.some((u) => u.jobId === job.id), true);
     await store.markFinalized(job.id);
     assert.equal((await store.listUnfinished(10)).entries.some((u) => u.jobId === job.id), false);
+  });
+
+  it("jobs: an account's jobs are listed newest first from jobs_by_account, filtered, paged below the cursor, and only that account's", async () => {
+    await jobListContract(new CassandraJobStore(client, 86_400));
+  });
+
+  it("jobs: the listing rows expire with the job (JOB_RETENTION from its last step), and a row whose job is gone is skipped", async () => {
+    const retention = 3;
+    const store = new CassandraJobStore(client, retention);
+    const accountId = `acct-ttl-${process.pid}`;
+    const job: Job = {
+      id: "00000000-0000-4000-8000-0000000000aa", accountId, model: "aimodel-3-pro-image", kind: "image",
+      status: "queued", input: { prompt: "p", inputImageUrls: [], inputBlobKeys: [] }, createdAt: new Date(),
+      timeoutSeconds: 60, reservationId: "r-ttl", reserved: 5n, charged: 0n,
+    };
+    await store.create(job);
+    const day = Math.floor(job.createdAt.getTime() / 86_400_000);
+    const ttl = async () =>
+      (await client.execute("SELECT TTL(model) AS ttl FROM jobs_by_account WHERE account_id = ? AND day = ?", [accountId, day])).first()?.ttl as
+        | number
+        | null
+        | undefined;
+    // While the job runs, its row outlives any job's run (JOB_RETENTION + 7 days).
+    assert.ok((await ttl())! > 7 * 86_400, `ttl ${await ttl()}`);
+    const started = startJob(job, new Date(), { owner: "w", expiresAt: new Date(Date.now() + 10_000) });
+    assert.equal(await store.transition(started, { status: "queued" }), true);
+    assert.equal(await store.transition(settleJob(completeJob(started, new Date(), { text: "t" }, 5n)), { status: "processing", leaseOwner: "w" }), true);
+    assert.ok((await ttl())! <= retention, `ttl ${await ttl()} after the last step`);
+    assert.deepEqual((await store.listByAccount({ accountId, limit: 10 })).jobs.map((listed) => listed.id), [job.id]);
+
+    // Gone with the job, by the TTL alone (polled: expiry is to the second).
+    const deadline = Date.now() + 20_000;
+    while ((await ttl()) !== undefined || (await store.get(job.id)) !== undefined) {
+      if (Date.now() > deadline) assert.fail("the job and its listing row must expire");
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    assert.deepEqual(await store.listByAccount({ accountId, limit: 10 }), { jobs: [], next: undefined });
+
+    // An index row whose job was never stored (its acceptance was fenced off) lists nothing.
+    const fenced = { ...job, id: "00000000-0000-4000-8000-0000000000ab", createdAt: new Date() };
+    assert.equal(await store.abandonIntent(fenced.id), true);
+    await assert.rejects(store.create(fenced));
+    assert.deepEqual((await store.listByAccount({ accountId, limit: 10 })).jobs, []);
   });
 });

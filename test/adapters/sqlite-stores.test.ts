@@ -1,7 +1,7 @@
 import { after, afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import Database from "better-sqlite3";
-import { mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MemoryIdempotencyStore } from "../../src/adapters/memory/memory-idempotency-store.js";
@@ -15,6 +15,9 @@ import { parsePriceTable, type PriceTable } from "../../src/domain/pricing/price
 import { DependencyUnavailableError } from "../../src/ports/dependency.js";
 import type { IdempotencyStore } from "../../src/ports/idempotency-store.js";
 import type { JobStore } from "../../src/ports/job-store.js";
+import { jobListContract } from "./job-list-contract.js";
+import { openSqliteDatabase } from "../../src/adapters/sqlite/sqlite-database.js";
+import { encodeBody } from "../../src/adapters/shared/job-codec.js";
 
 const PRICES: PriceTable = parsePriceTable({
   "aimodel-3-pro-image": { per_image: { "1K": "0.134", "2K": "0.134", "4K": "0.24" } },
@@ -222,6 +225,10 @@ for (const [name, makeStore] of jobStores) {
       assert.equal(all.next, undefined);
     });
 
+    it("when an account's jobs are listed, then they come newest first, filtered, paged below the cursor, and only that account's", async () => {
+      await jobListContract(await makeStore());
+    });
+
     it("when finished jobs are purged, then only finalized ones finished before the cutoff go, up to the limit", async () => {
       const store = await makeStore();
       const cutoff = new Date("2025-06-01T00:00:00Z");
@@ -257,6 +264,33 @@ for (const [name, makeStore] of jobStores) {
     });
   });
 }
+
+describe("SqliteJobStore listing migration", () => {
+  it("when a database of schema version 2 holds jobs, then version 3 lists them by the creation time and model of their body", async () => {
+    const dataDir = freshDir();
+    const oldMigrations = join(dataDir, "migrations-v2");
+    mkdirSync(oldMigrations);
+    const migrations = new URL("../../src/adapters/sqlite/migrations/", import.meta.url).pathname;
+    for (const file of ["0001_initial.sql", "0002_ledger_shortfalls.sql"]) copyFileSync(join(migrations, file), join(oldMigrations, file));
+    const old = openSqliteDatabase({ path: join(dataDir, "service.db"), synchronous: "normal", migrationsDir: oldMigrations });
+    const jobs = [
+      aJob({ createdAt: new Date("2025-01-02T03:04:05.678Z") }),
+      aJob({ createdAt: new Date("2025-01-02T03:04:05.679Z"), model: "aimodel-3.5-flash", kind: "text" }),
+      aJob({ createdAt: new Date("2024-12-31T23:59:59.999Z") }),
+    ];
+    const insert = old.db.prepare("INSERT INTO jobs (job_id, account_id, status, body) VALUES (?, ?, 'queued', ?)");
+    for (const job of jobs) insert.run(job.id, job.accountId, encodeBody(job));
+    old.close();
+
+    const { stores } = await open(dataDir);
+    const listed = await stores.jobs.listByAccount({ accountId: "acct", limit: 10 });
+    assert.deepEqual(listed.jobs.map((job) => job.id), [jobs[1]!.id, jobs[0]!.id, jobs[2]!.id]);
+    const text = await stores.jobs.listByAccount({ accountId: "acct", limit: 10, model: "aimodel-3.5-flash" });
+    assert.deepEqual(text.jobs.map((job) => job.id), [jobs[1]!.id]);
+    const before = await stores.jobs.listByAccount({ accountId: "acct", limit: 10, createdBefore: new Date("2025-01-02T03:04:05.679Z") });
+    assert.deepEqual(before.jobs.map((job) => job.id), [jobs[0]!.id, jobs[2]!.id], "milliseconds survive the backfill");
+  });
+});
 
 describe("SqliteJobStore retention", () => {
   it("when a job is purged, then its webhook deliveries go with it, and holds, ledger rows, accounts and keys stay", async () => {

@@ -10,14 +10,15 @@ import type { Model } from "./model_pb.js";
 import { file_generation_v1_model } from "./model_pb.js";
 import type { Balance } from "./money_pb.js";
 import { file_generation_v1_money } from "./money_pb.js";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file generation/v1/generation_service.proto.
  */
 export const file_generation_v1_generation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZnZW5lcmF0aW9uL3YxL2dlbmVyYXRpb25fc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSK4AwoXQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcHJvbXB0GAIgASgJEhkKDGFzcGVjdF9yYXRpbxgDIAEoCUgAiAEBEhcKCnJlc29sdXRpb24YBCABKAlIAYgBARIZChFpbnB1dF9pbWFnZXNfdXJscxgFIAMoCRIbChNpbnB1dF9pbWFnZXNfYmFzZTY0GAYgAygJEhkKDGNhbGxiYWNrX3VybBgHIAEoCUgCiAEBEikKCG1ldGFkYXRhGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgd0aW1lb3V0GAkgASgFSAOIAQESHQoQZHVyYXRpb25fc2Vjb25kcxgKIAEoBUgEiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgLIAEoCRIsCgppbnB1dF9tb2RlGAwgASgOMhguZ2VuZXJhdGlvbi52MS5JbnB1dE1vZGVCDwoNX2FzcGVjdF9yYXRpb0INCgtfcmVzb2x1dGlvbkIPCg1fY2FsbGJhY2tfdXJsQgoKCF90aW1lb3V0QhMKEV9kdXJhdGlvbl9zZWNvbmRzInoKGENyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRIOCgZqb2JfaWQYASABKAkSKAoGc3RhdHVzGAIgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSEgoKc3RhdHVzX3VybBgDIAEoCRIQCghyZXBsYXllZBgEIAEoCCIfCg1WaWRlb0luc3RhbmNlEg4KBnByb21wdBgBIAEoCSJFCg9WaWRlb1BhcmFtZXRlcnMSHQoQZHVyYXRpb25fc2Vjb25kcxgBIAEoBUgAiAEBQhMKEV9kdXJhdGlvbl9zZWNvbmRzIqwBCh1DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIvCglpbnN0YW5jZXMYAiADKAsyHC5nZW5lcmF0aW9uLnYxLlZpZGVvSW5zdGFuY2USMgoKcGFyYW1ldGVycxgDIAEoCzIeLmdlbmVyYXRpb24udjEuVmlkZW9QYXJhbWV0ZXJzEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSKAAQoeQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIoCgZzdGF0dXMYAiABKA4yGC5nZW5lcmF0aW9uLnYxLkpvYlN0YXR1cxISCgpzdGF0dXNfdXJsGAMgASgJEhAKCHJlcGxheWVkGAQgASgIIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjEKDkdldEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iIhMKEUdldEJhbGFuY2VSZXF1ZXN0Ij0KEkdldEJhbGFuY2VSZXNwb25zZRInCgdiYWxhbmNlGAEgASgLMhYuZ2VuZXJhdGlvbi52MS5CYWxhbmNlIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IlEKEkxpc3RNb2RlbHNSZXNwb25zZRIkCgZtb2RlbHMYASADKAsyFC5nZW5lcmF0aW9uLnYxLk1vZGVsEhUKDWFzcGVjdF9yYXRpb3MYAiADKAkidwoLRXJyb3JEZXRhaWwSDgoGcmVhc29uGAEgASgJEhsKE3JldHJ5X2FmdGVyX3NlY29uZHMYAiABKAUSJgoFZmFjdHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2h0dHBfc3RhdHVzGAQgASgFKlwKCUlucHV0TW9kZRIaChZJTlBVVF9NT0RFX1VOU1BFQ0lGSUVEEAASGAoUSU5QVVRfTU9ERV9URVhUX09OTFkQARIZChVJTlBVVF9NT0RFX0lNQUdFX1VSTFMQAjLcAwoRR2VuZXJhdGlvblNlcnZpY2USYwoQQ3JlYXRlR2VuZXJhdGlvbhImLmdlbmVyYXRpb24udjEuQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRJ1ChZDcmVhdGVWaWRlb0ludGVyYWN0aW9uEiwuZ2VuZXJhdGlvbi52MS5DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBotLmdlbmVyYXRpb24udjEuQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEkUKBkdldEpvYhIcLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVxdWVzdBodLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVzcG9uc2USUQoKR2V0QmFsYW5jZRIgLmdlbmVyYXRpb24udjEuR2V0QmFsYW5jZVJlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkdldEJhbGFuY2VSZXNwb25zZRJRCgpMaXN0TW9kZWxzEiAuZ2VuZXJhdGlvbi52MS5MaXN0TW9kZWxzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdE1vZGVsc1Jlc3BvbnNlQrUBChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhZHZW5lcmF0aW9uU2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_generation_v1_job, file_generation_v1_model, file_generation_v1_money, file_google_protobuf_struct]);
+  fileDesc("CiZnZW5lcmF0aW9uL3YxL2dlbmVyYXRpb25fc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSK4AwoXQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcHJvbXB0GAIgASgJEhkKDGFzcGVjdF9yYXRpbxgDIAEoCUgAiAEBEhcKCnJlc29sdXRpb24YBCABKAlIAYgBARIZChFpbnB1dF9pbWFnZXNfdXJscxgFIAMoCRIbChNpbnB1dF9pbWFnZXNfYmFzZTY0GAYgAygJEhkKDGNhbGxiYWNrX3VybBgHIAEoCUgCiAEBEikKCG1ldGFkYXRhGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgd0aW1lb3V0GAkgASgFSAOIAQESHQoQZHVyYXRpb25fc2Vjb25kcxgKIAEoBUgEiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgLIAEoCRIsCgppbnB1dF9tb2RlGAwgASgOMhguZ2VuZXJhdGlvbi52MS5JbnB1dE1vZGVCDwoNX2FzcGVjdF9yYXRpb0INCgtfcmVzb2x1dGlvbkIPCg1fY2FsbGJhY2tfdXJsQgoKCF90aW1lb3V0QhMKEV9kdXJhdGlvbl9zZWNvbmRzInoKGENyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRIOCgZqb2JfaWQYASABKAkSKAoGc3RhdHVzGAIgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSEgoKc3RhdHVzX3VybBgDIAEoCRIQCghyZXBsYXllZBgEIAEoCCIfCg1WaWRlb0luc3RhbmNlEg4KBnByb21wdBgBIAEoCSJFCg9WaWRlb1BhcmFtZXRlcnMSHQoQZHVyYXRpb25fc2Vjb25kcxgBIAEoBUgAiAEBQhMKEV9kdXJhdGlvbl9zZWNvbmRzIqwBCh1DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIvCglpbnN0YW5jZXMYAiADKAsyHC5nZW5lcmF0aW9uLnYxLlZpZGVvSW5zdGFuY2USMgoKcGFyYW1ldGVycxgDIAEoCzIeLmdlbmVyYXRpb24udjEuVmlkZW9QYXJhbWV0ZXJzEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSKAAQoeQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIoCgZzdGF0dXMYAiABKA4yGC5nZW5lcmF0aW9uLnYxLkpvYlN0YXR1cxISCgpzdGF0dXNfdXJsGAMgASgJEhAKCHJlcGxheWVkGAQgASgIIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjEKDkdldEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iIuMBCg9MaXN0Sm9ic1JlcXVlc3QSKAoGc3RhdHVzGAEgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSDQoFbW9kZWwYAiABKAkSMQoNY3JlYXRlZF9hZnRlchgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKBWxpbWl0GAUgASgFSACIAQESEgoKcGFnZV90b2tlbhgGIAEoCUIICgZfbGltaXQiTQoQTGlzdEpvYnNSZXNwb25zZRIgCgRqb2JzGAEgAygLMhIuZ2VuZXJhdGlvbi52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIhMKEUdldEJhbGFuY2VSZXF1ZXN0Ij0KEkdldEJhbGFuY2VSZXNwb25zZRInCgdiYWxhbmNlGAEgASgLMhYuZ2VuZXJhdGlvbi52MS5CYWxhbmNlIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IlEKEkxpc3RNb2RlbHNSZXNwb25zZRIkCgZtb2RlbHMYASADKAsyFC5nZW5lcmF0aW9uLnYxLk1vZGVsEhUKDWFzcGVjdF9yYXRpb3MYAiADKAkidwoLRXJyb3JEZXRhaWwSDgoGcmVhc29uGAEgASgJEhsKE3JldHJ5X2FmdGVyX3NlY29uZHMYAiABKAUSJgoFZmFjdHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2h0dHBfc3RhdHVzGAQgASgFKlwKCUlucHV0TW9kZRIaChZJTlBVVF9NT0RFX1VOU1BFQ0lGSUVEEAASGAoUSU5QVVRfTU9ERV9URVhUX09OTFkQARIZChVJTlBVVF9NT0RFX0lNQUdFX1VSTFMQAjKpBAoRR2VuZXJhdGlvblNlcnZpY2USYwoQQ3JlYXRlR2VuZXJhdGlvbhImLmdlbmVyYXRpb24udjEuQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRJ1ChZDcmVhdGVWaWRlb0ludGVyYWN0aW9uEiwuZ2VuZXJhdGlvbi52MS5DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBotLmdlbmVyYXRpb24udjEuQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEkUKBkdldEpvYhIcLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVxdWVzdBodLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5nZW5lcmF0aW9uLnYxLkxpc3RKb2JzUmVxdWVzdBofLmdlbmVyYXRpb24udjEuTGlzdEpvYnNSZXNwb25zZRJRCgpHZXRCYWxhbmNlEiAuZ2VuZXJhdGlvbi52MS5HZXRCYWxhbmNlUmVxdWVzdBohLmdlbmVyYXRpb24udjEuR2V0QmFsYW5jZVJlc3BvbnNlElEKCkxpc3RNb2RlbHMSIC5nZW5lcmF0aW9uLnYxLkxpc3RNb2RlbHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0TW9kZWxzUmVzcG9uc2VCtQEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCFkdlbmVyYXRpb25TZXJ2aWNlUHJvdG9QAVpHZ2l0aHViLmNvbS9leGFtcGxlL2dlbmVyYXRpb24tc2VydmljZS9nZW4vZ28vZ2VuZXJhdGlvbi92MTtnZW5lcmF0aW9udjGiAgNHWFiqAg1HZW5lcmF0aW9uLlYxygINR2VuZXJhdGlvblxWMeoCDkdlbmVyYXRpb246OlYxYgZwcm90bzM", [file_generation_v1_job, file_generation_v1_model, file_generation_v1_money, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateGeneration; the JSON body of POST /api/v1/generations.
@@ -337,6 +338,94 @@ export const GetJobResponseSchema: GenMessage<GetJobResponse> = /*@__PURE__*/
   messageDesc(file_generation_v1_generation_service, 7);
 
 /**
+ * Request of ListJobs; the query of GET /api/v1/jobs.
+ *
+ * @generated from message generation.v1.ListJobsRequest
+ */
+export type ListJobsRequest = Message<"generation.v1.ListJobsRequest"> & {
+  /**
+   * Only jobs currently in this state; JOB_STATUS_UNSPECIFIED: any state.
+   *
+   * @generated from field: generation.v1.JobStatus status = 1;
+   */
+  status: JobStatus;
+
+  /**
+   * Only jobs of this model (a "-preview" alias names its model). Empty: any
+   * model. A model the service does not know is invalid_model.
+   *
+   * @generated from field: string model = 2;
+   */
+  model: string;
+
+  /**
+   * Only jobs created strictly after this instant.
+   *
+   * @generated from field: google.protobuf.Timestamp created_after = 3;
+   */
+  createdAfter?: Timestamp | undefined;
+
+  /**
+   * Only jobs created strictly before this instant. Must not precede
+   * created_after (invalid_time_range).
+   *
+   * @generated from field: google.protobuf.Timestamp created_before = 4;
+   */
+  createdBefore?: Timestamp | undefined;
+
+  /**
+   * Page size, 1 to 100; unset: 20. A page may hold fewer jobs than this
+   * while more follow: only an empty next_page_token ends the listing.
+   *
+   * @generated from field: optional int32 limit = 5;
+   */
+  limit?: number | undefined;
+
+  /**
+   * next_page_token of the previous page; empty for the first page. Opaque
+   * and signed: valid only for the same key's account and the same filters.
+   *
+   * @generated from field: string page_token = 6;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message generation.v1.ListJobsRequest.
+ * Use `create(ListJobsRequestSchema)` to create a new message.
+ */
+export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_generation_service, 8);
+
+/**
+ * Response of ListJobs.
+ *
+ * @generated from message generation.v1.ListJobsResponse
+ */
+export type ListJobsResponse = Message<"generation.v1.ListJobsResponse"> & {
+  /**
+   * Jobs as GetJob returns them, newest first.
+   *
+   * @generated from field: repeated generation.v1.Job jobs = 1;
+   */
+  jobs: Job[];
+
+  /**
+   * Token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message generation.v1.ListJobsResponse.
+ * Use `create(ListJobsResponseSchema)` to create a new message.
+ */
+export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_generation_service, 9);
+
+/**
  * Request of GetBalance.
  *
  * @generated from message generation.v1.GetBalanceRequest
@@ -349,7 +438,7 @@ export type GetBalanceRequest = Message<"generation.v1.GetBalanceRequest"> & {
  * Use `create(GetBalanceRequestSchema)` to create a new message.
  */
 export const GetBalanceRequestSchema: GenMessage<GetBalanceRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 8);
+  messageDesc(file_generation_v1_generation_service, 10);
 
 /**
  * Response of GetBalance.
@@ -370,7 +459,7 @@ export type GetBalanceResponse = Message<"generation.v1.GetBalanceResponse"> & {
  * Use `create(GetBalanceResponseSchema)` to create a new message.
  */
 export const GetBalanceResponseSchema: GenMessage<GetBalanceResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 9);
+  messageDesc(file_generation_v1_generation_service, 11);
 
 /**
  * Request of ListModels.
@@ -385,7 +474,7 @@ export type ListModelsRequest = Message<"generation.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 10);
+  messageDesc(file_generation_v1_generation_service, 12);
 
 /**
  * Response of ListModels.
@@ -413,7 +502,7 @@ export type ListModelsResponse = Message<"generation.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 11);
+  messageDesc(file_generation_v1_generation_service, 13);
 
 /**
  * Detail attached to every error the service returns. REST answers carry
@@ -457,7 +546,7 @@ export type ErrorDetail = Message<"generation.v1.ErrorDetail"> & {
  * Use `create(ErrorDetailSchema)` to create a new message.
  */
 export const ErrorDetailSchema: GenMessage<ErrorDetail> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 12);
+  messageDesc(file_generation_v1_generation_service, 14);
 
 /**
  * How input images are expected. The deprecated alias routes use it; new
@@ -538,6 +627,22 @@ export const GenerationService: GenService<{
     methodKind: "unary";
     input: typeof GetJobRequestSchema;
     output: typeof GetJobResponseSchema;
+  },
+  /**
+   * Lists the caller's jobs, newest first (by created_at, then job_id, both
+   * descending), one page at a time. Only the caller's account is ever
+   * listed. Pass next_page_token back as page_token, with the same filters,
+   * for the next page; paging is stable while jobs are being created (a page
+   * continues strictly below the last job of the previous one). Fails with
+   * INVALID_ARGUMENT (HTTP 400) and reason invalid_limit, invalid_status,
+   * invalid_model, invalid_time_range or invalid_page_token; nothing changes.
+   *
+   * @generated from rpc generation.v1.GenerationService.ListJobs
+   */
+  listJobs: {
+    methodKind: "unary";
+    input: typeof ListJobsRequestSchema;
+    output: typeof ListJobsResponseSchema;
   },
   /**
    * Reads the caller's balance.

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Job } from "../../domain/jobs/job.js";
-import type { JobExpectation, JobStore, UnfinishedJob } from "../../ports/job-store.js";
+import { inListing, upperBound, type JobCursor, type JobListQuery } from "../../domain/jobs/job-list.js";
+import type { JobExpectation, JobPage, JobStore, UnfinishedJob } from "../../ports/job-store.js";
 import { AmbiguousWriteError, conditional, serialRead, type CassandraClient } from "./cassandra-session.js";
 import { decodeJob, encodeBody } from "../shared/job-codec.js";
 
@@ -10,6 +11,26 @@ const ABANDONED = "abandoned";
 const COLUMNS = "job_id, account_id, status, lease_owner, lease_expires_at, body";
 
 const bucketOf = (jobId: string) => createHash("sha1").update(jobId).digest()[0]! % BUCKETS;
+
+const DAY_MS = 86_400_000;
+/** The partition of jobs_by_account a job's creation time falls in: UTC days since the epoch. */
+const dayOf = (date: Date) => Math.floor(date.getTime() / DAY_MS);
+/** How long an index row may outlive its job's retention: far longer than any job runs (its timeout is at most 20 minutes). */
+const UNFINISHED_MARGIN_SECONDS = 7 * 86_400;
+/** Cassandra's largest TTL (20 years). */
+const MAX_TTL_SECONDS = 630_720_000;
+/** Index rows one listing page reads at most: a selective filter answers a short page with a cursor rather than scan on. */
+const SCAN_BUDGET = 1_000;
+/** Index rows read per query while filling a page. */
+const CHUNK = 100;
+/** Days of the directory read per query. */
+const DAYS_CHUNK = 100;
+
+interface IndexRow {
+  readonly createdAt: Date;
+  readonly jobId: string;
+  readonly model: string;
+}
 
 /**
  * Jobs written only with lightweight transactions. A finished job's last write
@@ -30,6 +51,8 @@ export class CassandraJobStore implements JobStore {
   }
 
   async create(job: Job): Promise<void> {
+    // Listed before it is stored, so a stored job is never missing from the listing (a row without its job is skipped).
+    await this.index(job, "created");
     try {
       const result = await conditional(
         this.client,
@@ -74,7 +97,10 @@ export class CassandraJobStore implements JobStore {
         ],
       );
       // The row's marker (written by create, without a TTL) expires with it, so nothing of the job is left.
-      if (result.applied && ttl) await this.client.execute(`INSERT INTO jobs (job_id) VALUES (?)${ttl}`, [next.id]);
+      if (result.applied && ttl) {
+        await this.client.execute(`INSERT INTO jobs (job_id) VALUES (?)${ttl}`, [next.id]);
+        await this.index(next, "finished");
+      }
       return result.applied;
     } catch (error) {
       if (!(error instanceof AmbiguousWriteError)) throw error;
@@ -122,6 +148,91 @@ export class CassandraJobStore implements JobStore {
 
   async markFinalized(jobId: string): Promise<void> {
     await this.client.execute("DELETE FROM unfinished_jobs WHERE bucket = ? AND job_id = ?", [bucketOf(jobId), jobId]);
+  }
+
+  /**
+   * Writes the job's rows of jobs_by_account and job_days_by_account (both
+   * idempotent upserts). At creation both live JOB_RETENTION + a margin (an
+   * index row whose job was never stored goes by itself); at the last step the
+   * index row gets the job's own TTL, and its day outlives it.
+   */
+  private async index(job: Job, step: "created" | "finished"): Promise<void> {
+    const long = Math.min(this.retentionSeconds + UNFINISHED_MARGIN_SECONDS, MAX_TTL_SECONDS);
+    const rowTtl = step === "finished" ? this.retentionSeconds : long;
+    const day = dayOf(job.createdAt);
+    await Promise.all([
+      this.client.execute(
+        `INSERT INTO jobs_by_account (account_id, day, created_at, job_id, model) VALUES (?, ?, ?, ?, ?) USING TTL ${rowTtl}`,
+        [job.accountId, day, job.createdAt, job.id, job.model],
+      ),
+      this.client.execute(`INSERT INTO job_days_by_account (account_id, day) VALUES (?, ?) USING TTL ${long}`, [job.accountId, day]),
+    ]);
+  }
+
+  /**
+   * Walks the account's days newest first (job_days_by_account), and in each
+   * day its index rows below the upper bound, reading each job's row for its
+   * status and body; stops at created_after, at limit + 1 matches, or after
+   * SCAN_BUDGET index rows (then the cursor is the last row read).
+   */
+  async listByAccount(query: JobListQuery): Promise<JobPage> {
+    const upper = upperBound(query);
+    const after = query.createdAfter?.getTime();
+    const matches: Job[] = [];
+    let scanned = 0;
+    /** The last index row read: where the next page starts when the budget ends this one. */
+    let cursor: JobCursor | undefined;
+    for await (const day of this.days(query.accountId, upper && dayOf(upper.createdAt), query.createdAfter && dayOf(query.createdAfter))) {
+      // Only the upper bound's own day needs it; older days are wholly below.
+      let below = upper !== undefined && dayOf(upper.createdAt) === day ? upper : undefined;
+      while (true) {
+        if (scanned >= SCAN_BUDGET) return { jobs: matches, next: cursor };
+        const rows = await this.indexRows(query.accountId, day, below, Math.min(CHUNK, SCAN_BUDGET - scanned));
+        // Rows come newest first: from the first at or below created_after on, nothing can match.
+        const inRange = after === undefined ? rows : rows.filter((row) => row.createdAt.getTime() > after);
+        scanned += inRange.length;
+        const tail = inRange[inRange.length - 1];
+        if (tail) cursor = below = { createdAt: tail.createdAt, jobId: tail.jobId };
+        const wanted = inRange.filter((row) => query.model === undefined || row.model === query.model);
+        const jobs = await Promise.all(wanted.map((row) => this.get(row.jobId)));
+        // A row whose job was never stored, or has expired, reads as no job and is skipped.
+        for (const job of jobs) if (job && inListing(job, query)) matches.push(job);
+        if (matches.length > query.limit || inRange.length < rows.length) return this.page(matches, query.limit);
+        if (rows.length < CHUNK) break;
+      }
+    }
+    return this.page(matches, query.limit);
+  }
+
+  private page(matches: Job[], limit: number): JobPage {
+    const jobs = matches.slice(0, limit);
+    const tail = jobs[jobs.length - 1];
+    return { jobs, next: matches.length > limit && tail ? { createdAt: tail.createdAt, jobId: tail.id } : undefined };
+  }
+
+  /** The days holding the account's jobs, newest first, from `highest` down to `lowest` (inclusive, each when given). */
+  private async *days(accountId: string, highest: number | undefined, lowest: number | undefined): AsyncGenerator<number> {
+    let top = highest;
+    while (true) {
+      const bounds = [...(top === undefined ? [] : [top]), ...(lowest === undefined ? [] : [lowest])];
+      const rows = await this.client.execute(
+        `SELECT day FROM job_days_by_account WHERE account_id = ?${top === undefined ? "" : " AND day <= ?"}${lowest === undefined ? "" : " AND day >= ?"} LIMIT ${DAYS_CHUNK}`,
+        [accountId, ...bounds],
+      );
+      for (const row of rows.rows) yield row.day as number;
+      if (rows.rows.length < DAYS_CHUNK) return;
+      top = (rows.rows[rows.rows.length - 1]!.day as number) - 1;
+    }
+  }
+
+  /** Up to `limit` index rows of one day, newest first, strictly below `below` when given. */
+  private async indexRows(accountId: string, day: number, below: JobCursor | undefined, limit: number): Promise<IndexRow[]> {
+    if (limit <= 0) return [];
+    const result = await this.client.execute(
+      `SELECT created_at, job_id, model FROM jobs_by_account WHERE account_id = ? AND day = ?${below ? " AND (created_at, job_id) < (?, ?)" : ""} LIMIT ${limit}`,
+      [accountId, day, ...(below ? [below.createdAt, below.jobId] : [])],
+    );
+    return result.rows.map((row) => ({ createdAt: row.created_at as Date, jobId: row.job_id as string, model: row.model as string }));
   }
 
   private async serialGet(jobId: string): Promise<Job | undefined> {

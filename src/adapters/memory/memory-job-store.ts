@@ -1,5 +1,6 @@
 import type { Job } from "../../domain/jobs/job.js";
-import type { JobExpectation, JobStore, UnfinishedJob } from "../../ports/job-store.js";
+import { compareNewestFirst, inListing, type JobListQuery } from "../../domain/jobs/job-list.js";
+import type { JobExpectation, JobPage, JobStore, UnfinishedJob } from "../../ports/job-store.js";
 
 export class MemoryJobStore implements JobStore {
   private readonly jobs = new Map<string, Job>();
@@ -52,6 +53,15 @@ export class MemoryJobStore implements JobStore {
 
   async markFinalized(jobId: string): Promise<void> {
     this.unfinished.delete(jobId);
+  }
+
+  /** A scan of every job: the memory store serves tests and small embedded uses. */
+  async listByAccount(query: JobListQuery): Promise<JobPage> {
+    const position = (job: Job) => ({ createdAt: job.createdAt, jobId: job.id });
+    const matching = [...this.jobs.values()].filter((job) => inListing(job, query));
+    matching.sort((a, b) => compareNewestFirst(position(a), position(b)));
+    const jobs = matching.slice(0, query.limit);
+    return { jobs, next: matching.length > query.limit ? position(jobs[jobs.length - 1]!) : undefined };
   }
 
   /** Finished, finalized jobs only (their deliveries live in the delivery log, which keeps its own). */

@@ -1,6 +1,7 @@
 import type { Job } from "../../domain/jobs/job.js";
 import { webhookMessageId } from "../../domain/webhooks/payload.js";
-import type { JobExpectation, JobStore, UnfinishedJob } from "../../ports/job-store.js";
+import { upperBound, type JobListQuery } from "../../domain/jobs/job-list.js";
+import type { JobExpectation, JobPage, JobStore, UnfinishedJob } from "../../ports/job-store.js";
 import { decodeJob, encodeBody } from "../shared/job-codec.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
@@ -38,7 +39,8 @@ function jobOperations(db: SqliteDb, now: () => number) {
     fenced: db.prepare("SELECT 1 FROM job_fences WHERE job_id = ?").pluck(),
     fence: db.prepare("INSERT OR IGNORE INTO job_fences (job_id, fenced_at) VALUES (?, ?)"),
     insert: db.prepare(
-      `INSERT INTO jobs (${COLUMNS}, finished_at) VALUES (@job_id, @account_id, @status, @lease_owner, @lease_expires_at, @body, @finished_at)`,
+      `INSERT INTO jobs (${COLUMNS}, finished_at, created_at, model)
+       VALUES (@job_id, @account_id, @status, @lease_owner, @lease_expires_at, @body, @finished_at, @created_at, @model)`,
     ),
     transition: db.prepare(
       `UPDATE jobs SET status = @status, lease_owner = @lease_owner, lease_expires_at = @lease_expires_at, body = @body,
@@ -64,6 +66,17 @@ function jobOperations(db: SqliteDb, now: () => number) {
          AND NOT EXISTS (SELECT 1 FROM unfinished_jobs u WHERE u.job_id = jobs.job_id)
        ORDER BY finished_at LIMIT ?`,
     ),
+    // One range scan of jobs_by_account (the account, then below the cursor); absent filters are NULL and match all.
+    // The status filter is on the status clients see: a decided job not yet settled is still processing (publicState).
+    byAccount: db.prepare(
+      `SELECT ${COLUMNS} FROM jobs
+       WHERE account_id = @account_id AND (created_at, job_id) < (@before_at, @before_id)
+         AND (@after_at IS NULL OR created_at > @after_at)
+         AND (@status IS NULL OR @status = CASE
+               WHEN status IN ('done', 'failed') AND json_extract(body, '$.settled') IS NOT 1 THEN 'processing' ELSE status END)
+         AND (@model IS NULL OR model = @model)
+       ORDER BY created_at DESC, job_id DESC LIMIT @limit`,
+    ),
     deleteJob: db.prepare("DELETE FROM jobs WHERE job_id = ?"),
     deleteDeliveries: db.prepare("DELETE FROM webhook_deliveries WHERE job_id = ? OR message_id = ?"),
   };
@@ -76,6 +89,8 @@ function jobOperations(db: SqliteDb, now: () => number) {
     lease_expires_at: millis(job.leaseExpiresAt),
     finished_at: millis(job.finishedAt),
     body: encodeBody(job),
+    created_at: job.createdAt.getTime(),
+    model: job.model,
   });
 
   const createTx = db.transaction((job: Job) => {
@@ -162,6 +177,24 @@ export class SqliteJobStore implements JobStore {
 
   async markFinalized(jobId: string): Promise<void> {
     sqliteCall(() => this.ops.s.finalize.run(jobId));
+  }
+
+  async listByAccount(query: JobListQuery): Promise<JobPage> {
+    const upper = upperBound(query);
+    const rows = sqliteCall(() =>
+      this.ops.s.byAccount.all({
+        account_id: query.accountId,
+        before_at: upper?.createdAt.getTime() ?? Number.MAX_SAFE_INTEGER,
+        before_id: upper?.jobId ?? "",
+        after_at: query.createdAfter?.getTime() ?? null,
+        status: query.status ?? null,
+        model: query.model ?? null,
+        limit: query.limit + 1,
+      }),
+    ) as JobRow[];
+    const jobs = rows.slice(0, query.limit).map(toJob);
+    const last = jobs[jobs.length - 1];
+    return { jobs, next: rows.length > query.limit && last ? { createdAt: last.createdAt, jobId: last.id } : undefined };
   }
 
   async purgeFinished(finishedBefore: Date, limit: number): Promise<number> {

@@ -2,10 +2,12 @@ import { randomUUID } from "node:crypto";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { GenerationService, InputMode } from "../../../gen/generation/v1/generation_service_pb.js";
 import { JobStatus } from "../../../gen/generation/v1/job_pb.js";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { ModelKind } from "../../../gen/generation/v1/model_pb.js";
 import { FULL_ASPECT_RATIOS } from "../../domain/catalog/aspect-ratios.js";
 import { MODELS, previewAliases, type ModelKind as DomainKind } from "../../domain/catalog/models.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
+import { encodePageToken, parseJobListQuery } from "../../domain/jobs/job-list.js";
 import { formatModelPrices } from "../../domain/pricing/price-table.js";
 import {
   checkGenerationSize, requireKnownModel, validateGenerationRequest, type GenerationRequestInput, type GenerationSpec, type InputMode as DomainInputMode,
@@ -21,7 +23,7 @@ import { requireAvailable } from "../jobs/availability.js";
 import { idempotent } from "../jobs/idempotent.js";
 import { abandonIntent } from "../money/holds.js";
 import { staleBefore } from "../jobs/stale.js";
-import { jobView } from "../jobs/job-view.js";
+import { jobView, STATUS_TO_PROTO } from "../jobs/job-view.js";
 import { balanceView } from "./balance-view.js";
 
 const INPUT_MODES: Record<InputMode, DomainInputMode> = {
@@ -36,6 +38,10 @@ export const KIND_TO_PROTO: Record<DomainKind, ModelKind> = {
   video: ModelKind.VIDEO,
   multimodal_realtime: ModelKind.MULTIMODAL_REALTIME,
 };
+
+/** The domain's name of a status filter; an undefined enum number passes as itself, for the domain to refuse. */
+const STATUS_FILTER = new Map<number, string>(Object.entries(STATUS_TO_PROTO).map(([name, value]) => [value, name]));
+const statusFilter = (status: JobStatus) => (status === JobStatus.UNSPECIFIED ? undefined : (STATUS_FILTER.get(status) ?? String(status)));
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -141,6 +147,26 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
           throw new DomainError("not_found", "job_not_found", `no job ${request.jobId}`);
         }
         return { job: jobView(job, settings, deps.clock.now()) };
+      }),
+
+    listJobs: (request, context) =>
+      rpc(async () => {
+        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        // Every rule (bounds, filters, the token's integrity) is the domain's; the store only reads.
+        const query = parseJobListQuery(settings.urlSigningSecret, caller.accountId, {
+          status: statusFilter(request.status),
+          model: request.model === "" ? undefined : request.model,
+          createdAfter: request.createdAfter && timestampDate(request.createdAfter),
+          createdBefore: request.createdBefore && timestampDate(request.createdBefore),
+          limit: request.limit,
+          pageToken: request.pageToken === "" ? undefined : request.pageToken,
+        });
+        const page = await deps.jobs.listByAccount(query);
+        const now = deps.clock.now();
+        return {
+          jobs: page.jobs.map((job) => jobView(job, settings, now)),
+          nextPageToken: page.next ? encodePageToken(settings.urlSigningSecret, caller.accountId, query, page.next) : "",
+        };
       }),
 
     getBalance: (_request, context) =>

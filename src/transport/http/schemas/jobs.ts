@@ -66,7 +66,8 @@ export const ACCEPTED = {
 
 
 
-const JOB = {
+/** The job as GET /api/v1/jobs/{id} answers it (also each item of GET /api/v1/jobs). */
+export const JOB = {
   type: "object",
   properties: {
     job_id: { type: "string" },
@@ -164,6 +165,55 @@ export const GET_JOB_SCHEMA = {
   security: PLATFORM_SECURITY,
   params: JOB_ID_PARAMS,
   response: { 200: JOB, ...PLATFORM_ERRORS },
+} as const;
+
+/**
+ * GET /api/v1/jobs. The query's parameters are typed as text only: every rule
+ * on their values (the statuses, known models, 1 to 100, the page token) is
+ * the domain's (src/domain/jobs/job-list.ts), answered 400 with its own code,
+ * so a schema never refuses a value first (with 422) under another name.
+ */
+const LIST_JOBS_QUERY = {
+  type: "object",
+  properties: {
+    status: { type: "string", description: "Only jobs in this state: queued, processing, done or failed (otherwise 400 invalid_status).", examples: ["done"] },
+    model: { type: "string", description: "Only jobs of this model, as GET /api/v1/models names it (otherwise 400 invalid_model).", examples: ["aimodel-3-pro-image"] },
+    created_after: { type: "string", format: "date-time", description: "Only jobs created strictly after this RFC 3339 instant (otherwise 400 invalid_timestamp)." },
+    created_before: {
+      type: "string",
+      format: "date-time",
+      description: "Only jobs created strictly before this RFC 3339 instant; not before created_after (400 invalid_time_range). No limit on the span.",
+    },
+    limit: { type: "string", description: "Page size, an integer from 1 to 100; 20 when absent (otherwise 400 invalid_limit).", examples: ["20"] },
+    page_token: {
+      type: "string",
+      description: "next_page_token of the previous page, with the same filters (otherwise 400 invalid_page_token).",
+    },
+  },
+} as const;
+
+const JOB_PAGE = {
+  type: "object",
+  description: "The caller's jobs, newest first. A page may hold fewer than `limit` jobs while more follow: only `next_page_token: null` ends the listing.",
+  properties: {
+    jobs: { type: "array", items: JOB },
+    next_page_token: { ...orNull({ type: "string" }), description: "Pass as page_token for the next page; null on the last page." },
+  },
+  required: ["jobs", "next_page_token"],
+  examples: [{ jobs: JOB.examples, next_page_token: null }],
+} as const;
+
+export const LIST_JOBS_SCHEMA = {
+  tags: ["jobs"],
+  operationId: "listJobs",
+  summary: "List the key's account's jobs, newest first",
+  description:
+    "Cursor pagination: stable while jobs are being created (a page continues strictly below the previous page's last job). " +
+    "Only the caller's account is listed. Bad parameters are 400 (invalid_status, invalid_model, invalid_timestamp, invalid_time_range, " +
+    "invalid_limit, invalid_page_token, invalid_query) and change nothing.",
+  security: PLATFORM_SECURITY,
+  querystring: LIST_JOBS_QUERY,
+  response: { 200: JOB_PAGE, ...PLATFORM_ERRORS },
 } as const;
 
 export const GET_BALANCE_SCHEMA = {
