@@ -36,9 +36,12 @@ export interface Sample {
 
 /**
  * Polls balance then job until the job is terminal, checking the balance
- * invariant on every sample. Because job status only moves forward and the
- * ledger settles after the job leaves `processing`, a balance read before a
- * non-terminal status read is guaranteed to be a mid-job balance.
+ * invariant on every sample. Money moves before a job shows its end
+ * ("recorded first, shown last"), so a sample whose status is not terminal
+ * yet holds one of two balances: the job's hold, or already the final
+ * balance (settled, not shown yet). `inFlight` is the former: the samples
+ * taken while the hold was on, i.e. non-terminal and not yet the final
+ * balance.
  */
 export async function watchJob(service: TestService, apiKey: string, jobId: string, timeoutMs = 30_000) {
   const samples: Sample[] = [];
@@ -55,7 +58,8 @@ export async function watchJob(service: TestService, apiKey: string, jobId: stri
     (status) => TERMINAL.has(status),
     { timeoutMs, intervalMs: 15, what: `job ${jobId} to finish` },
   );
-  const inFlight = samples.filter((s) => !TERMINAL.has(s.status)).map((s) => s.balance);
+  const final = JSON.stringify(await checkedBalance(service, apiKey));
+  const inFlight = samples.filter((s) => !TERMINAL.has(s.status) && JSON.stringify(s.balance) !== final).map((s) => s.balance);
   return { job, inFlight, samples };
 }
 
