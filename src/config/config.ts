@@ -74,6 +74,12 @@ export interface Config {
   readonly dependencyCheckMs: number;
   /** Bound of one publish to Kafka. */
   readonly publishTimeoutMs: number;
+  /** CANCEL_GRACE: how long a cancel of a processing job waits for its worker to abort it before ending it itself. */
+  readonly cancelGraceMs: number;
+  /** WATCH_FALLBACK: how long a watcher trusts the job feed alone before reading the job anyway. */
+  readonly watchFallbackMs: number;
+  /** SSE_KEEPALIVE: how often an idle event stream (GET /api/v1/jobs/{id}/events) sends a comment. */
+  readonly sseKeepAliveMs: number;
 }
 
 /** What every connection and request to the gateway (PORT) and the core (GRPC_PORT) may take. */
@@ -342,5 +348,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     drainDelayMs: parseDuration(env.DRAIN_DELAY || "5s"),
     dependencyCheckMs: Math.max(100, parseDuration(env.DEPENDENCY_CHECK_INTERVAL || "1s")),
     publishTimeoutMs: Math.max(100, parseDuration(env.PUBLISH_TIMEOUT || "3s")),
+    cancelGraceMs: Math.max(100, parseDuration(env.CANCEL_GRACE || "5s")),
+    watchFallbackMs: Math.max(100, parseDuration(env.WATCH_FALLBACK || "15s")),
+    sseKeepAliveMs: Math.max(100, parseDuration(env.SSE_KEEPALIVE || "15s")),
   });
 }

@@ -6,6 +6,7 @@ import type { DeliveryLog } from "../ports/delivery-log.js";
 import type { EventBus } from "../ports/event-bus.js";
 import type { IdempotencyStore } from "../ports/idempotency-store.js";
 import type { InputFetcher } from "../ports/input-fetcher.js";
+import type { JobFeed } from "../ports/job-feed.js";
 import type { JobStore } from "../ports/job-store.js";
 import type { Ledger } from "../ports/ledger.js";
 import type { GenerationProvider } from "../ports/provider.js";
@@ -21,6 +22,8 @@ export interface CorePorts {
   readonly idempotency: IdempotencyStore;
   readonly settings: SettingsStore;
   readonly bus: EventBus;
+  /** Job lifecycle signals heard by every process (watchers, cancels). */
+  readonly feed: JobFeed;
   readonly blobs: BlobStore;
   readonly provider: GenerationProvider;
   readonly inputs: InputFetcher;
@@ -50,6 +53,10 @@ export interface CoreSettings {
   readonly webhookTimeoutMs: number;
   /** How long accepting a job may take; a key still being accepted after that belongs to a dead acceptance. */
   readonly acceptTimeoutMs: number;
+  /** How long a cancel of a processing job waits for its worker to abort it (CANCEL_GRACE). */
+  readonly cancelGraceMs: number;
+  /** How long a watcher trusts the job feed alone before reading the job anyway. */
+  readonly watchFallbackMs: number;
   /**
    * Set when this process is the only one using its store (the embedded
    * default): everything left unfinished before this instant belongs to a

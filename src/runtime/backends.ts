@@ -4,6 +4,9 @@ import { HttpWebhookTransport } from "../adapters/http/http-webhook-transport.js
 import { openCassandraStores, type StorePorts } from "../adapters/cassandra/cassandra-stores.js";
 import { createKafkaEventBus } from "../adapters/kafka/kafka-event-bus.js";
 import { InProcessEventBus } from "../adapters/memory/in-process-event-bus.js";
+import { InProcessJobFeed } from "../adapters/memory/in-process-job-feed.js";
+import { createKafkaJobFeed } from "../adapters/kafka/kafka-job-feed.js";
+import type { JobFeed } from "../ports/job-feed.js";
 import { MemoryApiKeyStore } from "../adapters/memory/memory-api-key-store.js";
 import { MemoryDeliveryLog } from "../adapters/memory/memory-delivery-log.js";
 import { MemoryIdempotencyStore } from "../adapters/memory/memory-idempotency-store.js";
@@ -120,6 +123,21 @@ async function openKafka(config: Config, log: Log, persist: Persist) {
   );
 }
 
+/** Every process hears every job signal: a consumer group of its own on the lifecycle topic. */
+async function openKafkaFeed(config: Config, log: Log, persist: Persist): Promise<JobFeed> {
+  const kafka = config.kafka!;
+  return persist("kafka", () =>
+    createKafkaJobFeed({
+      brokers: [...kafka.brokers],
+      clientId: `generation-service-${config.worker.workerId}`,
+      topicPrefix: kafka.topicPrefix,
+      partitions: kafka.partitions,
+      publishTimeoutMs: config.publishTimeoutMs,
+      log: (message) => log(message),
+    }),
+  );
+}
+
 /**
  * Chooses the adapters: Cassandra stores when CASSANDRA_CONTACT_POINTS is set,
  * Kafka when KAFKA_BROKERS is set, the embedded ones otherwise (SQLite in
@@ -129,16 +147,20 @@ async function openKafka(config: Config, log: Log, persist: Persist) {
 export async function openBackends(config: Config, log: Log, persist: Persist): Promise<Backends> {
   const opened = await openStores(config, log, persist);
   const dependencies: WatchedDependency[] = opened.dependency ? [opened.dependency] : [];
-  let bus: EventBus;
+  let bus: EventBus | undefined;
+  let feed: JobFeed;
   try {
     if (config.kafka) {
       const kafka = await openKafka(config, log, persist);
       dependencies.push({ probe: kafka.probe, neededByRequests: false });
       bus = kafka;
+      feed = await openKafkaFeed(config, log, persist);
     } else {
       bus = opened.bus ?? new InProcessEventBus({ onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error) });
+      feed = new InProcessJobFeed();
     }
   } catch (error) {
+    await bus?.close();
     await opened.close();
     throw error;
   }
@@ -157,6 +179,7 @@ export async function openBackends(config: Config, log: Log, persist: Persist): 
     ports: {
       ...stores,
       bus: config.routes ? bus : withSimulatedQueueTime(bus, config.simulatedLatencyMs),
+      feed,
       blobs: new DiskBlobStore(`${config.dataDir}/blobs`),
       provider,
       inputs: new HttpInputFetcher({ allowPrivate: config.allowPrivateUrls, timeoutMs: config.inputFetchTimeoutMs }),
@@ -171,7 +194,8 @@ export async function openBackends(config: Config, log: Log, persist: Persist): 
     dependencies,
     ownsStore: opened.ownsStore,
     async close() {
-      await bus.close();
+      await feed.close();
+      await bus!.close();
       await provider.close?.();
       await opened.close();
     },

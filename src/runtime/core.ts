@@ -11,7 +11,8 @@ import { createAdminService } from "../core/services/admin-service.js";
 import { createFileService } from "../core/services/file-service.js";
 import { createGenerationService } from "../core/services/generation-service.js";
 import { createTextService } from "../core/services/text-service.js";
-import { createGenerationWorker, type JobFinished } from "../core/workers/generation-worker.js";
+import { createGenerationWorker } from "../core/workers/generation-worker.js";
+import type { JobFinished } from "../core/jobs/finish-job.js";
 import { createWebhookDispatcher, type WebhookAttemptDue } from "../core/workers/webhook-dispatcher.js";
 import { createRetentionSweeper } from "../core/workers/retention.js";
 import { createAnnouncer } from "../core/jobs/announcer.js";
@@ -60,6 +61,8 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
       webhookRetryScheduleMs: config.webhookRetryScheduleMs,
       webhookTimeoutMs: config.webhookTimeoutMs,
       acceptTimeoutMs: config.acceptTimeoutMs,
+      cancelGraceMs: config.cancelGraceMs,
+      watchFallbackMs: config.watchFallbackMs,
       ownsStoreSince,
     },
   };
@@ -89,6 +92,7 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
       if (roles.has("worker")) {
         worker = createGenerationWorker(deps, config.worker);
         subscriptions.push(await deps.bus.subscribe<GenerationRequested>(TOPICS.generationRequested, "generation-workers", worker.handle));
+        worker.listen();
         worker.startReaper((error) => log("reaper pass failed", error));
         const retention = createRetentionSweeper(deps, { retentionMs: config.jobRetentionMs });
         let sweeping = false;

@@ -140,6 +140,7 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
       uploadSlots,
       bodyBudget,
       corsOrigins: config.corsOrigins,
+      sseKeepAliveMs: config.sseKeepAliveMs,
     });
     await gateway.listen({ host: config.host, port: config.port });
     httpUrl = `http://${config.host}:${(gateway.server.address() as AddressInfo).port}`;

@@ -62,14 +62,14 @@ describe("job listing: page size", () => {
 });
 
 describe("job listing: filters", () => {
-  it("when a status is one of the four, then it filters; anything else is 400 invalid_status listing them", () => {
-    assert.deepEqual(LISTED_STATUSES, ["queued", "processing", "done", "failed"]);
+  it("when a status is one of the five, then it filters; anything else is 400 invalid_status listing them", () => {
+    assert.deepEqual(LISTED_STATUSES, ["queued", "processing", "done", "failed", "canceled"]);
     for (const status of LISTED_STATUSES) assert.equal(checkStatus(status), status);
     assert.equal(checkStatus(undefined), undefined);
     for (const status of ["DONE", "finished", "", "7"]) {
       assert.throws(
         () => checkStatus(status),
-        refused("invalid_status", new RegExp(`^status must be one of queued, processing, done, failed \\(got "${status}"\\)$`), "status"),
+        refused("invalid_status", new RegExp(`^status must be one of queued, processing, done, failed, canceled \\(got "${status}"\\)$`), "status"),
       );
     }
   });

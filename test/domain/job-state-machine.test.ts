@@ -11,8 +11,10 @@ const queued: Job = {
 
 describe("job state machine (spec section 3)", () => {
   it("allows exactly the documented transitions", () => {
-    const all: JobStatus[] = ["queued", "processing", "done", "failed"];
-    const allowed = new Set(["queued>processing", "queued>failed", "processing>done", "processing>failed"]);
+    const all: JobStatus[] = ["queued", "processing", "done", "failed", "canceled"];
+    const allowed = new Set([
+      "queued>processing", "queued>failed", "queued>canceled", "processing>done", "processing>failed", "processing>canceled",
+    ]);
     for (const from of all) for (const to of all) assert.equal(canTransition(from, to), allowed.has(`${from}>${to}`), `${from} → ${to}`);
   });
 

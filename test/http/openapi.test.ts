@@ -12,7 +12,7 @@ const run = promisify(execFile);
 /** Every operation the issue names, by surface: the document must list each, and nothing else. */
 const OPERATIONS = [
   "get /livez", "get /readyz", "get /healthz",
-  "post /api/v1/generations", "get /api/v1/jobs", "get /api/v1/jobs/{jobId}", "get /api/v1/balance", "get /api/v1/models",
+  "post /api/v1/generations", "get /api/v1/jobs", "get /api/v1/jobs/{jobId}", "post /api/v1/jobs/{jobId}/cancel", "get /api/v1/jobs/{jobId}/events", "get /api/v1/balance", "get /api/v1/models",
   ...["/nb", "/nb2", ""].flatMap((prefix) => [`post /api/v1${prefix}/text-generations`, `post /api/v1${prefix}/url-generations`]),
   "get /api/aimodel/v1beta/models", "get /api/aimodel/v1beta/models/{model}",
   "post /api/aimodel/v1beta/models/{model}:generateContent", "post /api/aimodel/v1beta/models/{model}:streamGenerateContent",

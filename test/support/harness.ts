@@ -194,9 +194,9 @@ export async function eventually<T>(
   return last;
 }
 
-export const TERMINAL = new Set(["done", "failed"]);
+export const TERMINAL = new Set(["done", "failed", "canceled"]);
 
-/** Polls GET job until it is done or failed. */
+/** Polls GET job until it is done, failed or canceled. */
 export async function finishedJob(service: TestService, apiKey: string, jobId: string, timeoutMs = 20_000) {
   const response = await eventually(
     () => call(service, "GET", `/api/v1/jobs/${jobId}`, { key: apiKey }),

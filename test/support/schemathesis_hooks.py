@@ -195,7 +195,8 @@ def _json(response: Any) -> Any:
 def _record_success(case: Any, response: Any) -> None:
     operation = _operation_id(case)
     body = _json(response)
-    if operation in JOB_CREATING and response.status_code == 202 and isinstance(body, dict):
+    # 202: accepted; 200: finished within Prefer: wait (the job itself).
+    if operation in JOB_CREATING and response.status_code in (200, 202) and isinstance(body, dict):
         _journal({"kind": "job", "job_id": body["job_id"]})
     elif operation == "createAccount" and response.status_code == 201 and isinstance(body, dict):
         _journal({"kind": "account", "account_id": body["account_id"], "opening": body["balance"]})

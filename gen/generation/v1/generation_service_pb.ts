@@ -18,7 +18,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/generation_service.proto.
  */
 export const file_generation_v1_generation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZnZW5lcmF0aW9uL3YxL2dlbmVyYXRpb25fc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSK4AwoXQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcHJvbXB0GAIgASgJEhkKDGFzcGVjdF9yYXRpbxgDIAEoCUgAiAEBEhcKCnJlc29sdXRpb24YBCABKAlIAYgBARIZChFpbnB1dF9pbWFnZXNfdXJscxgFIAMoCRIbChNpbnB1dF9pbWFnZXNfYmFzZTY0GAYgAygJEhkKDGNhbGxiYWNrX3VybBgHIAEoCUgCiAEBEikKCG1ldGFkYXRhGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgd0aW1lb3V0GAkgASgFSAOIAQESHQoQZHVyYXRpb25fc2Vjb25kcxgKIAEoBUgEiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgLIAEoCRIsCgppbnB1dF9tb2RlGAwgASgOMhguZ2VuZXJhdGlvbi52MS5JbnB1dE1vZGVCDwoNX2FzcGVjdF9yYXRpb0INCgtfcmVzb2x1dGlvbkIPCg1fY2FsbGJhY2tfdXJsQgoKCF90aW1lb3V0QhMKEV9kdXJhdGlvbl9zZWNvbmRzInoKGENyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRIOCgZqb2JfaWQYASABKAkSKAoGc3RhdHVzGAIgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSEgoKc3RhdHVzX3VybBgDIAEoCRIQCghyZXBsYXllZBgEIAEoCCIfCg1WaWRlb0luc3RhbmNlEg4KBnByb21wdBgBIAEoCSJFCg9WaWRlb1BhcmFtZXRlcnMSHQoQZHVyYXRpb25fc2Vjb25kcxgBIAEoBUgAiAEBQhMKEV9kdXJhdGlvbl9zZWNvbmRzIqwBCh1DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIvCglpbnN0YW5jZXMYAiADKAsyHC5nZW5lcmF0aW9uLnYxLlZpZGVvSW5zdGFuY2USMgoKcGFyYW1ldGVycxgDIAEoCzIeLmdlbmVyYXRpb24udjEuVmlkZW9QYXJhbWV0ZXJzEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSKAAQoeQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIoCgZzdGF0dXMYAiABKA4yGC5nZW5lcmF0aW9uLnYxLkpvYlN0YXR1cxISCgpzdGF0dXNfdXJsGAMgASgJEhAKCHJlcGxheWVkGAQgASgIIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjEKDkdldEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iIuMBCg9MaXN0Sm9ic1JlcXVlc3QSKAoGc3RhdHVzGAEgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSDQoFbW9kZWwYAiABKAkSMQoNY3JlYXRlZF9hZnRlchgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKBWxpbWl0GAUgASgFSACIAQESEgoKcGFnZV90b2tlbhgGIAEoCUIICgZfbGltaXQiTQoQTGlzdEpvYnNSZXNwb25zZRIgCgRqb2JzGAEgAygLMhIuZ2VuZXJhdGlvbi52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIhMKEUdldEJhbGFuY2VSZXF1ZXN0Ij0KEkdldEJhbGFuY2VSZXNwb25zZRInCgdiYWxhbmNlGAEgASgLMhYuZ2VuZXJhdGlvbi52MS5CYWxhbmNlIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IlEKEkxpc3RNb2RlbHNSZXNwb25zZRIkCgZtb2RlbHMYASADKAsyFC5nZW5lcmF0aW9uLnYxLk1vZGVsEhUKDWFzcGVjdF9yYXRpb3MYAiADKAkidwoLRXJyb3JEZXRhaWwSDgoGcmVhc29uGAEgASgJEhsKE3JldHJ5X2FmdGVyX3NlY29uZHMYAiABKAUSJgoFZmFjdHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2h0dHBfc3RhdHVzGAQgASgFKlwKCUlucHV0TW9kZRIaChZJTlBVVF9NT0RFX1VOU1BFQ0lGSUVEEAASGAoUSU5QVVRfTU9ERV9URVhUX09OTFkQARIZChVJTlBVVF9NT0RFX0lNQUdFX1VSTFMQAjKpBAoRR2VuZXJhdGlvblNlcnZpY2USYwoQQ3JlYXRlR2VuZXJhdGlvbhImLmdlbmVyYXRpb24udjEuQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRJ1ChZDcmVhdGVWaWRlb0ludGVyYWN0aW9uEiwuZ2VuZXJhdGlvbi52MS5DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBotLmdlbmVyYXRpb24udjEuQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEkUKBkdldEpvYhIcLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVxdWVzdBodLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5nZW5lcmF0aW9uLnYxLkxpc3RKb2JzUmVxdWVzdBofLmdlbmVyYXRpb24udjEuTGlzdEpvYnNSZXNwb25zZRJRCgpHZXRCYWxhbmNlEiAuZ2VuZXJhdGlvbi52MS5HZXRCYWxhbmNlUmVxdWVzdBohLmdlbmVyYXRpb24udjEuR2V0QmFsYW5jZVJlc3BvbnNlElEKCkxpc3RNb2RlbHMSIC5nZW5lcmF0aW9uLnYxLkxpc3RNb2RlbHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0TW9kZWxzUmVzcG9uc2VCtQEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCFkdlbmVyYXRpb25TZXJ2aWNlUHJvdG9QAVpHZ2l0aHViLmNvbS9leGFtcGxlL2dlbmVyYXRpb24tc2VydmljZS9nZW4vZ28vZ2VuZXJhdGlvbi92MTtnZW5lcmF0aW9udjGiAgNHWFiqAg1HZW5lcmF0aW9uLlYxygINR2VuZXJhdGlvblxWMeoCDkdlbmVyYXRpb246OlYxYgZwcm90bzM", [file_generation_v1_job, file_generation_v1_model, file_generation_v1_money, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiZnZW5lcmF0aW9uL3YxL2dlbmVyYXRpb25fc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSLkAwoXQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcHJvbXB0GAIgASgJEhkKDGFzcGVjdF9yYXRpbxgDIAEoCUgAiAEBEhcKCnJlc29sdXRpb24YBCABKAlIAYgBARIZChFpbnB1dF9pbWFnZXNfdXJscxgFIAMoCRIbChNpbnB1dF9pbWFnZXNfYmFzZTY0GAYgAygJEhkKDGNhbGxiYWNrX3VybBgHIAEoCUgCiAEBEikKCG1ldGFkYXRhGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgd0aW1lb3V0GAkgASgFSAOIAQESHQoQZHVyYXRpb25fc2Vjb25kcxgKIAEoBUgEiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgLIAEoCRIsCgppbnB1dF9tb2RlGAwgASgOMhguZ2VuZXJhdGlvbi52MS5JbnB1dE1vZGUSGQoMd2FpdF9zZWNvbmRzGA0gASgFSAWIAQFCDwoNX2FzcGVjdF9yYXRpb0INCgtfcmVzb2x1dGlvbkIPCg1fY2FsbGJhY2tfdXJsQgoKCF90aW1lb3V0QhMKEV9kdXJhdGlvbl9zZWNvbmRzQg8KDV93YWl0X3NlY29uZHMimwEKGENyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRIOCgZqb2JfaWQYASABKAkSKAoGc3RhdHVzGAIgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSEgoKc3RhdHVzX3VybBgDIAEoCRIQCghyZXBsYXllZBgEIAEoCBIfCgNqb2IYBSABKAsyEi5nZW5lcmF0aW9uLnYxLkpvYiIfCg1WaWRlb0luc3RhbmNlEg4KBnByb21wdBgBIAEoCSJFCg9WaWRlb1BhcmFtZXRlcnMSHQoQZHVyYXRpb25fc2Vjb25kcxgBIAEoBUgAiAEBQhMKEV9kdXJhdGlvbl9zZWNvbmRzIqwBCh1DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIvCglpbnN0YW5jZXMYAiADKAsyHC5nZW5lcmF0aW9uLnYxLlZpZGVvSW5zdGFuY2USMgoKcGFyYW1ldGVycxgDIAEoCzIeLmdlbmVyYXRpb24udjEuVmlkZW9QYXJhbWV0ZXJzEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSKAAQoeQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIoCgZzdGF0dXMYAiABKA4yGC5nZW5lcmF0aW9uLnYxLkpvYlN0YXR1cxISCgpzdGF0dXNfdXJsGAMgASgJEhAKCHJlcGxheWVkGAQgASgIIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjEKDkdldEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iIuMBCg9MaXN0Sm9ic1JlcXVlc3QSKAoGc3RhdHVzGAEgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSDQoFbW9kZWwYAiABKAkSMQoNY3JlYXRlZF9hZnRlchgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKBWxpbWl0GAUgASgFSACIAQESEgoKcGFnZV90b2tlbhgGIAEoCUIICgZfbGltaXQiTQoQTGlzdEpvYnNSZXNwb25zZRIgCgRqb2JzGAEgAygLMhIuZ2VuZXJhdGlvbi52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjQKEUNhbmNlbEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iIjgKD1dhdGNoSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSFQoNbGFzdF9ldmVudF9pZBgCIAEoCSJFChBXYXRjaEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iEhAKCGV2ZW50X2lkGAIgASgJIhMKEUdldEJhbGFuY2VSZXF1ZXN0Ij0KEkdldEJhbGFuY2VSZXNwb25zZRInCgdiYWxhbmNlGAEgASgLMhYuZ2VuZXJhdGlvbi52MS5CYWxhbmNlIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IlEKEkxpc3RNb2RlbHNSZXNwb25zZRIkCgZtb2RlbHMYASADKAsyFC5nZW5lcmF0aW9uLnYxLk1vZGVsEhUKDWFzcGVjdF9yYXRpb3MYAiADKAkidwoLRXJyb3JEZXRhaWwSDgoGcmVhc29uGAEgASgJEhsKE3JldHJ5X2FmdGVyX3NlY29uZHMYAiABKAUSJgoFZmFjdHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2h0dHBfc3RhdHVzGAQgASgFKlwKCUlucHV0TW9kZRIaChZJTlBVVF9NT0RFX1VOU1BFQ0lGSUVEEAASGAoUSU5QVVRfTU9ERV9URVhUX09OTFkQARIZChVJTlBVVF9NT0RFX0lNQUdFX1VSTFMQAjLIBQoRR2VuZXJhdGlvblNlcnZpY2USYwoQQ3JlYXRlR2VuZXJhdGlvbhImLmdlbmVyYXRpb24udjEuQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRJ1ChZDcmVhdGVWaWRlb0ludGVyYWN0aW9uEiwuZ2VuZXJhdGlvbi52MS5DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBotLmdlbmVyYXRpb24udjEuQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEkUKBkdldEpvYhIcLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVxdWVzdBodLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5nZW5lcmF0aW9uLnYxLkxpc3RKb2JzUmVxdWVzdBofLmdlbmVyYXRpb24udjEuTGlzdEpvYnNSZXNwb25zZRJOCglDYW5jZWxKb2ISHy5nZW5lcmF0aW9uLnYxLkNhbmNlbEpvYlJlcXVlc3QaIC5nZW5lcmF0aW9uLnYxLkNhbmNlbEpvYlJlc3BvbnNlEk0KCFdhdGNoSm9iEh4uZ2VuZXJhdGlvbi52MS5XYXRjaEpvYlJlcXVlc3QaHy5nZW5lcmF0aW9uLnYxLldhdGNoSm9iUmVzcG9uc2UwARJRCgpHZXRCYWxhbmNlEiAuZ2VuZXJhdGlvbi52MS5HZXRCYWxhbmNlUmVxdWVzdBohLmdlbmVyYXRpb24udjEuR2V0QmFsYW5jZVJlc3BvbnNlElEKCkxpc3RNb2RlbHMSIC5nZW5lcmF0aW9uLnYxLkxpc3RNb2RlbHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0TW9kZWxzUmVzcG9uc2VCtQEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCFkdlbmVyYXRpb25TZXJ2aWNlUHJvdG9QAVpHZ2l0aHViLmNvbS9leGFtcGxlL2dlbmVyYXRpb24tc2VydmljZS9nZW4vZ28vZ2VuZXJhdGlvbi92MTtnZW5lcmF0aW9udjGiAgNHWFiqAg1HZW5lcmF0aW9uLlYxygINR2VuZXJhdGlvblxWMeoCDkdlbmVyYXRpb246OlYxYgZwcm90bzM", [file_generation_v1_job, file_generation_v1_model, file_generation_v1_money, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateGeneration; the JSON body of POST /api/v1/generations.
@@ -116,6 +116,16 @@ export type CreateGenerationRequest = Message<"generation.v1.CreateGenerationReq
    * @generated from field: generation.v1.InputMode input_mode = 12;
    */
   inputMode: InputMode;
+
+  /**
+   * Wait up to this many seconds (0 to 60) for the job to finish before
+   * answering; REST clients send `Prefer: wait=N`. Not part of the
+   * idempotency fingerprint: a retry may wait differently. Over 60 is
+   * INVALID_ARGUMENT/invalid_wait.
+   *
+   * @generated from field: optional int32 wait_seconds = 13;
+   */
+  waitSeconds?: number | undefined;
 };
 
 /**
@@ -159,6 +169,14 @@ export type CreateGenerationResponse = Message<"generation.v1.CreateGenerationRe
    * @generated from field: bool replayed = 4;
    */
   replayed: boolean;
+
+  /**
+   * Set only when wait_seconds was given and the job finished within it: the
+   * job as GetJob returns it (REST: 200 with the job's JSON instead of 202).
+   *
+   * @generated from field: generation.v1.Job job = 5;
+   */
+  job?: Job | undefined;
 };
 
 /**
@@ -426,6 +444,107 @@ export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*
   messageDesc(file_generation_v1_generation_service, 9);
 
 /**
+ * Request of CancelJob; POST /api/v1/jobs/{job_id}/cancel (no body).
+ *
+ * @generated from message generation.v1.CancelJobRequest
+ */
+export type CancelJobRequest = Message<"generation.v1.CancelJobRequest"> & {
+  /**
+   * UUID returned at creation.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+};
+
+/**
+ * Describes the message generation.v1.CancelJobRequest.
+ * Use `create(CancelJobRequestSchema)` to create a new message.
+ */
+export const CancelJobRequestSchema: GenMessage<CancelJobRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_generation_service, 10);
+
+/**
+ * Response of CancelJob.
+ *
+ * @generated from message generation.v1.CancelJobResponse
+ */
+export type CancelJobResponse = Message<"generation.v1.CancelJobResponse"> & {
+  /**
+   * The job, CANCELED, with its final charge.
+   *
+   * @generated from field: generation.v1.Job job = 1;
+   */
+  job?: Job | undefined;
+};
+
+/**
+ * Describes the message generation.v1.CancelJobResponse.
+ * Use `create(CancelJobResponseSchema)` to create a new message.
+ */
+export const CancelJobResponseSchema: GenMessage<CancelJobResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_generation_service, 11);
+
+/**
+ * Request of WatchJob; GET /api/v1/jobs/{job_id}/events (Server-Sent Events).
+ *
+ * @generated from message generation.v1.WatchJobRequest
+ */
+export type WatchJobRequest = Message<"generation.v1.WatchJobRequest"> & {
+  /**
+   * UUID returned at creation.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The event_id of the last message received (REST: the Last-Event-ID
+   * header); empty to start with the job's current state. An id this service
+   * did not send is treated as empty.
+   *
+   * @generated from field: string last_event_id = 2;
+   */
+  lastEventId: string;
+};
+
+/**
+ * Describes the message generation.v1.WatchJobRequest.
+ * Use `create(WatchJobRequestSchema)` to create a new message.
+ */
+export const WatchJobRequestSchema: GenMessage<WatchJobRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_generation_service, 12);
+
+/**
+ * One state of the watched job.
+ *
+ * @generated from message generation.v1.WatchJobResponse
+ */
+export type WatchJobResponse = Message<"generation.v1.WatchJobResponse"> & {
+  /**
+   * The job as GetJob returns it.
+   *
+   * @generated from field: generation.v1.Job job = 1;
+   */
+  job?: Job | undefined;
+
+  /**
+   * Identifies this state for resumption (REST: the event's `id:`): "1"
+   * queued, "2" processing, "3" finished.
+   *
+   * @generated from field: string event_id = 2;
+   */
+  eventId: string;
+};
+
+/**
+ * Describes the message generation.v1.WatchJobResponse.
+ * Use `create(WatchJobResponseSchema)` to create a new message.
+ */
+export const WatchJobResponseSchema: GenMessage<WatchJobResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_generation_service, 13);
+
+/**
  * Request of GetBalance.
  *
  * @generated from message generation.v1.GetBalanceRequest
@@ -438,7 +557,7 @@ export type GetBalanceRequest = Message<"generation.v1.GetBalanceRequest"> & {
  * Use `create(GetBalanceRequestSchema)` to create a new message.
  */
 export const GetBalanceRequestSchema: GenMessage<GetBalanceRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 10);
+  messageDesc(file_generation_v1_generation_service, 14);
 
 /**
  * Response of GetBalance.
@@ -459,7 +578,7 @@ export type GetBalanceResponse = Message<"generation.v1.GetBalanceResponse"> & {
  * Use `create(GetBalanceResponseSchema)` to create a new message.
  */
 export const GetBalanceResponseSchema: GenMessage<GetBalanceResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 11);
+  messageDesc(file_generation_v1_generation_service, 15);
 
 /**
  * Request of ListModels.
@@ -474,7 +593,7 @@ export type ListModelsRequest = Message<"generation.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 12);
+  messageDesc(file_generation_v1_generation_service, 16);
 
 /**
  * Response of ListModels.
@@ -502,7 +621,7 @@ export type ListModelsResponse = Message<"generation.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 13);
+  messageDesc(file_generation_v1_generation_service, 17);
 
 /**
  * Detail attached to every error the service returns. REST answers carry
@@ -546,7 +665,7 @@ export type ErrorDetail = Message<"generation.v1.ErrorDetail"> & {
  * Use `create(ErrorDetailSchema)` to create a new message.
  */
 export const ErrorDetailSchema: GenMessage<ErrorDetail> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 14);
+  messageDesc(file_generation_v1_generation_service, 18);
 
 /**
  * How input images are expected. The deprecated alias routes use it; new
@@ -599,6 +718,8 @@ export const GenerationService: GenService<{
    * the job is stored. Fails with FAILED_PRECONDITION/insufficient_funds when
    * the available balance cannot cover it, UNAVAILABLE/paused when the project
    * or model is paused, PERMISSION_DENIED when the key lacks the model.
+   * With wait_seconds set, answers once the job has finished (with `job`) or
+   * when that time is up (without it), whichever comes first.
    *
    * @generated from rpc generation.v1.GenerationService.CreateGeneration
    */
@@ -643,6 +764,41 @@ export const GenerationService: GenService<{
     methodKind: "unary";
     input: typeof ListJobsRequestSchema;
     output: typeof ListJobsResponseSchema;
+  },
+  /**
+   * Cancels one of the caller's jobs. A queued job is canceled at once and
+   * its whole reservation released. A processing job is aborted upstream (the
+   * provider call is aborted): an image or video job is charged nothing, a
+   * text job what the upstream reported as produced before the abort (its
+   * usage shows those tokens). Answers the job, CANCELED. Idempotent: a
+   * canceled job answers again as it is. A job that finished first (DONE or
+   * FAILED) fails with FAILED_PRECONDITION/job_already_finished (HTTP 409),
+   * with its status in ErrorDetail.facts; a cancel racing the job's end
+   * leaves exactly one terminal state, charged once. NOT_FOUND for unknown
+   * ids and for jobs of other accounts. The webhook of a canceled job says
+   * "status": "canceled".
+   *
+   * @generated from rpc generation.v1.GenerationService.CancelJob
+   */
+  cancelJob: {
+    methodKind: "unary";
+    input: typeof CancelJobRequestSchema;
+    output: typeof CancelJobResponseSchema;
+  },
+  /**
+   * Streams one of the caller's jobs: first its current state, then one
+   * message per change of its state (queued, processing, then a terminal
+   * state), ending after the terminal state. Pass the last event_id received
+   * as last_event_id to resume: states already seen are not sent again.
+   * NOT_FOUND for unknown ids and for jobs of other accounts. Changes made by
+   * any process (a worker elsewhere) are heard through the job lifecycle feed.
+   *
+   * @generated from rpc generation.v1.GenerationService.WatchJob
+   */
+  watchJob: {
+    methodKind: "server_streaming";
+    input: typeof WatchJobRequestSchema;
+    output: typeof WatchJobResponseSchema;
   },
   /**
    * Reads the caller's balance.

@@ -1,3 +1,4 @@
+import { isTerminal } from "../../domain/jobs/job-state-machine.js";
 import { createHash } from "node:crypto";
 import type { Job } from "../../domain/jobs/job.js";
 import { inListing, upperBound, type JobCursor, type JobListQuery } from "../../domain/jobs/job-list.js";
@@ -86,7 +87,7 @@ export class CassandraJobStore implements JobStore {
   async transition(next: Job, expected: JobExpectation): Promise<boolean> {
     const withOwner = expected.leaseOwner !== undefined;
     // The last step of a job starts its retention.
-    const ttl = next.settled && (next.status === "done" || next.status === "failed") ? ` USING TTL ${this.retentionSeconds}` : "";
+    const ttl = next.settled && isTerminal(next.status) ? ` USING TTL ${this.retentionSeconds}` : "";
     try {
       const result = await conditional(
         this.client,

@@ -1,3 +1,4 @@
+import { isTerminal } from "../../domain/jobs/job-state-machine.js";
 import type { Job } from "../../domain/jobs/job.js";
 import { compareNewestFirst, inListing, type JobListQuery } from "../../domain/jobs/job-list.js";
 import type { JobExpectation, JobPage, JobStore, UnfinishedJob } from "../../ports/job-store.js";
@@ -69,7 +70,7 @@ export class MemoryJobStore implements JobStore {
     let removed = 0;
     for (const [jobId, job] of this.jobs) {
       if (removed >= limit) break;
-      const finished = (job.status === "done" || job.status === "failed") && job.finishedAt !== undefined;
+      const finished = isTerminal(job.status) && job.finishedAt !== undefined;
       if (finished && job.finishedAt! < finishedBefore && !this.unfinished.has(jobId)) {
         this.jobs.delete(jobId);
         removed++;

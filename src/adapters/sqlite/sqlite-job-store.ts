@@ -62,7 +62,7 @@ function jobOperations(db: SqliteDb, now: () => number) {
     ),
     purgeable: db.prepare(
       `SELECT job_id, status FROM jobs
-       WHERE status IN ('done', 'failed') AND finished_at < ?
+       WHERE status IN ('done', 'failed', 'canceled') AND finished_at < ?
          AND NOT EXISTS (SELECT 1 FROM unfinished_jobs u WHERE u.job_id = jobs.job_id)
        ORDER BY finished_at LIMIT ?`,
     ),
@@ -73,7 +73,7 @@ function jobOperations(db: SqliteDb, now: () => number) {
        WHERE account_id = @account_id AND (created_at, job_id) < (@before_at, @before_id)
          AND (@after_at IS NULL OR created_at > @after_at)
          AND (@status IS NULL OR @status = CASE
-               WHEN status IN ('done', 'failed') AND json_extract(body, '$.settled') IS NOT 1 THEN 'processing' ELSE status END)
+               WHEN status IN ('done', 'failed', 'canceled') AND json_extract(body, '$.settled') IS NOT 1 THEN 'processing' ELSE status END)
          AND (@model IS NULL OR model = @model)
        ORDER BY created_at DESC, job_id DESC LIMIT @limit`,
     ),

@@ -14,6 +14,7 @@ const BY_CATEGORY: Record<ErrorCategory, { code: Code; http: number }> = {
   not_found: { code: Code.NotFound, http: 404 },
   insufficient_funds: { code: Code.FailedPrecondition, http: 402 },
   conflict: { code: Code.Aborted, http: 409 },
+  already_finished: { code: Code.FailedPrecondition, http: 409 },
   rate_limited: { code: Code.ResourceExhausted, http: 429 },
   unavailable: { code: Code.Unavailable, http: 503 },
   upstream_failure: { code: Code.Unavailable, http: 502 },

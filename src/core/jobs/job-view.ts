@@ -12,6 +12,7 @@ export const STATUS_TO_PROTO: Record<DomainStatus, JobStatus> = {
   processing: JobStatus.PROCESSING,
   done: JobStatus.DONE,
   failed: JobStatus.FAILED,
+  canceled: JobStatus.CANCELED,
 };
 
 /** The public view of a job; the result URL is signed anew on every read. */

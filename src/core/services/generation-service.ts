@@ -16,7 +16,10 @@ import { checkVideoInteractionSize, validateVideoInteraction } from "../../domai
 import type { ValidationLimits } from "../../domain/validation/limits.js";
 import { authenticate, requireGrant, type Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { rpc } from "../errors/rpc-errors.js";
+import { rpc, toRpcError } from "../errors/rpc-errors.js";
+import { cancelOwnJob } from "../jobs/cancel-job.js";
+import { waitForEnd, watchJob } from "../jobs/watch-job.js";
+import { checkWaitSeconds, seenUpTo } from "../../domain/jobs/job-events.js";
 import { acceptJob, type Announce } from "../jobs/accept-job.js";
 import { inlineImageDigest, STAGED_IMAGES } from "../jobs/inline-staging.js";
 import { requireAvailable } from "../jobs/availability.js";
@@ -86,12 +89,32 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
     return outcome;
   }
 
-  const accepted = (outcome: { response: { jobId: string }; replayed: boolean }) => ({
-    jobId: outcome.response.jobId,
-    status: JobStatus.QUEUED,
-    statusUrl: `/api/v1/jobs/${outcome.response.jobId}`,
-    replayed: outcome.replayed,
-  });
+  /**
+   * The answer to an accepted job. With `waitSeconds`, the job itself once it
+   * finished, when that happens within the wait (a replayed request waits too).
+   */
+  const accepted = async (
+    caller: Caller, outcome: { response: { jobId: string }; replayed: boolean }, waitSeconds: number | undefined, abort: AbortSignal,
+  ) => {
+    const { jobId } = outcome.response;
+    const finished = waitSeconds ? await waitForEnd(deps, caller.accountId, jobId, waitSeconds * 1000, abort) : undefined;
+    return {
+      jobId,
+      status: JobStatus.QUEUED,
+      statusUrl: `/api/v1/jobs/${jobId}`,
+      replayed: outcome.replayed,
+      job: finished && jobView(finished, settings, deps.clock.now()),
+    };
+  };
+
+  /** One of the caller's jobs, or 404: another account's job is indistinguishable from an unknown one. */
+  async function ownJob(caller: Caller, jobId: string) {
+    const job = UUID.test(jobId) ? await deps.jobs.get(jobId.toLowerCase()) : undefined;
+    if (!job || job.accountId !== caller.accountId) {
+      throw new DomainError("not_found", "job_not_found", `no job ${jobId}`);
+    }
+    return job;
+  }
 
   return {
     createGeneration: (request, context) =>
@@ -113,14 +136,16 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
         };
         // Prompt and metadata sizes first and cheaply: before the request is fingerprinted or read any further.
         checkGenerationSize(input, settings.limits);
-        const { idempotencyKey, ...rest } = request;
+        const waitSeconds = checkWaitSeconds(request.waitSeconds);
+        // How long to wait is not part of what is asked: a retry may wait differently.
+        const { idempotencyKey, waitSeconds: _wait, ...rest } = request;
         // Images by digest: the same request fingerprints alike whether its images arrived staged or inline.
         const imageDigests = [...(input.stagedImages ?? []).map((image) => image.digest), ...request.inputImagesBase64.map(inlineImageDigest)];
         const fingerprinted = { ...rest, inputImagesBase64: imageDigests };
         const outcome = await create(caller, "generations", fingerprinted, idempotencyKey, request.model, (limits) =>
           validateGenerationRequest(input, limits),
         );
-        return accepted(outcome);
+        return accepted(caller, outcome, waitSeconds, context.signal);
       }),
 
     createVideoInteraction: (request, context) =>
@@ -135,19 +160,42 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
             parameters: { durationSeconds: request.parameters?.durationSeconds },
           }, limits),
         );
-        return accepted(outcome);
+        return accepted(caller, outcome, undefined, context.signal);
       }),
 
     getJob: (request, context) =>
       rpc(async () => {
         const caller = await authenticate(context.requestHeader, deps.apiKeys);
-        const job = UUID.test(request.jobId) ? await deps.jobs.get(request.jobId.toLowerCase()) : undefined;
-        // Another account's job is indistinguishable from an unknown one.
-        if (!job || job.accountId !== caller.accountId) {
-          throw new DomainError("not_found", "job_not_found", `no job ${request.jobId}`);
-        }
+        const job = await ownJob(caller, request.jobId);
         return { job: jobView(job, settings, deps.clock.now()) };
       }),
+
+    cancelJob: (request, context) =>
+      rpc(async () => {
+        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const job = await ownJob(caller, request.jobId);
+        const canceled = await cancelOwnJob(deps, job.id, { workerGraceMs: settings.cancelGraceMs }, context.signal);
+        // A 200 says canceled and released: on disk before it is sent.
+        await deps.durability.flush();
+        return { job: jobView(canceled, settings, deps.clock.now()) };
+      }),
+
+    async *watchJob(request, context) {
+      let caller: Caller;
+      try {
+        caller = await authenticate(context.requestHeader, deps.apiKeys);
+      } catch (error) {
+        throw toRpcError(error);
+      }
+      const jobId = UUID.test(request.jobId) ? request.jobId.toLowerCase() : "";
+      const events = watchJob(deps, caller.accountId, jobId, seenUpTo(request.lastEventId), { fallbackMs: settings.watchFallbackMs }, context.signal);
+      try {
+        for await (const { eventId, job } of events) yield { eventId, job: jobView(job, settings, deps.clock.now()) };
+      } catch (error) {
+        if (context.signal.aborted) return; // the watcher left
+        throw toRpcError(error);
+      }
+    },
 
     listJobs: (request, context) =>
       rpc(async () => {

@@ -1,18 +1,18 @@
 import { findModel } from "../../domain/catalog/models.js";
-import { completeJob, failJob, leaseExpired, settleJob, startJob, takeOverJob } from "../../domain/jobs/job-state-machine.js";
-import type { Job, JobResult } from "../../domain/jobs/job.js";
+import { cancelJob, completeJob, failJob, isTerminal, leaseExpired, startJob, takeOverJob } from "../../domain/jobs/job-state-machine.js";
+import type { Job, JobResult, JobUsage } from "../../domain/jobs/job.js";
 import { FairQueue } from "../../domain/scheduling/fair-queue.js";
 import { imagePrice, tokenCost, videoPrice } from "../../domain/pricing/quotes.js";
 import { TOPICS } from "../../ports/event-bus.js";
 import { ProviderError, type GenerationOutput, type InputImage } from "../../ports/provider.js";
 import type { CoreDeps } from "../core-deps.js";
 import type { GenerationRequested } from "../jobs/accept-job.js";
-import { abandonIntent, releaseHold, settleHold } from "../money/holds.js";
+import type { JobSignal } from "../../ports/job-feed.js";
+import { abandonIntent } from "../money/holds.js";
 import { TEXT_CALL_PREFIX } from "../text/text-call.js";
+import { finishJob, signalChange } from "../jobs/finish-job.js";
 
-export interface JobFinished {
-  readonly jobId: string;
-}
+export type { JobFinished } from "../jobs/finish-job.js";
 
 export interface WorkerOptions {
   /** Identifies this worker in job leases. */
@@ -41,6 +41,12 @@ const MAX_WAITING = 10_000;
 
 class JobTimeoutError extends Error {}
 class LeaseLostError extends Error {}
+class CanceledError extends Error {}
+
+/** What a text generation reported so far: a canceled job is charged for it. */
+interface Progress {
+  usage: JobUsage;
+}
 
 /**
  * Generation: claims queued jobs (queued → processing, with a lease kept alive
@@ -50,8 +56,11 @@ class LeaseLostError extends Error {}
  * another worker all end with the job finished once and charged once.
  */
 export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
-  /** Jobs this worker is generating, with the switch that abandons one (lease lost, or handed back at stop). */
-  const running = new Map<string, { done: Promise<void>; abandon: AbortController }>();
+  /**
+   * Jobs this worker is generating, with the switches that abandon one (lease
+   * lost, or handed back at stop) and that cancel it (its owner asked).
+   */
+  const running = new Map<string, { done: Promise<void>; abandon: AbortController; cancel: AbortController }>();
   let stopping = false;
   let reaperTimer: NodeJS.Timeout | undefined;
   let reaping: Promise<void> | undefined;
@@ -91,7 +100,7 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     return images;
   }
 
-  async function generate(job: Job, signal: AbortSignal): Promise<GenerationOutput> {
+  async function generate(job: Job, signal: AbortSignal, progress: Progress): Promise<GenerationOutput> {
     const model = findModel(job.model)!;
     const inputImages = await loadInputs(job, signal);
     const media = { ...job.input, model, inputImages };
@@ -105,6 +114,7 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     for await (const chunk of deps.provider.streamText(request, signal)) {
       text += chunk.text;
       usage = chunk.usage;
+      progress.usage = usage;
     }
     // Refusals (blocked prompt, withheld output) are the provider's to recognise: it throws them for both surfaces alike.
     return { text, usage };
@@ -122,23 +132,13 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     }
   }
 
-  /**
-   * After the outcome is recorded: move the money, show the outcome, announce
-   * it. Every step is idempotent, so the reaper may repeat it after a crash.
-   */
-  async function finalize(job: Job): Promise<void> {
-    // What the ledger charged: less than the price when the balance could not cover usage beyond the hold.
-    // A repeat (after a crash) answers the charge recorded then; without a record, what was asked was charged.
-    let charged = job.charged;
-    if (job.status === "done") charged = (await settleHold(deps, job.accountId, job.id, job.charged)) ?? job.charged;
-    else await releaseHold(deps, job.accountId, job.id);
-    if (!job.settled) await deps.jobs.transition(settleJob(job, charged), { status: job.status });
-    await deps.bus.publish<JobFinished>(TOPICS.jobFinished, job.id, { jobId: job.id });
-    await deps.jobs.markFinalized(job.id);
-  }
+  /** After the outcome is recorded: money, the shown state, watchers, webhooks (see finishJob). */
+  const finalize = (job: Job) => finishJob(deps, job);
 
   /** Runs the job's total budget from its start, so a takeover gets only what is left. */
-  async function withinBudget<T>(job: Job, work: (signal: AbortSignal) => Promise<T>, lease: AbortSignal): Promise<T> {
+  async function withinBudget<T>(
+    job: Job, work: (signal: AbortSignal) => Promise<T>, lease: AbortSignal, cancel: AbortSignal,
+  ): Promise<T> {
     const elapsed = deps.clock.now().getTime() - (job.startedAt ?? job.createdAt).getTime();
     const remainingMs = Math.max(0, job.timeoutSeconds * 1000 - elapsed);
     const controller = new AbortController();
@@ -152,6 +152,12 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
         controller.abort(new LeaseLostError());
         reject(new LeaseLostError("the job's lease was taken over"));
       });
+      const canceled = () => {
+        controller.abort(new CanceledError());
+        reject(new CanceledError("the job was canceled"));
+      };
+      if (cancel.aborted) canceled();
+      else cancel.addEventListener("abort", canceled);
     });
     try {
       return await Promise.race([work(controller.signal), stop]);
@@ -161,7 +167,7 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
   }
 
   /** Generates a job this worker holds, keeping its lease alive, and finishes it. */
-  async function run(job: Job, leaseLost: AbortController): Promise<void> {
+  async function run(job: Job, leaseLost: AbortController, cancel: AbortController): Promise<void> {
     const owner = options.workerId;
     const heartbeat = setInterval(() => {
       deps.jobs.renewLease(job.id, owner, leaseUntil()).then(
@@ -170,8 +176,9 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
       );
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
     let next: Job;
+    const progress: Progress = { usage: { promptTokens: 0, textOutputTokens: 0, videoOutputTokens: 0 } };
     try {
-      const output = await withinBudget(job, (signal) => generate(job, signal), leaseLost.signal);
+      const output = await withinBudget(job, (signal) => generate(job, signal, progress), leaseLost.signal, cancel.signal);
       let result: JobResult = { text: output.text };
       if (output.media) {
         const blobKey = `outputs/${job.id}/output.${EXTENSIONS[output.media.mimeType] ?? "bin"}`;
@@ -182,16 +189,29 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
       next = completeJob(job, deps.clock.now(), result, chargeFor(job, output), usage);
     } catch (error) {
       if (error instanceof LeaseLostError) return; // someone else finishes it
-      const [code, message] =
-        error instanceof ProviderError
-          ? [error.code, error.message]
-          : error instanceof JobTimeoutError
-            ? ["timeout", error.message]
-            : ["generation_failed", `generation failed: ${(error as Error).message}`];
-      next = failJob(job, deps.clock.now(), code, message);
+      if (error instanceof CanceledError) {
+        // A text job is charged what the upstream reported before the abort; an image or video job produced nothing.
+        const partial = job.kind === "text" || job.kind === "multimodal_realtime";
+        next = partial
+          ? cancelJob(job, deps.clock.now(), tokenCost(job.model, job.input.prices, progress.usage), progress.usage)
+          : cancelJob(job, deps.clock.now());
+      } else {
+        const [code, message] =
+          error instanceof ProviderError
+            ? [error.code, error.message]
+            : error instanceof JobTimeoutError
+              ? ["timeout", error.message]
+              : ["generation_failed", `generation failed: ${(error as Error).message}`];
+        next = failJob(job, deps.clock.now(), code, message);
+      }
     } finally {
       clearInterval(heartbeat);
     }
+    return settle(next, owner);
+  }
+
+  /** Records the outcome if the job is still this worker's (a cancel or a takeover may have ended it), then finishes it. */
+  async function settle(next: Job, owner: string): Promise<void> {
     if (await deps.jobs.transition(next, { status: "processing", leaseOwner: owner })) await finalize(next);
   }
 
@@ -235,16 +255,20 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     // Stopping began while the job was read: it left `waiting` and its announcement is consumed, so announce it again.
     if (stopping) return handBack(jobId);
     const claimed = startJob(job, deps.clock.now(), { owner: options.workerId, expiresAt: leaseUntil() });
-    if (await deps.jobs.transition(claimed, { status: "queued" })) track(claimed);
+    if (await deps.jobs.transition(claimed, { status: "queued" })) {
+      track(claimed);
+      signalChange(deps, claimed);
+    }
   }
 
   function track(job: Job): void {
     const abandon = new AbortController();
-    const done = run(job, abandon).finally(() => {
+    const cancel = new AbortController();
+    const done = run(job, abandon, cancel).finally(() => {
       running.delete(job.id);
       pump();
     });
-    running.set(job.id, { done, abandon });
+    running.set(job.id, { done, abandon, cancel });
     void done.catch(() => {}); // failures leave the job to the reaper
   }
 
@@ -286,7 +310,7 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
         // An acceptance (or a synchronous text call) died holding money and left no job: give the money back.
         const grace = jobId.startsWith(TEXT_CALL_PREFIX) ? options.textCallLimitMs : options.requeueAfterMs;
         if (age > grace || deadBefore(since)) await abandonIntent(deps, accountId, jobId);
-      } else if (job.status === "done" || job.status === "failed") {
+      } else if (isTerminal(job.status)) {
         await finalize(job);
       } else if (abandoned(job, now) && running.size < options.concurrency) {
         const taken = takeOverJob(job, { owner: options.workerId, expiresAt: leaseUntil() });
@@ -300,9 +324,19 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     }
   }
 
+  /** A cancel of a job this worker is generating aborts it (the provider call, the simulator) at once. */
+  function onSignal(signal: JobSignal): void {
+    if (signal.kind === "cancel") running.get(signal.jobId)?.cancel.abort();
+  }
+  let stopListening: (() => void) | undefined;
+
   return {
     handle,
     reap,
+    /** Hears cancels from every process (the job feed). */
+    listen() {
+      stopListening ??= deps.feed.listen(onSignal);
+    },
     /** Reaps at once (a restart resumes its predecessor's work without waiting), then every interval. */
     startReaper(onError: (error: unknown) => void) {
       const pass = () => {
@@ -318,6 +352,7 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
      */
     async stop(graceMs: number): Promise<void> {
       stopping = true;
+      stopListening?.();
       clearInterval(reaperTimer);
       roomWaiters.splice(0).forEach((wake) => wake());
       await reaping;

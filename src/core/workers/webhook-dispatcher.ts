@@ -5,7 +5,7 @@ import { webhookMessageId, webhookPayload } from "../../domain/webhooks/payload.
 import { TOPICS } from "../../ports/event-bus.js";
 import type { CoreDeps } from "../core-deps.js";
 import { signedResultUrl } from "../jobs/result-urls.js";
-import type { JobFinished } from "./generation-worker.js";
+import type { JobFinished } from "../jobs/finish-job.js";
 
 /** What lands on the dead-letter topic when a delivery exhausts its retries. */
 export interface WebhookDeadLetter {

@@ -10,6 +10,7 @@ export type ErrorCategory =
   | "not_found" // 404
   | "insufficient_funds" // 402
   | "conflict" // 409: the same idempotency key is still being accepted
+  | "already_finished" // 409: the job ended before the change asked of it (a cancel of a finished job)
   | "rate_limited" // 429: too much at once from this caller (queued jobs, uploads); retry after a while
   | "unavailable" // 503: paused, retry later
   | "upstream_failure" // 502: storage or upstream broke while accepting

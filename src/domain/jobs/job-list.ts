@@ -14,7 +14,7 @@ import { publicState } from "./job-state-machine.js";
 
 export const LIST_LIMIT = { min: 1, max: 100, default: 20 } as const;
 
-export const LISTED_STATUSES: readonly JobStatus[] = ["queued", "processing", "done", "failed"];
+export const LISTED_STATUSES: readonly JobStatus[] = ["queued", "processing", "done", "failed", "canceled"];
 
 /** Where a page ends: the last job listed (the next page starts strictly below it). */
 export interface JobCursor {

@@ -1,15 +1,20 @@
 import type { Job, JobResult, JobStatus, JobUsage } from "./job.js";
 import type { Money } from "../money.js";
 
-/** The spec's section 3. `queued → failed` covers inputs found missing before work starts. */
+/**
+ * The spec's section 3, with cancellation (issue 10). `queued → failed`
+ * covers inputs found missing before work starts; a job is canceled while
+ * queued or processing, never once finished.
+ */
 const TRANSITIONS: Readonly<Record<JobStatus, readonly JobStatus[]>> = {
-  queued: ["processing", "failed"],
-  processing: ["done", "failed"],
+  queued: ["processing", "failed", "canceled"],
+  processing: ["done", "failed", "canceled"],
   done: [],
   failed: [],
+  canceled: [],
 };
 
-export const TERMINAL_STATUSES: readonly JobStatus[] = ["done", "failed"];
+export const TERMINAL_STATUSES: readonly JobStatus[] = ["done", "failed", "canceled"];
 
 export function isTerminal(status: JobStatus): boolean {
   return TERMINAL_STATUSES.includes(status);
@@ -69,6 +74,30 @@ export function leaseExpired(job: Job, now: Date): boolean {
 export function completeJob(job: Job, now: Date, result: JobResult, charged: Money, usage?: JobUsage): Job {
   guard(job, "done");
   return { ...job, status: "done", finishedAt: now, result, charged, usage, leaseOwner: undefined, leaseExpiresAt: undefined };
+}
+
+/**
+ * Cancellation. `charged` is what the upstream reported as produced before
+ * the abort (a text job's partial output, at the prices it was accepted
+ * under); 0 for a queued job and for an image or video job, which produced
+ * no result. Never more than what was reserved for an image or video job.
+ */
+export function cancelJob(job: Job, now: Date, charged: Money = 0n, usage?: JobUsage): Job {
+  guard(job, "canceled");
+  if (charged < 0n) throw new Error(`job ${job.id}: a cancellation cannot charge ${charged}`);
+  if (charged > 0n && job.kind !== "text" && job.kind !== "multimodal_realtime") {
+    throw new Error(`job ${job.id}: a canceled ${job.kind} job produced no result and is charged nothing`);
+  }
+  return {
+    ...job, status: "canceled", finishedAt: now, charged, usage: usage ?? job.usage, result: undefined,
+    error: undefined, errorMessage: undefined, leaseOwner: undefined, leaseExpiresAt: undefined,
+  };
+}
+
+/** Whether finishing this job charges (settles its hold) or only releases it. */
+export function chargesOnFinish(job: Job): boolean {
+  if (!isTerminal(job.status)) throw new Error(`job ${job.id} is ${job.status}: only a finished job moves money`);
+  return job.status === "done" || (job.status === "canceled" && job.charged > 0n);
 }
 
 export function failJob(job: Job, now: Date, error: string, errorMessage: string): Job {

@@ -2,7 +2,7 @@ import type { Money } from "../money.js";
 import type { JsonObject } from "../validation/generation-request.js";
 import type { ModelPrices } from "../pricing/price-table.js";
 
-export type JobStatus = "queued" | "processing" | "done" | "failed";
+export type JobStatus = "queued" | "processing" | "done" | "failed" | "canceled";
 export type JobKind = "image" | "text" | "video" | "multimodal_realtime";
 
 /** What the worker needs to run a job, stored with it (no secrets, no bytes). */

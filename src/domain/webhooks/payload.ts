@@ -4,7 +4,8 @@ import type { JsonObject } from "../validation/generation-request.js";
 /** The webhook body of spec section 6: a subset of GET job, raw status names. */
 export interface WebhookPayload {
   job_id: string;
-  status: "success" | "failed";
+  /** "canceled" extends the spec: a job canceled by its owner (POST /api/v1/jobs/{id}/cancel). */
+  status: "success" | "failed" | "canceled";
   result?: { image_url: string | null; text: string | null };
   error?: string;
   metadata: JsonObject | null;
@@ -16,6 +17,7 @@ export function webhookPayload(job: Job, imageUrl: string | undefined): WebhookP
     return { ...base, status: "success", result: { image_url: imageUrl ?? null, text: job.result?.text ?? null } };
   }
   if (job.status === "failed") return { ...base, status: "failed", error: job.error ?? "generation_failed" };
+  if (job.status === "canceled") return { ...base, status: "canceled" };
   throw new Error(`job ${job.id} is ${job.status}: only finished jobs have a webhook`);
 }
 

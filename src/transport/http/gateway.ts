@@ -44,6 +44,8 @@ export interface GatewayOptions {
   readonly staging: () => InlineStaging | undefined;
   /** CORS_ORIGINS: the web origins whose pages may call this port (none: no CORS headers at all). */
   readonly corsOrigins?: readonly string[];
+  /** SSE_KEEPALIVE: how often an idle job event stream sends a comment (default 15 s). */
+  readonly sseKeepAliveMs?: number;
 }
 
 /** How often Node looks for requests past HTTP_HEADERS_TIMEOUT / HTTP_REQUEST_TIMEOUT (its default is 30 s). */
@@ -147,6 +149,7 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   await app.register(jobsRoutes(core, guard, {
     rules: { metadata: options.limits.metadata },
     images: { staging: options.staging, streamAbove: edge.largeUploadBytes, maxOtherBytes: edge.maxBodyBytes },
+    sseKeepAliveMs: options.sseKeepAliveMs ?? 15_000,
   }));
   await app.register(adminRoutes(core, guard));
   await app.register(fileRoutes(core));

@@ -62,6 +62,7 @@ const STATUS_NAMES: Record<JobStatus, string> = {
   [JobStatus.PROCESSING]: "processing",
   [JobStatus.DONE]: "done",
   [JobStatus.FAILED]: "failed",
+  [JobStatus.CANCELED]: "canceled",
 };
 
 export const jobStatusName = (status: JobStatus) => STATUS_NAMES[status];

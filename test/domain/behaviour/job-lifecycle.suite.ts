@@ -2,7 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { Job, JobStatus } from "../../../src/domain/jobs/job.js";
 import {
-  canTransition, completeJob, failJob, IllegalTransitionError, isTerminal, leaseExpired, publicState, settleJob, startJob, takeOverJob,
+  cancelJob, chargesOnFinish, canTransition, completeJob, failJob, IllegalTransitionError, isTerminal, leaseExpired, publicState, settleJob, startJob, takeOverJob,
   TERMINAL_STATUSES,
 } from "../../../src/domain/jobs/job-state-machine.js";
 import { FairQueue } from "../../../src/domain/scheduling/fair-queue.js";
@@ -36,15 +36,15 @@ function illegal(work: () => unknown): IllegalTransitionError {
 }
 
 describe("job lifecycle: statuses", () => {
-  it("when a status is done or failed, then it is terminal; queued and processing are not", () => {
-    assert.deepEqual([...TERMINAL_STATUSES].sort(), ["done", "failed"]);
-    const all: JobStatus[] = ["queued", "processing", "done", "failed"];
-    assert.deepEqual(all.map(isTerminal), [false, false, true, true]);
+  it("when a status is done, failed or canceled, then it is terminal; queued and processing are not", () => {
+    assert.deepEqual([...TERMINAL_STATUSES].sort(), ["canceled", "done", "failed"]);
+    const all: JobStatus[] = ["queued", "processing", "done", "failed", "canceled"];
+    assert.deepEqual(all.map(isTerminal), [false, false, true, true, true]);
   });
 
   it("when a terminal job is asked to move anywhere, then no transition is allowed", () => {
     for (const from of TERMINAL_STATUSES) {
-      for (const to of ["queued", "processing", "done", "failed"] as const) assert.equal(canTransition(from, to), false, `${from} → ${to}`);
+      for (const to of ["queued", "processing", "done", "failed", "canceled"] as const) assert.equal(canTransition(from, to), false, `${from} → ${to}`);
     }
   });
 
@@ -233,5 +233,83 @@ describe("fair queue: lines that emptied", () => {
     assert.equal(queue.size, 1);
     assert.equal(queue.shift(), "c1");
     assert.equal(queue.size, 0);
+  });
+});
+
+describe("job lifecycle: cancellation", () => {
+  const usage = { promptTokens: 3, textOutputTokens: 7, videoOutputTokens: 0 };
+
+  it("when a queued job is canceled, then it is canceled at that time, charged nothing, and never started", () => {
+    const canceled = cancelJob(queued, T1);
+    assert.equal(canceled.status, "canceled");
+    assert.equal(canceled.finishedAt, T1);
+    assert.equal(canceled.charged, 0n);
+    assert.equal(canceled.startedAt, undefined);
+    assert.equal(canceled.reserved, 5n);
+    assert.equal(queued.status, "queued", "the original job is left as it was");
+  });
+
+  it("when a processing text job is canceled with what it produced, then it is charged that and keeps that usage, and its lease ends", () => {
+    const canceled = cancelJob(processing(), T1, 3n, usage);
+    assert.equal(canceled.charged, 3n);
+    assert.deepEqual(canceled.usage, usage);
+    assert.equal(canceled.leaseOwner, undefined);
+    assert.equal(canceled.leaseExpiresAt, undefined);
+    assert.equal(canceled.startedAt, T0);
+    assert.equal(canceled.result, undefined);
+    assert.equal(canceled.error, undefined);
+    assert.equal(canceled.errorMessage, undefined);
+  });
+
+  it("when a processing job is canceled without usage, then the usage it had stays", () => {
+    const withUsage: Job = { ...processing(), usage };
+    assert.deepEqual(cancelJob(withUsage, T1).usage, usage);
+    assert.equal(cancelJob(processing(), T1).usage, undefined);
+  });
+
+  it("when an image or video job is canceled with a charge, then it is refused: it produced no result", () => {
+    for (const kind of ["image", "video"] as const) {
+      const media: Job = { ...processing(), kind };
+      assert.throws(() => cancelJob(media, T1, 1n), /produced no result and is charged nothing/);
+      assert.equal(cancelJob(media, T1, 0n).charged, 0n);
+    }
+    const realtime: Job = { ...processing(), kind: "multimodal_realtime" };
+    assert.equal(cancelJob(realtime, T1, 2n).charged, 2n);
+  });
+
+  it("when a cancellation is asked to charge a negative amount, then it is refused", () => {
+    assert.throws(() => cancelJob(processing(), T1, -1n), /cannot charge -1/);
+  });
+
+  it("when a finished job is canceled, then it is refused as an illegal transition", () => {
+    for (const finished of [done(), failed(), cancelJob(queued, T1)]) {
+      const error = illegal(() => cancelJob(finished, T2));
+      assert.deepEqual([error.from, error.to], [finished.status, "canceled"]);
+    }
+  });
+
+  it("when a job ends, then done and a canceled job with a charge settle their hold; failed and a free cancellation release it", () => {
+    assert.equal(chargesOnFinish(done()), true);
+    assert.equal(chargesOnFinish(failed()), false);
+    assert.equal(chargesOnFinish(cancelJob(queued, T1)), false);
+    assert.equal(chargesOnFinish(cancelJob(processing(), T1, 1n)), true);
+    assert.equal(chargesOnFinish(cancelJob(processing(), T1, 0n)), false);
+    assert.throws(() => chargesOnFinish(processing()), /only a finished job moves money/);
+    assert.throws(() => chargesOnFinish(queued), /only a finished job moves money/);
+  });
+
+  it("when a canceled job is settled and shown, then it shows canceled with its charge", () => {
+    const canceled = cancelJob(processing(), T1, 3n, usage);
+    assert.equal(publicState(canceled).status, "processing", "not settled yet: still processing to clients");
+    const settled = settleJob(canceled, 2n);
+    assert.equal(publicState(settled).status, "canceled");
+    assert.equal(publicState(settled).charged, 2n);
+  });
+
+  it("when a canceled job's webhook is built, then it says canceled with the metadata and no result or error", () => {
+    const canceled = { ...cancelJob(queued, T1), metadata: { order: 7 } };
+    assert.deepEqual(webhookPayload(canceled, undefined), { job_id: "job-1", status: "canceled", metadata: { order: 7 } });
+    assert.deepEqual(webhookPayload(cancelJob(queued, T1), "http://x"), { job_id: "job-1", status: "canceled", metadata: null });
+    assert.equal(webhookMessageId(canceled), "msg_job-1_canceled");
   });
 });

@@ -12,8 +12,11 @@ import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, platformCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { balanceJson, jobJson, jobStatusName, parseBody, type BodyRules } from "../json-mapping.js";
+import type { OutgoingHttpHeaders } from "node:http";
+import type { WatchJobResponse } from "../../../../gen/generation/v1/generation_service_pb.js";
+import { httpErrorOf } from "../connect-errors.js";
 import {
-  aliasSchema, CREATE_GENERATION_SCHEMA, GET_BALANCE_SCHEMA, GET_JOB_SCHEMA, LIST_JOBS_SCHEMA, LIST_MODELS_SCHEMA,
+  aliasSchema, CANCEL_JOB_SCHEMA, WATCH_JOB_SCHEMA, CREATE_GENERATION_SCHEMA, GET_BALANCE_SCHEMA, GET_JOB_SCHEMA, LIST_JOBS_SCHEMA, LIST_MODELS_SCHEMA,
 } from "../schemas/jobs.js";
 import { discardStaged, stagedImagesOf, streamInlineImages, type StreamedImagesOptions } from "../streamed-images.js";
 
@@ -24,10 +27,34 @@ const ALIASES = [
   { prefix: "", model: "aimodel-3-pro-image" },
 ] as const;
 
-export function acceptedReply(reply: FastifyReply, response: Pick<CreateGenerationResponse, "jobId" | "status" | "statusUrl" | "replayed">) {
+export function acceptedReply(reply: FastifyReply, response: Pick<CreateGenerationResponse, "jobId" | "status" | "statusUrl" | "replayed" | "job">) {
   if (response.replayed) reply.header("idempotent-replayed", "true");
   reply.header("location", response.statusUrl);
+  // Finished within Prefer: wait: the job itself.
+  if (response.job) return reply.code(200).send(jobJson(response.job));
   return reply.code(202).send({ job_id: response.jobId, status: jobStatusName(response.status), status_url: response.statusUrl });
+}
+
+/**
+ * `Prefer: wait=N` (RFC 7240): the seconds to wait, any other preference
+ * ignored. Only the syntax is read here (a whole number); its bound is the
+ * core's rule. The answer says which wait it honoured (Preference-Applied).
+ */
+function preferredWait(request: FastifyRequest, reply: FastifyReply): number | undefined {
+  const header = request.headers.prefer;
+  if (header === undefined) return undefined;
+  const preferences = (Array.isArray(header) ? header.join(",") : header).split(",");
+  for (const preference of preferences) {
+    const [name, ...rest] = preference.split(";")[0]!.split("=");
+    if (name!.trim().toLowerCase() !== "wait") continue;
+    const value = rest.join("=").trim().replace(/^"(.*)"$/, "$1");
+    if (!/^[0-9]{1,9}$/.test(value)) {
+      throw new GatewayError(400, "invalid_wait", `Prefer: wait must be a whole number of seconds from 0 to 60 (got "${value.slice(0, 20)}")`);
+    }
+    reply.header("preference-applied", `wait=${Number(value)}`);
+    return Number(value);
+  }
+  return undefined;
 }
 
 export interface JobsRoutesOptions {
@@ -35,6 +62,42 @@ export interface JobsRoutesOptions {
   readonly rules: BodyRules;
   /** How large bodies' inline images are streamed to the core's staging. */
   readonly images: StreamedImagesOptions;
+  /** How often an idle job event stream sends a keep-alive comment. */
+  readonly sseKeepAliveMs: number;
+}
+
+/**
+ * A job's events as Server-Sent Events. Errors before the first event (401,
+ * 404) are ordinary HTTP errors; after it, the stream just ends (the client
+ * resumes with Last-Event-ID). A client that hangs up ends the watch through
+ * the call's signal. Comments keep the connection (and proxies) from timing
+ * out while the job is unchanged.
+ */
+async function streamEvents(events: AsyncIterable<WatchJobResponse>, reply: FastifyReply, keepAliveMs: number) {
+  const stream = events[Symbol.asyncIterator]();
+  const first = await stream.next();
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, {
+    ...(reply.getHeaders() as OutgoingHttpHeaders),
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-store",
+    connection: "keep-alive",
+    "x-accel-buffering": "no",
+  });
+  const keepAlive = setInterval(() => raw.write(": keep-alive\n\n"), keepAliveMs);
+  try {
+    for (let next = first; !next.done; next = await stream.next()) {
+      if (raw.destroyed) break;
+      raw.write(`event: job\nid: ${next.value.eventId}\ndata: ${JSON.stringify(jobJson(next.value.job!))}\n\n`);
+    }
+  } catch (error) {
+    reply.request.log.debug({ err: error }, "job event stream ended early");
+  } finally {
+    clearInterval(keepAlive);
+    await stream.return?.(undefined);
+    raw.end();
+  }
 }
 
 export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRoutesOptions) {
@@ -47,6 +110,7 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
         try {
           const message = parseBody(CreateGenerationRequestSchema, request.body, options.rules);
           message.idempotencyKey = idempotencyKeyOf(request);
+          message.waitSeconds = preferredWait(request, reply);
           message.inputMode = fixed?.inputMode ?? InputMode.UNSPECIFIED;
           if (fixed) message.model = fixed.model;
           const call = { ...platformCall(request, reply), contextValues: stagedImagesOf(request) };
@@ -75,6 +139,41 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
       const { job } = await core.generation.getJob({ jobId: request.params.jobId }, platformCall(request, reply));
       reply.header("cache-control", "no-store");
       return jobJson(job!);
+    });
+
+    app.post<{ Params: { jobId: string } }>(
+      "/api/v1/jobs/:jobId/cancel",
+      {
+        ...guard({ credential: "api_key", keyFrom: "platform", images: false }),
+        schema: CANCEL_JOB_SCHEMA,
+        // No body is the usual cancel: it reads as {} (anything else is judged by the schema).
+        preValidation: async (request: FastifyRequest) => {
+          request.body ??= {};
+        },
+      },
+      async (request, reply) => {
+        const call = platformCall(request, reply);
+        try {
+          const { job } = await core.generation.cancelJob({ jobId: request.params.jobId }, call);
+          reply.header("cache-control", "no-store");
+          return jobJson(job!);
+        } catch (error) {
+          const refusal = httpErrorOf(error);
+          if (refusal.reason !== "job_already_finished") throw error;
+          // 409 with the job as it stands: what it finished as, and what it was charged.
+          const { job } = await core.generation.getJob({ jobId: request.params.jobId }, platformCall(request, reply));
+          return reply.code(409).send({ error: { code: refusal.reason, message: refusal.message }, job: jobJson(job!) });
+        }
+      },
+    );
+
+    app.get<{ Params: { jobId: string } }>("/api/v1/jobs/:jobId/events", { schema: WATCH_JOB_SCHEMA }, async (request, reply) => {
+      const lastEventId = request.headers["last-event-id"];
+      const events = core.generation.watchJob(
+        { jobId: request.params.jobId, lastEventId: typeof lastEventId === "string" ? lastEventId : "" },
+        platformCall(request, reply),
+      );
+      await streamEvents(events, reply, options.sseKeepAliveMs);
     });
 
     // attachValidation: the query schema types text only, so its one refusal (a repeated parameter) is ours to answer, as 400.

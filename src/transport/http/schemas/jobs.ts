@@ -1,6 +1,6 @@
 import { ListModelsResponseSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
 import { ModelKindSchema } from "../../../../gen/generation/v1/model_pb.js";
-import { BALANCE, IDEMPOTENCY_HEADERS, MONEY, PLATFORM_ERRORS, PLATFORM_SECURITY } from "./common.js";
+import { BALANCE, IDEMPOTENCY_HEADERS, MONEY, PLATFORM_ERROR, PLATFORM_ERRORS, PLATFORM_SECURITY } from "./common.js";
 import { orNull, protoJsonSchema } from "./proto-json-schema.js";
 
 /**
@@ -44,7 +44,7 @@ const CREATE_GENERATION_BODY = {
 const { model: _model, ...ALIAS_PROPERTIES } = CREATE_GENERATION_BODY.properties;
 const ALIAS_BODY = { type: "object", properties: ALIAS_PROPERTIES, examples: [{ prompt: "a lighthouse at dusk", aspect_ratio: "16:9" }] } as const;
 
-export const JOB_STATUS = { type: "string", enum: ["queued", "processing", "done", "failed"] } as const;
+export const JOB_STATUS = { type: "string", enum: ["queued", "processing", "done", "failed", "canceled"] } as const;
 
 /** The accepted answer (202), shared with the video interactions route. */
 export const ACCEPTED = {
@@ -125,15 +125,42 @@ const MODELS = (() => {
 
 const JOB_ID_PARAMS = { type: "object", properties: { jobId: { type: "string" } }, required: ["jobId"] } as const;
 
+/** Prefer: wait=N (RFC 7240), on every route that creates a job from /api/v1. */
+const CREATION_HEADERS = {
+  ...IDEMPOTENCY_HEADERS,
+  properties: {
+    ...IDEMPOTENCY_HEADERS.properties,
+    prefer: {
+      type: "string",
+      description:
+        "`wait=N` (0 to 60 seconds): answer 200 with the finished job if it finishes within N seconds, otherwise 202 as usual. " +
+        "A wait that is not a whole number of seconds up to 60 is 400 invalid_wait; other preferences are ignored.",
+      examples: ["wait=30"],
+    },
+  },
+} as const;
+
+/** The job finished within the creation's Prefer: wait (its JSON as GET /api/v1/jobs/{id}). */
+const FINISHED_WITHIN_WAIT = {
+  ...JOB,
+  description: "The job finished within `Prefer: wait`: the job as GET /api/v1/jobs/{job_id} answers it.",
+  headers: {
+    "preference-applied": { type: "string", description: "`wait=N`: the wait that was honoured.", "x-required": true },
+    location: { type: "string", description: "/api/v1/jobs/{job_id}", "x-required": true },
+  },
+} as const;
+
 export const CREATE_GENERATION_SCHEMA = {
   tags: ["jobs"],
   operationId: "createGeneration",
   summary: "Create a job (image, text or video; the model decides)",
-  description: "Money for the job is reserved before the answer; it is settled on success and released on failure.",
+  description:
+    "Money for the job is reserved before the answer; it is settled on success and released on failure. " +
+    "With `Prefer: wait=N` the answer waits up to N seconds for the job to finish (200 with the job), otherwise 202.",
   security: PLATFORM_SECURITY,
-  headers: IDEMPOTENCY_HEADERS,
+  headers: CREATION_HEADERS,
   body: CREATE_GENERATION_BODY,
-  response: { 202: ACCEPTED, ...PLATFORM_ERRORS },
+  response: { 200: FINISHED_WITHIN_WAIT, 202: ACCEPTED, ...PLATFORM_ERRORS },
 } as const;
 
 /** The accepted answer of a deprecated alias: it names its successor (routes/jobs-routes.ts sets both headers). */
@@ -153,9 +180,9 @@ export const aliasSchema = (kind: "text" | "url", model: string) =>
     summary: `Deprecated: create a ${model} job (${kind === "text" ? "text-to-image" : "image-to-image from URLs"})`,
     deprecated: true,
     security: PLATFORM_SECURITY,
-    headers: IDEMPOTENCY_HEADERS,
+    headers: CREATION_HEADERS,
     body: ALIAS_BODY,
-    response: { 202: DEPRECATED_ACCEPTED, ...PLATFORM_ERRORS },
+    response: { 200: FINISHED_WITHIN_WAIT, 202: DEPRECATED_ACCEPTED, ...PLATFORM_ERRORS },
   }) as const;
 
 export const GET_JOB_SCHEMA = {
@@ -167,6 +194,67 @@ export const GET_JOB_SCHEMA = {
   response: { 200: JOB, ...PLATFORM_ERRORS },
 } as const;
 
+export const CANCEL_JOB_SCHEMA = {
+  tags: ["jobs"],
+  operationId: "cancelJob",
+  summary: "Cancel a job",
+  description:
+    "A queued job is canceled at once and its whole reservation released. A processing job is aborted upstream: an image or video job " +
+    "is charged nothing, a text job what the upstream reported as produced before the abort (shown in its usage). Idempotent: a canceled " +
+    "job answers 200 again. A job that finished first (done or failed) is 409 job_already_finished, with the job in `job`. " +
+    "The webhook of a canceled job has `\"status\": \"canceled\"`. No body is needed (an empty JSON object is accepted).",
+  security: PLATFORM_SECURITY,
+  params: JOB_ID_PARAMS,
+  body: { type: "object", additionalProperties: false, description: "Nothing: leave the body out, or send {}.", examples: [{}] },
+  response: {
+    200: { ...JOB, description: "The job, canceled, with its final charge." },
+    ...PLATFORM_ERRORS,
+    409: {
+      ...PLATFORM_ERROR,
+      description: "job_already_finished: the job ended (done or failed) before the cancel; `job` is the job as it stands.",
+      properties: { ...PLATFORM_ERROR.properties, job: JOB },
+      examples: [{ error: { code: "job_already_finished", message: "job 3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41 already finished: it is done" }, job: JOB.examples[0] }],
+    },
+  },
+} as const;
+
+export const WATCH_JOB_SCHEMA = {
+  tags: ["jobs"],
+  operationId: "watchJob",
+  summary: "Follow a job's state as Server-Sent Events",
+  description:
+    "One `event: job` per state change, its `data:` the job's JSON (as GET /api/v1/jobs/{job_id}) and its `id:` the state's place " +
+    "(1 queued, 2 processing, 3 finished). The first event is the job's current state; the stream ends after the terminal state. " +
+    "Comment lines (`: keep-alive`) are sent while nothing changes. Send `Last-Event-ID` to resume: states already seen are not sent again.",
+  security: PLATFORM_SECURITY,
+  params: JOB_ID_PARAMS,
+  headers: {
+    type: "object",
+    properties: { "last-event-id": { type: "string", description: "The `id:` of the last event received; an id this service never sent counts as none." } },
+  },
+  response: {
+    200: {
+      description: "The event stream.",
+      content: {
+        "text/event-stream": {
+          // One event (OpenAPI 3.1 has no itemSchema: the schema describes each event of the stream, as Schemathesis reads it).
+          schema: {
+            type: "object",
+            description: "One event: `event: job`, `id: <1|2|3>`, `data: <the job's JSON>`; comment lines (`: keep-alive`) between events.",
+            properties: {
+              event: { type: "string", enum: ["job"] },
+              id: { type: "string", enum: ["1", "2", "3"], description: "1 queued, 2 processing, 3 finished." },
+              data: { type: "string", contentMediaType: "application/json", contentSchema: JOB },
+            },
+            required: ["event", "id", "data"],
+          },
+        },
+      },
+    },
+    ...PLATFORM_ERRORS,
+  },
+} as const;
+
 /**
  * GET /api/v1/jobs. The query's parameters are typed as text only: every rule
  * on their values (the statuses, known models, 1 to 100, the page token) is
@@ -176,7 +264,7 @@ export const GET_JOB_SCHEMA = {
 const LIST_JOBS_QUERY = {
   type: "object",
   properties: {
-    status: { type: "string", description: "Only jobs in this state: queued, processing, done or failed (otherwise 400 invalid_status).", examples: ["done"] },
+    status: { type: "string", description: "Only jobs in this state: queued, processing, done, failed or canceled (otherwise 400 invalid_status).", examples: ["done"] },
     model: { type: "string", description: "Only jobs of this model, as GET /api/v1/models names it (otherwise 400 invalid_model).", examples: ["aimodel-3-pro-image"] },
     created_after: { type: "string", format: "date-time", description: "Only jobs created strictly after this RFC 3339 instant (otherwise 400 invalid_timestamp)." },
     created_before: {

@@ -1,0 +1,119 @@
+/**
+ * The job feed on Kafka: topic `<prefix>job.lifecycle` (keyed by job id,
+ * kept one hour: nothing is replayed from it), read by every process through
+ * a consumer group of its own (`<prefix>job-feed.<clientId>.<uuid>`, starting
+ * at the end of the topic), so each process hears every signal, whichever
+ * process published it. The group is deleted when the feed closes.
+ */
+import { randomUUID } from "node:crypto";
+import kafkajs from "kafkajs";
+import type { Consumer } from "kafkajs";
+import type { JobFeed, JobSignal } from "../../ports/job-feed.js";
+import { DependencyUnavailableError } from "../../ports/dependency.js";
+
+const { Kafka, Partitioners, logLevel } = kafkajs;
+
+export interface KafkaJobFeedOptions {
+  readonly brokers: string[];
+  readonly clientId: string;
+  readonly topicPrefix: string;
+  readonly partitions: number;
+  /** Upper bound of one publish (default 3 s). */
+  readonly publishTimeoutMs?: number;
+  readonly log: (message: string) => void;
+}
+
+export const JOB_LIFECYCLE_TOPIC = "job.lifecycle";
+const RETENTION_MS = 3600_000;
+const JOIN_TIMEOUT_MS = 30_000;
+const RETRY = { initialRetryTime: 200, maxRetryTime: 5_000, retries: 12 } as const;
+
+export async function createKafkaJobFeed(options: KafkaJobFeedOptions): Promise<JobFeed> {
+  const topic = `${options.topicPrefix}${JOB_LIFECYCLE_TOPIC}`;
+  const groupId = `${options.topicPrefix}job-feed.${options.clientId}.${randomUUID()}`;
+  const kafka = new Kafka({
+    clientId: `${options.clientId}-feed`, brokers: options.brokers, connectionTimeout: 3_000, retry: RETRY, logLevel: logLevel.ERROR,
+    logCreator: () => ({ log }) => options.log(`kafkajs (job feed): ${log.message}`),
+  });
+  const admin = kafka.admin({ retry: RETRY });
+  const producer = kafka.producer({ allowAutoTopicCreation: false, retry: { retries: 3 }, createPartitioner: Partitioners.DefaultPartitioner });
+  const consumer: Consumer = kafka.consumer({
+    groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 100, allowAutoTopicCreation: false,
+    retry: { ...RETRY, restartOnFailure: async () => true },
+  });
+  const listeners = new Set<(signal: JobSignal) => void>();
+  const publishTimeoutMs = options.publishTimeoutMs ?? 3_000;
+
+  try {
+    await admin.connect();
+    const existing = await admin.listTopics();
+    if (!existing.includes(topic)) {
+      await admin.createTopics({
+        topics: [{ topic, numPartitions: options.partitions, configEntries: [{ name: "retention.ms", value: String(RETENTION_MS) }] }],
+        waitForLeaders: true,
+      }).catch((error: unknown) => {
+        if ((error as { type?: string }).type !== "TOPIC_ALREADY_EXISTS") throw error;
+      });
+    }
+    await producer.connect();
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic], fromBeginning: false });
+    // Listening starts once the group holds its partitions: signals published after that are heard.
+    const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
+    await consumer.run({
+      eachMessage: async ({ message }) => {
+        let signal: JobSignal;
+        try {
+          signal = JSON.parse(message.value?.toString() ?? "") as JobSignal;
+        } catch {
+          return; // not ours to repeat
+        }
+        for (const listener of [...listeners]) {
+          try {
+            listener(signal);
+          } catch {
+            // a listener's failure is its own
+          }
+        }
+      },
+    });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([joined, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("the job feed's consumer did not join its group within 30 s")), JOIN_TIMEOUT_MS)))]);
+    clearTimeout(timer);
+  } catch (error) {
+    await Promise.allSettled([consumer.disconnect(), producer.disconnect(), admin.disconnect()]);
+    throw error;
+  }
+
+  let closing: Promise<void> | undefined;
+  return {
+    async publish(signal: JobSignal): Promise<void> {
+      if (closing) return;
+      const sent = producer.send({ topic, acks: 1, messages: [{ key: signal.jobId, value: JSON.stringify(signal) }] });
+      sent.catch(() => undefined);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new DependencyUnavailableError("kafka", `Kafka did not take the job signal within ${publishTimeoutMs} ms`)), publishTimeoutMs);
+      });
+      try {
+        await Promise.race([sent, late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+    listen(handler) {
+      listeners.add(handler);
+      return () => void listeners.delete(handler);
+    },
+    close() {
+      closing ??= (async () => {
+        listeners.clear();
+        await Promise.allSettled([consumer.disconnect(), producer.disconnect()]);
+        // The group was this process's alone: leave nothing behind in the cluster.
+        await admin.deleteGroups([groupId]).catch(() => undefined);
+        await admin.disconnect().catch(() => undefined);
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,82 @@
+import { cancelJob, isTerminal } from "../../domain/jobs/job-state-machine.js";
+import type { Job } from "../../domain/jobs/job.js";
+import { DomainError } from "../../domain/errors/domain-error.js";
+import type { Clock } from "../../ports/clock.js";
+import type { JobStore } from "../../ports/job-store.js";
+import { finishJob, type FinishPorts } from "./finish-job.js";
+import { followJob } from "./follow-job.js";
+
+export interface CancelPorts extends FinishPorts {
+  readonly jobs: JobStore;
+  readonly clock: Clock;
+}
+
+export interface CancelOptions {
+  /**
+   * How long a cancel of a processing job waits for the worker generating it
+   * to abort and record what was produced; past it (the worker is gone or
+   * unreachable) the cancel ends the job itself, charging nothing.
+   */
+  readonly workerGraceMs: number;
+}
+
+const finished = (job: Job) =>
+  new DomainError("already_finished", "job_already_finished", `job ${job.id} already finished: it is ${job.status}`, { status: job.status });
+
+/**
+ * Cancels a job of the caller's (the caller's account was checked by whoever
+ * read `jobId`). Every step is a compare-and-set on the job, so a cancel
+ * racing the job's end, another cancel, or a takeover leaves exactly one
+ * terminal state, and finishJob moves its money once:
+ * - queued: canceled here, the hold released;
+ * - processing: the worker generating it is told (the feed) and aborts,
+ *   recording what the upstream produced; if it has not within the grace,
+ *   the job is canceled here, charging nothing (the worker's own outcome
+ *   then fails its compare-and-set);
+ * - canceled already: answered again (idempotent), finished if a crash left
+ *   it unsettled; done or failed: refused, 409 job_already_finished.
+ */
+export async function cancelOwnJob(ports: CancelPorts, jobId: string, options: CancelOptions, abort?: AbortSignal): Promise<Job> {
+  const follow = followJob(ports.feed, jobId);
+  try {
+    let asked = false;
+    const deadline = () => (asked ? askedAt + options.workerGraceMs : Number.POSITIVE_INFINITY);
+    let askedAt = 0;
+    for (;;) {
+      const job = await ports.jobs.get(jobId);
+      if (!job) throw new DomainError("not_found", "job_not_found", `no job ${jobId}`);
+      if (isTerminal(job.status)) {
+        if (job.status !== "canceled") {
+          // Its outcome is recorded: let its money move first, so the refusal and the balance agree.
+          if (!job.settled) await finishJob(ports, job);
+          throw finished(job);
+        }
+        return job.settled ? job : finishJob(ports, job);
+      }
+      if (job.status === "queued") {
+        const canceled = cancelJob(job, ports.clock.now());
+        if (await ports.jobs.transition(canceled, { status: "queued" })) return finishJob(ports, canceled);
+        continue; // claimed (or canceled) meanwhile: look again
+      }
+      // Processing.
+      if (!asked) {
+        asked = true;
+        askedAt = Date.now();
+        await ports.feed.publish({ kind: "cancel", jobId }, abort).catch((error: unknown) => {
+          ports.log(`job ${jobId}: the cancel signal was not sent; canceling without the worker`, error);
+          askedAt = -Infinity;
+        });
+      }
+      const left = deadline() - Date.now();
+      if (left > 0) {
+        await follow.next(Math.min(left, 1000), abort);
+        if (abort?.aborted) throw abort.reason;
+        continue;
+      }
+      const canceled = cancelJob(job, ports.clock.now());
+      if (await ports.jobs.transition(canceled, { status: "processing", leaseOwner: job.leaseOwner })) return finishJob(ports, canceled);
+    }
+  } finally {
+    follow.close();
+  }
+}
