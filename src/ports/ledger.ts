@@ -7,7 +7,72 @@ export interface BalanceSnapshot {
 
 export type ReserveOutcome = "reserved" | "insufficient_funds" | "unknown_account" | "too_many_open_holds";
 
+/** What a hold is for: every entry the hold makes carries it (the statement, usage reports). */
+export interface HoldMemo {
+  /** The job; undefined for a synchronous text call. */
+  readonly jobId?: string;
+  readonly model: string;
+  /** The API key that asked for it. */
+  readonly keyId?: string;
+}
+
+/** The tokens a settlement paid for (text; zero for images and videos). */
+export interface SettledTokens {
+  readonly promptTokens: number;
+  readonly candidatesTokens: number;
+}
+
+export type LedgerEntryType = "credit" | "hold" | "charge" | "release";
+
+/**
+ * One movement of an account's money, written in the same atomic step as
+ * the movement and never changed: the sum of `amount` over an account's
+ * entries is its balance, the sum of `reservedChange` its reserved amount.
+ */
+export interface LedgerEntry {
+  /** Grows with every entry of the account: the statement's order (and `at` never decreases along it). */
+  readonly seq: bigint;
+  readonly type: LedgerEntryType;
+  /** Signed change of the balance: credits positive, charges negative, holds and releases zero. */
+  readonly amount: Money;
+  readonly balanceAfter: Money;
+  /** Signed change of `reserved`: a hold adds its amount; the charge or release that ends it takes it away. */
+  readonly reservedChange: Money;
+  readonly reservedAfter: Money;
+  /** What the hold was for (holds, charges, releases). */
+  readonly memo?: HoldMemo;
+  /** On charges: the tokens paid for. */
+  readonly tokens?: SettledTokens;
+  readonly at: Date;
+}
+
+/** Where a page of entries ended: its last entry (the next page is strictly older). */
+export interface LedgerCursor {
+  readonly seq: bigint;
+  readonly at: Date;
+}
+
+/** One page of an account's entries, newest first. */
+export interface LedgerEntryQuery {
+  readonly accountId: string;
+  readonly limit: number;
+  /** Only entries older than this one (the previous page's last). */
+  readonly before?: LedgerCursor;
+  /** Only entries at or after this instant. */
+  readonly from?: Date;
+  /** Only entries strictly before this instant. */
+  readonly to?: Date;
+}
+
+export interface LedgerEntryPage {
+  readonly entries: LedgerEntry[];
+  /** Set when more entries may match below the last one (a store may stop early with fewer than `limit`). */
+  readonly next?: LedgerCursor;
+}
+
 export interface ReserveOptions {
+  /** Shown on the hold's entries. */
+  readonly memo?: HoldMemo;
   /**
    * Refuse ("too_many_open_holds") when the account already has this many
    * open holds whose reservation id starts with `countedPrefix`, checked in
@@ -59,11 +124,16 @@ export interface Ledger {
    * undefined for a settlement in full (which charged the amount asked), so a
    * repeat must ask the same amount as the first call did.
    */
-  settle(accountId: string, reservationId: string, amount: Money): Promise<Settlement | undefined>;
+  settle(accountId: string, reservationId: string, amount: Money, tokens?: SettledTokens): Promise<Settlement | undefined>;
   /** Ends the hold without charging. A no-op when already settled or released. */
   release(accountId: string, reservationId: string): Promise<void>;
   /** The account's recorded shortfalls (for operators and tests). */
   shortfalls(accountId: string): Promise<Shortfall[]>;
+  /**
+   * The account's entries, newest first (by seq), within the query's bounds.
+   * Empty for an unknown account.
+   */
+  entries(query: LedgerEntryQuery): Promise<LedgerEntryPage>;
   /** Whether any account exists (for the first-start hint). */
   hasAnyAccount(): Promise<boolean>;
 }

@@ -19,6 +19,7 @@ import {
   balanceOf, call, createCustomer, eventually, finishedJob, pico, startTestService, type Customer, type TestService,
 } from "../support/harness.js";
 import { assertPlatformError, postGeneration } from "../support/jobs-api-helpers.js";
+import { assertLedgerReconciles } from "../support/ledger-helpers.js";
 
 const IMAGE = "aimodel-2.5-flash-image";
 const TEXT = "aimodel-3.5-flash";
@@ -218,5 +219,11 @@ describe("cancel racing completion", () => {
     const balance = await balanceOf(racy, customer.apiKey);
     assert.equal(pico(balance.balance), pico("10.00") - expectedCharge);
     assert.equal(balance.reserved, "0.00");
+    // The statement agrees: one hold per job, ended once (a charge for the done ones, a release for the canceled ones).
+    const entries = await assertLedgerReconciles(racy, { key: customer.apiKey });
+    for (const { jobId, answer } of outcomes) {
+      const ends = entries.filter((e) => e.job_id === jobId && e.type !== "hold").map((e) => e.type);
+      assert.deepEqual(ends, [answer.status === 200 ? "release" : "charge"], `job ${jobId}`);
+    }
   });
 });

@@ -12,12 +12,12 @@ const run = promisify(execFile);
 /** Every operation the issue names, by surface: the document must list each, and nothing else. */
 const OPERATIONS = [
   "get /livez", "get /readyz", "get /healthz",
-  "post /api/v1/generations", "get /api/v1/jobs", "get /api/v1/jobs/{jobId}", "post /api/v1/jobs/{jobId}/cancel", "get /api/v1/jobs/{jobId}/events", "get /api/v1/balance", "get /api/v1/models",
+  "post /api/v1/generations", "get /api/v1/jobs", "get /api/v1/jobs/{jobId}", "post /api/v1/jobs/{jobId}/cancel", "get /api/v1/jobs/{jobId}/events", "get /api/v1/balance", "get /api/v1/models", "get /api/v1/ledger", "get /api/v1/usage",
   ...["/nb", "/nb2", ""].flatMap((prefix) => [`post /api/v1${prefix}/text-generations`, `post /api/v1${prefix}/url-generations`]),
   "get /api/aimodel/v1beta/models", "get /api/aimodel/v1beta/models/{model}",
   "post /api/aimodel/v1beta/models/{model}:generateContent", "post /api/aimodel/v1beta/models/{model}:streamGenerateContent",
   "post /api/aimodel/v1beta/models/{model}:countTokens", "post /api/aimodel/v1beta/interactions",
-  "post /admin/v1/accounts", "post /admin/v1/accounts/{accountId}/credits", "get /admin/v1/accounts/{accountId}/balance",
+  "post /admin/v1/accounts", "post /admin/v1/accounts/{accountId}/credits", "get /admin/v1/accounts/{accountId}/balance", "get /admin/v1/accounts/{accountId}/ledger", "get /admin/v1/accounts/{accountId}/usage",
   "post /admin/v1/accounts/{accountId}/keys", "delete /admin/v1/keys/{keyId}", "put /admin/v1/accounts/{accountId}/webhook",
   "put /admin/v1/pause", "put /admin/v1/models/{model}/pause", "get /admin/v1/routes", "put /admin/v1/routes/{name}/pause",
   "get /admin/v1/prices", "put /admin/v1/prices/{model}",

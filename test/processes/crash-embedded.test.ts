@@ -8,6 +8,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { BACKEND, call, eventually, pico, TERMINAL } from "../support/harness.js";
 import { probePng } from "../support/media-probe.js";
 import { startProcess, type ServiceProcess } from "../support/processes.js";
+import { assertLedgerReconciles } from "../support/ledger-helpers.js";
 import {
   createUntilDefinitive, freePort, mapLimit, WebhookRecorder, type CreateOutcome, type RecordedDelivery,
 } from "../support/crash-clients.js";
@@ -255,6 +256,9 @@ describe("the embedded default under SIGKILL", { skip }, () => {
     assert.equal(adminBalance.status, 200, adminBalance.text);
     assert.equal(pico(adminBalance.json.balance), pico(balance.json.balance), `admin view agrees: ${adminBalance.text}`);
     assert.equal(pico(adminBalance.json.reserved), 0n, `admin view agrees: ${adminBalance.text}`);
+    // The statement survived every SIGKILL with its movements: it reconciles to the cent, each job's hold ended once.
+    const entries = await assertLedgerReconciles(api, { accountId });
+    assert.equal(entries.filter((e) => e.type === "charge").reduce((sum, e) => sum - pico(e.amount), 0n), charged);
 
     // --- no key created two jobs: replaying every accepted request now gives back its one job ---
     const replays = await mapLimit(accepted, 8, (r) =>

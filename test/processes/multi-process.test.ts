@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BACKEND, call, dropRealBackend, eventually, realBackendEnv, TERMINAL } from "../support/harness.js";
 import { startProcess, type ServiceProcess } from "../support/processes.js";
+import { assertLedgerReconciles } from "../support/ledger-helpers.js";
 
 /**
  * Several real processes of the service against the same Cassandra and Kafka,
@@ -106,6 +107,10 @@ describe("several processes on one Cassandra and Kafka", { skip }, () => {
       { timeoutMs: 60_000, intervalMs: 250, what: "all 50 jobs done" },
     );
     assert.deepEqual(await balanceOf(api2!, key), { balance: "0.00", reserved: "0.00", available: "0.00", currency: "USD" });
+    // The statement, written by two API processes and a worker at once, reconciles to the cent: 50 holds, 50 charges, nothing else.
+    const entries = await assertLedgerReconciles(api1!, { key });
+    assert.equal(entries.filter((e) => e.type === "hold").length, 50);
+    assert.equal(entries.filter((e) => e.type === "charge").length, 50);
   });
 
   it("a worker killed with SIGKILL mid-job: another worker finishes it, once, charged once, one webhook", async () => {
@@ -164,6 +169,9 @@ describe("several processes on one Cassandra and Kafka", { skip }, () => {
       { timeoutMs: 60_000, intervalMs: 250, what: "every job done after the restart" },
     );
     assert.deepEqual(await balanceOf(api, key), { balance: "1.70", reserved: "0.00", available: "1.70", currency: "USD" });
+    // Killed between movements and the copies of their entries: the statement still has every one of them.
+    const entries = await assertLedgerReconciles(api, { key });
+    assert.equal(entries.filter((e) => e.type === "charge").length, 6);
   });
 
   it("an API process killed in the middle of a synchronous text call leaves no hold behind: the reaper releases it", async () => {

@@ -6,7 +6,9 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { ModelPrice } from "./model_pb.js";
 import { file_generation_v1_model } from "./model_pb.js";
-import type { Balance } from "./money_pb.js";
+import type { GetUsageRequest, GetUsageResponse, ListLedgerEntriesRequest } from "./generation_service_pb.js";
+import { file_generation_v1_generation_service } from "./generation_service_pb.js";
+import type { Balance, LedgerEntry } from "./money_pb.js";
 import { file_generation_v1_money } from "./money_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -16,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/admin_service.proto.
  */
 export const file_generation_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UiOQoTQ3JlYXRlQXBpS2V5UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBm1vZGVscxgCIAMoCSJbChRDcmVhdGVBcGlLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSDwoHYXBpX2tleRgCIAEoCRIOCgZtb2RlbHMYAyADKAkSEgoKYWNjb3VudF9pZBgEIAEoCSIlChNSZXZva2VBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCSI3ChRSZXZva2VBcGlLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSDwoHcmV2b2tlZBgCIAEoCCI0ChFTZXRXZWJob29rUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEgsKA3VybBgCIAEoCSIxChJTZXRXZWJob29rUmVzcG9uc2USCwoDdXJsGAEgASgJEg4KBnNlY3JldBgCIAEoCSIpChdTZXRQcm9qZWN0UGF1c2VkUmVxdWVzdBIOCgZwYXVzZWQYASABKAgiKgoYU2V0UHJvamVjdFBhdXNlZFJlc3BvbnNlEg4KBnBhdXNlZBgBIAEoCCI2ChVTZXRNb2RlbFBhdXNlZFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIjcKFlNldE1vZGVsUGF1c2VkUmVzcG9uc2USDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIhMKEUxpc3RQcmljZXNSZXF1ZXN0Ij8KEkxpc3RQcmljZXNSZXNwb25zZRIpCgZwcmljZXMYASADKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPgoSVXBkYXRlUHJpY2VSZXF1ZXN0EigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj8KE1VwZGF0ZVByaWNlUmVzcG9uc2USKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2Ui3AIKDVVwc3RyZWFtUm91dGUSDAoEbmFtZRgBIAEoCRIQCghiYXNlX3VybBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDgoGd2VpZ2h0GAQgASgFEhIKCnRpbWVvdXRfbXMYBSABKAUSGAoQbWF4X2lucHV0X2ltYWdlcxgGIAEoBRIOCgZwYXVzZWQYByABKAgSDwoHaGVhbHRoeRgIIAEoCBIQCghyZXF1ZXN0cxgJIAEoAxIQCghmYWlsdXJlcxgKIAEoAxIcChRjb25zZWN1dGl2ZV9mYWlsdXJlcxgLIAEoBRISCgpsYXN0X2Vycm9yGAwgASgJEjEKDWxhc3RfZXJyb3JfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3Rfc3VjY2Vzc19hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEwoRTGlzdFJvdXRlc1JlcXVlc3QiQgoSTGlzdFJvdXRlc1Jlc3BvbnNlEiwKBnJvdXRlcxgBIAMoCzIcLmdlbmVyYXRpb24udjEuVXBzdHJlYW1Sb3V0ZSI1ChVTZXRSb3V0ZVBhdXNlZFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIOCgZwYXVzZWQYAiABKAgiNgoWU2V0Um91dGVQYXVzZWRSZXNwb25zZRIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCDLJCAoMQWRtaW5TZXJ2aWNlEloKDUNyZWF0ZUFjY291bnQSIy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRSZXF1ZXN0GiQuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVzcG9uc2USUQoKQWRkQ3JlZGl0cxIgLmdlbmVyYXRpb24udjEuQWRkQ3JlZGl0c1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXNwb25zZRJmChFHZXRBY2NvdW50QmFsYW5jZRInLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXF1ZXN0GiguZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlElcKDENyZWF0ZUFwaUtleRIiLmdlbmVyYXRpb24udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USVwoMUmV2b2tlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJRCgpTZXRXZWJob29rEiAuZ2VuZXJhdGlvbi52MS5TZXRXZWJob29rUmVxdWVzdBohLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1Jlc3BvbnNlEmMKEFNldFByb2plY3RQYXVzZWQSJi5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USXQoOU2V0TW9kZWxQYXVzZWQSJC5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVxdWVzdBolLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXNwb25zZRJRCgpMaXN0UHJpY2VzEiAuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1Jlc3BvbnNlElQKC1VwZGF0ZVByaWNlEiEuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlcXVlc3QaIi5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVzcG9uc2USUQoKTGlzdFJvdXRlcxIgLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RSb3V0ZXNSZXNwb25zZRJdCg5TZXRSb3V0ZVBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0Um91dGVQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlc3BvbnNlQrABChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWkdnaXRodWIuY29tL2V4YW1wbGUvZ2VuZXJhdGlvbi1zZXJ2aWNlL2dlbi9nby9nZW5lcmF0aW9uL3YxO2dlbmVyYXRpb252MaICA0dYWKoCDUdlbmVyYXRpb24uVjHKAg1HZW5lcmF0aW9uXFYx6gIOR2VuZXJhdGlvbjo6VjFiBnByb3RvMw", [file_generation_v1_model, file_generation_v1_money, file_google_protobuf_timestamp]);
+  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlIjkKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkiWwoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg8KB2FwaV9rZXkYAiABKAkSDgoGbW9kZWxzGAMgAygJEhIKCmFjY291bnRfaWQYBCABKAkiJQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiNwoUUmV2b2tlQXBpS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg8KB3Jldm9rZWQYAiABKAgiNAoRU2V0V2ViaG9va1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRILCgN1cmwYAiABKAkiMQoSU2V0V2ViaG9va1Jlc3BvbnNlEgsKA3VybBgBIAEoCRIOCgZzZWNyZXQYAiABKAkiKQoXU2V0UHJvamVjdFBhdXNlZFJlcXVlc3QSDgoGcGF1c2VkGAEgASgIIioKGFNldFByb2plY3RQYXVzZWRSZXNwb25zZRIOCgZwYXVzZWQYASABKAgiNgoVU2V0TW9kZWxQYXVzZWRSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI3ChZTZXRNb2RlbFBhdXNlZFJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEg4KBnBhdXNlZBgCIAEoCCITChFMaXN0UHJpY2VzUmVxdWVzdCI/ChJMaXN0UHJpY2VzUmVzcG9uc2USKQoGcHJpY2VzGAEgAygLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj4KElVwZGF0ZVByaWNlUmVxdWVzdBIoCgVwcmljZRgBIAEoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSI/ChNVcGRhdGVQcmljZVJlc3BvbnNlEigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlItwCCg1VcHN0cmVhbVJvdXRlEgwKBG5hbWUYASABKAkSEAoIYmFzZV91cmwYAiABKAkSDgoGbW9kZWxzGAMgAygJEg4KBndlaWdodBgEIAEoBRISCgp0aW1lb3V0X21zGAUgASgFEhgKEG1heF9pbnB1dF9pbWFnZXMYBiABKAUSDgoGcGF1c2VkGAcgASgIEg8KB2hlYWx0aHkYCCABKAgSEAoIcmVxdWVzdHMYCSABKAMSEAoIZmFpbHVyZXMYCiABKAMSHAoUY29uc2VjdXRpdmVfZmFpbHVyZXMYCyABKAUSEgoKbGFzdF9lcnJvchgMIAEoCRIxCg1sYXN0X2Vycm9yX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9sYXN0X3N1Y2Nlc3NfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhMKEUxpc3RSb3V0ZXNSZXF1ZXN0IkIKEkxpc3RSb3V0ZXNSZXNwb25zZRIsCgZyb3V0ZXMYASADKAsyHC5nZW5lcmF0aW9uLnYxLlVwc3RyZWFtUm91dGUiNQoVU2V0Um91dGVQYXVzZWRSZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIIjYKFlNldFJvdXRlUGF1c2VkUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIOCgZwYXVzZWQYAiABKAgyqAoKDEFkbWluU2VydmljZRJaCg1DcmVhdGVBY2NvdW50EiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVxdWVzdBokLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlElEKCkFkZENyZWRpdHMSIC5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVzcG9uc2USZgoRR2V0QWNjb3VudEJhbGFuY2USJy5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVxdWVzdBooLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXNwb25zZRJ7ChhMaXN0QWNjb3VudExlZGdlckVudHJpZXMSLi5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1JlcXVlc3QaLy5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1Jlc3BvbnNlEmAKD0dldEFjY291bnRVc2FnZRIlLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVxdWVzdBomLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVzcG9uc2USVwoMQ3JlYXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJXCgxSZXZva2VBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlElEKClNldFdlYmhvb2sSIC5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5TZXRXZWJob29rUmVzcG9uc2USYwoQU2V0UHJvamVjdFBhdXNlZBImLmdlbmVyYXRpb24udjEuU2V0UHJvamVjdFBhdXNlZFJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXNwb25zZRJdCg5TZXRNb2RlbFBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRNb2RlbFBhdXNlZFJlc3BvbnNlElEKCkxpc3RQcmljZXMSIC5nZW5lcmF0aW9uLnYxLkxpc3RQcmljZXNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVzcG9uc2USVAoLVXBkYXRlUHJpY2USIS5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVxdWVzdBoiLmdlbmVyYXRpb24udjEuVXBkYXRlUHJpY2VSZXNwb25zZRJRCgpMaXN0Um91dGVzEiAuZ2VuZXJhdGlvbi52MS5MaXN0Um91dGVzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1Jlc3BvbnNlEl0KDlNldFJvdXRlUGF1c2VkEiQuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlcXVlc3QaJS5nZW5lcmF0aW9uLnYxLlNldFJvdXRlUGF1c2VkUmVzcG9uc2VCsAEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCEUFkbWluU2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateAccount.
@@ -173,6 +175,111 @@ export const GetAccountBalanceResponseSchema: GenMessage<GetAccountBalanceRespon
   messageDesc(file_generation_v1_admin_service, 5);
 
 /**
+ * Request of ListAccountLedgerEntries.
+ *
+ * @generated from message generation.v1.ListAccountLedgerEntriesRequest
+ */
+export type ListAccountLedgerEntriesRequest = Message<"generation.v1.ListAccountLedgerEntriesRequest"> & {
+  /**
+   * The account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * As ListLedgerEntriesRequest.
+   *
+   * @generated from field: generation.v1.ListLedgerEntriesRequest query = 2;
+   */
+  query?: ListLedgerEntriesRequest | undefined;
+};
+
+/**
+ * Describes the message generation.v1.ListAccountLedgerEntriesRequest.
+ * Use `create(ListAccountLedgerEntriesRequestSchema)` to create a new message.
+ */
+export const ListAccountLedgerEntriesRequestSchema: GenMessage<ListAccountLedgerEntriesRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 6);
+
+/**
+ * Response of ListAccountLedgerEntries.
+ *
+ * @generated from message generation.v1.ListAccountLedgerEntriesResponse
+ */
+export type ListAccountLedgerEntriesResponse = Message<"generation.v1.ListAccountLedgerEntriesResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated generation.v1.LedgerEntry entries = 1;
+   */
+  entries: LedgerEntry[];
+
+  /**
+   * Token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message generation.v1.ListAccountLedgerEntriesResponse.
+ * Use `create(ListAccountLedgerEntriesResponseSchema)` to create a new message.
+ */
+export const ListAccountLedgerEntriesResponseSchema: GenMessage<ListAccountLedgerEntriesResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 7);
+
+/**
+ * Request of GetAccountUsage.
+ *
+ * @generated from message generation.v1.GetAccountUsageRequest
+ */
+export type GetAccountUsageRequest = Message<"generation.v1.GetAccountUsageRequest"> & {
+  /**
+   * The account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * As GetUsageRequest.
+   *
+   * @generated from field: generation.v1.GetUsageRequest query = 2;
+   */
+  query?: GetUsageRequest | undefined;
+};
+
+/**
+ * Describes the message generation.v1.GetAccountUsageRequest.
+ * Use `create(GetAccountUsageRequestSchema)` to create a new message.
+ */
+export const GetAccountUsageRequestSchema: GenMessage<GetAccountUsageRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 8);
+
+/**
+ * Response of GetAccountUsage.
+ *
+ * @generated from message generation.v1.GetAccountUsageResponse
+ */
+export type GetAccountUsageResponse = Message<"generation.v1.GetAccountUsageResponse"> & {
+  /**
+   * As GetUsageResponse.
+   *
+   * @generated from field: generation.v1.GetUsageResponse usage = 1;
+   */
+  usage?: GetUsageResponse | undefined;
+};
+
+/**
+ * Describes the message generation.v1.GetAccountUsageResponse.
+ * Use `create(GetAccountUsageResponseSchema)` to create a new message.
+ */
+export const GetAccountUsageResponseSchema: GenMessage<GetAccountUsageResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 9);
+
+/**
  * Request of CreateApiKey.
  *
  * @generated from message generation.v1.CreateApiKeyRequest
@@ -199,7 +306,7 @@ export type CreateApiKeyRequest = Message<"generation.v1.CreateApiKeyRequest"> &
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 6);
+  messageDesc(file_generation_v1_admin_service, 10);
 
 /**
  * Response of CreateApiKey.
@@ -241,7 +348,7 @@ export type CreateApiKeyResponse = Message<"generation.v1.CreateApiKeyResponse">
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 7);
+  messageDesc(file_generation_v1_admin_service, 11);
 
 /**
  * Request of RevokeApiKey.
@@ -262,7 +369,7 @@ export type RevokeApiKeyRequest = Message<"generation.v1.RevokeApiKeyRequest"> &
  * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
  */
 export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 8);
+  messageDesc(file_generation_v1_admin_service, 12);
 
 /**
  * Response of RevokeApiKey.
@@ -290,7 +397,7 @@ export type RevokeApiKeyResponse = Message<"generation.v1.RevokeApiKeyResponse">
  * Use `create(RevokeApiKeyResponseSchema)` to create a new message.
  */
 export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 9);
+  messageDesc(file_generation_v1_admin_service, 13);
 
 /**
  * Request of SetWebhook.
@@ -318,7 +425,7 @@ export type SetWebhookRequest = Message<"generation.v1.SetWebhookRequest"> & {
  * Use `create(SetWebhookRequestSchema)` to create a new message.
  */
 export const SetWebhookRequestSchema: GenMessage<SetWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 10);
+  messageDesc(file_generation_v1_admin_service, 14);
 
 /**
  * Response of SetWebhook.
@@ -346,7 +453,7 @@ export type SetWebhookResponse = Message<"generation.v1.SetWebhookResponse"> & {
  * Use `create(SetWebhookResponseSchema)` to create a new message.
  */
 export const SetWebhookResponseSchema: GenMessage<SetWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 11);
+  messageDesc(file_generation_v1_admin_service, 15);
 
 /**
  * Request of SetProjectPaused.
@@ -367,7 +474,7 @@ export type SetProjectPausedRequest = Message<"generation.v1.SetProjectPausedReq
  * Use `create(SetProjectPausedRequestSchema)` to create a new message.
  */
 export const SetProjectPausedRequestSchema: GenMessage<SetProjectPausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 12);
+  messageDesc(file_generation_v1_admin_service, 16);
 
 /**
  * Response of SetProjectPaused.
@@ -388,7 +495,7 @@ export type SetProjectPausedResponse = Message<"generation.v1.SetProjectPausedRe
  * Use `create(SetProjectPausedResponseSchema)` to create a new message.
  */
 export const SetProjectPausedResponseSchema: GenMessage<SetProjectPausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 13);
+  messageDesc(file_generation_v1_admin_service, 17);
 
 /**
  * Request of SetModelPaused.
@@ -416,7 +523,7 @@ export type SetModelPausedRequest = Message<"generation.v1.SetModelPausedRequest
  * Use `create(SetModelPausedRequestSchema)` to create a new message.
  */
 export const SetModelPausedRequestSchema: GenMessage<SetModelPausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 14);
+  messageDesc(file_generation_v1_admin_service, 18);
 
 /**
  * Response of SetModelPaused.
@@ -444,7 +551,7 @@ export type SetModelPausedResponse = Message<"generation.v1.SetModelPausedRespon
  * Use `create(SetModelPausedResponseSchema)` to create a new message.
  */
 export const SetModelPausedResponseSchema: GenMessage<SetModelPausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 15);
+  messageDesc(file_generation_v1_admin_service, 19);
 
 /**
  * Request of ListPrices.
@@ -459,7 +566,7 @@ export type ListPricesRequest = Message<"generation.v1.ListPricesRequest"> & {
  * Use `create(ListPricesRequestSchema)` to create a new message.
  */
 export const ListPricesRequestSchema: GenMessage<ListPricesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 16);
+  messageDesc(file_generation_v1_admin_service, 20);
 
 /**
  * Response of ListPrices.
@@ -480,7 +587,7 @@ export type ListPricesResponse = Message<"generation.v1.ListPricesResponse"> & {
  * Use `create(ListPricesResponseSchema)` to create a new message.
  */
 export const ListPricesResponseSchema: GenMessage<ListPricesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 17);
+  messageDesc(file_generation_v1_admin_service, 21);
 
 /**
  * Request of UpdatePrice.
@@ -501,7 +608,7 @@ export type UpdatePriceRequest = Message<"generation.v1.UpdatePriceRequest"> & {
  * Use `create(UpdatePriceRequestSchema)` to create a new message.
  */
 export const UpdatePriceRequestSchema: GenMessage<UpdatePriceRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 18);
+  messageDesc(file_generation_v1_admin_service, 22);
 
 /**
  * Response of UpdatePrice.
@@ -522,7 +629,7 @@ export type UpdatePriceResponse = Message<"generation.v1.UpdatePriceResponse"> &
  * Use `create(UpdatePriceResponseSchema)` to create a new message.
  */
 export const UpdatePriceResponseSchema: GenMessage<UpdatePriceResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 19);
+  messageDesc(file_generation_v1_admin_service, 23);
 
 /**
  * An upstream route to the vendor's API and how it has been answering.
@@ -634,7 +741,7 @@ export type UpstreamRoute = Message<"generation.v1.UpstreamRoute"> & {
  * Use `create(UpstreamRouteSchema)` to create a new message.
  */
 export const UpstreamRouteSchema: GenMessage<UpstreamRoute> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 20);
+  messageDesc(file_generation_v1_admin_service, 24);
 
 /**
  * Request of ListRoutes.
@@ -649,7 +756,7 @@ export type ListRoutesRequest = Message<"generation.v1.ListRoutesRequest"> & {
  * Use `create(ListRoutesRequestSchema)` to create a new message.
  */
 export const ListRoutesRequestSchema: GenMessage<ListRoutesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 21);
+  messageDesc(file_generation_v1_admin_service, 25);
 
 /**
  * Response of ListRoutes.
@@ -670,7 +777,7 @@ export type ListRoutesResponse = Message<"generation.v1.ListRoutesResponse"> & {
  * Use `create(ListRoutesResponseSchema)` to create a new message.
  */
 export const ListRoutesResponseSchema: GenMessage<ListRoutesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 22);
+  messageDesc(file_generation_v1_admin_service, 26);
 
 /**
  * Request of SetRoutePaused.
@@ -698,7 +805,7 @@ export type SetRoutePausedRequest = Message<"generation.v1.SetRoutePausedRequest
  * Use `create(SetRoutePausedRequestSchema)` to create a new message.
  */
 export const SetRoutePausedRequestSchema: GenMessage<SetRoutePausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 23);
+  messageDesc(file_generation_v1_admin_service, 27);
 
 /**
  * Response of SetRoutePaused.
@@ -726,7 +833,7 @@ export type SetRoutePausedResponse = Message<"generation.v1.SetRoutePausedRespon
  * Use `create(SetRoutePausedResponseSchema)` to create a new message.
  */
 export const SetRoutePausedResponseSchema: GenMessage<SetRoutePausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 24);
+  messageDesc(file_generation_v1_admin_service, 28);
 
 /**
  * AdminService manages accounts, API keys, webhooks, pauses and prices.
@@ -765,6 +872,26 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof GetAccountBalanceRequestSchema;
     output: typeof GetAccountBalanceResponseSchema;
+  },
+  /**
+   * Any account's statement (as GenerationService.ListLedgerEntries).
+   *
+   * @generated from rpc generation.v1.AdminService.ListAccountLedgerEntries
+   */
+  listAccountLedgerEntries: {
+    methodKind: "unary";
+    input: typeof ListAccountLedgerEntriesRequestSchema;
+    output: typeof ListAccountLedgerEntriesResponseSchema;
+  },
+  /**
+   * Any account's usage report (as GenerationService.GetUsage).
+   *
+   * @generated from rpc generation.v1.AdminService.GetAccountUsage
+   */
+  getAccountUsage: {
+    methodKind: "unary";
+    input: typeof GetAccountUsageRequestSchema;
+    output: typeof GetAccountUsageResponseSchema;
   },
   /**
    * Issues an API key. The secret is returned once; only its hash is stored.

@@ -8,7 +8,7 @@ import type { Job, JobStatus } from "./job_pb.js";
 import { file_generation_v1_job } from "./job_pb.js";
 import type { Model } from "./model_pb.js";
 import { file_generation_v1_model } from "./model_pb.js";
-import type { Balance } from "./money_pb.js";
+import type { Balance, LedgerEntry, UsageGrouping, UsageRow } from "./money_pb.js";
 import { file_generation_v1_money } from "./money_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -18,7 +18,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/generation_service.proto.
  */
 export const file_generation_v1_generation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZnZW5lcmF0aW9uL3YxL2dlbmVyYXRpb25fc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSLkAwoXQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcHJvbXB0GAIgASgJEhkKDGFzcGVjdF9yYXRpbxgDIAEoCUgAiAEBEhcKCnJlc29sdXRpb24YBCABKAlIAYgBARIZChFpbnB1dF9pbWFnZXNfdXJscxgFIAMoCRIbChNpbnB1dF9pbWFnZXNfYmFzZTY0GAYgAygJEhkKDGNhbGxiYWNrX3VybBgHIAEoCUgCiAEBEikKCG1ldGFkYXRhGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgd0aW1lb3V0GAkgASgFSAOIAQESHQoQZHVyYXRpb25fc2Vjb25kcxgKIAEoBUgEiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgLIAEoCRIsCgppbnB1dF9tb2RlGAwgASgOMhguZ2VuZXJhdGlvbi52MS5JbnB1dE1vZGUSGQoMd2FpdF9zZWNvbmRzGA0gASgFSAWIAQFCDwoNX2FzcGVjdF9yYXRpb0INCgtfcmVzb2x1dGlvbkIPCg1fY2FsbGJhY2tfdXJsQgoKCF90aW1lb3V0QhMKEV9kdXJhdGlvbl9zZWNvbmRzQg8KDV93YWl0X3NlY29uZHMimwEKGENyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRIOCgZqb2JfaWQYASABKAkSKAoGc3RhdHVzGAIgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSEgoKc3RhdHVzX3VybBgDIAEoCRIQCghyZXBsYXllZBgEIAEoCBIfCgNqb2IYBSABKAsyEi5nZW5lcmF0aW9uLnYxLkpvYiIfCg1WaWRlb0luc3RhbmNlEg4KBnByb21wdBgBIAEoCSJFCg9WaWRlb1BhcmFtZXRlcnMSHQoQZHVyYXRpb25fc2Vjb25kcxgBIAEoBUgAiAEBQhMKEV9kdXJhdGlvbl9zZWNvbmRzIqwBCh1DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIvCglpbnN0YW5jZXMYAiADKAsyHC5nZW5lcmF0aW9uLnYxLlZpZGVvSW5zdGFuY2USMgoKcGFyYW1ldGVycxgDIAEoCzIeLmdlbmVyYXRpb24udjEuVmlkZW9QYXJhbWV0ZXJzEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSKAAQoeQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIoCgZzdGF0dXMYAiABKA4yGC5nZW5lcmF0aW9uLnYxLkpvYlN0YXR1cxISCgpzdGF0dXNfdXJsGAMgASgJEhAKCHJlcGxheWVkGAQgASgIIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjEKDkdldEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iIuMBCg9MaXN0Sm9ic1JlcXVlc3QSKAoGc3RhdHVzGAEgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSDQoFbW9kZWwYAiABKAkSMQoNY3JlYXRlZF9hZnRlchgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKBWxpbWl0GAUgASgFSACIAQESEgoKcGFnZV90b2tlbhgGIAEoCUIICgZfbGltaXQiTQoQTGlzdEpvYnNSZXNwb25zZRIgCgRqb2JzGAEgAygLMhIuZ2VuZXJhdGlvbi52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjQKEUNhbmNlbEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iIjgKD1dhdGNoSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSFQoNbGFzdF9ldmVudF9pZBgCIAEoCSJFChBXYXRjaEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iEhAKCGV2ZW50X2lkGAIgASgJIhMKEUdldEJhbGFuY2VSZXF1ZXN0Ij0KEkdldEJhbGFuY2VSZXNwb25zZRInCgdiYWxhbmNlGAEgASgLMhYuZ2VuZXJhdGlvbi52MS5CYWxhbmNlIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IlEKEkxpc3RNb2RlbHNSZXNwb25zZRIkCgZtb2RlbHMYASADKAsyFC5nZW5lcmF0aW9uLnYxLk1vZGVsEhUKDWFzcGVjdF9yYXRpb3MYAiADKAkidwoLRXJyb3JEZXRhaWwSDgoGcmVhc29uGAEgASgJEhsKE3JldHJ5X2FmdGVyX3NlY29uZHMYAiABKAUSJgoFZmFjdHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2h0dHBfc3RhdHVzGAQgASgFKlwKCUlucHV0TW9kZRIaChZJTlBVVF9NT0RFX1VOU1BFQ0lGSUVEEAASGAoUSU5QVVRfTU9ERV9URVhUX09OTFkQARIZChVJTlBVVF9NT0RFX0lNQUdFX1VSTFMQAjLIBQoRR2VuZXJhdGlvblNlcnZpY2USYwoQQ3JlYXRlR2VuZXJhdGlvbhImLmdlbmVyYXRpb24udjEuQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRJ1ChZDcmVhdGVWaWRlb0ludGVyYWN0aW9uEiwuZ2VuZXJhdGlvbi52MS5DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBotLmdlbmVyYXRpb24udjEuQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEkUKBkdldEpvYhIcLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVxdWVzdBodLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5nZW5lcmF0aW9uLnYxLkxpc3RKb2JzUmVxdWVzdBofLmdlbmVyYXRpb24udjEuTGlzdEpvYnNSZXNwb25zZRJOCglDYW5jZWxKb2ISHy5nZW5lcmF0aW9uLnYxLkNhbmNlbEpvYlJlcXVlc3QaIC5nZW5lcmF0aW9uLnYxLkNhbmNlbEpvYlJlc3BvbnNlEk0KCFdhdGNoSm9iEh4uZ2VuZXJhdGlvbi52MS5XYXRjaEpvYlJlcXVlc3QaHy5nZW5lcmF0aW9uLnYxLldhdGNoSm9iUmVzcG9uc2UwARJRCgpHZXRCYWxhbmNlEiAuZ2VuZXJhdGlvbi52MS5HZXRCYWxhbmNlUmVxdWVzdBohLmdlbmVyYXRpb24udjEuR2V0QmFsYW5jZVJlc3BvbnNlElEKCkxpc3RNb2RlbHMSIC5nZW5lcmF0aW9uLnYxLkxpc3RNb2RlbHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0TW9kZWxzUmVzcG9uc2VCtQEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCFkdlbmVyYXRpb25TZXJ2aWNlUHJvdG9QAVpHZ2l0aHViLmNvbS9leGFtcGxlL2dlbmVyYXRpb24tc2VydmljZS9nZW4vZ28vZ2VuZXJhdGlvbi92MTtnZW5lcmF0aW9udjGiAgNHWFiqAg1HZW5lcmF0aW9uLlYxygINR2VuZXJhdGlvblxWMeoCDkdlbmVyYXRpb246OlYxYgZwcm90bzM", [file_generation_v1_job, file_generation_v1_model, file_generation_v1_money, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiZnZW5lcmF0aW9uL3YxL2dlbmVyYXRpb25fc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSLkAwoXQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcHJvbXB0GAIgASgJEhkKDGFzcGVjdF9yYXRpbxgDIAEoCUgAiAEBEhcKCnJlc29sdXRpb24YBCABKAlIAYgBARIZChFpbnB1dF9pbWFnZXNfdXJscxgFIAMoCRIbChNpbnB1dF9pbWFnZXNfYmFzZTY0GAYgAygJEhkKDGNhbGxiYWNrX3VybBgHIAEoCUgCiAEBEikKCG1ldGFkYXRhGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgd0aW1lb3V0GAkgASgFSAOIAQESHQoQZHVyYXRpb25fc2Vjb25kcxgKIAEoBUgEiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgLIAEoCRIsCgppbnB1dF9tb2RlGAwgASgOMhguZ2VuZXJhdGlvbi52MS5JbnB1dE1vZGUSGQoMd2FpdF9zZWNvbmRzGA0gASgFSAWIAQFCDwoNX2FzcGVjdF9yYXRpb0INCgtfcmVzb2x1dGlvbkIPCg1fY2FsbGJhY2tfdXJsQgoKCF90aW1lb3V0QhMKEV9kdXJhdGlvbl9zZWNvbmRzQg8KDV93YWl0X3NlY29uZHMimwEKGENyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRIOCgZqb2JfaWQYASABKAkSKAoGc3RhdHVzGAIgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSEgoKc3RhdHVzX3VybBgDIAEoCRIQCghyZXBsYXllZBgEIAEoCBIfCgNqb2IYBSABKAsyEi5nZW5lcmF0aW9uLnYxLkpvYiIfCg1WaWRlb0luc3RhbmNlEg4KBnByb21wdBgBIAEoCSJFCg9WaWRlb1BhcmFtZXRlcnMSHQoQZHVyYXRpb25fc2Vjb25kcxgBIAEoBUgAiAEBQhMKEV9kdXJhdGlvbl9zZWNvbmRzIqwBCh1DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIvCglpbnN0YW5jZXMYAiADKAsyHC5nZW5lcmF0aW9uLnYxLlZpZGVvSW5zdGFuY2USMgoKcGFyYW1ldGVycxgDIAEoCzIeLmdlbmVyYXRpb24udjEuVmlkZW9QYXJhbWV0ZXJzEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCSKAAQoeQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIoCgZzdGF0dXMYAiABKA4yGC5nZW5lcmF0aW9uLnYxLkpvYlN0YXR1cxISCgpzdGF0dXNfdXJsGAMgASgJEhAKCHJlcGxheWVkGAQgASgIIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjEKDkdldEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iIuMBCg9MaXN0Sm9ic1JlcXVlc3QSKAoGc3RhdHVzGAEgASgOMhguZ2VuZXJhdGlvbi52MS5Kb2JTdGF0dXMSDQoFbW9kZWwYAiABKAkSMQoNY3JlYXRlZF9hZnRlchgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKBWxpbWl0GAUgASgFSACIAQESEgoKcGFnZV90b2tlbhgGIAEoCUIICgZfbGltaXQiTQoQTGlzdEpvYnNSZXNwb25zZRIgCgRqb2JzGAEgAygLMhIuZ2VuZXJhdGlvbi52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjQKEUNhbmNlbEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iIjgKD1dhdGNoSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSFQoNbGFzdF9ldmVudF9pZBgCIAEoCSJFChBXYXRjaEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmdlbmVyYXRpb24udjEuSm9iEhAKCGV2ZW50X2lkGAIgASgJIp4BChhMaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARISCgpwYWdlX3Rva2VuGAIgASgJEigKBGZyb20YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKAnRvGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIICgZfbGltaXQiYQoZTGlzdExlZGdlckVudHJpZXNSZXNwb25zZRIrCgdlbnRyaWVzGAEgAygLMhouZ2VuZXJhdGlvbi52MS5MZWRnZXJFbnRyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkikwEKD0dldFVzYWdlUmVxdWVzdBIoCgRmcm9tGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgJ0bxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoIZ3JvdXBfYnkYAyABKA4yHC5nZW5lcmF0aW9uLnYxLlVzYWdlR3JvdXBpbmciiwEKEEdldFVzYWdlUmVzcG9uc2USKAoEZnJvbRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoCdG8YAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiUKBHJvd3MYAyADKAsyFy5nZW5lcmF0aW9uLnYxLlVzYWdlUm93IhMKEUdldEJhbGFuY2VSZXF1ZXN0Ij0KEkdldEJhbGFuY2VSZXNwb25zZRInCgdiYWxhbmNlGAEgASgLMhYuZ2VuZXJhdGlvbi52MS5CYWxhbmNlIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IlEKEkxpc3RNb2RlbHNSZXNwb25zZRIkCgZtb2RlbHMYASADKAsyFC5nZW5lcmF0aW9uLnYxLk1vZGVsEhUKDWFzcGVjdF9yYXRpb3MYAiADKAkidwoLRXJyb3JEZXRhaWwSDgoGcmVhc29uGAEgASgJEhsKE3JldHJ5X2FmdGVyX3NlY29uZHMYAiABKAUSJgoFZmFjdHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2h0dHBfc3RhdHVzGAQgASgFKlwKCUlucHV0TW9kZRIaChZJTlBVVF9NT0RFX1VOU1BFQ0lGSUVEEAASGAoUSU5QVVRfTU9ERV9URVhUX09OTFkQARIZChVJTlBVVF9NT0RFX0lNQUdFX1VSTFMQAjL9BgoRR2VuZXJhdGlvblNlcnZpY2USYwoQQ3JlYXRlR2VuZXJhdGlvbhImLmdlbmVyYXRpb24udjEuQ3JlYXRlR2VuZXJhdGlvblJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUdlbmVyYXRpb25SZXNwb25zZRJ1ChZDcmVhdGVWaWRlb0ludGVyYWN0aW9uEiwuZ2VuZXJhdGlvbi52MS5DcmVhdGVWaWRlb0ludGVyYWN0aW9uUmVxdWVzdBotLmdlbmVyYXRpb24udjEuQ3JlYXRlVmlkZW9JbnRlcmFjdGlvblJlc3BvbnNlEkUKBkdldEpvYhIcLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVxdWVzdBodLmdlbmVyYXRpb24udjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5nZW5lcmF0aW9uLnYxLkxpc3RKb2JzUmVxdWVzdBofLmdlbmVyYXRpb24udjEuTGlzdEpvYnNSZXNwb25zZRJOCglDYW5jZWxKb2ISHy5nZW5lcmF0aW9uLnYxLkNhbmNlbEpvYlJlcXVlc3QaIC5nZW5lcmF0aW9uLnYxLkNhbmNlbEpvYlJlc3BvbnNlEk0KCFdhdGNoSm9iEh4uZ2VuZXJhdGlvbi52MS5XYXRjaEpvYlJlcXVlc3QaHy5nZW5lcmF0aW9uLnYxLldhdGNoSm9iUmVzcG9uc2UwARJmChFMaXN0TGVkZ2VyRW50cmllcxInLmdlbmVyYXRpb24udjEuTGlzdExlZGdlckVudHJpZXNSZXF1ZXN0GiguZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1Jlc3BvbnNlEksKCEdldFVzYWdlEh4uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlcXVlc3QaHy5nZW5lcmF0aW9uLnYxLkdldFVzYWdlUmVzcG9uc2USUQoKR2V0QmFsYW5jZRIgLmdlbmVyYXRpb24udjEuR2V0QmFsYW5jZVJlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkdldEJhbGFuY2VSZXNwb25zZRJRCgpMaXN0TW9kZWxzEiAuZ2VuZXJhdGlvbi52MS5MaXN0TW9kZWxzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdE1vZGVsc1Jlc3BvbnNlQrUBChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhZHZW5lcmF0aW9uU2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_generation_v1_job, file_generation_v1_model, file_generation_v1_money, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateGeneration; the JSON body of POST /api/v1/generations.
@@ -545,6 +545,146 @@ export const WatchJobResponseSchema: GenMessage<WatchJobResponse> = /*@__PURE__*
   messageDesc(file_generation_v1_generation_service, 13);
 
 /**
+ * Request of ListLedgerEntries; the query of GET /api/v1/ledger.
+ *
+ * @generated from message generation.v1.ListLedgerEntriesRequest
+ */
+export type ListLedgerEntriesRequest = Message<"generation.v1.ListLedgerEntriesRequest"> & {
+  /**
+   * Page size, 1 to 100; unset: 20.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * next_page_token of the previous page (same from and to); empty for the first.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+
+  /**
+   * Only entries written at or after this instant.
+   *
+   * @generated from field: google.protobuf.Timestamp from = 3;
+   */
+  from?: Timestamp | undefined;
+
+  /**
+   * Only entries written strictly before this instant; not before `from`.
+   *
+   * @generated from field: google.protobuf.Timestamp to = 4;
+   */
+  to?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message generation.v1.ListLedgerEntriesRequest.
+ * Use `create(ListLedgerEntriesRequestSchema)` to create a new message.
+ */
+export const ListLedgerEntriesRequestSchema: GenMessage<ListLedgerEntriesRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_generation_service, 14);
+
+/**
+ * Response of ListLedgerEntries.
+ *
+ * @generated from message generation.v1.ListLedgerEntriesResponse
+ */
+export type ListLedgerEntriesResponse = Message<"generation.v1.ListLedgerEntriesResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated generation.v1.LedgerEntry entries = 1;
+   */
+  entries: LedgerEntry[];
+
+  /**
+   * Token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message generation.v1.ListLedgerEntriesResponse.
+ * Use `create(ListLedgerEntriesResponseSchema)` to create a new message.
+ */
+export const ListLedgerEntriesResponseSchema: GenMessage<ListLedgerEntriesResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_generation_service, 15);
+
+/**
+ * Request of GetUsage; the query of GET /api/v1/usage.
+ *
+ * @generated from message generation.v1.GetUsageRequest
+ */
+export type GetUsageRequest = Message<"generation.v1.GetUsageRequest"> & {
+  /**
+   * Start of the range (inclusive); unset: 30 days before `to`.
+   *
+   * @generated from field: google.protobuf.Timestamp from = 1;
+   */
+  from?: Timestamp | undefined;
+
+  /**
+   * End of the range (exclusive); unset: now.
+   *
+   * @generated from field: google.protobuf.Timestamp to = 2;
+   */
+  to?: Timestamp | undefined;
+
+  /**
+   * How rows are grouped; unset: by model.
+   *
+   * @generated from field: generation.v1.UsageGrouping group_by = 3;
+   */
+  groupBy: UsageGrouping;
+};
+
+/**
+ * Describes the message generation.v1.GetUsageRequest.
+ * Use `create(GetUsageRequestSchema)` to create a new message.
+ */
+export const GetUsageRequestSchema: GenMessage<GetUsageRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_generation_service, 16);
+
+/**
+ * Response of GetUsage.
+ *
+ * @generated from message generation.v1.GetUsageResponse
+ */
+export type GetUsageResponse = Message<"generation.v1.GetUsageResponse"> & {
+  /**
+   * The range reported, as resolved.
+   *
+   * @generated from field: google.protobuf.Timestamp from = 1;
+   */
+  from?: Timestamp | undefined;
+
+  /**
+   * The range reported, as resolved.
+   *
+   * @generated from field: google.protobuf.Timestamp to = 2;
+   */
+  to?: Timestamp | undefined;
+
+  /**
+   * One row per group with settled charges in the range, in the group's order.
+   *
+   * @generated from field: repeated generation.v1.UsageRow rows = 3;
+   */
+  rows: UsageRow[];
+};
+
+/**
+ * Describes the message generation.v1.GetUsageResponse.
+ * Use `create(GetUsageResponseSchema)` to create a new message.
+ */
+export const GetUsageResponseSchema: GenMessage<GetUsageResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_generation_service, 17);
+
+/**
  * Request of GetBalance.
  *
  * @generated from message generation.v1.GetBalanceRequest
@@ -557,7 +697,7 @@ export type GetBalanceRequest = Message<"generation.v1.GetBalanceRequest"> & {
  * Use `create(GetBalanceRequestSchema)` to create a new message.
  */
 export const GetBalanceRequestSchema: GenMessage<GetBalanceRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 14);
+  messageDesc(file_generation_v1_generation_service, 18);
 
 /**
  * Response of GetBalance.
@@ -578,7 +718,7 @@ export type GetBalanceResponse = Message<"generation.v1.GetBalanceResponse"> & {
  * Use `create(GetBalanceResponseSchema)` to create a new message.
  */
 export const GetBalanceResponseSchema: GenMessage<GetBalanceResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 15);
+  messageDesc(file_generation_v1_generation_service, 19);
 
 /**
  * Request of ListModels.
@@ -593,7 +733,7 @@ export type ListModelsRequest = Message<"generation.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 16);
+  messageDesc(file_generation_v1_generation_service, 20);
 
 /**
  * Response of ListModels.
@@ -621,7 +761,7 @@ export type ListModelsResponse = Message<"generation.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 17);
+  messageDesc(file_generation_v1_generation_service, 21);
 
 /**
  * Detail attached to every error the service returns. REST answers carry
@@ -665,7 +805,7 @@ export type ErrorDetail = Message<"generation.v1.ErrorDetail"> & {
  * Use `create(ErrorDetailSchema)` to create a new message.
  */
 export const ErrorDetailSchema: GenMessage<ErrorDetail> = /*@__PURE__*/
-  messageDesc(file_generation_v1_generation_service, 18);
+  messageDesc(file_generation_v1_generation_service, 22);
 
 /**
  * How input images are expected. The deprecated alias routes use it; new
@@ -799,6 +939,32 @@ export const GenerationService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchJobRequestSchema;
     output: typeof WatchJobResponseSchema;
+  },
+  /**
+   * The caller's account statement, newest first: every credit, hold, charge
+   * and release, each with the balance after it. The newest entry's
+   * balance_after equals GetBalance's balance. Paged like ListJobs; fails
+   * with INVALID_ARGUMENT (HTTP 400) and reason invalid_limit,
+   * invalid_time_range or invalid_page_token.
+   *
+   * @generated from rpc generation.v1.GenerationService.ListLedgerEntries
+   */
+  listLedgerEntries: {
+    methodKind: "unary";
+    input: typeof ListLedgerEntriesRequestSchema;
+    output: typeof ListLedgerEntriesResponseSchema;
+  },
+  /**
+   * The caller's usage from settled charges only, grouped by model, key or
+   * UTC day: request counts, tokens and exact spend. The range spans at most
+   * 366 days (INVALID_ARGUMENT/invalid_time_range).
+   *
+   * @generated from rpc generation.v1.GenerationService.GetUsage
+   */
+  getUsage: {
+    methodKind: "unary";
+    input: typeof GetUsageRequestSchema;
+    output: typeof GetUsageResponseSchema;
   },
   /**
    * Reads the caller's balance.

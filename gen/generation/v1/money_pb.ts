@@ -2,15 +2,17 @@
 // @generated from file generation/v1/money.proto (package generation.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file generation/v1/money.proto.
  */
 export const file_generation_v1_money: GenFile = /*@__PURE__*/
-  fileDesc("ChlnZW5lcmF0aW9uL3YxL21vbmV5LnByb3RvEg1nZW5lcmF0aW9uLnYxIlEKB0JhbGFuY2USDwoHYmFsYW5jZRgBIAEoCRIQCghyZXNlcnZlZBgCIAEoCRIRCglhdmFpbGFibGUYAyABKAkSEAoIY3VycmVuY3kYBCABKAlCqQEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCCk1vbmV5UHJvdG9QAVpHZ2l0aHViLmNvbS9leGFtcGxlL2dlbmVyYXRpb24tc2VydmljZS9nZW4vZ28vZ2VuZXJhdGlvbi92MTtnZW5lcmF0aW9udjGiAgNHWFiqAg1HZW5lcmF0aW9uLlYxygINR2VuZXJhdGlvblxWMeoCDkdlbmVyYXRpb246OlYxYgZwcm90bzM");
+  fileDesc("ChlnZW5lcmF0aW9uL3YxL21vbmV5LnByb3RvEg1nZW5lcmF0aW9uLnYxIlEKB0JhbGFuY2USDwoHYmFsYW5jZRgBIAEoCRIQCghyZXNlcnZlZBgCIAEoCRIRCglhdmFpbGFibGUYAyABKAkSEAoIY3VycmVuY3kYBCABKAki7wIKC0xlZGdlckVudHJ5EhAKCGVudHJ5X2lkGAEgASgJEiwKBHR5cGUYAiABKA4yHi5nZW5lcmF0aW9uLnYxLkxlZGdlckVudHJ5VHlwZRIOCgZhbW91bnQYAyABKAkSFQoNYmFsYW5jZV9hZnRlchgEIAEoCRITCgZqb2JfaWQYBSABKAlIAIgBARISCgVtb2RlbBgGIAEoCUgBiAEBEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD3Jlc2VydmVkX2NoYW5nZRgIIAEoCRIWCg5yZXNlcnZlZF9hZnRlchgJIAEoCRITCgZrZXlfaWQYCiABKAlIAogBARIaChJwcm9tcHRfdG9rZW5fY291bnQYCyABKAMSHgoWY2FuZGlkYXRlc190b2tlbl9jb3VudBgMIAEoA0IJCgdfam9iX2lkQggKBl9tb2RlbEIJCgdfa2V5X2lkIqIBCghVc2FnZVJvdxIPCgVtb2RlbBgBIAEoCUgAEhAKBmtleV9pZBgCIAEoCUgAEg0KA2RheRgDIAEoCUgAEhAKCHJlcXVlc3RzGAQgASgDEhoKEnByb21wdF90b2tlbl9jb3VudBgFIAEoAxIeChZjYW5kaWRhdGVzX3Rva2VuX2NvdW50GAYgASgDEg0KBXNwZW5kGAcgASgJQgcKBWdyb3VwKqsBCg9MZWRnZXJFbnRyeVR5cGUSIQodTEVER0VSX0VOVFJZX1RZUEVfVU5TUEVDSUZJRUQQABIcChhMRURHRVJfRU5UUllfVFlQRV9DUkVESVQQARIaChZMRURHRVJfRU5UUllfVFlQRV9IT0xEEAISHAoYTEVER0VSX0VOVFJZX1RZUEVfQ0hBUkdFEAMSHQoZTEVER0VSX0VOVFJZX1RZUEVfUkVMRUFTRRAEKnkKDVVzYWdlR3JvdXBpbmcSHgoaVVNBR0VfR1JPVVBJTkdfVU5TUEVDSUZJRUQQABIYChRVU0FHRV9HUk9VUElOR19NT0RFTBABEhYKElVTQUdFX0dST1VQSU5HX0tFWRACEhYKElVTQUdFX0dST1VQSU5HX0RBWRADQqkBChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQgpNb25leVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Balance of an account.
@@ -53,4 +55,264 @@ export type Balance = Message<"generation.v1.Balance"> & {
  */
 export const BalanceSchema: GenMessage<Balance> = /*@__PURE__*/
   messageDesc(file_generation_v1_money, 0);
+
+/**
+ * One immutable movement of an account's money. The sum of `amount` over all
+ * of an account's entries is its balance; the sum of `reserved_change` is
+ * its reserved amount.
+ *
+ * @generated from message generation.v1.LedgerEntry
+ */
+export type LedgerEntry = Message<"generation.v1.LedgerEntry"> & {
+  /**
+   * Opaque; entries of an account are ordered by it (newest first in lists).
+   *
+   * @generated from field: string entry_id = 1;
+   */
+  entryId: string;
+
+  /**
+   * What moved.
+   *
+   * @generated from field: generation.v1.LedgerEntryType type = 2;
+   */
+  type: LedgerEntryType;
+
+  /**
+   * Signed change of the balance: positive for credits, negative for
+   * charges, "0.00" for holds and releases (they move `reserved`).
+   *
+   * @generated from field: string amount = 3;
+   */
+  amount: string;
+
+  /**
+   * The balance after this entry.
+   *
+   * @generated from field: string balance_after = 4;
+   */
+  balanceAfter: string;
+
+  /**
+   * The job the hold was for; unset for credits and synchronous text calls.
+   *
+   * @generated from field: optional string job_id = 5;
+   */
+  jobId?: string | undefined;
+
+  /**
+   * The model the hold was for; unset for credits.
+   *
+   * @generated from field: optional string model = 6;
+   */
+  model?: string | undefined;
+
+  /**
+   * When the entry was written.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 7;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Signed change of `reserved`: a hold adds its amount, the charge or
+   * release that ends it takes it away.
+   *
+   * @generated from field: string reserved_change = 8;
+   */
+  reservedChange: string;
+
+  /**
+   * Reserved after this entry.
+   *
+   * @generated from field: string reserved_after = 9;
+   */
+  reservedAfter: string;
+
+  /**
+   * The API key that asked for the hold; unset for credits.
+   *
+   * @generated from field: optional string key_id = 10;
+   */
+  keyId?: string | undefined;
+
+  /**
+   * On charges: the prompt tokens paid for (0 for images and videos).
+   *
+   * @generated from field: int64 prompt_token_count = 11;
+   */
+  promptTokenCount: bigint;
+
+  /**
+   * On charges: the produced tokens paid for.
+   *
+   * @generated from field: int64 candidates_token_count = 12;
+   */
+  candidatesTokenCount: bigint;
+};
+
+/**
+ * Describes the message generation.v1.LedgerEntry.
+ * Use `create(LedgerEntrySchema)` to create a new message.
+ */
+export const LedgerEntrySchema: GenMessage<LedgerEntry> = /*@__PURE__*/
+  messageDesc(file_generation_v1_money, 1);
+
+/**
+ * One row of a usage report: settled charges of one group.
+ *
+ * @generated from message generation.v1.UsageRow
+ */
+export type UsageRow = Message<"generation.v1.UsageRow"> & {
+  /**
+   * The group: a model id, a key id or a UTC day, per the grouping.
+   *
+   * @generated from oneof generation.v1.UsageRow.group
+   */
+  group: {
+    /**
+     * USAGE_GROUPING_MODEL.
+     *
+     * @generated from field: string model = 1;
+     */
+    value: string;
+    case: "model";
+  } | {
+    /**
+     * USAGE_GROUPING_KEY.
+     *
+     * @generated from field: string key_id = 2;
+     */
+    value: string;
+    case: "keyId";
+  } | {
+    /**
+     * USAGE_GROUPING_DAY: "YYYY-MM-DD".
+     *
+     * @generated from field: string day = 3;
+     */
+    value: string;
+    case: "day";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Settled charges (jobs and synchronous text calls).
+   *
+   * @generated from field: int64 requests = 4;
+   */
+  requests: bigint;
+
+  /**
+   * Prompt tokens paid for.
+   *
+   * @generated from field: int64 prompt_token_count = 5;
+   */
+  promptTokenCount: bigint;
+
+  /**
+   * Produced tokens paid for.
+   *
+   * @generated from field: int64 candidates_token_count = 6;
+   */
+  candidatesTokenCount: bigint;
+
+  /**
+   * What left the balance, exact.
+   *
+   * @generated from field: string spend = 7;
+   */
+  spend: string;
+};
+
+/**
+ * Describes the message generation.v1.UsageRow.
+ * Use `create(UsageRowSchema)` to create a new message.
+ */
+export const UsageRowSchema: GenMessage<UsageRow> = /*@__PURE__*/
+  messageDesc(file_generation_v1_money, 2);
+
+/**
+ * Kind of a ledger entry.
+ *
+ * @generated from enum generation.v1.LedgerEntryType
+ */
+export enum LedgerEntryType {
+  /**
+   * @generated from enum value: LEDGER_ENTRY_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Money added: an account's opening balance, or AddCredits.
+   *
+   * @generated from enum value: LEDGER_ENTRY_TYPE_CREDIT = 1;
+   */
+  CREDIT = 1,
+
+  /**
+   * Money reserved for a job or a synchronous text call (reserved grows).
+   *
+   * @generated from enum value: LEDGER_ENTRY_TYPE_HOLD = 2;
+   */
+  HOLD = 2,
+
+  /**
+   * A hold settled: what was charged leaves the balance, the hold leaves reserved.
+   *
+   * @generated from enum value: LEDGER_ENTRY_TYPE_CHARGE = 3;
+   */
+  CHARGE = 3,
+
+  /**
+   * A hold ended without a charge (a failed or canceled job, an undelivered call).
+   *
+   * @generated from enum value: LEDGER_ENTRY_TYPE_RELEASE = 4;
+   */
+  RELEASE = 4,
+}
+
+/**
+ * Describes the enum generation.v1.LedgerEntryType.
+ */
+export const LedgerEntryTypeSchema: GenEnum<LedgerEntryType> = /*@__PURE__*/
+  enumDesc(file_generation_v1_money, 0);
+
+/**
+ * How a usage report groups settled charges.
+ *
+ * @generated from enum generation.v1.UsageGrouping
+ */
+export enum UsageGrouping {
+  /**
+   * @generated from enum value: USAGE_GROUPING_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * One row per model.
+   *
+   * @generated from enum value: USAGE_GROUPING_MODEL = 1;
+   */
+  MODEL = 1,
+
+  /**
+   * One row per API key.
+   *
+   * @generated from enum value: USAGE_GROUPING_KEY = 2;
+   */
+  KEY = 2,
+
+  /**
+   * One row per UTC day (YYYY-MM-DD).
+   *
+   * @generated from enum value: USAGE_GROUPING_DAY = 3;
+   */
+  DAY = 3,
+}
+
+/**
+ * Describes the enum generation.v1.UsageGrouping.
+ */
+export const UsageGroupingSchema: GenEnum<UsageGrouping> = /*@__PURE__*/
+  enumDesc(file_generation_v1_money, 1);
 

@@ -2,12 +2,15 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Money } from "../../domain/money.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
-import type { BalanceSnapshot, Ledger, ReserveOptions, ReserveOutcome, Settlement, Shortfall } from "../../ports/ledger.js";
-import { AmbiguousWriteError, conditional, serialRead, type CassandraClient } from "./cassandra-session.js";
+import type {
+  BalanceSnapshot, HoldMemo, Ledger, LedgerCursor, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, LedgerEntryType, ReserveOptions, ReserveOutcome,
+  SettledTokens, Settlement, Shortfall,
+} from "../../ports/ledger.js";
+import { AmbiguousWriteError, conditional, serialRead, type CassandraClient, type Row } from "./cassandra-session.js";
 
 type Operation =
   | { kind: "reserve"; reservationId: string; amount: Money; options?: ReserveOptions }
-  | { kind: "settle"; reservationId: string; amount: Money }
+  | { kind: "settle"; reservationId: string; amount: Money; tokens?: SettledTokens }
   | { kind: "release"; reservationId: string }
   | { kind: "credit"; amount: Money };
 
@@ -29,9 +32,40 @@ interface AccountState {
   balance: Money;
   reserved: Money;
   holds: Map<string, Money>;
+  /** What each open hold is for (JSON HoldMemo). */
+  memos: Map<string, string>;
   version: bigint;
   lastOps: string[];
+  /** The entries of the last write (null on a row from before the statement existed). */
+  journal: Journal | null;
 }
+
+/** An entry as the row's journal keeps it (JSON: money and seq as decimal strings, time in ms). */
+interface JournalEntry {
+  readonly seq: string;
+  readonly type: LedgerEntryType;
+  readonly amount: string;
+  readonly balanceAfter: string;
+  readonly reservedChange: string;
+  readonly reservedAfter: string;
+  readonly memo?: HoldMemo;
+  readonly tokens?: SettledTokens;
+  readonly at: number;
+}
+
+interface Journal {
+  readonly version: string;
+  readonly entries: JournalEntry[];
+}
+
+const DAY_MS = 86_400_000;
+const dayOf = (ms: number) => Math.floor(ms / DAY_MS);
+/** An entry's seq: the version of the write that made it, then its place in that write's batch (< MAX_BATCH + carried-forward holds). */
+const SEQ_PER_VERSION = 1_000_000n;
+/** Entry rows one statement page reads at most; a page of sparse matches ends early with a cursor. */
+const MAX_ROWS_PER_PAGE = 1_000;
+const ENTRY_COLUMNS =
+  "seq, type, amount, balance_after, reserved_change, reserved_after, job_id, model, key_id, prompt_tokens, candidates_tokens, at";
 
 /**
  * Operation ids remembered per account to resolve writes of unknown outcome:
@@ -58,16 +92,27 @@ const MAX_ATTEMPTS = 60;
  */
 export class CassandraLedger implements Ledger {
   private readonly queues = new Map<string, Pending[]>();
+  /** Per account: the journal version known to be copied into ledger_entries, and a copy under way. */
+  private readonly copied = new Map<string, { version: string; done: Promise<void> }>();
 
-  constructor(private readonly client: CassandraClient) {}
+  constructor(
+    private readonly client: CassandraClient,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
+    const at = this.now();
+    const entries: JournalEntry[] = initialBalance > 0n
+      ? [{ seq: "0", type: "credit", amount: initialBalance.toString(), balanceAfter: initialBalance.toString(), reservedChange: "0", reservedAfter: "0", at }]
+      : [];
+    const journal: Journal = { version: "0", entries };
     const result = await conditional(
       this.client,
-      "INSERT INTO accounts (account_id, name, balance, reserved, holds, version, last_ops, created_at) VALUES (?, ?, ?, 0, {}, 0, [], ?) IF NOT EXISTS",
-      [accountId, name, initialBalance, new Date()],
+      "INSERT INTO accounts (account_id, name, balance, reserved, holds, version, last_ops, created_at, journal) VALUES (?, ?, ?, 0, {}, 0, [], ?, ?) IF NOT EXISTS",
+      [accountId, name, initialBalance, new Date(at), JSON.stringify(journal)],
     );
     if (!result.applied) throw new Error(`account ${accountId} exists`);
+    this.copyInBackground(accountId, journal);
   }
 
   async credit(accountId: string, amount: Money): Promise<BalanceSnapshot | undefined> {
@@ -84,8 +129,8 @@ export class CassandraLedger implements Ledger {
     return (await this.enqueue(accountId, { kind: "reserve", reservationId, amount, options })) as ReserveOutcome;
   }
 
-  async settle(accountId: string, reservationId: string, amount: Money): Promise<Settlement | undefined> {
-    const outcome = await this.enqueue(accountId, { kind: "settle", reservationId, amount });
+  async settle(accountId: string, reservationId: string, amount: Money, tokens?: SettledTokens): Promise<Settlement | undefined> {
+    const outcome = await this.enqueue(accountId, { kind: "settle", reservationId, amount, tokens });
     return typeof outcome === "object" ? outcome : undefined;
   }
 
@@ -101,6 +146,93 @@ export class CassandraLedger implements Ledger {
 
   async hasAnyAccount(): Promise<boolean> {
     return (await this.client.execute("SELECT account_id FROM accounts LIMIT 1")).rowLength > 0;
+  }
+
+  /**
+   * Newest first. The row's current journal is copied first (it may not be
+   * yet: its writer may have died right after writing it), then the days
+   * that hold entries are read newest first, each a slice below the cursor.
+   */
+  async entries(query: LedgerEntryQuery): Promise<LedgerEntryPage> {
+    const row = await serialRead(this.client, "SELECT journal FROM accounts WHERE account_id = ?", [query.accountId]);
+    if (!row) return { entries: [] };
+    const journal = parseJournal(row.journal);
+    if (journal) await this.ensureCopied(query.accountId, journal);
+    const top = query.before?.at.getTime() ?? (query.to ? query.to.getTime() - 1 : Number.MAX_SAFE_INTEGER);
+    const bottom = query.from?.getTime() ?? 0;
+    const days = (
+      await this.client.execute(
+        "SELECT day FROM ledger_days_by_account WHERE account_id = ? AND day <= ? AND day >= ?",
+        [query.accountId, dayOf(Math.min(top, 8.64e15)), dayOf(bottom)],
+      )
+    ).rows.map((r) => r.day as number);
+    const entries: LedgerEntry[] = [];
+    let read = 0;
+    let last: LedgerCursor | undefined = query.before;
+    for (const day of days) {
+      for (;;) {
+        if (read >= MAX_ROWS_PER_PAGE) return { entries, next: last };
+        const fetch = Math.min(MAX_ROWS_PER_PAGE - read, query.limit - entries.length + 1);
+        const below = last ? " AND seq < ?" : "";
+        const params: unknown[] = last ? [query.accountId, day, last.seq, fetch] : [query.accountId, day, fetch];
+        const rows = (await this.client.execute(`SELECT ${ENTRY_COLUMNS} FROM ledger_entries WHERE account_id = ? AND day = ?${below} LIMIT ?`, params)).rows;
+        for (const row of rows) {
+          read++;
+          const entry = entryOf(row);
+          // Times never decrease along seq: below `from`, nothing older can match.
+          if (query.from && entry.at < query.from) return { entries };
+          if (!(query.to && entry.at >= query.to)) {
+            if (entries.length === query.limit) return { entries, next: last };
+            entries.push(entry);
+          }
+          last = { seq: entry.seq, at: entry.at };
+        }
+        if (rows.length < fetch) break; // this day is read to its end
+      }
+    }
+    return { entries };
+  }
+
+  /** Copies a journal's entries into ledger_entries unless this process knows they are there. */
+  private async ensureCopied(accountId: string, journal: Journal): Promise<void> {
+    const known = this.copied.get(accountId);
+    if (known?.version === journal.version) {
+      try {
+        return await known.done;
+      } catch {
+        // the copy failed: do it again below
+      }
+    }
+    const done = this.copy(accountId, journal);
+    this.remember(accountId, journal.version, done);
+    await done;
+  }
+
+  private copyInBackground(accountId: string, journal: Journal): void {
+    const done = this.copy(accountId, journal);
+    done.catch(() => undefined); // whoever needs it next copies it again
+    this.remember(accountId, journal.version, done);
+  }
+
+  private remember(accountId: string, version: string, done: Promise<void>): void {
+    if (this.copied.size > 100_000) this.copied.clear();
+    this.copied.set(accountId, { version, done });
+  }
+
+  private async copy(accountId: string, journal: Journal): Promise<void> {
+    if (journal.entries.length === 0) return;
+    const days = [...new Set(journal.entries.map((entry) => dayOf(entry.at)))];
+    await this.client.batch([
+      ...days.map((day) => ({ query: "INSERT INTO ledger_days_by_account (account_id, day) VALUES (?, ?)", params: [accountId, day] })),
+      ...journal.entries.map((entry) => ({
+        query: `INSERT INTO ledger_entries (account_id, day, ${ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        params: [
+          accountId, dayOf(entry.at), BigInt(entry.seq), entry.type, BigInt(entry.amount), BigInt(entry.balanceAfter),
+          BigInt(entry.reservedChange), BigInt(entry.reservedAfter), entry.memo?.jobId ?? null, entry.memo?.model ?? null,
+          entry.memo?.keyId ?? null, entry.tokens?.promptTokens ?? null, entry.tokens?.candidatesTokens ?? null, new Date(entry.at),
+        ],
+      })),
+    ]);
   }
 
   private enqueue(accountId: string, operation: Operation): Promise<Outcome> {
@@ -167,7 +299,7 @@ export class CassandraLedger implements Ledger {
   private async read(accountId: string): Promise<AccountState | undefined> {
     const row = await serialRead(
       this.client,
-      "SELECT balance, reserved, holds, version, last_ops FROM accounts WHERE account_id = ?",
+      "SELECT balance, reserved, holds, hold_memos, version, last_ops, journal FROM accounts WHERE account_id = ?",
       [accountId],
     );
     if (!row) return undefined;
@@ -175,8 +307,10 @@ export class CassandraLedger implements Ledger {
       balance: row.balance as bigint,
       reserved: row.reserved as bigint,
       holds: new Map(Object.entries((row.holds as Record<string, bigint> | null) ?? {})),
+      memos: new Map(Object.entries((row.hold_memos as Record<string, string> | null) ?? {})),
       version: row.version as bigint,
       lastOps: (row.last_ops as string[] | null) ?? [],
+      journal: parseJournal(row.journal),
     };
   }
 
@@ -186,11 +320,32 @@ export class CassandraLedger implements Ledger {
    * shortfalls the batch's settlements recorded.
    */
   private static apply(
-    state: AccountState, batch: readonly Pending[],
-  ): { outcomes: Outcome[]; changed: string[]; shortfalls: Record<string, Money> } {
+    state: AccountState, batch: readonly Pending[], now: number,
+  ): { outcomes: Outcome[]; changed: string[]; shortfalls: Record<string, Money>; entries: JournalEntry[] } {
     const outcomes: Outcome[] = [];
     const changed: string[] = [];
     const shortfalls: Record<string, Money> = {};
+    const entries: JournalEntry[] = [];
+    const seqBase = (state.version + 1n) * SEQ_PER_VERSION;
+    // Entry times never go back along an account's entries (they order its statement and bucket its days).
+    const at = Math.max(now, state.journal?.entries.at(-1)?.at ?? 0);
+    const record = (type: LedgerEntryType, amount: Money, reservedChange: Money, memo?: HoldMemo, tokens?: SettledTokens) => {
+      entries.push({
+        seq: (seqBase + BigInt(entries.length)).toString(), type, amount: amount.toString(), balanceAfter: state.balance.toString(),
+        reservedChange: reservedChange.toString(), reservedAfter: state.reserved.toString(), ...(memo ? { memo } : {}), ...(tokens ? { tokens } : {}), at,
+      });
+    };
+    if (state.journal === null) {
+      // A row from before the statement: its history is carried forward as a credit of its balance and its open holds.
+      const reserved = state.reserved;
+      state.reserved = 0n;
+      if (state.balance !== 0n) record("credit", state.balance, 0n);
+      for (const [reservationId, amount] of state.holds) {
+        state.reserved += amount;
+        record("hold", 0n, amount, memoOf(state, reservationId));
+      }
+      state.reserved = reserved;
+    }
     for (const { id, operation } of batch) {
       switch (operation.kind) {
         case "reserve": {
@@ -204,6 +359,9 @@ export class CassandraLedger implements Ledger {
           } else {
             state.holds.set(operation.reservationId, operation.amount);
             state.reserved += operation.amount;
+            const memo = operation.options?.memo;
+            if (memo) state.memos.set(operation.reservationId, JSON.stringify(memo));
+            record("hold", 0n, operation.amount, memo);
             outcomes.push("reserved");
             changed.push(id);
           }
@@ -218,11 +376,16 @@ export class CassandraLedger implements Ledger {
           }
           // Bounded before the hold leaves `reserved`: at most hold + available is charged.
           const settlement = operation.kind === "settle" ? boundedCharge(operation.amount, held, state) : undefined;
+          const memo = memoOf(state, operation.reservationId);
           state.holds.delete(operation.reservationId);
+          state.memos.delete(operation.reservationId);
           state.reserved -= held;
           if (settlement) {
             state.balance -= settlement.charged;
             if (settlement.shortfall > 0n) shortfalls[operation.reservationId] = settlement.shortfall;
+            record("charge", -settlement.charged, -held, memo, operation.kind === "settle" ? operation.tokens : undefined);
+          } else {
+            record("release", 0n, -held, memo);
           }
           changed.push(id);
           outcomes.push(settlement ?? "done");
@@ -230,12 +393,13 @@ export class CassandraLedger implements Ledger {
         }
         case "credit":
           state.balance += operation.amount;
+          record("credit", operation.amount, 0n);
           changed.push(id);
           outcomes.push("done");
           break;
       }
     }
-    return { outcomes, changed, shortfalls };
+    return { outcomes, changed, shortfalls, entries };
   }
 
   private static openHolds(state: AccountState, countedPrefix: string, exceptPrefix?: string): number {
@@ -253,25 +417,34 @@ export class CassandraLedger implements Ledger {
         return this.replay(accountId, batch, state);
       }
       const before = state.version;
-      const { outcomes, changed, shortfalls } = CassandraLedger.apply(state, batch);
+      // The journal this write replaces must be in ledger_entries first (its writer may have died before copying it).
+      const previous = state.journal;
+      if (previous) await this.ensureCopied(accountId, previous);
+      const { outcomes, changed, shortfalls, entries } = CassandraLedger.apply(state, batch, this.now());
       if (changed.length === 0) return outcomes;
       const lastOps = [...changed, ...state.lastOps].slice(0, REMEMBERED_OPS);
-      const params = [state.balance, state.reserved, Object.fromEntries(state.holds), before + 1n, lastOps];
+      const journal: Journal = { version: (before + 1n).toString(), entries };
+      const params = [
+        state.balance, state.reserved, Object.fromEntries(state.holds), Object.fromEntries(state.memos), JSON.stringify(journal), before + 1n, lastOps,
+      ];
       const shortfallsRecorded = Object.keys(shortfalls).length > 0;
       try {
         // Shortfalls are added to the row by the same conditional write that charges.
         const result = shortfallsRecorded
           ? await conditional(
             this.client,
-            "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, version = ?, last_ops = ?, shortfalls = shortfalls + ? WHERE account_id = ? IF version = ?",
+            "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, hold_memos = ?, journal = ?, version = ?, last_ops = ?, shortfalls = shortfalls + ? WHERE account_id = ? IF version = ?",
             [...params, shortfalls, accountId, before],
           )
           : await conditional(
             this.client,
-            "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, version = ?, last_ops = ? WHERE account_id = ? IF version = ?",
+            "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, hold_memos = ?, journal = ?, version = ?, last_ops = ? WHERE account_id = ? IF version = ?",
             [...params, accountId, before],
           );
-        if (result.applied) return outcomes;
+        if (result.applied) {
+          this.copyInBackground(accountId, journal);
+          return outcomes;
+        }
       } catch (error) {
         if (!(error instanceof AmbiguousWriteError)) throw error;
         // Loop: the next serial read completes any in-flight round and tells via last_ops.
@@ -312,4 +485,29 @@ export class CassandraLedger implements Ledger {
       }
     });
   }
+}
+
+function parseJournal(value: unknown): Journal | null {
+  return typeof value === "string" && value !== "" ? (JSON.parse(value) as Journal) : null;
+}
+
+function memoOf(state: AccountState, reservationId: string): HoldMemo | undefined {
+  const text = state.memos.get(reservationId);
+  return text === undefined ? undefined : (JSON.parse(text) as HoldMemo);
+}
+
+function entryOf(row: Row): LedgerEntry {
+  const model = row.model as string | null;
+  const promptTokens = row.prompt_tokens as number | null;
+  return {
+    seq: row.seq as bigint,
+    type: row.type as LedgerEntryType,
+    amount: row.amount as bigint,
+    balanceAfter: row.balance_after as bigint,
+    reservedChange: row.reserved_change as bigint,
+    reservedAfter: row.reserved_after as bigint,
+    memo: model === null ? undefined : { jobId: (row.job_id as string | null) ?? undefined, model, keyId: (row.key_id as string | null) ?? undefined },
+    tokens: promptTokens === null ? undefined : { promptTokens, candidatesTokens: (row.candidates_tokens as number | null) ?? 0 },
+    at: row.at as Date,
+  };
 }

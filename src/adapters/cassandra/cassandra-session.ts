@@ -38,6 +38,17 @@ export class CassandraClient {
     }
   }
 
+  /** An unlogged batch of plain writes (idempotent inserts), with the same outage mapping as execute. */
+  async batch(queries: { query: string; params: Params }[]): Promise<void> {
+    if (queries.length === 0) return;
+    try {
+      await this.driver.batch(queries, { prepare: true, logged: false });
+    } catch (error) {
+      if (isUnreachable(error)) throw new DependencyUnavailableError("cassandra", `Cassandra is unreachable: ${(error as Error).message}`, { cause: error });
+      throw error;
+    }
+  }
+
   shutdown(): Promise<void> {
     return this.driver.shutdown();
   }

@@ -1,6 +1,8 @@
 import type { Money } from "../../domain/money.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
-import type { BalanceSnapshot, Ledger, ReserveOptions, ReserveOutcome, Settlement, Shortfall } from "../../ports/ledger.js";
+import type {
+  BalanceSnapshot, HoldMemo, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
+} from "../../ports/ledger.js";
 
 interface Account {
   name: string;
@@ -9,6 +11,8 @@ interface Account {
   /** Reservation ids of the account's open holds. */
   open: Set<string>;
   shortfalls: Shortfall[];
+  /** Every movement, oldest first (seq = index + 1). */
+  entries: LedgerEntry[];
 }
 
 interface Reservation {
@@ -17,6 +21,7 @@ interface Reservation {
   state: "held" | "settled" | "released";
   /** What the settlement moved, once settled. */
   settlement?: Settlement;
+  memo?: HoldMemo;
 }
 
 /**
@@ -30,13 +35,16 @@ export class MemoryLedger implements Ledger {
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
     if (this.accounts.has(accountId)) throw new Error(`account ${accountId} exists`);
-    this.accounts.set(accountId, { name, balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [] });
+    const account: Account = { name, balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [], entries: [] };
+    this.accounts.set(accountId, account);
+    if (initialBalance > 0n) record(account, { type: "credit", amount: initialBalance, reservedChange: 0n });
   }
 
   async credit(accountId: string, amount: Money): Promise<BalanceSnapshot | undefined> {
     const account = this.accounts.get(accountId);
     if (!account) return undefined;
     account.balance += amount;
+    record(account, { type: "credit", amount, reservedChange: 0n });
     return snapshot(account);
   }
 
@@ -58,12 +66,13 @@ export class MemoryLedger implements Ledger {
     if (account.balance - account.reserved < amount) return "insufficient_funds";
     account.reserved += amount;
     account.open.add(reservationId);
-    this.reservations.set(reservationId, { accountId, amount, state: "held" });
+    this.reservations.set(reservationId, { accountId, amount, state: "held", memo: options?.memo });
+    record(account, { type: "hold", amount: 0n, reservedChange: amount, memo: options?.memo });
     return "reserved";
   }
 
-  async settle(_accountId: string, reservationId: string, amount: Money): Promise<Settlement | undefined> {
-    return this.end(reservationId, "settled", amount);
+  async settle(_accountId: string, reservationId: string, amount: Money, tokens?: SettledTokens): Promise<Settlement | undefined> {
+    return this.end(reservationId, "settled", amount, tokens);
   }
 
   async release(_accountId: string, reservationId: string): Promise<void> {
@@ -78,7 +87,19 @@ export class MemoryLedger implements Ledger {
     return this.accounts.size > 0;
   }
 
-  private end(reservationId: string, state: "settled" | "released", asked: Money): Settlement | undefined {
+  async entries(query: LedgerEntryQuery): Promise<LedgerEntryPage> {
+    const all = this.accounts.get(query.accountId)?.entries ?? [];
+    const matching = all.filter(
+      (entry) =>
+        (query.before === undefined || entry.seq < query.before.seq) &&
+        (query.from === undefined || entry.at >= query.from) &&
+        (query.to === undefined || entry.at < query.to),
+    );
+    const page = matching.reverse().slice(0, query.limit);
+    return { entries: page, next: matching.length > query.limit ? page.at(-1) : undefined };
+  }
+
+  private end(reservationId: string, state: "settled" | "released", asked: Money, tokens?: SettledTokens): Settlement | undefined {
     const reservation = this.reservations.get(reservationId);
     if (!reservation) return undefined;
     // A repeated settle answers what the settlement recorded; nothing moves again.
@@ -91,8 +112,18 @@ export class MemoryLedger implements Ledger {
     if (settlement.shortfall > 0n) account.shortfalls.push({ reservationId, amount: settlement.shortfall });
     reservation.state = state;
     if (state === "settled") reservation.settlement = settlement;
+    record(account, state === "settled"
+      ? { type: "charge", amount: -settlement.charged, reservedChange: -reservation.amount, memo: reservation.memo, tokens }
+      : { type: "release", amount: 0n, reservedChange: -reservation.amount, memo: reservation.memo });
     return settlement;
   }
+}
+
+/** Appends an entry for a movement already applied to the account. */
+function record(account: Account, entry: Pick<LedgerEntry, "type" | "amount" | "reservedChange" | "memo" | "tokens">): void {
+  account.entries.push({
+    ...entry, seq: BigInt(account.entries.length + 1), balanceAfter: account.balance, reservedAfter: account.reserved, at: new Date(),
+  });
 }
 
 const snapshot = (account: Account): BalanceSnapshot => ({ balance: account.balance, reserved: account.reserved });

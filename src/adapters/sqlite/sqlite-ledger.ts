@@ -1,6 +1,9 @@
 import type { Money } from "../../domain/money.js";
 import { boundedCharge } from "../../domain/pricing/settlement.js";
-import type { BalanceSnapshot, Ledger, ReserveOptions, ReserveOutcome, Settlement, Shortfall } from "../../ports/ledger.js";
+import type {
+  BalanceSnapshot, HoldMemo, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, LedgerEntryType, ReserveOptions, ReserveOutcome,
+  SettledTokens, Settlement, Shortfall,
+} from "../../ports/ledger.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
 
@@ -15,6 +18,39 @@ interface HoldRow {
   state: "held" | "settled" | "released";
   /** What the settlement charged (set when settled). */
   charged: string | null;
+  job_id: string | null;
+  model: string | null;
+  key_id: string | null;
+}
+
+interface EntryRow {
+  entry_id: number;
+  kind: LedgerEntryType;
+  amount: string;
+  balance_after: string;
+  reserved_change: string;
+  reserved_after: string;
+  job_id: string | null;
+  model: string | null;
+  key_id: string | null;
+  prompt_tokens: number | null;
+  candidates_tokens: number | null;
+  at: number;
+}
+
+/** An entry as the port shows it; the memo only where the entry belongs to a hold. */
+function toEntry(row: EntryRow): LedgerEntry {
+  return {
+    seq: BigInt(row.entry_id),
+    type: row.kind,
+    amount: money(row.amount),
+    balanceAfter: money(row.balance_after),
+    reservedChange: money(row.reserved_change),
+    reservedAfter: money(row.reserved_after),
+    memo: row.model === null ? undefined : { jobId: row.job_id ?? undefined, model: row.model, keyId: row.key_id ?? undefined },
+    tokens: row.prompt_tokens === null ? undefined : { promptTokens: row.prompt_tokens, candidatesTokens: row.candidates_tokens ?? 0 },
+    at: new Date(row.at),
+  };
 }
 
 /** Money columns are TEXT decimal strings of picodollars: exact at any size. */
@@ -30,15 +66,25 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     setBalance: db.prepare("UPDATE accounts SET balance = ? WHERE account_id = ?"),
     setReserved: db.prepare("UPDATE accounts SET reserved = ? WHERE account_id = ?"),
     setBoth: db.prepare("UPDATE accounts SET balance = ?, reserved = ? WHERE account_id = ?"),
-    hold: db.prepare("SELECT account_id, amount, state, charged FROM holds WHERE reservation_id = ?"),
+    hold: db.prepare("SELECT account_id, amount, state, charged, job_id, model, key_id FROM holds WHERE reservation_id = ?"),
     insertHold: db.prepare(
-      "INSERT INTO holds (reservation_id, account_id, amount, state, created_at) VALUES (?, ?, ?, 'held', ?)",
+      "INSERT INTO holds (reservation_id, account_id, amount, state, created_at, job_id, model, key_id) VALUES (?, ?, ?, 'held', ?, ?, ?, ?)",
     ),
     endHold: db.prepare(
       "UPDATE holds SET state = ?, charged = ?, ended_at = ? WHERE reservation_id = ? AND state = 'held'",
     ),
     entry: db.prepare(
-      "INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reservation_id, at) VALUES (?, ?, ?, ?, ?, ?)",
+      `INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id,
+         job_id, model, key_id, prompt_tokens, candidates_tokens, at)
+       VALUES (@account_id, @kind, @amount, @balance_after, @reserved_change, @reserved_after, @reservation_id,
+         @job_id, @model, @key_id, @prompt_tokens, @candidates_tokens, @at)`,
+    ),
+    entries: db.prepare(
+      `SELECT entry_id, kind, amount, balance_after, reserved_change, reserved_after, job_id, model, key_id, prompt_tokens, candidates_tokens, at
+       FROM ledger_entries
+       WHERE account_id = @account_id AND (@before IS NULL OR entry_id < @before)
+         AND (@from IS NULL OR at >= @from) AND (@to IS NULL OR at < @to)
+       ORDER BY entry_id DESC LIMIT @limit`,
     ),
     // Open holds of the account whose id starts with a prefix (substr, not LIKE: exact and case-sensitive),
     // less those starting with another; the (account_id, state) index finds the account's open holds.
@@ -56,11 +102,27 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     shortfallOf: db.prepare("SELECT shortfall FROM ledger_shortfalls WHERE reservation_id = ?").pluck(),
   };
 
+  /** Records a movement in the transaction that makes it. */
+  const record = (
+    accountId: string, kind: LedgerEntryType, moved: { amount: Money; reservedChange: Money; balance: Money; reserved: Money },
+    at: number, reservationId: string | null = null, memo?: HoldMemo | HoldRow, tokens?: SettledTokens,
+  ) => {
+    const fromRow = memo !== undefined && "state" in memo;
+    s.entry.run({
+      account_id: accountId, kind, amount: text(moved.amount), balance_after: text(moved.balance),
+      reserved_change: text(moved.reservedChange), reserved_after: text(moved.reserved), reservation_id: reservationId,
+      job_id: (fromRow ? memo.job_id : memo?.jobId) ?? null,
+      model: (fromRow ? memo.model : memo?.model) ?? null,
+      key_id: (fromRow ? memo.key_id : memo?.keyId) ?? null,
+      prompt_tokens: tokens?.promptTokens ?? null, candidates_tokens: tokens?.candidatesTokens ?? null, at,
+    });
+  };
+
   const createTx = db.transaction((accountId: string, name: string, initialBalance: Money) => {
     if (s.account.get(accountId)) throw new Error(`account ${accountId} exists`);
     const at = now();
     s.insertAccount.run(accountId, name, text(initialBalance), at);
-    s.entry.run(accountId, "opening", text(initialBalance), text(initialBalance), null, at);
+    if (initialBalance > 0n) record(accountId, "credit", { amount: initialBalance, reservedChange: 0n, balance: initialBalance, reserved: 0n }, at);
   });
 
   const creditTx = db.transaction((accountId: string, amount: Money): BalanceSnapshot | undefined => {
@@ -68,7 +130,7 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     if (!account) return undefined;
     const balance = money(account.balance) + amount;
     s.setBalance.run(text(balance), accountId);
-    s.entry.run(accountId, "credit", text(amount), text(balance), null, now());
+    record(accountId, "credit", { amount, reservedChange: 0n, balance, reserved: money(account.reserved) }, now());
     return { balance, reserved: money(account.reserved) };
   });
 
@@ -84,12 +146,15 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     const balance = money(account.balance);
     const reserved = money(account.reserved);
     if (balance - reserved < amount) return "insufficient_funds";
+    const at = now();
+    const memo = options?.memo;
     s.setReserved.run(text(reserved + amount), accountId);
-    s.insertHold.run(reservationId, accountId, text(amount), now());
+    s.insertHold.run(reservationId, accountId, text(amount), at, memo?.jobId ?? null, memo?.model ?? null, memo?.keyId ?? null);
+    record(accountId, "hold", { amount: 0n, reservedChange: amount, balance, reserved: reserved + amount }, at, reservationId, memo);
     return "reserved";
   });
 
-  const endTx = db.transaction((reservationId: string, state: "settled" | "released", asked: Money): Settlement | undefined => {
+  const endTx = db.transaction((reservationId: string, state: "settled" | "released", asked: Money, tokens?: SettledTokens): Settlement | undefined => {
     const hold = s.hold.get(reservationId) as HoldRow | undefined;
     if (!hold) return undefined;
     if (hold.state !== "held") {
@@ -105,7 +170,9 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     const at = now();
     s.setBoth.run(text(balance), text(reserved), hold.account_id);
     s.endHold.run(state, state === "settled" ? text(charged) : null, at, reservationId);
-    if (state === "settled") s.entry.run(hold.account_id, "charge", text(charged), text(balance), reservationId, at);
+    const moved = { amount: -charged, reservedChange: -money(hold.amount), balance, reserved };
+    if (state === "settled") record(hold.account_id, "charge", moved, at, reservationId, hold, tokens);
+    else record(hold.account_id, "release", { ...moved, amount: 0n }, at, reservationId, hold);
     if (shortfall > 0n) s.insertShortfall.run(reservationId, hold.account_id, text(asked), text(charged), text(shortfall), at);
     return { charged, shortfall };
   });
@@ -148,8 +215,8 @@ export class SqliteLedger implements Ledger {
   }
 
   /** The hold names its account; `accountId` is not needed to find it. A repeat answers the hold's recorded charge. */
-  async settle(_accountId: string, reservationId: string, amount: Money): Promise<Settlement | undefined> {
-    return sqliteCall(() => this.ops.endTx.immediate(reservationId, "settled", amount));
+  async settle(_accountId: string, reservationId: string, amount: Money, tokens?: SettledTokens): Promise<Settlement | undefined> {
+    return sqliteCall(() => this.ops.endTx.immediate(reservationId, "settled", amount, tokens));
   }
 
   async release(_accountId: string, reservationId: string): Promise<void> {
@@ -163,5 +230,19 @@ export class SqliteLedger implements Ledger {
 
   async hasAnyAccount(): Promise<boolean> {
     return sqliteCall(() => this.ops.s.anyAccount.get()) !== undefined;
+  }
+
+  async entries(query: LedgerEntryQuery): Promise<LedgerEntryPage> {
+    const rows = sqliteCall(() =>
+      this.ops.s.entries.all({
+        account_id: query.accountId,
+        before: query.before === undefined ? null : Number(query.before.seq),
+        from: query.from?.getTime() ?? null,
+        to: query.to?.getTime() ?? null,
+        limit: query.limit + 1,
+      }),
+    ) as EntryRow[];
+    const entries = rows.slice(0, query.limit).map(toEntry);
+    return { entries, next: rows.length > query.limit ? entries.at(-1) : undefined };
   }
 }

@@ -61,7 +61,8 @@ export async function acceptJob(
   };
 
   const cap = deps.settingsOf.maxQueuedJobsPerAccount;
-  const outcome = await takeHold(deps, caller.accountId, jobId, price, createdAt, unfinishedJobsAtMost(cap));
+  const memo = { jobId, model: spec.model.id, keyId: caller.keyId };
+  const outcome = await takeHold(deps, caller.accountId, jobId, price, createdAt, memo, unfinishedJobsAtMost(cap));
   if (outcome !== "reserved") {
     await undo();
     if (outcome === "unknown_account") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");

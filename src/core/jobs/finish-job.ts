@@ -30,7 +30,7 @@ export async function finishJob(ports: FinishPorts, job: Job): Promise<Job> {
   // What the ledger charged: less than asked when the balance could not cover usage beyond the hold.
   // A repeat (after a crash) answers the charge recorded then; without a record, what was asked was charged.
   let charged = job.charged;
-  if (chargesOnFinish(job)) charged = (await settleHold(ports, job.accountId, job.id, job.charged)) ?? job.charged;
+  if (chargesOnFinish(job)) charged = (await settleHold(ports, job.accountId, job.id, job.charged, job.usage)) ?? job.charged;
   else await releaseHold(ports, job.accountId, job.id);
   let shown = job;
   if (!job.settled) {

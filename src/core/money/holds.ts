@@ -1,6 +1,7 @@
 import { formatMoney, type Money } from "../../domain/money.js";
 import type { JobStore } from "../../ports/job-store.js";
-import type { Ledger, ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
+import type { HoldMemo, Ledger, ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
+import type { TokenUsage } from "../../domain/pricing/quotes.js";
 
 /**
  * The one home of money holds. A hold is taken for an intent (a job being
@@ -35,10 +36,10 @@ export const unfinishedJobsAtMost = (limit: number): ReserveOptions => ({
  * A refused reservation leaves nothing behind.
  */
 export async function takeHold(
-  ports: HoldPorts, accountId: string, intentId: string, amount: Money, now: Date, options?: ReserveOptions,
+  ports: HoldPorts, accountId: string, intentId: string, amount: Money, now: Date, memo: HoldMemo, options?: ReserveOptions,
 ): Promise<ReserveOutcome> {
   await ports.jobs.registerIntent(intentId, accountId, now);
-  const outcome = await ports.ledger.reserve(accountId, reservationIdOf(intentId), amount, options);
+  const outcome = await ports.ledger.reserve(accountId, reservationIdOf(intentId), amount, { ...options, memo });
   if (outcome !== "reserved") await ports.jobs.markFinalized(intentId);
   return outcome;
 }
@@ -54,9 +55,13 @@ export async function takeHold(
  * asked. Undefined when the ledger recorded no settlement for the hold (it was
  * released; or, on Cassandra, settled in full: what was asked was charged).
  */
-export async function settleHold(ports: HoldPorts, accountId: string, intentId: string, amount: Money): Promise<Money | undefined> {
+export async function settleHold(
+  ports: HoldPorts, accountId: string, intentId: string, amount: Money, usage?: TokenUsage,
+): Promise<Money | undefined> {
   const reservationId = reservationIdOf(intentId);
-  const settlement = await ports.ledger.settle(accountId, reservationId, amount);
+  // The statement and usage reports count text tokens: produced ones of every modality are candidates.
+  const tokens = usage && { promptTokens: usage.promptTokens, candidatesTokens: usage.textOutputTokens + usage.videoOutputTokens };
+  const settlement = await ports.ledger.settle(accountId, reservationId, amount, tokens);
   if (settlement && !settlement.repeated && settlement.shortfall > 0n) {
     ports.log(
       `billing shortfall: account ${accountId}, reservation ${reservationId}: usage cost ${formatMoney(amount)}, ` +

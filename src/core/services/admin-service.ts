@@ -15,6 +15,9 @@ import { hashSecret } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { rpc } from "../errors/rpc-errors.js";
 import { balanceView } from "./balance-view.js";
+import { statementPage, usageReport } from "../money/statement.js";
+import { create } from "@bufbuild/protobuf";
+import { GetUsageRequestSchema, ListLedgerEntriesRequestSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { priceMessage } from "./generation-service.js";
 
 /** Money an operator sends: strict decimal, bounded; a refusal names the field (422 invalid_amount). */
@@ -68,6 +71,18 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     getAccountBalance: (request, context) =>
       admin(context.requestHeader, async () => ({ balance: balanceView(await existingBalance(request.accountId)) })),
+
+    listAccountLedgerEntries: (request, context) =>
+      admin(context.requestHeader, async () => {
+        await existingBalance(request.accountId);
+        return statementPage(deps.ledger, deps.settingsOf.urlSigningSecret, request.accountId, request.query ?? create(ListLedgerEntriesRequestSchema));
+      }),
+
+    getAccountUsage: (request, context) =>
+      admin(context.requestHeader, async () => {
+        await existingBalance(request.accountId);
+        return { usage: await usageReport(deps.ledger, request.accountId, request.query ?? create(GetUsageRequestSchema), deps.clock.now()) };
+      }),
 
     createApiKey: (request, context) =>
       admin(context.requestHeader, async () => {

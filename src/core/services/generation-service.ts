@@ -28,6 +28,7 @@ import { abandonIntent } from "../money/holds.js";
 import { staleBefore } from "../jobs/stale.js";
 import { jobView, STATUS_TO_PROTO } from "../jobs/job-view.js";
 import { balanceView } from "./balance-view.js";
+import { statementPage, usageReport } from "../money/statement.js";
 
 const INPUT_MODES: Record<InputMode, DomainInputMode> = {
   [InputMode.UNSPECIFIED]: "any",
@@ -215,6 +216,18 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
           jobs: page.jobs.map((job) => jobView(job, settings, now)),
           nextPageToken: page.next ? encodePageToken(settings.urlSigningSecret, caller.accountId, query, page.next) : "",
         };
+      }),
+
+    listLedgerEntries: (request, context) =>
+      rpc(async () => {
+        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        return statementPage(deps.ledger, settings.urlSigningSecret, caller.accountId, request);
+      }),
+
+    getUsage: (request, context) =>
+      rpc(async () => {
+        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        return usageReport(deps.ledger, caller.accountId, request, deps.clock.now());
       }),
 
     getBalance: (_request, context) =>

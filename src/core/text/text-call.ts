@@ -38,7 +38,7 @@ export class TextCall {
     const estimate: Money = tokenEstimate(spec.model.id, prices, spec.reservedPromptTokens + extraPromptTokens, spec.maxOutputTokens);
     // Registered like a job's acceptance, so that a process dying mid-call leaves a hold the reaper releases.
     const intentId = `${TEXT_CALL_PREFIX}${randomUUID()}`;
-    const outcome = await takeHold(deps, caller.accountId, intentId, estimate, deps.clock.now());
+    const outcome = await takeHold(deps, caller.accountId, intentId, estimate, deps.clock.now(), { model: spec.model.id, keyId: caller.keyId });
     if (outcome === "insufficient_funds") {
       throw new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
         required: estimate.toString(),
@@ -63,7 +63,8 @@ export class TextCall {
     this.ended = true;
     let cost = 0n;
     if (this.delivered) {
-      cost = (await settleHold(this.deps, this.accountId, this.intentId, tokenCost(this.spec.model.id, this.prices, this.delivered))) ?? 0n;
+      const usage = this.delivered;
+      cost = (await settleHold(this.deps, this.accountId, this.intentId, tokenCost(this.spec.model.id, this.prices, usage), usage)) ?? 0n;
     } else {
       await releaseHold(this.deps, this.accountId, this.intentId);
     }

@@ -1,8 +1,8 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
 import { findModel } from "../catalog/models.js";
 import { badRequest } from "../errors/domain-error.js";
 import type { Job, JobStatus } from "./job.js";
 import { publicState } from "./job-state-machine.js";
+import { invalidPageToken, readPageToken, signPageToken, type TokenScope } from "../paging/page-token.js";
 
 /**
  * The rules of listing an account's jobs (GET /api/v1/jobs, ListJobs): page
@@ -51,9 +51,6 @@ export interface JobListInput {
 }
 
 const TOKEN_VERSION = 1;
-/** HMAC-SHA256 truncated to 128 bits: forging a token means guessing this. */
-const MAC_BYTES = 16;
-const TOKEN = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 const JOB_ID = /^[0-9a-f-]{1,64}$/;
 
 /** `shown` is how the value arrived, for the message (a query's text, say). */
@@ -109,45 +106,23 @@ function filtersKey(filters: JobListFilters): string {
   return [filters.status ?? "", filters.model ?? "", time(filters.createdAfter), time(filters.createdBefore)].join("\n");
 }
 
-/** Signed over the account and the filters too, which the token does not carry: it is valid only where it was issued. */
-function mac(secret: Buffer, accountId: string, filters: JobListFilters, payload: string): Buffer {
-  return createHmac("sha256", secret)
-    .update(`job-list-page-token\n${accountId}\n${filtersKey(filters)}\n${payload}`)
-    .digest()
-    .subarray(0, MAC_BYTES);
-}
+const scopeOf = (accountId: string, filters: JobListFilters): TokenScope => ({
+  purpose: "job-list-page-token", accountId, filters: filtersKey(filters),
+});
 
-/** An opaque token for the page after `cursor`: base64url(JSON) "." base64url(MAC). */
+/** An opaque token for the page after `cursor`, valid only for this account and these filters. */
 export function encodePageToken(secret: Buffer, accountId: string, filters: JobListFilters, cursor: JobCursor): string {
-  const payload = Buffer.from(JSON.stringify([TOKEN_VERSION, cursor.createdAt.getTime(), cursor.jobId])).toString("base64url");
-  return `${payload}.${mac(secret, accountId, filters, payload).toString("base64url")}`;
+  return signPageToken(secret, scopeOf(accountId, filters), [TOKEN_VERSION, cursor.createdAt.getTime(), cursor.jobId]);
 }
-
-const invalidToken = (why: string) =>
-  badRequest("invalid_page_token", `page_token is not valid: ${why}; start again without it`, { field: "page_token" });
 
 /** Reads a token issued by encodePageToken for this account and these filters; anything else is invalid_page_token. */
 export function decodePageToken(secret: Buffer, accountId: string, filters: JobListFilters, token: string): JobCursor {
-  if (!TOKEN.test(token)) throw invalidToken("it is not a token of this service");
-  const [payload, signature] = token.split(".") as [string, string];
-  // Compared as text: base64url's last character carries unused bits, so decoding would let two spellings of one signature pass.
-  const expected = Buffer.from(mac(secret, accountId, filters, payload).toString("base64url"));
-  const given = Buffer.from(signature);
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-    throw invalidToken("it was altered, or issued for another account or other filters");
-  }
-  // Signed by us, so well-formed unless the format changed: checked anyway, a bad one must never reach a store.
-  let fields: unknown;
-  try {
-    fields = JSON.parse(Buffer.from(payload, "base64url").toString("utf8"));
-  } catch {
-    throw invalidToken("it cannot be read");
-  }
-  if (!Array.isArray(fields) || fields.length !== 3 || fields[0] !== TOKEN_VERSION) throw invalidToken("it has an unknown format");
+  const fields = readPageToken(secret, scopeOf(accountId, filters), token);
+  if (fields.length !== 3 || fields[0] !== TOKEN_VERSION) throw invalidPageToken("it has an unknown format");
   const [, millis, jobId] = fields as [number, unknown, unknown];
-  if (!Number.isSafeInteger(millis) || typeof jobId !== "string" || !JOB_ID.test(jobId)) throw invalidToken("it has an unknown format");
+  if (!Number.isSafeInteger(millis) || typeof jobId !== "string" || !JOB_ID.test(jobId)) throw invalidPageToken("it has an unknown format");
   const createdAt = new Date(millis as number);
-  if (Number.isNaN(createdAt.getTime())) throw invalidToken("it has an unknown format");
+  if (Number.isNaN(createdAt.getTime())) throw invalidPageToken("it has an unknown format");
   return { createdAt, jobId };
 }
 

@@ -19,6 +19,7 @@ import { adminRoutes } from "./routes/admin-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
 import { healthRoutes } from "./routes/health-routes.js";
 import { jobsRoutes } from "./routes/jobs-routes.js";
+import { moneyRoutes } from "./routes/money-routes.js";
 import { VENDOR_PREFIXES, vendorRoutes } from "./routes/vendor-routes.js";
 
 export interface GatewayOptions {
@@ -151,6 +152,7 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
     images: { staging: options.staging, streamAbove: edge.largeUploadBytes, maxOtherBytes: edge.maxBodyBytes },
     sseKeepAliveMs: options.sseKeepAliveMs ?? 15_000,
   }));
+  await app.register(moneyRoutes(core, guard));
   await app.register(adminRoutes(core, guard));
   await app.register(fileRoutes(core));
   for (const prefix of VENDOR_PREFIXES) await app.register(vendorRoutes(core, guard), { prefix });

@@ -1,7 +1,7 @@
 import { fromJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { JobStatus, type Job } from "../../../gen/generation/v1/job_pb.js";
-import type { Balance } from "../../../gen/generation/v1/money_pb.js";
+import { LedgerEntryTypeSchema, type Balance, type LedgerEntry, type UsageRow } from "../../../gen/generation/v1/money_pb.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { checkMetadata, checkMetadataShape, type MetadataLimits } from "../../domain/validation/metadata.js";
 import { unsupportedMediaType } from "./error-replies.js";
@@ -101,5 +101,42 @@ export function balanceJson(balance: Balance | undefined) {
     reserved: balance?.reserved ?? "0.00",
     available: balance?.available ?? "0.00",
     currency: balance?.currency ?? "USD",
+  };
+}
+
+/** "credit" for LEDGER_ENTRY_TYPE_CREDIT: the proto's enum names, lower-cased and without the prefix. */
+const ENTRY_TYPES = new Map(LedgerEntryTypeSchema.values.map((value) => [value.number, value.name.replace(/^LEDGER_ENTRY_TYPE_/, "").toLowerCase()]));
+
+/** One entry of GET /api/v1/ledger: every field present, null where it does not apply. */
+export function ledgerEntryJson(entry: LedgerEntry) {
+  return {
+    entry_id: entry.entryId,
+    type: ENTRY_TYPES.get(entry.type) ?? "unknown",
+    amount: entry.amount,
+    balance_after: entry.balanceAfter,
+    job_id: entry.jobId ?? null,
+    model: entry.model ?? null,
+    created_at: iso(entry.createdAt),
+    reserved_change: entry.reservedChange,
+    reserved_after: entry.reservedAfter,
+    key_id: entry.keyId ?? null,
+    prompt_token_count: Number(entry.promptTokenCount),
+    candidates_token_count: Number(entry.candidatesTokenCount),
+  };
+}
+
+/** GET /api/v1/usage: the group under its own name (model, key_id or day). */
+export function usageJson(usage: { from?: Timestamp; to?: Timestamp; rows: UsageRow[] } | undefined) {
+  const groupName = { model: "model", keyId: "key_id", day: "day" } as const;
+  return {
+    from: iso(usage?.from),
+    to: iso(usage?.to),
+    rows: (usage?.rows ?? []).map((row) => ({
+      ...(row.group.case ? { [groupName[row.group.case]]: row.group.value } : {}),
+      requests: Number(row.requests),
+      prompt_token_count: Number(row.promptTokenCount),
+      candidates_token_count: Number(row.candidatesTokenCount),
+      spend: row.spend,
+    })),
   };
 }

@@ -3,7 +3,9 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import { UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
-import { balanceJson, parseBody } from "../json-mapping.js";
+import { balanceJson, ledgerEntryJson, parseBody, usageJson } from "../json-mapping.js";
+import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "../schemas/money.js";
+import { statementRequest, usageRequest, type StatementQueryText, type UsageQueryText } from "./money-routes.js";
 import { GatewayError } from "../gateway-error.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { ADMIN_SCHEMAS as S } from "../schemas/admin.js";
@@ -56,6 +58,25 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
       const { balance } = await core.admin.getAccountBalance({ accountId: request.params.accountId }, adminCall(request));
       return balanceJson(balance);
     });
+
+    const adminQuery = guard({ credential: "admin", keyFrom: "platform", images: false }).onRequest;
+    app.get<{ Params: { accountId: string }; Querystring: StatementQueryText }>(
+      "/admin/v1/accounts/:accountId/ledger",
+      { onRequest: adminQuery, schema: ADMIN_LEDGER_SCHEMA, attachValidation: true },
+      async (request) => {
+        const response = await core.admin.listAccountLedgerEntries({ accountId: request.params.accountId, query: statementRequest(request) }, adminCall(request));
+        return { entries: response.entries.map(ledgerEntryJson), next_page_token: response.nextPageToken === "" ? null : response.nextPageToken };
+      },
+    );
+
+    app.get<{ Params: { accountId: string }; Querystring: UsageQueryText }>(
+      "/admin/v1/accounts/:accountId/usage",
+      { onRequest: adminQuery, schema: ADMIN_USAGE_SCHEMA, attachValidation: true },
+      async (request) => {
+        const response = await core.admin.getAccountUsage({ accountId: request.params.accountId, query: usageRequest(request) }, adminCall(request));
+        return usageJson(response.usage);
+      },
+    );
 
     app.post<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/keys", { ...withBody, schema: S.createApiKey }, async (request, reply) => {
       const { models } = request.body as { models: string[] };

@@ -1,13 +1,12 @@
-import { fromJson, toJson, type MessageInitShape } from "@bufbuild/protobuf";
-import { TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { toJson, type MessageInitShape } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
   CreateGenerationRequestSchema, InputMode, ListModelsResponseSchema, type CreateGenerationResponse, type ListJobsRequestSchema,
 } from "../../../../gen/generation/v1/generation_service_pb.js";
 import { JobStatusSchema, type JobStatus } from "../../../../gen/generation/v1/job_pb.js";
-import { DomainError } from "../../../domain/errors/domain-error.js";
-import { checkLimit, checkStatus } from "../../../domain/jobs/job-list.js";
+import { checkStatus } from "../../../domain/jobs/job-list.js";
 import { GatewayError } from "../gateway-error.js";
+import { limitOf, queryRule, timestampOf } from "../query-params.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, platformCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
@@ -177,17 +176,11 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
     });
 
     // attachValidation: the query schema types text only, so its one refusal (a repeated parameter) is ours to answer, as 400.
-    app.get<{ Querystring: ListJobsQuery }>("/api/v1/jobs", { schema: LIST_JOBS_SCHEMA, attachValidation: true }, async (request, reply) => {
-      let message: ReturnType<typeof listJobsRequest>;
-      try {
-        if (request.validationError) throw new GatewayError(400, "invalid_query", request.validationError.message);
-        message = listJobsRequest(request.query);
-      } catch (error) {
-        // The key is judged before the query, as the core does for ListJobs: a query the proto cannot carry is refused only
-        // after a call that authenticates and changes nothing (401 first, like every other route).
-        await core.generation.getBalance({}, platformCall(request, reply));
-        throw error;
-      }
+    // The key is judged before the query (the guard's header check: 401 first, like every other route).
+    const keyFirst = guard({ credential: "api_key", keyFrom: "platform", images: false }).onRequest;
+    app.get<{ Querystring: ListJobsQuery }>("/api/v1/jobs", { onRequest: keyFirst, schema: LIST_JOBS_SCHEMA, attachValidation: true }, async (request, reply) => {
+      if (request.validationError) throw new GatewayError(400, "invalid_query", request.validationError.message);
+      const message = listJobsRequest(request.query);
       const response = await core.generation.listJobs(message, platformCall(request, reply));
       reply.header("cache-control", "no-store");
       return { jobs: response.jobs.map(jobJson), next_page_token: response.nextPageToken === "" ? null : response.nextPageToken };
@@ -219,34 +212,14 @@ interface ListJobsQuery {
   page_token?: string;
 }
 
-/** A domain rule applied to the raw query text, refused in the gateway's terms (400 and the domain's reason); the core applies it again. */
-function queryRule<T>(check: () => T): T {
-  try {
-    return check();
-  } catch (error) {
-    if (error instanceof DomainError) throw new GatewayError(400, error.reason, error.message);
-    throw error;
-  }
-}
-
 /** "done" → JOB_STATUS_DONE: the proto's enum names, lower-cased and without the prefix. */
 const STATUS_BY_NAME = new Map(JobStatusSchema.values.map((value) => [value.name.replace(/^JOB_STATUS_/, "").toLowerCase(), value.number as JobStatus]));
-
-/** An RFC 3339 instant, as the proto JSON mapping reads a Timestamp. */
-function timestampOf(field: string, text: string | undefined): Timestamp | undefined {
-  if (text === undefined) return undefined;
-  try {
-    return fromJson(TimestampSchema, text);
-  } catch {
-    throw new GatewayError(400, "invalid_timestamp", `${field} must be an RFC 3339 time such as 2026-11-23T10:00:00Z (got "${text}")`);
-  }
-}
 
 /** The query of GET /api/v1/jobs as a ListJobsRequest; the text's own syntax is checked here, its values by the domain. */
 function listJobsRequest(query: ListJobsQuery): MessageInitShape<typeof ListJobsRequestSchema> {
   const status = query.status === undefined || query.status === "" ? undefined : queryRule(() => checkStatus(query.status));
   // Digits only ("1e2", " 5" and "5.0" are not integers of the query); the bounds are the domain's.
-  const limit = query.limit === undefined ? undefined : queryRule(() => checkLimit(/^[0-9]{1,4}$/.test(query.limit!) ? Number(query.limit) : Number.NaN, `"${query.limit}"`));
+  const limit = limitOf(query.limit);
   return {
     status: status === undefined ? undefined : STATUS_BY_NAME.get(status),
     model: query.model ?? "",

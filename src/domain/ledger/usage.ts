@@ -1,0 +1,92 @@
+import { badRequest } from "../errors/domain-error.js";
+import type { Money } from "../money.js";
+import { checkTimeRange } from "./statement.js";
+
+/**
+ * Usage reports (GET /api/v1/usage, GetUsage): settled charges only (a hold
+ * not yet settled, a release, a credit count for nothing), grouped by model,
+ * API key or UTC day, with request counts, tokens and exact spend.
+ */
+
+export const USAGE_GROUPINGS = ["model", "key", "day"] as const;
+export type UsageGrouping = (typeof USAGE_GROUPINGS)[number];
+
+/** The widest range one report covers. */
+export const MAX_USAGE_DAYS = 366;
+/** The range when none is given: the last 30 days. */
+export const DEFAULT_USAGE_DAYS = 30;
+const DAY_MS = 86_400_000;
+
+export interface UsageInput {
+  readonly from?: Date;
+  readonly to?: Date;
+  readonly groupBy?: string;
+}
+
+export interface UsageQuery {
+  readonly from: Date;
+  readonly to: Date;
+  readonly groupBy: UsageGrouping;
+}
+
+/** A settled charge, as the report reads it. */
+export interface SettledCharge {
+  readonly amount: Money;
+  readonly model?: string;
+  readonly keyId?: string;
+  readonly promptTokens: number;
+  readonly candidatesTokens: number;
+  readonly at: Date;
+}
+
+export interface UsageRow {
+  readonly group: string;
+  readonly requests: number;
+  readonly promptTokens: number;
+  readonly candidatesTokens: number;
+  /** What left the balance (positive). */
+  readonly spend: Money;
+}
+
+export function checkGrouping(groupBy: string | undefined): UsageGrouping {
+  if (groupBy === undefined || groupBy === "") return "model";
+  if (!(USAGE_GROUPINGS as readonly string[]).includes(groupBy)) {
+    throw badRequest("invalid_group_by", `group_by must be one of ${USAGE_GROUPINGS.join(", ")} (got "${groupBy}")`, { field: "group_by" });
+  }
+  return groupBy as UsageGrouping;
+}
+
+/** The range: [from, to), `to` defaulting to now and `from` to 30 days before `to`; at most 366 days wide. */
+export function parseUsageQuery(input: UsageInput, now: Date): UsageQuery {
+  const groupBy = checkGrouping(input.groupBy);
+  checkTimeRange(input.from, input.to);
+  const to = input.to ?? (input.from && input.from > now ? input.from : now);
+  const from = input.from ?? new Date(to.getTime() - DEFAULT_USAGE_DAYS * DAY_MS);
+  if (to.getTime() - from.getTime() > MAX_USAGE_DAYS * DAY_MS) {
+    throw badRequest("invalid_time_range", `a usage report covers at most ${MAX_USAGE_DAYS} days (from … to)`, { field: "from" });
+  }
+  return { from, to, groupBy };
+}
+
+/** The group a charge counts in: its model, its key ("" when none is known) or its UTC day. */
+export function groupOf(charge: SettledCharge, groupBy: UsageGrouping): string {
+  if (groupBy === "model") return charge.model ?? "";
+  if (groupBy === "key") return charge.keyId ?? "";
+  return charge.at.toISOString().slice(0, 10);
+}
+
+/** One row per group with charges in [from, to), groups in ascending order. */
+export function summarizeUsage(charges: Iterable<SettledCharge>, query: UsageQuery): UsageRow[] {
+  const rows = new Map<string, { requests: number; promptTokens: number; candidatesTokens: number; spend: Money }>();
+  for (const charge of charges) {
+    if (charge.at < query.from || charge.at >= query.to) continue;
+    const group = groupOf(charge, query.groupBy);
+    const row = rows.get(group) ?? { requests: 0, promptTokens: 0, candidatesTokens: 0, spend: 0n };
+    row.requests += 1;
+    row.promptTokens += charge.promptTokens;
+    row.candidatesTokens += charge.candidatesTokens;
+    row.spend += charge.amount;
+    rows.set(group, row);
+  }
+  return [...rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([group, row]) => ({ group, ...row }));
+}

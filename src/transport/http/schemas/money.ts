@@ -1,0 +1,147 @@
+import { MONEY, PLATFORM_ERRORS, PLATFORM_SECURITY, ADMIN_SECURITY } from "./common.js";
+import { orNull } from "./proto-json-schema.js";
+
+/**
+ * Schemas of the account statement and usage reports (issue 10): GET
+ * /api/v1/ledger and /api/v1/usage for the key's account, and the same under
+ * /admin/v1/accounts/{accountId} for any account. Query values are text: their
+ * rules are the domain's (src/domain/ledger/), answered 400 with its codes.
+ */
+
+/** A signed amount (a charge is negative). */
+const SIGNED_MONEY = { ...MONEY, description: "Signed decimal US dollars as a string, e.g. \"-0.134\" or \"10.00\"." } as const;
+
+export const LEDGER_ENTRY = {
+  type: "object",
+  properties: {
+    entry_id: { type: "string", description: "Opaque; entries are listed newest first by it." },
+    type: { type: "string", enum: ["credit", "hold", "charge", "release"] },
+    amount: { ...SIGNED_MONEY, description: "Signed change of the balance: credits positive, charges negative, holds and releases \"0.00\". The sum over all entries is the balance." },
+    balance_after: { ...MONEY, description: "The balance after this entry; the newest entry's equals GET /api/v1/balance's balance." },
+    job_id: { ...orNull({ type: "string" }), description: "The job the hold was for; null for credits and synchronous text calls." },
+    model: { ...orNull({ type: "string" }), description: "The model the hold was for; null for credits." },
+    created_at: { type: "string", format: "date-time" },
+    reserved_change: { ...SIGNED_MONEY, description: "Signed change of reserved: a hold adds its amount, its charge or release takes it away. The sum over all entries is reserved." },
+    reserved_after: { ...MONEY, description: "Reserved after this entry." },
+    key_id: { ...orNull({ type: "string" }), description: "The API key that asked for the hold; null for credits." },
+    prompt_token_count: { type: "integer", description: "On a charge: the prompt tokens paid for (0 for images and videos)." },
+    candidates_token_count: { type: "integer", description: "On a charge: the produced tokens paid for." },
+  },
+  required: [
+    "entry_id", "type", "amount", "balance_after", "job_id", "model", "created_at", "reserved_change", "reserved_after", "key_id",
+    "prompt_token_count", "candidates_token_count",
+  ],
+} as const;
+
+const STATEMENT = {
+  type: "object",
+  description: "Entries newest first; pass next_page_token as page_token (with the same from and to) for the next page; null on the last.",
+  properties: {
+    entries: { type: "array", items: LEDGER_ENTRY },
+    next_page_token: { ...orNull({ type: "string" }) },
+  },
+  required: ["entries", "next_page_token"],
+  examples: [{
+    entries: [
+      {
+        entry_id: "3000000", type: "charge", amount: "-0.039", balance_after: "9.961", job_id: "3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41",
+        model: "aimodel-2.5-flash-image", created_at: "2026-11-23T10:00:02.480Z", reserved_change: "-0.039", reserved_after: "0.00",
+        key_id: "key_0f3e7c6d41", prompt_token_count: 0, candidates_token_count: 0,
+      },
+    ],
+    next_page_token: null,
+  }],
+} as const;
+
+const TIME = (what: string) => ({ type: "string", format: "date-time", description: `${what} (RFC 3339; otherwise 400 invalid_timestamp).` }) as const;
+
+export const STATEMENT_QUERY = {
+  type: "object",
+  properties: {
+    limit: { type: "string", description: "Page size, an integer from 1 to 100; 20 when absent (otherwise 400 invalid_limit).", examples: ["20"] },
+    page_token: { type: "string", description: "next_page_token of the previous page, with the same from and to (otherwise 400 invalid_page_token)." },
+    from: TIME("Only entries written at or after this instant"),
+    to: TIME("Only entries written strictly before this instant; not before from (400 invalid_time_range)"),
+  },
+} as const;
+
+export const USAGE_QUERY = {
+  type: "object",
+  properties: {
+    from: TIME("Start of the range, inclusive; 30 days before `to` when absent"),
+    to: TIME("End of the range, exclusive; now when absent. At most 366 days after from (400 invalid_time_range)"),
+    group_by: { type: "string", description: "model (default), key or day (otherwise 400 invalid_group_by).", examples: ["model"] },
+  },
+} as const;
+
+const USAGE = {
+  type: "object",
+  description: "Settled charges only, grouped; rows in the group's order. Spend is exact.",
+  properties: {
+    from: { type: "string", format: "date-time" },
+    to: { type: "string", format: "date-time" },
+    rows: {
+      type: "array",
+      items: {
+        type: "object",
+        properties: {
+          model: { type: "string", description: "With group_by=model." },
+          key_id: { type: "string", description: "With group_by=key." },
+          day: { type: "string", description: "With group_by=day: YYYY-MM-DD (UTC)." },
+          requests: { type: "integer" },
+          prompt_token_count: { type: "integer" },
+          candidates_token_count: { type: "integer" },
+          spend: MONEY,
+        },
+        required: ["requests", "prompt_token_count", "candidates_token_count", "spend"],
+      },
+    },
+  },
+  required: ["from", "to", "rows"],
+  examples: [{
+    from: "2026-10-24T10:00:00.000Z", to: "2026-11-23T10:00:00.000Z",
+    rows: [{ model: "aimodel-2.5-flash-image", requests: 3, prompt_token_count: 0, candidates_token_count: 0, spend: "0.117" }],
+  }],
+} as const;
+
+const ACCOUNT_PARAMS = { type: "object", properties: { accountId: { type: "string" } }, required: ["accountId"] } as const;
+
+const RANGE_ERRORS = "Bad parameters are 400 (invalid_limit, invalid_timestamp, invalid_time_range, invalid_page_token, invalid_query) and change nothing.";
+
+export const LEDGER_SCHEMA = {
+  tags: ["money"],
+  operationId: "listLedgerEntries",
+  summary: "The key's account statement: every credit, hold, charge and release, newest first",
+  description: `Immutable entries, each with the balance after it; the sum of the amounts is the balance. ${RANGE_ERRORS}`,
+  security: PLATFORM_SECURITY,
+  querystring: STATEMENT_QUERY,
+  response: { 200: STATEMENT, ...PLATFORM_ERRORS },
+} as const;
+
+export const USAGE_SCHEMA = {
+  tags: ["money"],
+  operationId: "getUsage",
+  summary: "The key's account usage from settled charges: requests, tokens and spend by model, key or day",
+  description: "Bad parameters are 400 (invalid_timestamp, invalid_time_range, invalid_group_by, invalid_query) and change nothing.",
+  security: PLATFORM_SECURITY,
+  querystring: USAGE_QUERY,
+  response: { 200: USAGE, ...PLATFORM_ERRORS },
+} as const;
+
+export const ADMIN_LEDGER_SCHEMA = {
+  ...LEDGER_SCHEMA,
+  tags: ["admin"],
+  operationId: "listAccountLedgerEntries",
+  summary: "Any account's statement",
+  security: ADMIN_SECURITY,
+  params: ACCOUNT_PARAMS,
+} as const;
+
+export const ADMIN_USAGE_SCHEMA = {
+  ...USAGE_SCHEMA,
+  tags: ["admin"],
+  operationId: "getAccountUsage",
+  summary: "Any account's usage report",
+  security: ADMIN_SECURITY,
+  params: ACCOUNT_PARAMS,
+} as const;
