@@ -66,10 +66,12 @@ log "ready in $(elapsed "$t0") s"
 json_field() { "$PY" -c "import json, sys; print(json.load(sys.stdin)[sys.argv[1]])" "$1"; }
 admin_post() { curl -fsS -X POST "$BASE_URL$1" -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' -d "$2"; }
 ACCOUNT=$(admin_post /admin/v1/accounts '{"name":"fuzz","balance":"1000.00"}' | json_field account_id)
-API_KEY=$(admin_post "/admin/v1/accounts/$ACCOUNT/keys" '{"models":["*","aimodel-3.1-flash-lite-image"]}' | json_field api_key)
+KEY_JSON=$(admin_post "/admin/v1/accounts/$ACCOUNT/keys" '{"models":["*","aimodel-3.1-flash-lite-image"]}')
+API_KEY=$(json_field api_key <<<"$KEY_JSON")
+KEY_ID=$(json_field key_id <<<"$KEY_JSON")
 
 export SCHEMATHESIS_HOOKS="$REPO_DIR/test/support/schemathesis_hooks.py"
-export FUZZ_BASE_URL="$BASE_URL" FUZZ_API_KEY="$API_KEY" FUZZ_ADMIN_TOKEN="$ADMIN_TOKEN"
+export FUZZ_BASE_URL="$BASE_URL" FUZZ_API_KEY="$API_KEY" FUZZ_KEY_ID="$KEY_ID" FUZZ_ADMIN_TOKEN="$ADMIN_TOKEN"
 export FUZZ_JOURNAL="$WORK/journal.jsonl" FUZZ_SQLITE_DB="$DATA_DIR/service.db"
 
 log "schemathesis: $MAX_EXAMPLES examples per operation, seed $SEED"

@@ -2,7 +2,7 @@ import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import Database from "better-sqlite3";
 import { spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -111,6 +111,44 @@ describe("openSqliteDatabase", () => {
       handle.close();
     }
     assert.throws(() => openSqliteDatabase({ path, synchronous: "normal", migrationsDir: migrations }), /newer than this build/);
+  });
+
+  it("when a version-3 database is upgraded, then its jobs keep their rows and may be canceled, and its ledger becomes a statement that still reconciles", async () => {
+    const dir = freshDir();
+    const old = join(dir, "migrations");
+    mkdirSync(old);
+    const shipped = join(REPO, "src/adapters/sqlite/migrations");
+    for (const file of readdirSync(shipped).filter((f) => f < "0004")) writeFileSync(join(old, file), readFileSync(join(shipped, file)));
+    const path = join(dir, "service.db");
+    const legacy = openSqliteDatabase({ path, synchronous: "normal", migrationsDir: old });
+    legacy.db.exec(`
+      INSERT INTO accounts (account_id, name, balance, reserved, created_at) VALUES ('a', 'a', '750', '200', 1);
+      INSERT INTO holds (reservation_id, account_id, amount, state, charged, created_at, ended_at) VALUES ('job:1', 'a', '300', 'settled', '250', 2, 3);
+      INSERT INTO holds (reservation_id, account_id, amount, state, created_at) VALUES ('job:2', 'a', '200', 'held', 4);
+      INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reservation_id, at) VALUES ('a', 'opening', '1000', '1000', NULL, 1);
+      INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reservation_id, at) VALUES ('a', 'charge', '250', '750', 'job:1', 3);
+      INSERT INTO jobs (job_id, account_id, status, body, created_at, model) VALUES ('j1', 'a', 'queued', '{}', 5, 'm');
+    `);
+    legacy.close();
+    const stores = await openSqliteStores({ dataDir: dir, synchronous: "normal", defaultPrices: new Map() });
+    try {
+      const db = stores.database.db;
+      assert.deepEqual(db.prepare("SELECT job_id, status, created_at, model FROM jobs").all(), [{ job_id: "j1", status: "queued", created_at: 5, model: "m" }]);
+      db.prepare("UPDATE jobs SET status = 'canceled' WHERE job_id = 'j1'").run(); // the new CHECK admits it
+      const page = await stores.stores.ledger.entries({ accountId: "a", limit: 10 });
+      assert.deepEqual(page.entries.map((e) => [e.type, e.amount, e.balanceAfter, e.reservedChange, e.reservedAfter]).reverse(), [
+        ["credit", 1_000n, 1_000n, 0n, 0n],
+        ["charge", -250n, 750n, 0n, 0n],
+        ["hold", 0n, 750n, 200n, 200n],
+      ]);
+      // New movements continue the statement: the release of the carried-over hold brings reserved to zero.
+      await stores.stores.ledger.release("a", "job:2");
+      const after = (await stores.stores.ledger.entries({ accountId: "a", limit: 10 })).entries;
+      assert.deepEqual([after[0]!.type, after[0]!.reservedChange, after[0]!.reservedAfter, after[0]!.balanceAfter], ["release", -200n, 0n, 750n]);
+      assert.equal(after.reduce((sum, e) => sum + e.amount, 0n), 750n);
+    } finally {
+      await stores.close();
+    }
   });
 
   it("when the same data directory is opened twice in one process, then the second open fails until the first closes", () => {

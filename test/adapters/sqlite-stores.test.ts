@@ -101,10 +101,14 @@ describe("SqliteLedger", () => {
       { reservation_id: "r1", amount: "300", state: "settled", charged: "250" },
       { reservation_id: "r2", amount: "700", state: "released", charged: null },
     ]);
-    const entries = database.db.prepare("SELECT kind, amount, balance_after FROM ledger_entries ORDER BY entry_id").all();
+    // One entry per movement, none for the repeats: credit, hold, charge, hold, release.
+    const entries = database.db.prepare("SELECT kind, amount, balance_after, reserved_change, reserved_after FROM ledger_entries ORDER BY entry_id").all();
     assert.deepEqual(entries, [
-      { kind: "opening", amount: "1000", balance_after: "1000" },
-      { kind: "charge", amount: "250", balance_after: "750" },
+      { kind: "credit", amount: "1000", balance_after: "1000", reserved_change: "0", reserved_after: "0" },
+      { kind: "hold", amount: "0", balance_after: "1000", reserved_change: "300", reserved_after: "300" },
+      { kind: "charge", amount: "-250", balance_after: "750", reserved_change: "-300", reserved_after: "0" },
+      { kind: "hold", amount: "0", balance_after: "750", reserved_change: "700", reserved_after: "700" },
+      { kind: "release", amount: "0", balance_after: "750", reserved_change: "-700", reserved_after: "0" },
     ]);
   });
 
@@ -321,7 +325,8 @@ describe("SqliteJobStore retention", () => {
     assert.equal((await stores.deliveries.get("msg_someone_else"))?.jobId, "someone-else");
     assert.deepEqual(await stores.ledger.balance("acct"), { balance: 920n, reserved: 0n });
     assert.equal(database.db.prepare("SELECT count(*) FROM holds").pluck().get(), 1);
-    assert.equal(database.db.prepare("SELECT count(*) FROM ledger_entries").pluck().get(), 2);
+    // Kept: the opening credit, the hold and its charge.
+    assert.equal(database.db.prepare("SELECT count(*) FROM ledger_entries").pluck().get(), 3);
     assert.equal((await stores.apiKeys.findBySecretHash("h1"))?.keyId, "k1");
   });
 });

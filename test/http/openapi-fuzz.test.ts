@@ -205,6 +205,7 @@ describe("when Schemathesis fuzzes the service against its own OpenAPI document"
         SCHEMATHESIS_HOOKS: HOOKS,
         FUZZ_BASE_URL: service.url,
         FUZZ_API_KEY: customer.apiKey,
+        FUZZ_KEY_ID: customer.keyId,
         FUZZ_ADMIN_TOKEN: ADMIN_TOKEN,
         FUZZ_JOURNAL: join(workDir, "journal.jsonl"),
         FUZZ_JOBS_URL: jobsEndpoint.url,

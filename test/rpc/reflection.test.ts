@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { create, createFileRegistry, fromBinary, type DescService } from "@bufbuild/protobuf";
-import { file_google_protobuf_empty, FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_empty, FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { AdminService } from "../../gen/generation/v1/admin_service_pb.js";
@@ -93,7 +93,17 @@ function filesOf(answer: ReflectionResponse) {
   assert.equal(answer.message_response, "file_descriptor_response", JSON.stringify(answer.error_response));
   const files = answer.file_descriptor_response!.file_descriptor_proto.map((bytes) => fromBinary(FileDescriptorProtoSchema, bytes));
   const byName = new Map(files.map((file) => [file.name, file]));
-  return { names: files.map((file) => file.name), registry: createFileRegistry(files[0]!, (name) => byName.get(name)) };
+  // Imports before importers (createFileRegistry's own resolver may order a deep import after its importer).
+  const ordered: typeof files = [];
+  const visit = (name: string) => {
+    const file = byName.get(name);
+    assert.ok(file, `the answer carries ${name}`);
+    if (ordered.includes(file)) return;
+    for (const dependency of file.dependency) visit(dependency);
+    ordered.push(file);
+  };
+  visit(files[0]!.name);
+  return { names: files.map((file) => file.name), registry: createFileRegistry(create(FileDescriptorSetSchema, { file: ordered })) };
 }
 
 /**
