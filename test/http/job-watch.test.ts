@@ -100,7 +100,8 @@ describe("watching a job", () => {
     const stranger = await createCustomer(service, "10.00");
     const jobId = await createJob(owner);
     for (const [who, id, status, code] of [
-      [stranger, jobId, 404, "job_not_found"], [owner, "00000000-0000-4000-8000-000000000000", 404, "job_not_found"], [undefined, jobId, 401, "missing_api_key"],
+      [stranger, jobId, 404, "job_not_found"], [owner, "00000000-0000-4000-8000-000000000000", 404, "job_not_found"], [owner, "not-a-uuid", 404, "job_not_found"],
+      [owner, "%1C%F1%88%B9%A5", 404, "job_not_found"], [undefined, jobId, 401, "missing_api_key"],
     ] as const) {
       const stream = await watch(who, id);
       assert.equal(stream.status, status);

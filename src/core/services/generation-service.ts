@@ -185,10 +185,12 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
       let caller: Caller;
       try {
         caller = await authenticate(context.requestHeader, deps.apiKeys);
+        // Not an id this service gives: unknown, without asking a store (an empty key is not a valid Cassandra key).
+        if (!UUID.test(request.jobId)) throw new DomainError("not_found", "job_not_found", `no job ${request.jobId}`);
       } catch (error) {
         throw toRpcError(error);
       }
-      const jobId = UUID.test(request.jobId) ? request.jobId.toLowerCase() : "";
+      const jobId = request.jobId.toLowerCase();
       const events = watchJob(deps, caller.accountId, jobId, seenUpTo(request.lastEventId), { fallbackMs: settings.watchFallbackMs }, context.signal);
       try {
         for await (const { eventId, job } of events) yield { eventId, job: jobView(job, settings, deps.clock.now()) };
