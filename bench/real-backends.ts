@@ -439,7 +439,7 @@ async function ledgerRun(sessions: CassandraClient[], instances: number, callers
         await ledger.release(accountId, id);
         stats.operations++;
       }
-      return outcome === "reserved" ? "ok" : outcome;
+      return outcome === "reserved" ? "ok" : typeof outcome === "string" ? outcome : "key_limit";
     },
     1000,
     LEDGER_MS,

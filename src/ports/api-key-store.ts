@@ -1,3 +1,5 @@
+import type { KeyLimits } from "../domain/accounts/key-limits.js";
+
 export interface ApiKeyRecord {
   readonly keyId: string;
   readonly accountId: string;
@@ -6,6 +8,8 @@ export interface ApiKeyRecord {
   readonly models: readonly string[];
   readonly revoked: boolean;
   readonly createdAt: Date;
+  /** Its spend and rate limits; none when absent. */
+  readonly limits?: KeyLimits;
 }
 
 export interface ApiKeyStore {
@@ -13,4 +17,7 @@ export interface ApiKeyStore {
   findBySecretHash(secretHash: string): Promise<ApiKeyRecord | undefined>;
   /** False when the key does not exist. */
   revoke(keyId: string): Promise<boolean>;
+  get(keyId: string): Promise<ApiKeyRecord | undefined>;
+  /** Replaces the key's limits; false when the key does not exist. */
+  setLimits(keyId: string, limits: KeyLimits): Promise<boolean>;
 }

@@ -1,11 +1,30 @@
 import type { Money } from "../domain/money.js";
+import type { KeyLimits, KeyRefusal, KeySpending } from "../domain/accounts/key-limits.js";
 
 export interface BalanceSnapshot {
   readonly balance: Money;
   readonly reserved: Money;
 }
 
-export type ReserveOutcome = "reserved" | "insufficient_funds" | "unknown_account" | "too_many_open_holds";
+export type ReserveOutcome =
+  | "reserved" | "insufficient_funds" | "unknown_account" | "too_many_open_holds"
+  /** Refused by a limit of the key (domain/accounts/key-limits.ts), checked after the account's own. */
+  | { readonly key: KeyRefusal };
+
+/** The key a reservation is made with, and its limits, checked in the same atomic step. */
+export interface KeyReservation {
+  readonly keyId: string;
+  readonly limits: KeyLimits;
+  /** A job (counted against max_concurrent_jobs) rather than a synchronous text call. */
+  readonly isJob: boolean;
+}
+
+/** What the ledger knows of one key: its spending and its open holds. */
+export interface KeyAccount {
+  readonly spending: KeySpending;
+  readonly held: Money;
+  readonly openJobs: number;
+}
 
 /** What a hold is for: every entry the hold makes carries it (the statement, usage reports). */
 export interface HoldMemo {
@@ -73,6 +92,8 @@ export interface LedgerEntryPage {
 export interface ReserveOptions {
   /** Shown on the hold's entries. */
   readonly memo?: HoldMemo;
+  /** The key's limits to check; its spending is counted (charges always, by the hold's memo.keyId). */
+  readonly key?: KeyReservation;
   /**
    * Refuse ("too_many_open_holds") when the account already has this many
    * open holds whose reservation id starts with `countedPrefix`, checked in
@@ -134,6 +155,8 @@ export interface Ledger {
    * Empty for an unknown account.
    */
   entries(query: LedgerEntryQuery): Promise<LedgerEntryPage>;
+  /** One key's spending and open holds (zero for a key that never moved money). */
+  keyAccount(accountId: string, keyId: string): Promise<KeyAccount>;
   /** Whether any account exists (for the first-start hint). */
   hasAnyAccount(): Promise<boolean>;
 }

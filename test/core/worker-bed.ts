@@ -59,7 +59,7 @@ export async function openWorkerBed(store: EmbeddedStore): Promise<WorkerBed> {
       const spec = validateGenerationRequest(
         { model: "aimodel-3.5-flash-lite", prompt, inputImagesUrls: [], inputImagesBase64: [] }, config.limits,
       );
-      return acceptJob(deps, announce, { keyId: "key-1", accountId, models: ["*"] }, randomUUID(), spec);
+      return acceptJob(deps, announce, { keyId: "key-1", accountId, models: ["*"], limits: {} }, randomUUID(), spec);
     },
     async close() {
       await backends.close();

@@ -10,15 +10,15 @@ import type { GetUsageRequest, GetUsageResponse, ListLedgerEntriesRequest } from
 import { file_generation_v1_generation_service } from "./generation_service_pb.js";
 import type { Balance, LedgerEntry } from "./money_pb.js";
 import { file_generation_v1_money } from "./money_pb.js";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file generation/v1/admin_service.proto.
  */
 export const file_generation_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlIjkKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkiWwoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg8KB2FwaV9rZXkYAiABKAkSDgoGbW9kZWxzGAMgAygJEhIKCmFjY291bnRfaWQYBCABKAkiJQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiNwoUUmV2b2tlQXBpS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg8KB3Jldm9rZWQYAiABKAgiNAoRU2V0V2ViaG9va1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRILCgN1cmwYAiABKAkiMQoSU2V0V2ViaG9va1Jlc3BvbnNlEgsKA3VybBgBIAEoCRIOCgZzZWNyZXQYAiABKAkiKQoXU2V0UHJvamVjdFBhdXNlZFJlcXVlc3QSDgoGcGF1c2VkGAEgASgIIioKGFNldFByb2plY3RQYXVzZWRSZXNwb25zZRIOCgZwYXVzZWQYASABKAgiNgoVU2V0TW9kZWxQYXVzZWRSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI3ChZTZXRNb2RlbFBhdXNlZFJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEg4KBnBhdXNlZBgCIAEoCCITChFMaXN0UHJpY2VzUmVxdWVzdCI/ChJMaXN0UHJpY2VzUmVzcG9uc2USKQoGcHJpY2VzGAEgAygLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj4KElVwZGF0ZVByaWNlUmVxdWVzdBIoCgVwcmljZRgBIAEoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSI/ChNVcGRhdGVQcmljZVJlc3BvbnNlEigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlItwCCg1VcHN0cmVhbVJvdXRlEgwKBG5hbWUYASABKAkSEAoIYmFzZV91cmwYAiABKAkSDgoGbW9kZWxzGAMgAygJEg4KBndlaWdodBgEIAEoBRISCgp0aW1lb3V0X21zGAUgASgFEhgKEG1heF9pbnB1dF9pbWFnZXMYBiABKAUSDgoGcGF1c2VkGAcgASgIEg8KB2hlYWx0aHkYCCABKAgSEAoIcmVxdWVzdHMYCSABKAMSEAoIZmFpbHVyZXMYCiABKAMSHAoUY29uc2VjdXRpdmVfZmFpbHVyZXMYCyABKAUSEgoKbGFzdF9lcnJvchgMIAEoCRIxCg1sYXN0X2Vycm9yX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9sYXN0X3N1Y2Nlc3NfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhMKEUxpc3RSb3V0ZXNSZXF1ZXN0IkIKEkxpc3RSb3V0ZXNSZXNwb25zZRIsCgZyb3V0ZXMYASADKAsyHC5nZW5lcmF0aW9uLnYxLlVwc3RyZWFtUm91dGUiNQoVU2V0Um91dGVQYXVzZWRSZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIIjYKFlNldFJvdXRlUGF1c2VkUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIOCgZwYXVzZWQYAiABKAgyqAoKDEFkbWluU2VydmljZRJaCg1DcmVhdGVBY2NvdW50EiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVxdWVzdBokLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlElEKCkFkZENyZWRpdHMSIC5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVzcG9uc2USZgoRR2V0QWNjb3VudEJhbGFuY2USJy5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVxdWVzdBooLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXNwb25zZRJ7ChhMaXN0QWNjb3VudExlZGdlckVudHJpZXMSLi5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1JlcXVlc3QaLy5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1Jlc3BvbnNlEmAKD0dldEFjY291bnRVc2FnZRIlLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVxdWVzdBomLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVzcG9uc2USVwoMQ3JlYXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJXCgxSZXZva2VBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlElEKClNldFdlYmhvb2sSIC5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5TZXRXZWJob29rUmVzcG9uc2USYwoQU2V0UHJvamVjdFBhdXNlZBImLmdlbmVyYXRpb24udjEuU2V0UHJvamVjdFBhdXNlZFJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXNwb25zZRJdCg5TZXRNb2RlbFBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRNb2RlbFBhdXNlZFJlc3BvbnNlElEKCkxpc3RQcmljZXMSIC5nZW5lcmF0aW9uLnYxLkxpc3RQcmljZXNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVzcG9uc2USVAoLVXBkYXRlUHJpY2USIS5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVxdWVzdBoiLmdlbmVyYXRpb24udjEuVXBkYXRlUHJpY2VSZXNwb25zZRJRCgpMaXN0Um91dGVzEiAuZ2VuZXJhdGlvbi52MS5MaXN0Um91dGVzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1Jlc3BvbnNlEl0KDlNldFJvdXRlUGF1c2VkEiQuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlcXVlc3QaJS5nZW5lcmF0aW9uLnYxLlNldFJvdXRlUGF1c2VkUmVzcG9uc2VCsAEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCEUFkbWluU2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_google_protobuf_timestamp]);
+  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlImMKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMinQIKCUtleUxpbWl0cxIYCgtzcGVuZF9saW1pdBgBIAEoCUgAiAEBEh4KEWRhaWx5X3NwZW5kX2xpbWl0GAIgASgJSAGIAQESIAoTbW9udGhseV9zcGVuZF9saW1pdBgDIAEoCUgCiAEBEiIKFXJhdGVfbGltaXRfcGVyX21pbnV0ZRgEIAEoBUgDiAEBEiAKE21heF9jb25jdXJyZW50X2pvYnMYBSABKAVIBIgBAUIOCgxfc3BlbmRfbGltaXRCFAoSX2RhaWx5X3NwZW5kX2xpbWl0QhYKFF9tb250aGx5X3NwZW5kX2xpbWl0QhgKFl9yYXRlX2xpbWl0X3Blcl9taW51dGVCFgoUX21heF9jb25jdXJyZW50X2pvYnMihwMKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDwoHcmV2b2tlZBgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZsaW1pdHMYBiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxINCgVzcGVudBgHIAEoCRITCgtzcGVudF90b2RheRgIIAEoCRIYChBzcGVudF90aGlzX21vbnRoGAkgASgJEgwKBGhlbGQYCiABKAkSFgoJcmVtYWluaW5nGAsgASgJSACIAQESHAoPcmVtYWluaW5nX3RvZGF5GAwgASgJSAGIAQESIQoUcmVtYWluaW5nX3RoaXNfbW9udGgYDSABKAlIAogBAUIMCgpfcmVtYWluaW5nQhIKEF9yZW1haW5pbmdfdG9kYXlCFwoVX3JlbWFpbmluZ190aGlzX21vbnRoIiIKEEdldEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKEUdldEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IoABChNVcGRhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siOgoUVXBkYXRlQXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkihQEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEg4KBm1vZGVscxgDIAMoCRISCgphY2NvdW50X2lkGAQgASgJEigKBmxpbWl0cxgFIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKFFJldm9rZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdyZXZva2VkGAIgASgIIjQKEVNldFdlYmhvb2tSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSCwoDdXJsGAIgASgJIjEKElNldFdlYmhvb2tSZXNwb25zZRILCgN1cmwYASABKAkSDgoGc2VjcmV0GAIgASgJIikKF1NldFByb2plY3RQYXVzZWRSZXF1ZXN0Eg4KBnBhdXNlZBgBIAEoCCIqChhTZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USDgoGcGF1c2VkGAEgASgIIjYKFVNldE1vZGVsUGF1c2VkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZwYXVzZWQYAiABKAgiNwoWU2V0TW9kZWxQYXVzZWRSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIOCgZwYXVzZWQYAiABKAgiEwoRTGlzdFByaWNlc1JlcXVlc3QiPwoSTGlzdFByaWNlc1Jlc3BvbnNlEikKBnByaWNlcxgBIAMoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSI+ChJVcGRhdGVQcmljZVJlcXVlc3QSKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPwoTVXBkYXRlUHJpY2VSZXNwb25zZRIoCgVwcmljZRgBIAEoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSLcAgoNVXBzdHJlYW1Sb3V0ZRIMCgRuYW1lGAEgASgJEhAKCGJhc2VfdXJsGAIgASgJEg4KBm1vZGVscxgDIAMoCRIOCgZ3ZWlnaHQYBCABKAUSEgoKdGltZW91dF9tcxgFIAEoBRIYChBtYXhfaW5wdXRfaW1hZ2VzGAYgASgFEg4KBnBhdXNlZBgHIAEoCBIPCgdoZWFsdGh5GAggASgIEhAKCHJlcXVlc3RzGAkgASgDEhAKCGZhaWx1cmVzGAogASgDEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAsgASgFEhIKCmxhc3RfZXJyb3IYDCABKAkSMQoNbGFzdF9lcnJvcl9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPbGFzdF9zdWNjZXNzX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCITChFMaXN0Um91dGVzUmVxdWVzdCJCChJMaXN0Um91dGVzUmVzcG9uc2USLAoGcm91dGVzGAEgAygLMhwuZ2VuZXJhdGlvbi52MS5VcHN0cmVhbVJvdXRlIjUKFVNldFJvdXRlUGF1c2VkUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI2ChZTZXRSb3V0ZVBhdXNlZFJlc3BvbnNlEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIMtELCgxBZG1pblNlcnZpY2USWgoNQ3JlYXRlQWNjb3VudBIjLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlcXVlc3QaJC5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRSZXNwb25zZRJRCgpBZGRDcmVkaXRzEiAuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuQWRkQ3JlZGl0c1Jlc3BvbnNlEmYKEUdldEFjY291bnRCYWxhbmNlEicuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QaKC5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVzcG9uc2USewoYTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzEi4uZ2VuZXJhdGlvbi52MS5MaXN0QWNjb3VudExlZGdlckVudHJpZXNSZXF1ZXN0Gi8uZ2VuZXJhdGlvbi52MS5MaXN0QWNjb3VudExlZGdlckVudHJpZXNSZXNwb25zZRJgCg9HZXRBY2NvdW50VXNhZ2USJS5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRVc2FnZVJlcXVlc3QaJi5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRVc2FnZVJlc3BvbnNlElcKDENyZWF0ZUFwaUtleRIiLmdlbmVyYXRpb24udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USTgoJR2V0QXBpS2V5Eh8uZ2VuZXJhdGlvbi52MS5HZXRBcGlLZXlSZXF1ZXN0GiAuZ2VuZXJhdGlvbi52MS5HZXRBcGlLZXlSZXNwb25zZRJXCgxVcGRhdGVBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLlVwZGF0ZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlVwZGF0ZUFwaUtleVJlc3BvbnNlElcKDFJldm9rZUFwaUtleRIiLmdlbmVyYXRpb24udjEuUmV2b2tlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuUmV2b2tlQXBpS2V5UmVzcG9uc2USUQoKU2V0V2ViaG9vaxIgLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXNwb25zZRJjChBTZXRQcm9qZWN0UGF1c2VkEiYuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVxdWVzdBonLmdlbmVyYXRpb24udjEuU2V0UHJvamVjdFBhdXNlZFJlc3BvbnNlEl0KDlNldE1vZGVsUGF1c2VkEiQuZ2VuZXJhdGlvbi52MS5TZXRNb2RlbFBhdXNlZFJlcXVlc3QaJS5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVzcG9uc2USUQoKTGlzdFByaWNlcxIgLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RQcmljZXNSZXNwb25zZRJUCgtVcGRhdGVQcmljZRIhLmdlbmVyYXRpb24udjEuVXBkYXRlUHJpY2VSZXF1ZXN0GiIuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlc3BvbnNlElEKCkxpc3RSb3V0ZXMSIC5nZW5lcmF0aW9uLnYxLkxpc3RSb3V0ZXNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0Um91dGVzUmVzcG9uc2USXQoOU2V0Um91dGVQYXVzZWQSJC5nZW5lcmF0aW9uLnYxLlNldFJvdXRlUGF1c2VkUmVxdWVzdBolLmdlbmVyYXRpb24udjEuU2V0Um91dGVQYXVzZWRSZXNwb25zZUKwAQoZY29tLmV4YW1wbGUuZ2VuZXJhdGlvbi52MUIRQWRtaW5TZXJ2aWNlUHJvdG9QAVpHZ2l0aHViLmNvbS9leGFtcGxlL2dlbmVyYXRpb24tc2VydmljZS9nZW4vZ28vZ2VuZXJhdGlvbi92MTtnZW5lcmF0aW9udjGiAgNHWFiqAg1HZW5lcmF0aW9uLlYxygINR2VuZXJhdGlvblxWMeoCDkdlbmVyYXRpb246OlYxYgZwcm90bzM", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateAccount.
@@ -299,6 +299,13 @@ export type CreateApiKeyRequest = Message<"generation.v1.CreateApiKeyRequest"> &
    * @generated from field: repeated string models = 2;
    */
   models: string[];
+
+  /**
+   * The key's limits; unset fields are no limit.
+   *
+   * @generated from field: generation.v1.KeyLimits limits = 3;
+   */
+  limits?: KeyLimits | undefined;
 };
 
 /**
@@ -307,6 +314,266 @@ export type CreateApiKeyRequest = Message<"generation.v1.CreateApiKeyRequest"> &
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
   messageDesc(file_generation_v1_admin_service, 10);
+
+/**
+ * Limits of one API key, enforced atomically with each reservation, across
+ * processes. Unset: no limit. Spend limits count settled charges plus the
+ * key's open holds plus the new reservation: exceeding one is
+ * FAILED_PRECONDITION/key_spend_limit_exceeded (HTTP 402). Exceeding a rate is
+ * RESOURCE_EXHAUSTED (HTTP 429) with retry_after_seconds:
+ * key_rate_limit_exceeded or key_concurrency_limit_exceeded. A value out of
+ * range is INVALID_ARGUMENT/invalid_key_limit (HTTP 400).
+ *
+ * @generated from message generation.v1.KeyLimits
+ */
+export type KeyLimits = Message<"generation.v1.KeyLimits"> & {
+  /**
+   * Total spend, all time (decimal string, up to 1 000 000 000 000.00).
+   *
+   * @generated from field: optional string spend_limit = 1;
+   */
+  spendLimit?: string | undefined;
+
+  /**
+   * Spend per UTC day.
+   *
+   * @generated from field: optional string daily_spend_limit = 2;
+   */
+  dailySpendLimit?: string | undefined;
+
+  /**
+   * Spend per UTC month.
+   *
+   * @generated from field: optional string monthly_spend_limit = 3;
+   */
+  monthlySpendLimit?: string | undefined;
+
+  /**
+   * Reservations (jobs accepted, synchronous text calls) per UTC minute, 1 to 1 000 000.
+   *
+   * @generated from field: optional int32 rate_limit_per_minute = 4;
+   */
+  rateLimitPerMinute?: number | undefined;
+
+  /**
+   * Jobs accepted and not finished at once, 1 to 100 000 (text calls do not count).
+   *
+   * @generated from field: optional int32 max_concurrent_jobs = 5;
+   */
+  maxConcurrentJobs?: number | undefined;
+};
+
+/**
+ * Describes the message generation.v1.KeyLimits.
+ * Use `create(KeyLimitsSchema)` to create a new message.
+ */
+export const KeyLimitsSchema: GenMessage<KeyLimits> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 11);
+
+/**
+ * A key as the operator sees it.
+ *
+ * @generated from message generation.v1.ApiKey
+ */
+export type ApiKey = Message<"generation.v1.ApiKey"> & {
+  /**
+   * Identifier (not secret).
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * The account it spends from.
+   *
+   * @generated from field: string account_id = 2;
+   */
+  accountId: string;
+
+  /**
+   * The grants.
+   *
+   * @generated from field: repeated string models = 3;
+   */
+  models: string[];
+
+  /**
+   * Whether it was revoked.
+   *
+   * @generated from field: bool revoked = 4;
+   */
+  revoked: boolean;
+
+  /**
+   * When it was created.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Its limits.
+   *
+   * @generated from field: generation.v1.KeyLimits limits = 6;
+   */
+  limits?: KeyLimits | undefined;
+
+  /**
+   * Settled charges made with it, all time.
+   *
+   * @generated from field: string spent = 7;
+   */
+  spent: string;
+
+  /**
+   * Settled charges made with it this UTC day.
+   *
+   * @generated from field: string spent_today = 8;
+   */
+  spentToday: string;
+
+  /**
+   * Settled charges made with it this UTC month.
+   *
+   * @generated from field: string spent_this_month = 9;
+   */
+  spentThisMonth: string;
+
+  /**
+   * Its open holds (counted against every spend limit).
+   *
+   * @generated from field: string held = 10;
+   */
+  held: string;
+
+  /**
+   * spend_limit − spent − held (never below zero); unset without a spend_limit.
+   *
+   * @generated from field: optional string remaining = 11;
+   */
+  remaining?: string | undefined;
+
+  /**
+   * daily_spend_limit − spent_today − held; unset without a daily limit.
+   *
+   * @generated from field: optional string remaining_today = 12;
+   */
+  remainingToday?: string | undefined;
+
+  /**
+   * monthly_spend_limit − spent_this_month − held; unset without a monthly limit.
+   *
+   * @generated from field: optional string remaining_this_month = 13;
+   */
+  remainingThisMonth?: string | undefined;
+};
+
+/**
+ * Describes the message generation.v1.ApiKey.
+ * Use `create(ApiKeySchema)` to create a new message.
+ */
+export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 12);
+
+/**
+ * Request of GetApiKey.
+ *
+ * @generated from message generation.v1.GetApiKeyRequest
+ */
+export type GetApiKeyRequest = Message<"generation.v1.GetApiKeyRequest"> & {
+  /**
+   * The key.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message generation.v1.GetApiKeyRequest.
+ * Use `create(GetApiKeyRequestSchema)` to create a new message.
+ */
+export const GetApiKeyRequestSchema: GenMessage<GetApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 13);
+
+/**
+ * Response of GetApiKey.
+ *
+ * @generated from message generation.v1.GetApiKeyResponse
+ */
+export type GetApiKeyResponse = Message<"generation.v1.GetApiKeyResponse"> & {
+  /**
+   * The key.
+   *
+   * @generated from field: generation.v1.ApiKey key = 1;
+   */
+  key?: ApiKey | undefined;
+};
+
+/**
+ * Describes the message generation.v1.GetApiKeyResponse.
+ * Use `create(GetApiKeyResponseSchema)` to create a new message.
+ */
+export const GetApiKeyResponseSchema: GenMessage<GetApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 14);
+
+/**
+ * Request of UpdateApiKey.
+ *
+ * @generated from message generation.v1.UpdateApiKeyRequest
+ */
+export type UpdateApiKeyRequest = Message<"generation.v1.UpdateApiKeyRequest"> & {
+  /**
+   * The key.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * The new values of the fields named in update_mask.
+   *
+   * @generated from field: generation.v1.KeyLimits limits = 2;
+   */
+  limits?: KeyLimits | undefined;
+
+  /**
+   * Paths within limits ("spend_limit", "rate_limit_per_minute", …). A named
+   * field left unset in `limits` removes that limit; fields not named keep
+   * their value. An unknown path is INVALID_ARGUMENT/invalid_key_limit.
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 3;
+   */
+  updateMask?: FieldMask | undefined;
+};
+
+/**
+ * Describes the message generation.v1.UpdateApiKeyRequest.
+ * Use `create(UpdateApiKeyRequestSchema)` to create a new message.
+ */
+export const UpdateApiKeyRequestSchema: GenMessage<UpdateApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 15);
+
+/**
+ * Response of UpdateApiKey.
+ *
+ * @generated from message generation.v1.UpdateApiKeyResponse
+ */
+export type UpdateApiKeyResponse = Message<"generation.v1.UpdateApiKeyResponse"> & {
+  /**
+   * The key, as changed.
+   *
+   * @generated from field: generation.v1.ApiKey key = 1;
+   */
+  key?: ApiKey | undefined;
+};
+
+/**
+ * Describes the message generation.v1.UpdateApiKeyResponse.
+ * Use `create(UpdateApiKeyResponseSchema)` to create a new message.
+ */
+export const UpdateApiKeyResponseSchema: GenMessage<UpdateApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 16);
 
 /**
  * Response of CreateApiKey.
@@ -341,6 +608,13 @@ export type CreateApiKeyResponse = Message<"generation.v1.CreateApiKeyResponse">
    * @generated from field: string account_id = 4;
    */
   accountId: string;
+
+  /**
+   * The key's limits, as checked.
+   *
+   * @generated from field: generation.v1.KeyLimits limits = 5;
+   */
+  limits?: KeyLimits | undefined;
 };
 
 /**
@@ -348,7 +622,7 @@ export type CreateApiKeyResponse = Message<"generation.v1.CreateApiKeyResponse">
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 11);
+  messageDesc(file_generation_v1_admin_service, 17);
 
 /**
  * Request of RevokeApiKey.
@@ -369,7 +643,7 @@ export type RevokeApiKeyRequest = Message<"generation.v1.RevokeApiKeyRequest"> &
  * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
  */
 export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 12);
+  messageDesc(file_generation_v1_admin_service, 18);
 
 /**
  * Response of RevokeApiKey.
@@ -397,7 +671,7 @@ export type RevokeApiKeyResponse = Message<"generation.v1.RevokeApiKeyResponse">
  * Use `create(RevokeApiKeyResponseSchema)` to create a new message.
  */
 export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 13);
+  messageDesc(file_generation_v1_admin_service, 19);
 
 /**
  * Request of SetWebhook.
@@ -425,7 +699,7 @@ export type SetWebhookRequest = Message<"generation.v1.SetWebhookRequest"> & {
  * Use `create(SetWebhookRequestSchema)` to create a new message.
  */
 export const SetWebhookRequestSchema: GenMessage<SetWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 14);
+  messageDesc(file_generation_v1_admin_service, 20);
 
 /**
  * Response of SetWebhook.
@@ -453,7 +727,7 @@ export type SetWebhookResponse = Message<"generation.v1.SetWebhookResponse"> & {
  * Use `create(SetWebhookResponseSchema)` to create a new message.
  */
 export const SetWebhookResponseSchema: GenMessage<SetWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 15);
+  messageDesc(file_generation_v1_admin_service, 21);
 
 /**
  * Request of SetProjectPaused.
@@ -474,7 +748,7 @@ export type SetProjectPausedRequest = Message<"generation.v1.SetProjectPausedReq
  * Use `create(SetProjectPausedRequestSchema)` to create a new message.
  */
 export const SetProjectPausedRequestSchema: GenMessage<SetProjectPausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 16);
+  messageDesc(file_generation_v1_admin_service, 22);
 
 /**
  * Response of SetProjectPaused.
@@ -495,7 +769,7 @@ export type SetProjectPausedResponse = Message<"generation.v1.SetProjectPausedRe
  * Use `create(SetProjectPausedResponseSchema)` to create a new message.
  */
 export const SetProjectPausedResponseSchema: GenMessage<SetProjectPausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 17);
+  messageDesc(file_generation_v1_admin_service, 23);
 
 /**
  * Request of SetModelPaused.
@@ -523,7 +797,7 @@ export type SetModelPausedRequest = Message<"generation.v1.SetModelPausedRequest
  * Use `create(SetModelPausedRequestSchema)` to create a new message.
  */
 export const SetModelPausedRequestSchema: GenMessage<SetModelPausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 18);
+  messageDesc(file_generation_v1_admin_service, 24);
 
 /**
  * Response of SetModelPaused.
@@ -551,7 +825,7 @@ export type SetModelPausedResponse = Message<"generation.v1.SetModelPausedRespon
  * Use `create(SetModelPausedResponseSchema)` to create a new message.
  */
 export const SetModelPausedResponseSchema: GenMessage<SetModelPausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 19);
+  messageDesc(file_generation_v1_admin_service, 25);
 
 /**
  * Request of ListPrices.
@@ -566,7 +840,7 @@ export type ListPricesRequest = Message<"generation.v1.ListPricesRequest"> & {
  * Use `create(ListPricesRequestSchema)` to create a new message.
  */
 export const ListPricesRequestSchema: GenMessage<ListPricesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 20);
+  messageDesc(file_generation_v1_admin_service, 26);
 
 /**
  * Response of ListPrices.
@@ -587,7 +861,7 @@ export type ListPricesResponse = Message<"generation.v1.ListPricesResponse"> & {
  * Use `create(ListPricesResponseSchema)` to create a new message.
  */
 export const ListPricesResponseSchema: GenMessage<ListPricesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 21);
+  messageDesc(file_generation_v1_admin_service, 27);
 
 /**
  * Request of UpdatePrice.
@@ -608,7 +882,7 @@ export type UpdatePriceRequest = Message<"generation.v1.UpdatePriceRequest"> & {
  * Use `create(UpdatePriceRequestSchema)` to create a new message.
  */
 export const UpdatePriceRequestSchema: GenMessage<UpdatePriceRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 22);
+  messageDesc(file_generation_v1_admin_service, 28);
 
 /**
  * Response of UpdatePrice.
@@ -629,7 +903,7 @@ export type UpdatePriceResponse = Message<"generation.v1.UpdatePriceResponse"> &
  * Use `create(UpdatePriceResponseSchema)` to create a new message.
  */
 export const UpdatePriceResponseSchema: GenMessage<UpdatePriceResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 23);
+  messageDesc(file_generation_v1_admin_service, 29);
 
 /**
  * An upstream route to the vendor's API and how it has been answering.
@@ -741,7 +1015,7 @@ export type UpstreamRoute = Message<"generation.v1.UpstreamRoute"> & {
  * Use `create(UpstreamRouteSchema)` to create a new message.
  */
 export const UpstreamRouteSchema: GenMessage<UpstreamRoute> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 24);
+  messageDesc(file_generation_v1_admin_service, 30);
 
 /**
  * Request of ListRoutes.
@@ -756,7 +1030,7 @@ export type ListRoutesRequest = Message<"generation.v1.ListRoutesRequest"> & {
  * Use `create(ListRoutesRequestSchema)` to create a new message.
  */
 export const ListRoutesRequestSchema: GenMessage<ListRoutesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 25);
+  messageDesc(file_generation_v1_admin_service, 31);
 
 /**
  * Response of ListRoutes.
@@ -777,7 +1051,7 @@ export type ListRoutesResponse = Message<"generation.v1.ListRoutesResponse"> & {
  * Use `create(ListRoutesResponseSchema)` to create a new message.
  */
 export const ListRoutesResponseSchema: GenMessage<ListRoutesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 26);
+  messageDesc(file_generation_v1_admin_service, 32);
 
 /**
  * Request of SetRoutePaused.
@@ -805,7 +1079,7 @@ export type SetRoutePausedRequest = Message<"generation.v1.SetRoutePausedRequest
  * Use `create(SetRoutePausedRequestSchema)` to create a new message.
  */
 export const SetRoutePausedRequestSchema: GenMessage<SetRoutePausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 27);
+  messageDesc(file_generation_v1_admin_service, 33);
 
 /**
  * Response of SetRoutePaused.
@@ -833,7 +1107,7 @@ export type SetRoutePausedResponse = Message<"generation.v1.SetRoutePausedRespon
  * Use `create(SetRoutePausedResponseSchema)` to create a new message.
  */
 export const SetRoutePausedResponseSchema: GenMessage<SetRoutePausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 28);
+  messageDesc(file_generation_v1_admin_service, 34);
 
 /**
  * AdminService manages accounts, API keys, webhooks, pauses and prices.
@@ -902,6 +1176,28 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof CreateApiKeyRequestSchema;
     output: typeof CreateApiKeyResponseSchema;
+  },
+  /**
+   * Reads a key: its grants, its limits, what it has spent and what its
+   * limits leave. NOT_FOUND/key_not_found for an unknown id.
+   *
+   * @generated from rpc generation.v1.AdminService.GetApiKey
+   */
+  getApiKey: {
+    methodKind: "unary";
+    input: typeof GetApiKeyRequestSchema;
+    output: typeof GetApiKeyResponseSchema;
+  },
+  /**
+   * Changes a key's limits (the fields named in update_mask; a named field
+   * left unset removes that limit). Takes effect from the key's next request.
+   *
+   * @generated from rpc generation.v1.AdminService.UpdateApiKey
+   */
+  updateApiKey: {
+    methodKind: "unary";
+    input: typeof UpdateApiKeyRequestSchema;
+    output: typeof UpdateApiKeyResponseSchema;
   },
   /**
    * Revokes a key; it is refused at once.

@@ -1,4 +1,6 @@
+import type { KeyLimits } from "../../domain/accounts/key-limits.js";
 import type { ApiKeyRecord, ApiKeyStore } from "../../ports/api-key-store.js";
+import { decodeKeyLimits, encodeKeyLimits } from "../shared/key-limits-codec.js";
 import type { CassandraClient } from "./cassandra-session.js";
 
 export class CassandraApiKeyStore implements ApiKeyStore {
@@ -6,8 +8,8 @@ export class CassandraApiKeyStore implements ApiKeyStore {
 
   async create(record: ApiKeyRecord): Promise<void> {
     await this.client.execute(
-      "INSERT INTO api_keys_by_hash (secret_hash, key_id, account_id, models, revoked, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-      [record.secretHash, record.keyId, record.accountId, [...record.models], record.revoked, record.createdAt],
+      "INSERT INTO api_keys_by_hash (secret_hash, key_id, account_id, models, revoked, created_at, limits) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      [record.secretHash, record.keyId, record.accountId, [...record.models], record.revoked, record.createdAt, encodeKeyLimits(record.limits) || null],
     );
     await this.client.execute("INSERT INTO api_keys (key_id, secret_hash) VALUES (?, ?)", [record.keyId, record.secretHash]);
   }
@@ -15,7 +17,7 @@ export class CassandraApiKeyStore implements ApiKeyStore {
   async findBySecretHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
     const row = (
       await this.client.execute(
-        "SELECT secret_hash, key_id, account_id, models, revoked, created_at FROM api_keys_by_hash WHERE secret_hash = ?",
+        "SELECT secret_hash, key_id, account_id, models, revoked, created_at, limits FROM api_keys_by_hash WHERE secret_hash = ?",
         [secretHash],
       )
     ).first();
@@ -27,6 +29,7 @@ export class CassandraApiKeyStore implements ApiKeyStore {
       models: row.models ?? [],
       revoked: row.revoked === true,
       createdAt: row.created_at,
+      ...(row.limits ? { limits: decodeKeyLimits(row.limits as string) } : {}),
     };
   }
 
@@ -34,6 +37,18 @@ export class CassandraApiKeyStore implements ApiKeyStore {
     const row = (await this.client.execute("SELECT secret_hash FROM api_keys WHERE key_id = ?", [keyId])).first();
     if (!row) return false;
     await this.client.execute("UPDATE api_keys_by_hash SET revoked = true WHERE secret_hash = ?", [row.secret_hash]);
+    return true;
+  }
+
+  async get(keyId: string): Promise<ApiKeyRecord | undefined> {
+    const row = (await this.client.execute("SELECT secret_hash FROM api_keys WHERE key_id = ?", [keyId])).first();
+    return row ? this.findBySecretHash(row.secret_hash as string) : undefined;
+  }
+
+  async setLimits(keyId: string, limits: KeyLimits): Promise<boolean> {
+    const row = (await this.client.execute("SELECT secret_hash FROM api_keys WHERE key_id = ?", [keyId])).first();
+    if (!row) return false;
+    await this.client.execute("UPDATE api_keys_by_hash SET limits = ? WHERE secret_hash = ?", [encodeKeyLimits(limits) || null, row.secret_hash]);
     return true;
   }
 }

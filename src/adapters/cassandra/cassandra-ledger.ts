@@ -2,9 +2,11 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Money } from "../../domain/money.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
+import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeySpending } from "../../domain/accounts/key-limits.js";
+import { decodeKeySpending, encodeKeySpending } from "../shared/key-limits-codec.js";
 import type {
-  BalanceSnapshot, HoldMemo, Ledger, LedgerCursor, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, LedgerEntryType, ReserveOptions, ReserveOutcome,
-  SettledTokens, Settlement, Shortfall,
+  BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerCursor, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, LedgerEntryType, ReserveOptions, ReserveOutcome,
+  KeyReservation, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
 import { AmbiguousWriteError, conditional, serialRead, type CassandraClient, type Row } from "./cassandra-session.js";
 
@@ -38,6 +40,8 @@ interface AccountState {
   lastOps: string[];
   /** The entries of the last write (null on a row from before the statement existed). */
   journal: Journal | null;
+  /** Per key of the account: its spending (JSON KeySpending). */
+  keys: Map<string, string>;
 }
 
 /** An entry as the row's journal keeps it (JSON: money and seq as decimal strings, time in ms). */
@@ -131,7 +135,7 @@ export class CassandraLedger implements Ledger {
 
   async settle(accountId: string, reservationId: string, amount: Money, tokens?: SettledTokens): Promise<Settlement | undefined> {
     const outcome = await this.enqueue(accountId, { kind: "settle", reservationId, amount, tokens });
-    return typeof outcome === "object" ? outcome : undefined;
+    return typeof outcome === "object" && "charged" in outcome ? outcome : undefined;
   }
 
   async release(accountId: string, reservationId: string): Promise<void> {
@@ -146,6 +150,12 @@ export class CassandraLedger implements Ledger {
 
   async hasAnyAccount(): Promise<boolean> {
     return (await this.client.execute("SELECT account_id FROM accounts LIMIT 1")).rowLength > 0;
+  }
+
+  async keyAccount(accountId: string, keyId: string): Promise<KeyAccount> {
+    const state = await this.read(accountId);
+    if (!state) return { spending: NO_SPENDING, held: 0n, openJobs: 0 };
+    return { spending: spendingOf(state, keyId), ...keyHolds(state, keyId) };
   }
 
   /**
@@ -299,7 +309,7 @@ export class CassandraLedger implements Ledger {
   private async read(accountId: string): Promise<AccountState | undefined> {
     const row = await serialRead(
       this.client,
-      "SELECT balance, reserved, holds, hold_memos, version, last_ops, journal FROM accounts WHERE account_id = ?",
+      "SELECT balance, reserved, holds, hold_memos, version, last_ops, journal, key_spending FROM accounts WHERE account_id = ?",
       [accountId],
     );
     if (!row) return undefined;
@@ -311,6 +321,7 @@ export class CassandraLedger implements Ledger {
       version: row.version as bigint,
       lastOps: (row.last_ops as string[] | null) ?? [],
       journal: parseJournal(row.journal),
+      keys: new Map(Object.entries((row.key_spending as Record<string, string> | null) ?? {})),
     };
   }
 
@@ -356,7 +367,11 @@ export class CassandraLedger implements Ledger {
             outcomes.push("too_many_open_holds");
           } else if (state.balance - state.reserved < operation.amount) {
             outcomes.push("insufficient_funds");
+          } else if (operation.options?.key && CassandraLedger.keyRefusal(state, operation.amount, operation.options.key, now)) {
+            outcomes.push({ key: CassandraLedger.keyRefusal(state, operation.amount, operation.options.key, now)! });
           } else {
+            const key = operation.options?.key;
+            if (key?.limits.ratePerMinute !== undefined) state.keys.set(key.keyId, encodeKeySpending(countReservation(spendingOf(state, key.keyId), new Date(now))));
             state.holds.set(operation.reservationId, operation.amount);
             state.reserved += operation.amount;
             const memo = operation.options?.memo;
@@ -383,6 +398,7 @@ export class CassandraLedger implements Ledger {
           if (settlement) {
             state.balance -= settlement.charged;
             if (settlement.shortfall > 0n) shortfalls[operation.reservationId] = settlement.shortfall;
+            if (memo?.keyId !== undefined) state.keys.set(memo.keyId, encodeKeySpending(countCharge(spendingOf(state, memo.keyId), settlement.charged, new Date(now))));
             record("charge", -settlement.charged, -held, memo, operation.kind === "settle" ? operation.tokens : undefined);
           } else {
             record("release", 0n, -held, memo);
@@ -400,6 +416,10 @@ export class CassandraLedger implements Ledger {
       }
     }
     return { outcomes, changed, shortfalls, entries };
+  }
+
+  private static keyRefusal(state: AccountState, amount: Money, key: KeyReservation, now: number) {
+    return keyAdmission(key.limits, spendingOf(state, key.keyId), keyHolds(state, key.keyId), amount, key.isJob, new Date(now));
   }
 
   private static openHolds(state: AccountState, countedPrefix: string, exceptPrefix?: string): number {
@@ -425,7 +445,8 @@ export class CassandraLedger implements Ledger {
       const lastOps = [...changed, ...state.lastOps].slice(0, REMEMBERED_OPS);
       const journal: Journal = { version: (before + 1n).toString(), entries };
       const params = [
-        state.balance, state.reserved, Object.fromEntries(state.holds), Object.fromEntries(state.memos), JSON.stringify(journal), before + 1n, lastOps,
+        state.balance, state.reserved, Object.fromEntries(state.holds), Object.fromEntries(state.memos), JSON.stringify(journal),
+        Object.fromEntries(state.keys), before + 1n, lastOps,
       ];
       const shortfallsRecorded = Object.keys(shortfalls).length > 0;
       try {
@@ -433,12 +454,12 @@ export class CassandraLedger implements Ledger {
         const result = shortfallsRecorded
           ? await conditional(
             this.client,
-            "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, hold_memos = ?, journal = ?, version = ?, last_ops = ?, shortfalls = shortfalls + ? WHERE account_id = ? IF version = ?",
+            "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, hold_memos = ?, journal = ?, key_spending = ?, version = ?, last_ops = ?, shortfalls = shortfalls + ? WHERE account_id = ? IF version = ?",
             [...params, shortfalls, accountId, before],
           )
           : await conditional(
             this.client,
-            "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, hold_memos = ?, journal = ?, version = ?, last_ops = ? WHERE account_id = ? IF version = ?",
+            "UPDATE accounts SET balance = ?, reserved = ?, holds = ?, hold_memos = ?, journal = ?, key_spending = ?, version = ?, last_ops = ? WHERE account_id = ? IF version = ?",
             [...params, accountId, before],
           );
         if (result.applied) {
@@ -469,6 +490,11 @@ export class CassandraLedger implements Ledger {
       switch (operation.kind) {
         case "reserve":
           if (state.holds.has(operation.reservationId)) return "reserved";
+          // Refused by a key limit: the state that refused it is gone; judged again on today's (refused either way).
+          if (operation.options?.key && state.balance - state.reserved >= operation.amount) {
+            const refusal = CassandraLedger.keyRefusal(state, operation.amount, operation.options.key, Date.now());
+            if (refusal) return { key: refusal };
+          }
           // Refused: for the open-hold limit or for funds; a refusal of either kind reserved nothing.
           return operation.options?.maxOpenHolds &&
             CassandraLedger.openHolds(state, operation.options.maxOpenHolds.countedPrefix, operation.options.maxOpenHolds.exceptPrefix) >=
@@ -510,4 +536,22 @@ function entryOf(row: Row): LedgerEntry {
     tokens: promptTokens === null ? undefined : { promptTokens, candidatesTokens: (row.candidates_tokens as number | null) ?? 0 },
     at: row.at as Date,
   };
+}
+
+function spendingOf(state: AccountState, keyId: string): KeySpending {
+  const text = state.keys.get(keyId);
+  return text === undefined ? NO_SPENDING : decodeKeySpending(text);
+}
+
+/** A key's open holds in the row: their sum, and how many are jobs (a text call's memo names no job). */
+function keyHolds(state: AccountState, keyId: string): { held: Money; openJobs: number } {
+  let held = 0n;
+  let openJobs = 0;
+  for (const [reservationId, amount] of state.holds) {
+    const memo = memoOf(state, reservationId);
+    if (memo?.keyId !== keyId) continue;
+    held += amount;
+    if (memo.jobId !== undefined) openJobs++;
+  }
+  return { held, openJobs };
 }

@@ -1,3 +1,4 @@
+import type { KeyLimits } from "../../domain/accounts/key-limits.js";
 import type { ApiKeyRecord, ApiKeyStore } from "../../ports/api-key-store.js";
 
 export class MemoryApiKeyStore implements ApiKeyStore {
@@ -18,6 +19,19 @@ export class MemoryApiKeyStore implements ApiKeyStore {
     const record = hash && this.byHash.get(hash);
     if (!hash || !record) return false;
     this.byHash.set(hash, { ...record, revoked: true });
+    return true;
+  }
+
+  async get(keyId: string): Promise<ApiKeyRecord | undefined> {
+    const hash = this.hashById.get(keyId);
+    return hash === undefined ? undefined : this.byHash.get(hash);
+  }
+
+  async setLimits(keyId: string, limits: KeyLimits): Promise<boolean> {
+    const hash = this.hashById.get(keyId);
+    const record = hash && this.byHash.get(hash);
+    if (!hash || !record) return false;
+    this.byHash.set(hash, { ...record, limits });
     return true;
   }
 }

@@ -1,7 +1,8 @@
 import type { Money } from "../../domain/money.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
+import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeySpending } from "../../domain/accounts/key-limits.js";
 import type {
-  BalanceSnapshot, HoldMemo, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
+  BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
 
 interface Account {
@@ -13,6 +14,8 @@ interface Account {
   shortfalls: Shortfall[];
   /** Every movement, oldest first (seq = index + 1). */
   entries: LedgerEntry[];
+  /** Per key of the account: what it spent and its reservations this minute. */
+  keys: Map<string, KeySpending>;
 }
 
 interface Reservation {
@@ -35,7 +38,7 @@ export class MemoryLedger implements Ledger {
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
     if (this.accounts.has(accountId)) throw new Error(`account ${accountId} exists`);
-    const account: Account = { name, balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [], entries: [] };
+    const account: Account = { name, balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [], entries: [], keys: new Map() };
     this.accounts.set(accountId, account);
     if (initialBalance > 0n) record(account, { type: "credit", amount: initialBalance, reservedChange: 0n });
   }
@@ -64,6 +67,13 @@ export class MemoryLedger implements Ledger {
       if (open >= cap.limit) return "too_many_open_holds";
     }
     if (account.balance - account.reserved < amount) return "insufficient_funds";
+    const key = options?.key;
+    const now = new Date();
+    if (key) {
+      const refusal = keyAdmission(key.limits, account.keys.get(key.keyId) ?? NO_SPENDING, this.keyHolds(account, key.keyId), amount, key.isJob, now);
+      if (refusal) return { key: refusal };
+      if (key.limits.ratePerMinute !== undefined) account.keys.set(key.keyId, countReservation(account.keys.get(key.keyId) ?? NO_SPENDING, now));
+    }
     account.reserved += amount;
     account.open.add(reservationId);
     this.reservations.set(reservationId, { accountId, amount, state: "held", memo: options?.memo });
@@ -85,6 +95,24 @@ export class MemoryLedger implements Ledger {
 
   async hasAnyAccount(): Promise<boolean> {
     return this.accounts.size > 0;
+  }
+
+  async keyAccount(accountId: string, keyId: string): Promise<KeyAccount> {
+    const account = this.accounts.get(accountId);
+    if (!account) return { spending: NO_SPENDING, held: 0n, openJobs: 0 };
+    return { spending: account.keys.get(keyId) ?? NO_SPENDING, ...this.keyHolds(account, keyId) };
+  }
+
+  private keyHolds(account: Account, keyId: string): { held: Money; openJobs: number } {
+    let held = 0n;
+    let openJobs = 0;
+    for (const id of account.open) {
+      const reservation = this.reservations.get(id)!;
+      if (reservation.memo?.keyId !== keyId) continue;
+      held += reservation.amount;
+      if (reservation.memo.jobId !== undefined) openJobs++;
+    }
+    return { held, openJobs };
   }
 
   async entries(query: LedgerEntryQuery): Promise<LedgerEntryPage> {
@@ -112,6 +140,8 @@ export class MemoryLedger implements Ledger {
     if (settlement.shortfall > 0n) account.shortfalls.push({ reservationId, amount: settlement.shortfall });
     reservation.state = state;
     if (state === "settled") reservation.settlement = settlement;
+    const keyId = reservation.memo?.keyId;
+    if (state === "settled" && keyId !== undefined) account.keys.set(keyId, countCharge(account.keys.get(keyId) ?? NO_SPENDING, settlement.charged, new Date()));
     record(account, state === "settled"
       ? { type: "charge", amount: -settlement.charged, reservedChange: -reservation.amount, memo: reservation.memo, tokens }
       : { type: "release", amount: 0n, reservedChange: -reservation.amount, memo: reservation.memo });

@@ -1,4 +1,6 @@
+import type { KeyLimits } from "../../domain/accounts/key-limits.js";
 import type { ApiKeyRecord, ApiKeyStore } from "../../ports/api-key-store.js";
+import { decodeKeyLimits, encodeKeyLimits } from "../shared/key-limits-codec.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
 
@@ -9,6 +11,7 @@ interface KeyRow {
   models: string;
   revoked: number;
   created_at: number;
+  limits: string | null;
 }
 
 /** API keys by secret hash (every request) and by id (revocation). Only the hash of a secret is stored. */
@@ -19,10 +22,12 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     this.statements = {
       // A record written again (same id or same hash) replaces the old one, as the other stores do.
       upsert: db.prepare(
-        "INSERT OR REPLACE INTO api_keys (key_id, secret_hash, account_id, models, revoked, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO api_keys (key_id, secret_hash, account_id, models, revoked, created_at, limits) VALUES (?, ?, ?, ?, ?, ?, ?)",
       ),
-      byHash: db.prepare("SELECT key_id, secret_hash, account_id, models, revoked, created_at FROM api_keys WHERE secret_hash = ?"),
+      byHash: db.prepare("SELECT key_id, secret_hash, account_id, models, revoked, created_at, limits FROM api_keys WHERE secret_hash = ?"),
+      byId: db.prepare("SELECT key_id, secret_hash, account_id, models, revoked, created_at, limits FROM api_keys WHERE key_id = ?"),
       revoke: db.prepare("UPDATE api_keys SET revoked = 1 WHERE key_id = ?"),
+      setLimits: db.prepare("UPDATE api_keys SET limits = ? WHERE key_id = ?"),
     };
   }
 
@@ -30,25 +35,37 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     sqliteCall(() =>
       this.statements.upsert.run(
         record.keyId, record.secretHash, record.accountId, JSON.stringify(record.models), record.revoked ? 1 : 0,
-        record.createdAt.getTime(),
+        record.createdAt.getTime(), encodeKeyLimits(record.limits) || null,
       ),
     );
   }
 
   async findBySecretHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
-    const row = sqliteCall(() => this.statements.byHash.get(secretHash)) as KeyRow | undefined;
-    if (!row) return undefined;
-    return {
-      keyId: row.key_id,
-      accountId: row.account_id,
-      secretHash: row.secret_hash,
-      models: JSON.parse(row.models) as string[],
-      revoked: row.revoked === 1,
-      createdAt: new Date(row.created_at),
-    };
+    return toRecord(sqliteCall(() => this.statements.byHash.get(secretHash)) as KeyRow | undefined);
+  }
+
+  async get(keyId: string): Promise<ApiKeyRecord | undefined> {
+    return toRecord(sqliteCall(() => this.statements.byId.get(keyId)) as KeyRow | undefined);
+  }
+
+  async setLimits(keyId: string, limits: KeyLimits): Promise<boolean> {
+    return sqliteCall(() => this.statements.setLimits.run(encodeKeyLimits(limits) || null, keyId)).changes > 0;
   }
 
   async revoke(keyId: string): Promise<boolean> {
     return sqliteCall(() => this.statements.revoke.run(keyId)).changes > 0;
   }
+}
+
+function toRecord(row: KeyRow | undefined): ApiKeyRecord | undefined {
+  if (!row) return undefined;
+  return {
+    keyId: row.key_id,
+    accountId: row.account_id,
+    secretHash: row.secret_hash,
+    models: JSON.parse(row.models) as string[],
+    revoked: row.revoked === 1,
+    createdAt: new Date(row.created_at),
+    ...(row.limits ? { limits: decodeKeyLimits(row.limits) } : {}),
+  };
 }

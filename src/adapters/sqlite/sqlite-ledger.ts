@@ -1,7 +1,9 @@
 import type { Money } from "../../domain/money.js";
 import { boundedCharge } from "../../domain/pricing/settlement.js";
+import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeySpending } from "../../domain/accounts/key-limits.js";
+import { decodeKeySpending, encodeKeySpending } from "../shared/key-limits-codec.js";
 import type {
-  BalanceSnapshot, HoldMemo, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, LedgerEntryType, ReserveOptions, ReserveOutcome,
+  BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, LedgerEntryType, ReserveOptions, ReserveOutcome,
   SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
 import type { SqliteDb } from "./sqlite-database.js";
@@ -100,6 +102,25 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     ),
     shortfalls: db.prepare("SELECT reservation_id, shortfall FROM ledger_shortfalls WHERE account_id = ? ORDER BY at, reservation_id"),
     shortfallOf: db.prepare("SELECT shortfall FROM ledger_shortfalls WHERE reservation_id = ?").pluck(),
+    keySpending: db.prepare("SELECT spending FROM key_spending WHERE key_id = ?").pluck(),
+    setKeySpending: db.prepare(
+      "INSERT INTO key_spending (key_id, account_id, spending) VALUES (?, ?, ?) ON CONFLICT (key_id) DO UPDATE SET spending = excluded.spending",
+    ),
+    keyHolds: db.prepare("SELECT amount, job_id FROM holds WHERE key_id = ? AND account_id = ? AND state = 'held'"),
+  };
+
+  const spendingOf = (keyId: string): KeySpending => {
+    const text = s.keySpending.get(keyId) as string | undefined;
+    return text === undefined ? NO_SPENDING : decodeKeySpending(text);
+  };
+  const keyHolds = (accountId: string, keyId: string) => {
+    let held = 0n;
+    let openJobs = 0;
+    for (const row of s.keyHolds.all(keyId, accountId) as { amount: string; job_id: string | null }[]) {
+      held += money(row.amount);
+      if (row.job_id !== null) openJobs++;
+    }
+    return { held, openJobs };
   };
 
   /** Records a movement in the transaction that makes it. */
@@ -147,6 +168,12 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     const reserved = money(account.reserved);
     if (balance - reserved < amount) return "insufficient_funds";
     const at = now();
+    const key = options?.key;
+    if (key) {
+      const refusal = keyAdmission(key.limits, spendingOf(key.keyId), keyHolds(accountId, key.keyId), amount, key.isJob, new Date(at));
+      if (refusal) return { key: refusal };
+      if (key.limits.ratePerMinute !== undefined) s.setKeySpending.run(key.keyId, accountId, encodeKeySpending(countReservation(spendingOf(key.keyId), new Date(at))));
+    }
     const memo = options?.memo;
     s.setReserved.run(text(reserved + amount), accountId);
     s.insertHold.run(reservationId, accountId, text(amount), at, memo?.jobId ?? null, memo?.model ?? null, memo?.keyId ?? null);
@@ -173,11 +200,14 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     const moved = { amount: -charged, reservedChange: -money(hold.amount), balance, reserved };
     if (state === "settled") record(hold.account_id, "charge", moved, at, reservationId, hold, tokens);
     else record(hold.account_id, "release", { ...moved, amount: 0n }, at, reservationId, hold);
+    if (state === "settled" && hold.key_id !== null) {
+      s.setKeySpending.run(hold.key_id, hold.account_id, encodeKeySpending(countCharge(spendingOf(hold.key_id), charged, new Date(at))));
+    }
     if (shortfall > 0n) s.insertShortfall.run(reservationId, hold.account_id, text(asked), text(charged), text(shortfall), at);
     return { charged, shortfall };
   });
 
-  return { s, createTx, creditTx, reserveTx, endTx };
+  return { s, createTx, creditTx, reserveTx, endTx, spendingOf, keyHolds };
 }
 
 /**
@@ -230,6 +260,10 @@ export class SqliteLedger implements Ledger {
 
   async hasAnyAccount(): Promise<boolean> {
     return sqliteCall(() => this.ops.s.anyAccount.get()) !== undefined;
+  }
+
+  async keyAccount(accountId: string, keyId: string): Promise<KeyAccount> {
+    return sqliteCall(() => ({ spending: this.ops.spendingOf(keyId), ...this.ops.keyHolds(accountId, keyId) }));
   }
 
   async entries(query: LedgerEntryQuery): Promise<LedgerEntryPage> {

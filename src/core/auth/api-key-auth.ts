@@ -1,3 +1,4 @@
+import type { KeyLimits } from "../../domain/accounts/key-limits.js";
 import { createHash } from "node:crypto";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { isModelGranted } from "../../domain/accounts/grants.js";
@@ -8,6 +9,8 @@ export interface Caller {
   readonly keyId: string;
   readonly accountId: string;
   readonly models: readonly string[];
+  /** The key's limits, as stored when this request began (a change applies from the next request). */
+  readonly limits: KeyLimits;
 }
 
 export function hashSecret(secret: string): string {
@@ -27,7 +30,7 @@ export async function authenticate(headers: Headers, keys: ApiKeyStore): Promise
   if (!secret) throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
   const record = await keys.findBySecretHash(hashSecret(secret));
   if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
-  return { keyId: record.keyId, accountId: record.accountId, models: record.models };
+  return { keyId: record.keyId, accountId: record.accountId, models: record.models, limits: record.limits ?? {} };
 }
 
 export function requireGrant(caller: Caller, model: ModelSpec): void {

@@ -6,7 +6,7 @@ import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { isDependencyUnavailable } from "../../ports/dependency.js";
 import { OutcomeUnknown } from "./idempotent.js";
-import { releaseHold, reservationIdOf, takeHold, unfinishedJobsAtMost } from "../money/holds.js";
+import { keyRefusalError, releaseHold, reservationIdOf, takeHold, unfinishedJobsAtMost } from "../money/holds.js";
 
 /** Retry-After of a refusal for too many unfinished jobs: a job takes seconds, so a slot frees up soon. */
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
@@ -62,9 +62,11 @@ export async function acceptJob(
 
   const cap = deps.settingsOf.maxQueuedJobsPerAccount;
   const memo = { jobId, model: spec.model.id, keyId: caller.keyId };
-  const outcome = await takeHold(deps, caller.accountId, jobId, price, createdAt, memo, unfinishedJobsAtMost(cap));
+  const key = { keyId: caller.keyId, limits: caller.limits, isJob: true };
+  const outcome = await takeHold(deps, caller.accountId, jobId, price, createdAt, memo, { ...unfinishedJobsAtMost(cap), key });
   if (outcome !== "reserved") {
     await undo();
+    if (typeof outcome === "object") throw keyRefusalError(outcome.key);
     if (outcome === "unknown_account") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
     if (outcome === "too_many_open_holds") {
       throw new DomainError(

@@ -1,6 +1,8 @@
 import { formatMoney, type Money } from "../../domain/money.js";
 import type { JobStore } from "../../ports/job-store.js";
 import type { HoldMemo, Ledger, ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
+import type { KeyRefusal } from "../../domain/accounts/key-limits.js";
+import { DomainError } from "../../domain/errors/domain-error.js";
 import type { TokenUsage } from "../../domain/pricing/quotes.js";
 
 /**
@@ -87,4 +89,31 @@ export async function abandonIntent(ports: HoldPorts, accountId: string, intentI
   await releaseHold(ports, accountId, intentId);
   await ports.jobs.markFinalized(intentId);
   return true;
+}
+
+/** Retry-After of a key's concurrency refusal: about the time a job takes to finish. */
+export const KEY_CONCURRENCY_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * A key's limit refused the reservation: a spend limit is 402
+ * key_spend_limit_exceeded (naming the limit), a rate 429 with Retry-After
+ * (the end of the minute, or a job's time).
+ */
+export function keyRefusalError(refusal: KeyRefusal): DomainError {
+  switch (refusal.kind) {
+    case "spend":
+      return new DomainError("insufficient_funds", "key_spend_limit_exceeded", `this request would take the API key past its ${refusal.limit}`, {
+        limit: refusal.limit,
+      });
+    case "rate":
+      return new DomainError(
+        "rate_limited", "key_rate_limit_exceeded", "this API key has made as many requests this minute as its rate_limit_per_minute allows",
+        { limit: "rate_limit_per_minute" }, refusal.retryAfterSeconds,
+      );
+    case "concurrency":
+      return new DomainError(
+        "rate_limited", "key_concurrency_limit_exceeded", "this API key has as many jobs queued or running as its max_concurrent_jobs allows",
+        { limit: "max_concurrent_jobs" }, KEY_CONCURRENCY_RETRY_AFTER_SECONDS,
+      );
+  }
 }

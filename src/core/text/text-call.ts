@@ -6,7 +6,7 @@ import type { TextSpec } from "../../domain/validation/text-request.js";
 import type { TextChunk } from "../../ports/provider.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { releaseHold, settleHold, takeHold, TEXT_CALL_PREFIX } from "../money/holds.js";
+import { keyRefusalError, releaseHold, settleHold, takeHold, TEXT_CALL_PREFIX } from "../money/holds.js";
 
 export { TEXT_CALL_PREFIX };
 
@@ -38,7 +38,10 @@ export class TextCall {
     const estimate: Money = tokenEstimate(spec.model.id, prices, spec.reservedPromptTokens + extraPromptTokens, spec.maxOutputTokens);
     // Registered like a job's acceptance, so that a process dying mid-call leaves a hold the reaper releases.
     const intentId = `${TEXT_CALL_PREFIX}${randomUUID()}`;
-    const outcome = await takeHold(deps, caller.accountId, intentId, estimate, deps.clock.now(), { model: spec.model.id, keyId: caller.keyId });
+    const outcome = await takeHold(deps, caller.accountId, intentId, estimate, deps.clock.now(), { model: spec.model.id, keyId: caller.keyId }, {
+      key: { keyId: caller.keyId, limits: caller.limits, isJob: false },
+    });
+    if (typeof outcome === "object") throw keyRefusalError(outcome.key);
     if (outcome === "insufficient_funds") {
       throw new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
         required: estimate.toString(),

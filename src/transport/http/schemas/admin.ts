@@ -1,6 +1,6 @@
 import { UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
-import { ADMIN_SECURITY, BALANCE, MONEY_INPUT, PLATFORM_ERRORS } from "./common.js";
+import { ADMIN_SECURITY, BALANCE, MONEY, MONEY_INPUT, PLATFORM_ERRORS } from "./common.js";
 import { orNull, protoJsonSchema } from "./proto-json-schema.js";
 
 /**
@@ -14,6 +14,48 @@ const admin = (operationId: string, summary: string, rest: Record<string, unknow
 
 const params = (...names: string[]) =>
   ({ type: "object", properties: Object.fromEntries(names.map((name) => [name, { type: "string" }])), required: names }) as const;
+
+/** A key's limits in a request: decimal strings and whole numbers; null (or absent) is no limit. Ranges are the domain's (400 invalid_key_limit). */
+const KEY_LIMITS_IN = {
+  spend_limit: { ...orNull(MONEY_INPUT), description: "Total spend allowed with the key (settled charges + open holds), e.g. \"25.00\"." },
+  daily_spend_limit: { ...orNull(MONEY_INPUT), description: "Spend allowed per UTC day." },
+  monthly_spend_limit: { ...orNull(MONEY_INPUT), description: "Spend allowed per UTC month." },
+  rate_limit_per_minute: { type: ["number", "null"], description: "Reservations (jobs, synchronous text calls) per UTC minute, 1 to 1000000." },
+  max_concurrent_jobs: { type: ["number", "null"], description: "Jobs queued or running at once, 1 to 100000." },
+} as const;
+
+const KEY_LIMITS_OUT = {
+  spend_limit: orNull(MONEY),
+  daily_spend_limit: orNull(MONEY),
+  monthly_spend_limit: orNull(MONEY),
+  rate_limit_per_minute: orNull({ type: "integer" }),
+  max_concurrent_jobs: orNull({ type: "integer" }),
+} as const;
+const KEY_LIMIT_NAMES = Object.keys(KEY_LIMITS_OUT);
+
+/** A key as GET /admin/v1/keys/{key_id} shows it: grants, limits, and what it has spent and has left. */
+const API_KEY = {
+  type: "object",
+  properties: {
+    key_id: { type: "string" },
+    account_id: { type: "string" },
+    models: { type: "array", items: { type: "string" } },
+    revoked: { type: "boolean" },
+    created_at: { type: "string", format: "date-time" },
+    ...KEY_LIMITS_OUT,
+    spent: { ...MONEY, description: "Settled charges made with the key, all time." },
+    spent_today: { ...MONEY, description: "… this UTC day." },
+    spent_this_month: { ...MONEY, description: "… this UTC month." },
+    held: { ...MONEY, description: "The key's open holds, counted against every spend limit." },
+    remaining: { ...orNull(MONEY), description: "spend_limit − spent − held (never below zero); null without a spend_limit." },
+    remaining_today: { ...orNull(MONEY), description: "daily_spend_limit − spent_today − held; null without one." },
+    remaining_this_month: { ...orNull(MONEY), description: "monthly_spend_limit − spent_this_month − held; null without one." },
+  },
+  required: [
+    "key_id", "account_id", "models", "revoked", "created_at", ...KEY_LIMIT_NAMES, "spent", "spent_today", "spent_this_month", "held",
+    "remaining", "remaining_today", "remaining_this_month",
+  ],
+} as const;
 
 const PAUSED_BODY = { type: "object", properties: { paused: { type: "boolean" } }, required: ["paused"], examples: [{ paused: true }] } as const;
 
@@ -58,19 +100,34 @@ export const ADMIN_SCHEMAS = {
     params: params("accountId"),
     body: {
       type: "object",
-      properties: { models: { type: "array", items: { type: "string" }, description: 'Model ids, or "*" for every model but the lite image model, which needs its own grant.' } },
+      properties: {
+        models: { type: "array", items: { type: "string" }, description: 'Model ids, or "*" for every model but the lite image model, which needs its own grant.' },
+        ...KEY_LIMITS_IN,
+      },
       required: ["models"],
-      examples: [{ models: ["*", "aimodel-3.1-flash-lite-image"] }],
+      examples: [{ models: ["*", "aimodel-3.1-flash-lite-image"] }, { models: ["*"], spend_limit: "25.00", daily_spend_limit: "5.00", rate_limit_per_minute: 60, max_concurrent_jobs: 4 }],
     },
     response: {
       201: {
         type: "object",
         description: "The key is shown once; only its hash is stored.",
-        properties: { key_id: { type: "string" }, api_key: { type: "string" }, account_id: { type: "string" }, models: { type: "array", items: { type: "string" } } },
-        required: ["key_id", "api_key", "account_id", "models"],
+        properties: {
+          key_id: { type: "string" }, api_key: { type: "string" }, account_id: { type: "string" }, models: { type: "array", items: { type: "string" } },
+          ...KEY_LIMITS_OUT,
+        },
+        required: ["key_id", "api_key", "account_id", "models", ...KEY_LIMIT_NAMES],
       },
       ...PLATFORM_ERRORS,
     },
+  }),
+  getApiKey: admin("getApiKey", "A key: its grants, its limits, what it has spent and what its limits leave", {
+    params: params("keyId"),
+    response: { 200: API_KEY, ...PLATFORM_ERRORS },
+  }),
+  updateApiKey: admin("updateApiKey", "Change a key's limits (fields sent change; null removes a limit; fields left out keep theirs)", {
+    params: params("keyId"),
+    body: { type: "object", properties: KEY_LIMITS_IN, additionalProperties: false, examples: [{ spend_limit: "50.00", rate_limit_per_minute: null }] },
+    response: { 200: API_KEY, ...PLATFORM_ERRORS },
   }),
   revokeApiKey: admin("revokeApiKey", "Revoke an API key", {
     params: params("keyId"),
