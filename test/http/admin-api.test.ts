@@ -115,8 +115,11 @@ describe("admin API /admin/v1", () => {
       assert.ok(!answer.text.includes(customer.apiKey), `secret leaked in ${answer.text}`);
       assert.ok(!answer.text.includes(second.json.api_key), `secret leaked in ${answer.text}`);
     }
-    // There is no read endpoint for keys.
-    assert.equal((await admin(service, "GET", `/admin/v1/keys/${second.json.key_id}`)).status, 404);
+    // The key's read endpoint (issue 10: limits and spend) shows neither the secret nor its hash.
+    const read = await admin(service, "GET", `/admin/v1/keys/${second.json.key_id}`);
+    assert.equal(read.status, 200, read.text);
+    assert.ok(!read.text.includes(second.json.api_key), `secret leaked in ${read.text}`);
+    assert.ok(!/secret|hash/i.test(Object.keys(read.json).join(",")), `no secret field: ${read.text}`);
     assert.equal((await admin(service, "GET", `/admin/v1/accounts/${customer.accountId}/keys`)).status, 404);
   });
 
