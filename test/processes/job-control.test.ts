@@ -5,7 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BACKEND, call, dropRealBackend, eventually, pico, realBackendEnv } from "../support/harness.js";
-import { startProcess, type ServiceProcess } from "../support/processes.js";
+import { customerOf, startProcess, type ServiceProcess } from "../support/processes.js";
 import { openSse } from "../support/sse-client.js";
 
 /**
@@ -46,13 +46,7 @@ describe("job control across processes", { skip }, () => {
     return env;
   }
 
-  async function customer(api: ServiceProcess, balance: string) {
-    const account = await call(api, "POST", "/admin/v1/accounts", { admin: true, body: { name: "p", balance } });
-    assert.equal(account.status, 201, account.text);
-    const key = await call(api, "POST", `/admin/v1/accounts/${account.json.account_id}/keys`, { admin: true, body: { models: ["*"] } });
-    assert.equal(key.status, 201, key.text);
-    return key.json.api_key as string;
-  }
+  const customer = customerOf;
 
   const jobOf = (api: ServiceProcess, key: string, id: string) => call(api, "GET", `/api/v1/jobs/${id}`, { key });
 

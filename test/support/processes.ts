@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
-import { ADMIN_TOKEN } from "./harness.js";
+import assert from "node:assert/strict";
+import { ADMIN_TOKEN, call } from "./harness.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -55,4 +56,13 @@ export async function startProcess(env: Record<string, string>, readyTimeoutMs =
       return exited;
     },
   };
+}
+
+/** An account with `balance` and a key for every model (with `limits`, if any) through a process's admin API; its key's secret. */
+export async function customerOf(api: { url: string }, balance: string, limits: Record<string, unknown> = {}): Promise<string> {
+  const account = await call(api, "POST", "/admin/v1/accounts", { admin: true, body: { name: "p", balance } });
+  assert.equal(account.status, 201, account.text);
+  const key = await call(api, "POST", `/admin/v1/accounts/${account.json.account_id}/keys`, { admin: true, body: { models: ["*"], ...limits } });
+  assert.equal(key.status, 201, key.text);
+  return key.json.api_key as string;
 }
