@@ -88,5 +88,6 @@ export function summarizeUsage(charges: Iterable<SettledCharge>, query: UsageQue
     row.spend += charge.amount;
     rows.set(group, row);
   }
-  return [...rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([group, row]) => ({ group, ...row }));
+  // Groups are distinct keys of one map: no two compare equal.
+  return [...rows.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([group, row]) => ({ group, ...row }));
 }
