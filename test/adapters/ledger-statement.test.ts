@@ -1,4 +1,5 @@
 import { after, before, describe, it } from "node:test";
+import { randomUUID } from "node:crypto";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -142,6 +143,19 @@ for (const subject of SUBJECTS) {
       const newer = (await ledger.entries({ accountId: id, limit: 100, from: pivot })).entries;
       const older = (await ledger.entries({ accountId: id, limit: 100, to: pivot })).entries;
       assert.deepEqual([...newer, ...older], whole);
+    });
+
+    it("when hundreds of movements of one account arrive at once (group-committed in large batches), then every one is an entry", async () => {
+      const id = account();
+      await ledger.createAccount(id, "a", 1_000_000n);
+      // Realistic ids (a UUID job, a key_ id): a whole batch's entries in one write would pass Cassandra's 50 KiB batch limit.
+      const memo = (i: number) => ({ jobId: randomUUID(), model: `aimodel-2.5-flash-image-${i}`, keyId: `key_${randomUUID().replaceAll("-", "")}` });
+      await Promise.all(Array.from({ length: 300 }, (_, i) => ledger.reserve(id, `job:big${i}`, 1n, { memo: memo(i) })));
+      const entries = await all(other, id);
+      assert.equal(entries.length, 301);
+      assertSums(entries, 1_000_000n, 300n);
+      await ledger.credit(id, 1n); // the account still moves: every copy went through
+      assert.equal((await all(other, id)).length, 302);
     });
 
     it("when two writers move one account's money at once, then every movement is an entry and the sums hold", async () => {

@@ -66,6 +66,8 @@ const DAY_MS = 86_400_000;
 const dayOf = (ms: number) => Math.floor(ms / DAY_MS);
 /** An entry's seq: the version of the write that made it, then its place in that write's batch (< MAX_BATCH + carried-forward holds). */
 const SEQ_PER_VERSION = 1_000_000n;
+/** Entries per unlogged batch when a journal is copied: about 3 KiB, under Cassandra's batch warning size. */
+const ENTRIES_PER_COPY_BATCH = 10;
 /** Entry rows one statement page reads at most; a page of sparse matches ends early with a cursor. */
 const MAX_ROWS_PER_PAGE = 1_000;
 const ENTRY_COLUMNS =
@@ -229,12 +231,24 @@ export class CassandraLedger implements Ledger {
     this.copied.set(accountId, { version, done });
   }
 
+  /**
+   * Writes a journal's entries, a few per unlogged batch: one write of a
+   * whole group-committed batch (up to MAX_BATCH entries) would pass
+   * Cassandra's batch size limit (batch_size_fail_threshold, 50 KiB), and a
+   * copy that can never succeed would stop every later write of the account.
+   */
   private async copy(accountId: string, journal: Journal): Promise<void> {
     if (journal.entries.length === 0) return;
     const days = [...new Set(journal.entries.map((entry) => dayOf(entry.at)))];
+    await this.client.batch(days.map((day) => ({ query: "INSERT INTO ledger_days_by_account (account_id, day) VALUES (?, ?)", params: [accountId, day] })));
+    for (let start = 0; start < journal.entries.length; start += ENTRIES_PER_COPY_BATCH) {
+      await this.copyEntries(accountId, journal.entries.slice(start, start + ENTRIES_PER_COPY_BATCH));
+    }
+  }
+
+  private async copyEntries(accountId: string, entries: readonly JournalEntry[]): Promise<void> {
     await this.client.batch([
-      ...days.map((day) => ({ query: "INSERT INTO ledger_days_by_account (account_id, day) VALUES (?, ?)", params: [accountId, day] })),
-      ...journal.entries.map((entry) => ({
+      ...entries.map((entry) => ({
         query: `INSERT INTO ledger_entries (account_id, day, ${ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         params: [
           accountId, dayOf(entry.at), BigInt(entry.seq), entry.type, BigInt(entry.amount), BigInt(entry.balanceAfter),

@@ -61,6 +61,8 @@ export async function createKafkaJobFeed(options: KafkaJobFeedOptions): Promise<
     // Listening starts once the group holds its partitions: signals published after that are heard.
     const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
     await consumer.run({
+      // Nothing to remember: the group is this process's alone and always starts at the end of the topic.
+      autoCommit: false,
       eachMessage: async ({ message }) => {
         let signal: JobSignal;
         try {
