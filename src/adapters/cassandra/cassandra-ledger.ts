@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Money } from "../../domain/money.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
-import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeySpending } from "../../domain/accounts/key-limits.js";
+import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeyRefusal, type KeySpending } from "../../domain/accounts/key-limits.js";
 import { decodeKeySpending, encodeKeySpending } from "../shared/key-limits-codec.js";
 import type {
   BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerCursor, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, LedgerEntryType, ReserveOptions, ReserveOutcome,
@@ -374,6 +374,7 @@ export class CassandraLedger implements Ledger {
     for (const { id, operation } of batch) {
       switch (operation.kind) {
         case "reserve": {
+          let refusal: KeyRefusal | undefined;
           const cap = operation.options?.maxOpenHolds;
           if (state.holds.has(operation.reservationId)) {
             outcomes.push("reserved");
@@ -381,8 +382,8 @@ export class CassandraLedger implements Ledger {
             outcomes.push("too_many_open_holds");
           } else if (state.balance - state.reserved < operation.amount) {
             outcomes.push("insufficient_funds");
-          } else if (operation.options?.key && CassandraLedger.keyRefusal(state, operation.amount, operation.options.key, now)) {
-            outcomes.push({ key: CassandraLedger.keyRefusal(state, operation.amount, operation.options.key, now)! });
+          } else if (operation.options?.key && (refusal = CassandraLedger.keyRefusal(state, operation.amount, operation.options.key, now))) {
+            outcomes.push({ key: refusal });
           } else {
             const key = operation.options?.key;
             if (key?.limits.ratePerMinute !== undefined) state.keys.set(key.keyId, encodeKeySpending(countReservation(spendingOf(state, key.keyId), new Date(now))));

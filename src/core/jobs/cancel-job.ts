@@ -39,9 +39,8 @@ const finished = (job: Job) =>
 export async function cancelOwnJob(ports: CancelPorts, jobId: string, options: CancelOptions, abort?: AbortSignal): Promise<Job> {
   const follow = followJob(ports.feed, jobId);
   try {
-    let asked = false;
-    const deadline = () => (asked ? askedAt + options.workerGraceMs : Number.POSITIVE_INFINITY);
-    let askedAt = 0;
+    /** Until when the worker may answer the cancel signal; set when the signal is sent. */
+    let workerDeadline: number | undefined;
     for (;;) {
       const job = await ports.jobs.get(jobId);
       if (!job) throw new DomainError("not_found", "job_not_found", `no job ${jobId}`);
@@ -59,15 +58,14 @@ export async function cancelOwnJob(ports: CancelPorts, jobId: string, options: C
         continue; // claimed (or canceled) meanwhile: look again
       }
       // Processing.
-      if (!asked) {
-        asked = true;
-        askedAt = Date.now();
+      if (workerDeadline === undefined) {
+        workerDeadline = Date.now() + options.workerGraceMs;
         await ports.feed.publish({ kind: "cancel", jobId }, abort).catch((error: unknown) => {
           ports.log(`job ${jobId}: the cancel signal was not sent; canceling without the worker`, error);
-          askedAt = -Infinity;
+          workerDeadline = 0;
         });
       }
-      const left = deadline() - Date.now();
+      const left = workerDeadline - Date.now();
       if (left > 0) {
         await follow.next(Math.min(left, 1000), abort);
         if (abort?.aborted) throw abort.reason;
