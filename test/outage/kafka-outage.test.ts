@@ -104,7 +104,11 @@ describe("when Kafka becomes unreachable under a running service", { skip }, () 
         (open) => open.length === 0,
         // A minute, plus rendering time for however many jobs the outage collected.
         { timeoutMs: 60_000 + outageJobs.length * 100, intervalMs: 100, what: "every job accepted during the outage to finish" },
-      );
+      ).catch((error: Error) => {
+        // What the service said about its consumers comes first: the list of open jobs is long.
+        const said = service!.output().split("\n").filter((line) => /crash|replac|stopped|restart|reachable/i.test(line)).slice(-30);
+        throw new Error(`${finished.size} of ${outageJobs.length} finished; the service's consumer lines:\n${said.join("\n")}\n${error.message}`.slice(0, 12_000));
+      });
       const allDoneAt = Date.now();
       marks.push({ at: allDoneAt, text: "every outage job done" });
       const startedAfter = [...finished.values()].map((job) => Date.parse(job.started_at) - answersAt).sort((a, b) => a - b);

@@ -42,6 +42,7 @@ import kafkajs from "kafkajs";
 import type { Admin, Consumer, EachMessagePayload, IHeaders, ITopicConfig, LogEntry } from "kafkajs";
 import { TOPICS, type EventBus, type EventHandler, type PublishOptions, type Subscription, type Topic } from "../../ports/event-bus.js";
 import { DependencyUnavailableError, type DependencyProbe } from "../../ports/dependency.js";
+import { startSupervisedConsumer, type SupervisedConsumer } from "./supervised-consumer.js";
 
 const { Kafka, Partitioners, logLevel } = kafkajs;
 
@@ -173,25 +174,28 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
     throw error;
   }
 
-  const consumers = new Set<Consumer>();
+  const consumers = new Set<SupervisedConsumer>();
   const resumeTimers = new Set<NodeJS.Timeout>();
   let closed = false;
   let closing: Promise<void> | undefined;
 
-  function newConsumer(groupId: string, maxWaitTimeInMs: number): Consumer {
-    const consumer = kafka.consumer({
-      groupId,
-      ...CONSUMER_TIMING,
-      maxWaitTimeInMs,
-      allowAutoTopicCreation: false,
-      // Always come back after an outage: a consumer that gave up would leave its topic unread until a restart.
-      retry: { ...RETRY, restartOnFailure: async () => true },
+  /** A consumer of the group, replaced whenever kafkajs gives it up (see supervised-consumer.ts). */
+  async function runConsumer(groupId: string, maxWaitTimeInMs: number, start: (consumer: Consumer) => Promise<void>): Promise<SupervisedConsumer> {
+    const supervised = await startSupervisedConsumer({
+      label: groupId,
+      log,
+      create: () => kafka.consumer({
+        groupId,
+        ...CONSUMER_TIMING,
+        maxWaitTimeInMs,
+        allowAutoTopicCreation: false,
+        // Always come back after an outage: a consumer that gave up would leave its topic unread until a restart.
+        retry: { ...RETRY, restartOnFailure: async () => true },
+      }),
+      start,
     });
-    consumer.on(consumer.events.CRASH, (event) => {
-      const { error, restart } = event.payload;
-      log(`kafka consumer ${groupId} crashed${restart ? " (restarting)" : " and stopped"}: ${describe(error)}`);
-    });
-    return consumer;
+    consumers.add(supervised);
+    return supervised;
   }
 
   async function produce(topic: string, key: string, value: string | Buffer | null, headers?: IHeaders): Promise<void> {
@@ -209,10 +213,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
 
   // The forwarder: one group over all delay topics, committing by hand so that a
   // message is committed only once its target has it (and never by a pause/seek).
-  const forwarder = newConsumer(`${prefix}delay-forwarder`, FORWARDER_MAX_WAIT_MS);
-  consumers.add(forwarder);
-
-  async function forward({ topic, partition, message, pause }: EachMessagePayload): Promise<void> {
+  async function forward(forwarder: Consumer, { topic, partition, message, pause }: EachMessagePayload): Promise<void> {
     const next = (BigInt(message.offset) + 1n).toString();
     const target = headerString(message.headers?.[HEADER_TARGET]);
     const due = Number(headerString(message.headers?.[HEADER_DUE]));
@@ -238,23 +239,23 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
   }
 
   try {
-    await forwarder.connect();
-    await forwarder.subscribe({ topics: [...delayTopics.values()], fromBeginning: true });
-    await forwarder.run({
-      autoCommit: false,
-      partitionsConsumedConcurrently: tiers.length * DELAY_TOPIC_PARTITIONS,
-      eachMessage: forward,
+    await runConsumer(`${prefix}delay-forwarder`, FORWARDER_MAX_WAIT_MS, async (forwarder) => {
+      await forwarder.connect();
+      await forwarder.subscribe({ topics: [...delayTopics.values()], fromBeginning: true });
+      await forwarder.run({
+        autoCommit: false,
+        partitionsConsumedConcurrently: tiers.length * DELAY_TOPIC_PARTITIONS,
+        eachMessage: (payload) => forward(forwarder, payload),
+      });
     });
   } catch (error) {
-    await Promise.allSettled([forwarder.disconnect(), producer.disconnect(), admin.disconnect()]);
+    await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
     throw error;
   }
 
-  async function disconnect(consumer: Consumer): Promise<void> {
+  async function disconnect(consumer: SupervisedConsumer): Promise<void> {
     consumers.delete(consumer);
-    // disconnect() stops fetching, waits for the handlers in flight, commits and leaves
-    // the group before closing the connections.
-    await consumer.disconnect();
+    await consumer.stop();
   }
 
   // Readiness asks a client of its own that does not retry, so a probe answers within its bound.
@@ -290,9 +291,6 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
     async subscribe<T>(topic: Topic, group: string, handler: EventHandler<T>): Promise<Subscription> {
       if (closed) throw new Error("event bus is closed");
       const kafkaTopic = topicName(topic);
-      const consumer = newConsumer(`${prefix}${group}.${topic}`, CONSUMER_TIMING.maxWaitTimeInMs);
-      consumers.add(consumer);
-
       async function eachMessage({ message, heartbeat }: EachMessagePayload): Promise<void> {
         let event: T;
         try {
@@ -318,16 +316,12 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
         }
       }
 
-      try {
-        await consumer.connect();
-        await consumer.subscribe({ topics: [kafkaTopic], fromBeginning: true });
+      const consumer = await runConsumer(`${prefix}${group}.${topic}`, CONSUMER_TIMING.maxWaitTimeInMs, async (member) => {
+        await member.connect();
+        await member.subscribe({ topics: [kafkaTopic], fromBeginning: true });
         // Resolves once the group is joined and partitions are assigned.
-        await consumer.run({ partitionsConsumedConcurrently: partitions, eachMessage });
-      } catch (error) {
-        consumers.delete(consumer);
-        await consumer.disconnect().catch(() => undefined);
-        throw error;
-      }
+        await member.run({ partitionsConsumedConcurrently: partitions, eachMessage });
+      });
       let closedOnce: Promise<void> | undefined;
       return { close: () => (closedOnce ??= disconnect(consumer)) };
     },

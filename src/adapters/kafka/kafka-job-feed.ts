@@ -10,6 +10,7 @@ import kafkajs from "kafkajs";
 import type { Consumer } from "kafkajs";
 import type { JobFeed, JobSignal } from "../../ports/job-feed.js";
 import { DependencyUnavailableError } from "../../ports/dependency.js";
+import { startSupervisedConsumer, type SupervisedConsumer } from "./supervised-consumer.js";
 
 const { Kafka, Partitioners, logLevel } = kafkajs;
 
@@ -37,30 +38,20 @@ export async function createKafkaJobFeed(options: KafkaJobFeedOptions): Promise<
   });
   const admin = kafka.admin({ retry: RETRY });
   const producer = kafka.producer({ allowAutoTopicCreation: false, retry: { retries: 3 }, createPartitioner: Partitioners.DefaultPartitioner });
-  const consumer: Consumer = kafka.consumer({
+  const newConsumer = (): Consumer => kafka.consumer({
     groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 100, allowAutoTopicCreation: false,
     retry: { ...RETRY, restartOnFailure: async () => true },
   });
+  let consumer: SupervisedConsumer | undefined;
   const listeners = new Set<(signal: JobSignal) => void>();
   const publishTimeoutMs = options.publishTimeoutMs ?? 3_000;
 
-  try {
-    await admin.connect();
-    const existing = await admin.listTopics();
-    if (!existing.includes(topic)) {
-      await admin.createTopics({
-        topics: [{ topic, numPartitions: options.partitions, configEntries: [{ name: "retention.ms", value: String(RETENTION_MS) }] }],
-        waitForLeaders: true,
-      }).catch((error: unknown) => {
-        if ((error as { type?: string }).type !== "TOPIC_ALREADY_EXISTS") throw error;
-      });
-    }
-    await producer.connect();
-    await consumer.connect();
-    await consumer.subscribe({ topics: [topic], fromBeginning: false });
-    // Listening starts once the group holds its partitions: signals published after that are heard.
-    const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
-    await consumer.run({
+  /** Runs a member of the group; resolves once it holds its partitions, so signals published after that are heard. */
+  async function listen(member: Consumer): Promise<void> {
+    const joined = new Promise<void>((resolve) => member.on(member.events.GROUP_JOIN, () => resolve()));
+    await member.connect();
+    await member.subscribe({ topics: [topic], fromBeginning: false });
+    await member.run({
       // Nothing to remember: the group is this process's alone and always starts at the end of the topic.
       autoCommit: false,
       eachMessage: async ({ message }) => {
@@ -80,10 +71,29 @@ export async function createKafkaJobFeed(options: KafkaJobFeedOptions): Promise<
       },
     });
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([joined, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("the job feed's consumer did not join its group within 30 s")), JOIN_TIMEOUT_MS)))]);
-    clearTimeout(timer);
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("the job feed's consumer did not join its group within 30 s")), JOIN_TIMEOUT_MS)));
+    try {
+      await Promise.race([joined, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  try {
+    await admin.connect();
+    const existing = await admin.listTopics();
+    if (!existing.includes(topic)) {
+      await admin.createTopics({
+        topics: [{ topic, numPartitions: options.partitions, configEntries: [{ name: "retention.ms", value: String(RETENTION_MS) }] }],
+        waitForLeaders: true,
+      }).catch((error: unknown) => {
+        if ((error as { type?: string }).type !== "TOPIC_ALREADY_EXISTS") throw error;
+      });
+    }
+    await producer.connect();
+    consumer = await startSupervisedConsumer({ label: groupId, log: options.log, create: newConsumer, start: listen });
   } catch (error) {
-    await Promise.allSettled([consumer.disconnect(), producer.disconnect(), admin.disconnect()]);
+    await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
     throw error;
   }
 
@@ -110,7 +120,7 @@ export async function createKafkaJobFeed(options: KafkaJobFeedOptions): Promise<
     close() {
       closing ??= (async () => {
         listeners.clear();
-        await Promise.allSettled([consumer.disconnect(), producer.disconnect()]);
+        await Promise.allSettled([consumer!.stop(), producer.disconnect()]);
         // The group was this process's alone: leave nothing behind in the cluster.
         await admin.deleteGroups([groupId]).catch(() => undefined);
         await admin.disconnect().catch(() => undefined);
