@@ -10,7 +10,15 @@ export interface ApiKeyRecord {
   readonly createdAt: Date;
   /** Its spend and rate limits; none when absent. */
   readonly limits?: KeyLimits;
+  /**
+   * What the credential is for: "key" (absent too), an API key for the
+   * generation APIs; "owner", an owner token that manages the account (its
+   * keys and webhook) and signs in to the panel, and calls no model.
+   */
+  readonly role?: CredentialRole;
 }
+
+export type CredentialRole = "key" | "owner";
 
 export interface ApiKeyStore {
   create(record: ApiKeyRecord): Promise<void>;
@@ -20,4 +28,6 @@ export interface ApiKeyStore {
   get(keyId: string): Promise<ApiKeyRecord | undefined>;
   /** Replaces the key's limits; false when the key does not exist. */
   setLimits(keyId: string, limits: KeyLimits): Promise<boolean>;
+  /** Every credential of the account (keys and owner tokens, revoked ones too), oldest first. */
+  listByAccount(accountId: string): Promise<ApiKeyRecord[]>;
 }

@@ -1,5 +1,6 @@
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { AccountService } from "../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../gen/generation/v1/admin_service_pb.js";
 import { FileService } from "../../gen/generation/v1/file_service_pb.js";
 import { GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
@@ -7,6 +8,7 @@ import { TextService } from "../../gen/generation/v1/text_service_pb.js";
 import type { Config, Role } from "../config/config.js";
 import type { CoreDeps, CorePorts } from "../core/core-deps.js";
 import type { GenerationRequested } from "../core/jobs/accept-job.js";
+import { createAccountService } from "../core/services/account-service.js";
 import { createAdminService } from "../core/services/admin-service.js";
 import { createFileService } from "../core/services/file-service.js";
 import { createGenerationService } from "../core/services/generation-service.js";
@@ -28,6 +30,7 @@ export interface Core {
     readonly generation: ReturnType<typeof createGenerationService>;
     readonly text: ReturnType<typeof createTextService>;
     readonly admin: ReturnType<typeof createAdminService>;
+    readonly account: ReturnType<typeof createAccountService>;
     readonly files: ReturnType<typeof createFileService>;
   };
   /** The in-process clients the gateway uses when it runs beside the core. */
@@ -71,12 +74,14 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
     generation: createGenerationService(deps, announcer.announce),
     text: createTextService(deps),
     admin: createAdminService(deps),
+    account: createAccountService(deps),
     files: createFileService(deps),
   };
   const clients: CoreClients = {
     generation: createInProcessClient(GenerationService, services.generation),
     text: createInProcessClient(TextService, services.text),
     admin: createInProcessClient(AdminService, services.admin),
+    account: createInProcessClient(AccountService, services.account),
     files: createInProcessClient(FileService, services.files),
   };
   const subscriptions: Subscription[] = [];
@@ -86,7 +91,7 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
     deps,
     services,
     clients,
-    headerCheck: localHeaderCheck(deps.apiKeys, config.adminToken),
+    headerCheck: localHeaderCheck(deps.apiKeys, config.adminToken, config.urlSigningSecret),
     staging: createInlineStaging(deps.blobs, config.limits),
     async startConsumers(roles, log) {
       if (roles.has("worker")) {
@@ -127,6 +132,7 @@ export function remoteCoreClients(baseUrl: string): CoreClients {
     generation: createClient(GenerationService, transport),
     text: createClient(TextService, transport),
     admin: createClient(AdminService, transport),
+    account: createClient(AccountService, transport),
     files: createClient(FileService, transport),
   };
 }

@@ -126,6 +126,7 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
       get generation() { return clients!.generation; },
       get text() { return clients!.text; },
       get admin() { return clients!.admin; },
+      get account() { return clients!.account; },
       get files() { return clients!.files; },
     };
     gateway = await buildGateway(lazy, {
@@ -186,7 +187,7 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
     });
     if (config.coreUrl) {
       clients = remoteCoreClients(config.coreUrl);
-      headerCheck = remoteHeaderCheck(clients.generation, config.adminToken);
+      headerCheck = remoteHeaderCheck(clients.generation, clients.account, config.adminToken, config.urlSigningSecret);
       readiness.markStarted();
       return running();
     }

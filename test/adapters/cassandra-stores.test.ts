@@ -7,6 +7,10 @@ import { openSession, type CassandraClient } from "../../src/adapters/cassandra/
 import { completeJob, settleJob, startJob } from "../../src/domain/jobs/job-state-machine.js";
 import type { Job } from "../../src/domain/jobs/job.js";
 import { jobListContract } from "./job-list-contract.js";
+import { apiKeyListingContract } from "./api-key-contract.js";
+import { CassandraApiKeyStore } from "../../src/adapters/cassandra/cassandra-api-key-store.js";
+import { copyKeysByAccount } from "../../src/adapters/cassandra/cassandra-session.js";
+import { randomUUID } from "node:crypto";
 
 const contactPoints = process.env.CASSANDRA_CONTACT_POINTS;
 const skip = !contactPoints && "needs CASSANDRA_CONTACT_POINTS (real Cassandra)";
@@ -45,6 +49,19 @@ describe("Cassandra stores against a real server", { skip }, () => {
   after(async () => {
     await client.execute(`DROP KEYSPACE IF EXISTS ${keyspace}`);
     await client.shutdown();
+  });
+
+  apiKeyListingContract(async () => new CassandraApiKeyStore(client), () => randomUUID().slice(0, 8));
+
+  it("when keys were written before api_keys_by_account existed, then the version 8 step lists them under their account", async () => {
+    const store = new CassandraApiKeyStore(client);
+    const accountId = `acct_old_${randomUUID().slice(0, 8)}`;
+    await store.create({ keyId: `k_old_${accountId}`, accountId, secretHash: `h_old_${accountId}`, models: ["*"], revoked: false, createdAt: new Date() });
+    await client.execute("DELETE FROM api_keys_by_account WHERE account_id = ?", [accountId]); // as before version 8
+    assert.deepEqual(await store.listByAccount(accountId), []);
+    await copyKeysByAccount(client);
+    await copyKeysByAccount(client); // a second run (a process that died midway) changes nothing
+    assert.deepEqual((await store.listByAccount(accountId)).map((r) => r.keyId), [`k_old_${accountId}`]);
   });
 
   it("ledger: a reservation whose answer was lost is resolved by reading, and held exactly once", async () => {

@@ -16,6 +16,9 @@ import { DependencyUnavailableError } from "../../src/ports/dependency.js";
 import type { IdempotencyStore } from "../../src/ports/idempotency-store.js";
 import type { JobStore } from "../../src/ports/job-store.js";
 import { jobListContract } from "./job-list-contract.js";
+import { apiKeyListingContract } from "./api-key-contract.js";
+import { MemoryApiKeyStore } from "../../src/adapters/memory/memory-api-key-store.js";
+import { randomUUID } from "node:crypto";
 import { openSqliteDatabase } from "../../src/adapters/sqlite/sqlite-database.js";
 import { encodeBody } from "../../src/adapters/shared/job-codec.js";
 
@@ -485,6 +488,14 @@ describe("SqliteApiKeyStore", () => {
     });
     assert.equal(await second.stores.apiKeys.findBySecretHash("nope"), undefined);
   });
+});
+
+describe("SqliteApiKeyStore listing", () => {
+  apiKeyListingContract(async () => (await open(freshDir())).stores.apiKeys, () => randomUUID().slice(0, 8));
+});
+
+describe("MemoryApiKeyStore listing", () => {
+  apiKeyListingContract(async () => new MemoryApiKeyStore(), () => randomUUID().slice(0, 8));
 });
 
 describe("SqliteDeliveryLog", () => {

@@ -28,6 +28,7 @@ const MIN_BLOCKS = 6;
 const MIN_COMMANDS = 15;
 /** What grpcurl `list` must show (README "gRPC reflection"). */
 const SERVED_SERVICES = [
+  "generation.v1.AccountService",
   "generation.v1.AdminService",
   "generation.v1.FileService",
   "generation.v1.GenerationService",

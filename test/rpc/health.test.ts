@@ -20,6 +20,7 @@ const SERVICES = [
   "generation.v1.GenerationService",
   "generation.v1.TextService",
   "generation.v1.AdminService",
+  "generation.v1.AccountService",
   "generation.v1.FileService",
 ];
 

@@ -27,6 +27,7 @@ const BUF = join(ROOT, "node_modules", ".bin", "buf");
 
 /** Every service the core port serves, as reflection must list them. */
 const SERVED = [
+  "generation.v1.AccountService",
   "generation.v1.AdminService",
   "generation.v1.FileService",
   "generation.v1.GenerationService",

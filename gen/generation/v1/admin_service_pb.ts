@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/admin_service.proto.
  */
 export const file_generation_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlImMKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMinQIKCUtleUxpbWl0cxIYCgtzcGVuZF9saW1pdBgBIAEoCUgAiAEBEh4KEWRhaWx5X3NwZW5kX2xpbWl0GAIgASgJSAGIAQESIAoTbW9udGhseV9zcGVuZF9saW1pdBgDIAEoCUgCiAEBEiIKFXJhdGVfbGltaXRfcGVyX21pbnV0ZRgEIAEoBUgDiAEBEiAKE21heF9jb25jdXJyZW50X2pvYnMYBSABKAVIBIgBAUIOCgxfc3BlbmRfbGltaXRCFAoSX2RhaWx5X3NwZW5kX2xpbWl0QhYKFF9tb250aGx5X3NwZW5kX2xpbWl0QhgKFl9yYXRlX2xpbWl0X3Blcl9taW51dGVCFgoUX21heF9jb25jdXJyZW50X2pvYnMihwMKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDwoHcmV2b2tlZBgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZsaW1pdHMYBiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxINCgVzcGVudBgHIAEoCRITCgtzcGVudF90b2RheRgIIAEoCRIYChBzcGVudF90aGlzX21vbnRoGAkgASgJEgwKBGhlbGQYCiABKAkSFgoJcmVtYWluaW5nGAsgASgJSACIAQESHAoPcmVtYWluaW5nX3RvZGF5GAwgASgJSAGIAQESIQoUcmVtYWluaW5nX3RoaXNfbW9udGgYDSABKAlIAogBAUIMCgpfcmVtYWluaW5nQhIKEF9yZW1haW5pbmdfdG9kYXlCFwoVX3JlbWFpbmluZ190aGlzX21vbnRoIiIKEEdldEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKEUdldEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IoABChNVcGRhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siOgoUVXBkYXRlQXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkihQEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEg4KBm1vZGVscxgDIAMoCRISCgphY2NvdW50X2lkGAQgASgJEigKBmxpbWl0cxgFIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKFFJldm9rZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdyZXZva2VkGAIgASgIIjQKEVNldFdlYmhvb2tSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSCwoDdXJsGAIgASgJIjEKElNldFdlYmhvb2tSZXNwb25zZRILCgN1cmwYASABKAkSDgoGc2VjcmV0GAIgASgJIikKF1NldFByb2plY3RQYXVzZWRSZXF1ZXN0Eg4KBnBhdXNlZBgBIAEoCCIqChhTZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USDgoGcGF1c2VkGAEgASgIIjYKFVNldE1vZGVsUGF1c2VkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZwYXVzZWQYAiABKAgiNwoWU2V0TW9kZWxQYXVzZWRSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIOCgZwYXVzZWQYAiABKAgiEwoRTGlzdFByaWNlc1JlcXVlc3QiPwoSTGlzdFByaWNlc1Jlc3BvbnNlEikKBnByaWNlcxgBIAMoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSI+ChJVcGRhdGVQcmljZVJlcXVlc3QSKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPwoTVXBkYXRlUHJpY2VSZXNwb25zZRIoCgVwcmljZRgBIAEoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSLcAgoNVXBzdHJlYW1Sb3V0ZRIMCgRuYW1lGAEgASgJEhAKCGJhc2VfdXJsGAIgASgJEg4KBm1vZGVscxgDIAMoCRIOCgZ3ZWlnaHQYBCABKAUSEgoKdGltZW91dF9tcxgFIAEoBRIYChBtYXhfaW5wdXRfaW1hZ2VzGAYgASgFEg4KBnBhdXNlZBgHIAEoCBIPCgdoZWFsdGh5GAggASgIEhAKCHJlcXVlc3RzGAkgASgDEhAKCGZhaWx1cmVzGAogASgDEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAsgASgFEhIKCmxhc3RfZXJyb3IYDCABKAkSMQoNbGFzdF9lcnJvcl9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPbGFzdF9zdWNjZXNzX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCITChFMaXN0Um91dGVzUmVxdWVzdCJCChJMaXN0Um91dGVzUmVzcG9uc2USLAoGcm91dGVzGAEgAygLMhwuZ2VuZXJhdGlvbi52MS5VcHN0cmVhbVJvdXRlIjUKFVNldFJvdXRlUGF1c2VkUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI2ChZTZXRSb3V0ZVBhdXNlZFJlc3BvbnNlEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIMtELCgxBZG1pblNlcnZpY2USWgoNQ3JlYXRlQWNjb3VudBIjLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlcXVlc3QaJC5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRSZXNwb25zZRJRCgpBZGRDcmVkaXRzEiAuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuQWRkQ3JlZGl0c1Jlc3BvbnNlEmYKEUdldEFjY291bnRCYWxhbmNlEicuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QaKC5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVzcG9uc2USewoYTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzEi4uZ2VuZXJhdGlvbi52MS5MaXN0QWNjb3VudExlZGdlckVudHJpZXNSZXF1ZXN0Gi8uZ2VuZXJhdGlvbi52MS5MaXN0QWNjb3VudExlZGdlckVudHJpZXNSZXNwb25zZRJgCg9HZXRBY2NvdW50VXNhZ2USJS5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRVc2FnZVJlcXVlc3QaJi5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRVc2FnZVJlc3BvbnNlElcKDENyZWF0ZUFwaUtleRIiLmdlbmVyYXRpb24udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USTgoJR2V0QXBpS2V5Eh8uZ2VuZXJhdGlvbi52MS5HZXRBcGlLZXlSZXF1ZXN0GiAuZ2VuZXJhdGlvbi52MS5HZXRBcGlLZXlSZXNwb25zZRJXCgxVcGRhdGVBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLlVwZGF0ZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlVwZGF0ZUFwaUtleVJlc3BvbnNlElcKDFJldm9rZUFwaUtleRIiLmdlbmVyYXRpb24udjEuUmV2b2tlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuUmV2b2tlQXBpS2V5UmVzcG9uc2USUQoKU2V0V2ViaG9vaxIgLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXNwb25zZRJjChBTZXRQcm9qZWN0UGF1c2VkEiYuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVxdWVzdBonLmdlbmVyYXRpb24udjEuU2V0UHJvamVjdFBhdXNlZFJlc3BvbnNlEl0KDlNldE1vZGVsUGF1c2VkEiQuZ2VuZXJhdGlvbi52MS5TZXRNb2RlbFBhdXNlZFJlcXVlc3QaJS5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVzcG9uc2USUQoKTGlzdFByaWNlcxIgLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RQcmljZXNSZXNwb25zZRJUCgtVcGRhdGVQcmljZRIhLmdlbmVyYXRpb24udjEuVXBkYXRlUHJpY2VSZXF1ZXN0GiIuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlc3BvbnNlElEKCkxpc3RSb3V0ZXMSIC5nZW5lcmF0aW9uLnYxLkxpc3RSb3V0ZXNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0Um91dGVzUmVzcG9uc2USXQoOU2V0Um91dGVQYXVzZWQSJC5nZW5lcmF0aW9uLnYxLlNldFJvdXRlUGF1c2VkUmVxdWVzdBolLmdlbmVyYXRpb24udjEuU2V0Um91dGVQYXVzZWRSZXNwb25zZUKwAQoZY29tLmV4YW1wbGUuZ2VuZXJhdGlvbi52MUIRQWRtaW5TZXJ2aWNlUHJvdG9QAVpHZ2l0aHViLmNvbS9leGFtcGxlL2dlbmVyYXRpb24tc2VydmljZS9nZW4vZ28vZ2VuZXJhdGlvbi92MTtnZW5lcmF0aW9udjGiAgNHWFiqAg1HZW5lcmF0aW9uLlYxygINR2VuZXJhdGlvblxWMeoCDkdlbmVyYXRpb246OlYxYgZwcm90bzM", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlImMKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMinQIKCUtleUxpbWl0cxIYCgtzcGVuZF9saW1pdBgBIAEoCUgAiAEBEh4KEWRhaWx5X3NwZW5kX2xpbWl0GAIgASgJSAGIAQESIAoTbW9udGhseV9zcGVuZF9saW1pdBgDIAEoCUgCiAEBEiIKFXJhdGVfbGltaXRfcGVyX21pbnV0ZRgEIAEoBUgDiAEBEiAKE21heF9jb25jdXJyZW50X2pvYnMYBSABKAVIBIgBAUIOCgxfc3BlbmRfbGltaXRCFAoSX2RhaWx5X3NwZW5kX2xpbWl0QhYKFF9tb250aGx5X3NwZW5kX2xpbWl0QhgKFl9yYXRlX2xpbWl0X3Blcl9taW51dGVCFgoUX21heF9jb25jdXJyZW50X2pvYnMihwMKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDwoHcmV2b2tlZBgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZsaW1pdHMYBiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxINCgVzcGVudBgHIAEoCRITCgtzcGVudF90b2RheRgIIAEoCRIYChBzcGVudF90aGlzX21vbnRoGAkgASgJEgwKBGhlbGQYCiABKAkSFgoJcmVtYWluaW5nGAsgASgJSACIAQESHAoPcmVtYWluaW5nX3RvZGF5GAwgASgJSAGIAQESIQoUcmVtYWluaW5nX3RoaXNfbW9udGgYDSABKAlIAogBAUIMCgpfcmVtYWluaW5nQhIKEF9yZW1haW5pbmdfdG9kYXlCFwoVX3JlbWFpbmluZ190aGlzX21vbnRoIiIKEEdldEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKEUdldEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IoABChNVcGRhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siOgoUVXBkYXRlQXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkihQEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEg4KBm1vZGVscxgDIAMoCRISCgphY2NvdW50X2lkGAQgASgJEigKBmxpbWl0cxgFIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKFFJldm9rZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdyZXZva2VkGAIgASgIIi8KGUxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJBChpMaXN0QWNjb3VudEFwaUtleXNSZXNwb25zZRIjCgRrZXlzGAEgAygLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiLQoXQ3JlYXRlT3duZXJUb2tlblJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJVChhDcmVhdGVPd25lclRva2VuUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSEwoLb3duZXJfdG9rZW4YAiABKAkSEgoKYWNjb3VudF9pZBgDIAEoCSI0ChFTZXRXZWJob29rUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEgsKA3VybBgCIAEoCSIxChJTZXRXZWJob29rUmVzcG9uc2USCwoDdXJsGAEgASgJEg4KBnNlY3JldBgCIAEoCSIpChdTZXRQcm9qZWN0UGF1c2VkUmVxdWVzdBIOCgZwYXVzZWQYASABKAgiKgoYU2V0UHJvamVjdFBhdXNlZFJlc3BvbnNlEg4KBnBhdXNlZBgBIAEoCCI2ChVTZXRNb2RlbFBhdXNlZFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIjcKFlNldE1vZGVsUGF1c2VkUmVzcG9uc2USDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIhMKEUxpc3RQcmljZXNSZXF1ZXN0Ij8KEkxpc3RQcmljZXNSZXNwb25zZRIpCgZwcmljZXMYASADKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPgoSVXBkYXRlUHJpY2VSZXF1ZXN0EigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj8KE1VwZGF0ZVByaWNlUmVzcG9uc2USKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2Ui3AIKDVVwc3RyZWFtUm91dGUSDAoEbmFtZRgBIAEoCRIQCghiYXNlX3VybBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDgoGd2VpZ2h0GAQgASgFEhIKCnRpbWVvdXRfbXMYBSABKAUSGAoQbWF4X2lucHV0X2ltYWdlcxgGIAEoBRIOCgZwYXVzZWQYByABKAgSDwoHaGVhbHRoeRgIIAEoCBIQCghyZXF1ZXN0cxgJIAEoAxIQCghmYWlsdXJlcxgKIAEoAxIcChRjb25zZWN1dGl2ZV9mYWlsdXJlcxgLIAEoBRISCgpsYXN0X2Vycm9yGAwgASgJEjEKDWxhc3RfZXJyb3JfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3Rfc3VjY2Vzc19hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEwoRTGlzdFJvdXRlc1JlcXVlc3QiQgoSTGlzdFJvdXRlc1Jlc3BvbnNlEiwKBnJvdXRlcxgBIAMoCzIcLmdlbmVyYXRpb24udjEuVXBzdHJlYW1Sb3V0ZSI1ChVTZXRSb3V0ZVBhdXNlZFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIOCgZwYXVzZWQYAiABKAgiNgoWU2V0Um91dGVQYXVzZWRSZXNwb25zZRIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCDKhDQoMQWRtaW5TZXJ2aWNlEloKDUNyZWF0ZUFjY291bnQSIy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRSZXF1ZXN0GiQuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVzcG9uc2USUQoKQWRkQ3JlZGl0cxIgLmdlbmVyYXRpb24udjEuQWRkQ3JlZGl0c1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXNwb25zZRJmChFHZXRBY2NvdW50QmFsYW5jZRInLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXF1ZXN0GiguZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEnsKGExpc3RBY2NvdW50TGVkZ2VyRW50cmllcxIuLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBovLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USYAoPR2V0QWNjb3VudFVzYWdlEiUuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50VXNhZ2VSZXF1ZXN0GiYuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50VXNhZ2VSZXNwb25zZRJXCgxDcmVhdGVBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlEk4KCUdldEFwaUtleRIfLmdlbmVyYXRpb24udjEuR2V0QXBpS2V5UmVxdWVzdBogLmdlbmVyYXRpb24udjEuR2V0QXBpS2V5UmVzcG9uc2USVwoMVXBkYXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5VcGRhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5VcGRhdGVBcGlLZXlSZXNwb25zZRJXCgxSZXZva2VBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlEmkKEkxpc3RBY2NvdW50QXBpS2V5cxIoLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRBcGlLZXlzUmVxdWVzdBopLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRBcGlLZXlzUmVzcG9uc2USYwoQQ3JlYXRlT3duZXJUb2tlbhImLmdlbmVyYXRpb24udjEuQ3JlYXRlT3duZXJUb2tlblJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLkNyZWF0ZU93bmVyVG9rZW5SZXNwb25zZRJRCgpTZXRXZWJob29rEiAuZ2VuZXJhdGlvbi52MS5TZXRXZWJob29rUmVxdWVzdBohLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1Jlc3BvbnNlEmMKEFNldFByb2plY3RQYXVzZWQSJi5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USXQoOU2V0TW9kZWxQYXVzZWQSJC5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVxdWVzdBolLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXNwb25zZRJRCgpMaXN0UHJpY2VzEiAuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1Jlc3BvbnNlElQKC1VwZGF0ZVByaWNlEiEuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlcXVlc3QaIi5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVzcG9uc2USUQoKTGlzdFJvdXRlcxIgLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RSb3V0ZXNSZXNwb25zZRJdCg5TZXRSb3V0ZVBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0Um91dGVQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlc3BvbnNlQrABChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWkdnaXRodWIuY29tL2V4YW1wbGUvZ2VuZXJhdGlvbi1zZXJ2aWNlL2dlbi9nby9nZW5lcmF0aW9uL3YxO2dlbmVyYXRpb252MaICA0dYWKoCDUdlbmVyYXRpb24uVjHKAg1HZW5lcmF0aW9uXFYx6gIOR2VuZXJhdGlvbjo6VjFiBnByb3RvMw", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateAccount.
@@ -674,6 +674,104 @@ export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@_
   messageDesc(file_generation_v1_admin_service, 19);
 
 /**
+ * Request of ListAccountApiKeys.
+ *
+ * @generated from message generation.v1.ListAccountApiKeysRequest
+ */
+export type ListAccountApiKeysRequest = Message<"generation.v1.ListAccountApiKeysRequest"> & {
+  /**
+   * The account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message generation.v1.ListAccountApiKeysRequest.
+ * Use `create(ListAccountApiKeysRequestSchema)` to create a new message.
+ */
+export const ListAccountApiKeysRequestSchema: GenMessage<ListAccountApiKeysRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 20);
+
+/**
+ * Response of ListAccountApiKeys.
+ *
+ * @generated from message generation.v1.ListAccountApiKeysResponse
+ */
+export type ListAccountApiKeysResponse = Message<"generation.v1.ListAccountApiKeysResponse"> & {
+  /**
+   * Oldest first, revoked ones too (owner tokens are not listed).
+   *
+   * @generated from field: repeated generation.v1.ApiKey keys = 1;
+   */
+  keys: ApiKey[];
+};
+
+/**
+ * Describes the message generation.v1.ListAccountApiKeysResponse.
+ * Use `create(ListAccountApiKeysResponseSchema)` to create a new message.
+ */
+export const ListAccountApiKeysResponseSchema: GenMessage<ListAccountApiKeysResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 21);
+
+/**
+ * Request of CreateOwnerToken.
+ *
+ * @generated from message generation.v1.CreateOwnerTokenRequest
+ */
+export type CreateOwnerTokenRequest = Message<"generation.v1.CreateOwnerTokenRequest"> & {
+  /**
+   * The account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message generation.v1.CreateOwnerTokenRequest.
+ * Use `create(CreateOwnerTokenRequestSchema)` to create a new message.
+ */
+export const CreateOwnerTokenRequestSchema: GenMessage<CreateOwnerTokenRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 22);
+
+/**
+ * Response of CreateOwnerToken.
+ *
+ * @generated from message generation.v1.CreateOwnerTokenResponse
+ */
+export type CreateOwnerTokenResponse = Message<"generation.v1.CreateOwnerTokenResponse"> & {
+  /**
+   * Its id (revoke it with RevokeApiKey).
+   *
+   * @generated from field: string token_id = 1;
+   */
+  tokenId: string;
+
+  /**
+   * The secret ("gso_…"), shown this once.
+   *
+   * @generated from field: string owner_token = 2;
+   */
+  ownerToken: string;
+
+  /**
+   * The account.
+   *
+   * @generated from field: string account_id = 3;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message generation.v1.CreateOwnerTokenResponse.
+ * Use `create(CreateOwnerTokenResponseSchema)` to create a new message.
+ */
+export const CreateOwnerTokenResponseSchema: GenMessage<CreateOwnerTokenResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 23);
+
+/**
  * Request of SetWebhook.
  *
  * @generated from message generation.v1.SetWebhookRequest
@@ -699,7 +797,7 @@ export type SetWebhookRequest = Message<"generation.v1.SetWebhookRequest"> & {
  * Use `create(SetWebhookRequestSchema)` to create a new message.
  */
 export const SetWebhookRequestSchema: GenMessage<SetWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 20);
+  messageDesc(file_generation_v1_admin_service, 24);
 
 /**
  * Response of SetWebhook.
@@ -727,7 +825,7 @@ export type SetWebhookResponse = Message<"generation.v1.SetWebhookResponse"> & {
  * Use `create(SetWebhookResponseSchema)` to create a new message.
  */
 export const SetWebhookResponseSchema: GenMessage<SetWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 21);
+  messageDesc(file_generation_v1_admin_service, 25);
 
 /**
  * Request of SetProjectPaused.
@@ -748,7 +846,7 @@ export type SetProjectPausedRequest = Message<"generation.v1.SetProjectPausedReq
  * Use `create(SetProjectPausedRequestSchema)` to create a new message.
  */
 export const SetProjectPausedRequestSchema: GenMessage<SetProjectPausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 22);
+  messageDesc(file_generation_v1_admin_service, 26);
 
 /**
  * Response of SetProjectPaused.
@@ -769,7 +867,7 @@ export type SetProjectPausedResponse = Message<"generation.v1.SetProjectPausedRe
  * Use `create(SetProjectPausedResponseSchema)` to create a new message.
  */
 export const SetProjectPausedResponseSchema: GenMessage<SetProjectPausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 23);
+  messageDesc(file_generation_v1_admin_service, 27);
 
 /**
  * Request of SetModelPaused.
@@ -797,7 +895,7 @@ export type SetModelPausedRequest = Message<"generation.v1.SetModelPausedRequest
  * Use `create(SetModelPausedRequestSchema)` to create a new message.
  */
 export const SetModelPausedRequestSchema: GenMessage<SetModelPausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 24);
+  messageDesc(file_generation_v1_admin_service, 28);
 
 /**
  * Response of SetModelPaused.
@@ -825,7 +923,7 @@ export type SetModelPausedResponse = Message<"generation.v1.SetModelPausedRespon
  * Use `create(SetModelPausedResponseSchema)` to create a new message.
  */
 export const SetModelPausedResponseSchema: GenMessage<SetModelPausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 25);
+  messageDesc(file_generation_v1_admin_service, 29);
 
 /**
  * Request of ListPrices.
@@ -840,7 +938,7 @@ export type ListPricesRequest = Message<"generation.v1.ListPricesRequest"> & {
  * Use `create(ListPricesRequestSchema)` to create a new message.
  */
 export const ListPricesRequestSchema: GenMessage<ListPricesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 26);
+  messageDesc(file_generation_v1_admin_service, 30);
 
 /**
  * Response of ListPrices.
@@ -861,7 +959,7 @@ export type ListPricesResponse = Message<"generation.v1.ListPricesResponse"> & {
  * Use `create(ListPricesResponseSchema)` to create a new message.
  */
 export const ListPricesResponseSchema: GenMessage<ListPricesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 27);
+  messageDesc(file_generation_v1_admin_service, 31);
 
 /**
  * Request of UpdatePrice.
@@ -882,7 +980,7 @@ export type UpdatePriceRequest = Message<"generation.v1.UpdatePriceRequest"> & {
  * Use `create(UpdatePriceRequestSchema)` to create a new message.
  */
 export const UpdatePriceRequestSchema: GenMessage<UpdatePriceRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 28);
+  messageDesc(file_generation_v1_admin_service, 32);
 
 /**
  * Response of UpdatePrice.
@@ -903,7 +1001,7 @@ export type UpdatePriceResponse = Message<"generation.v1.UpdatePriceResponse"> &
  * Use `create(UpdatePriceResponseSchema)` to create a new message.
  */
 export const UpdatePriceResponseSchema: GenMessage<UpdatePriceResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 29);
+  messageDesc(file_generation_v1_admin_service, 33);
 
 /**
  * An upstream route to the vendor's API and how it has been answering.
@@ -1015,7 +1113,7 @@ export type UpstreamRoute = Message<"generation.v1.UpstreamRoute"> & {
  * Use `create(UpstreamRouteSchema)` to create a new message.
  */
 export const UpstreamRouteSchema: GenMessage<UpstreamRoute> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 30);
+  messageDesc(file_generation_v1_admin_service, 34);
 
 /**
  * Request of ListRoutes.
@@ -1030,7 +1128,7 @@ export type ListRoutesRequest = Message<"generation.v1.ListRoutesRequest"> & {
  * Use `create(ListRoutesRequestSchema)` to create a new message.
  */
 export const ListRoutesRequestSchema: GenMessage<ListRoutesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 31);
+  messageDesc(file_generation_v1_admin_service, 35);
 
 /**
  * Response of ListRoutes.
@@ -1051,7 +1149,7 @@ export type ListRoutesResponse = Message<"generation.v1.ListRoutesResponse"> & {
  * Use `create(ListRoutesResponseSchema)` to create a new message.
  */
 export const ListRoutesResponseSchema: GenMessage<ListRoutesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 32);
+  messageDesc(file_generation_v1_admin_service, 36);
 
 /**
  * Request of SetRoutePaused.
@@ -1079,7 +1177,7 @@ export type SetRoutePausedRequest = Message<"generation.v1.SetRoutePausedRequest
  * Use `create(SetRoutePausedRequestSchema)` to create a new message.
  */
 export const SetRoutePausedRequestSchema: GenMessage<SetRoutePausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 33);
+  messageDesc(file_generation_v1_admin_service, 37);
 
 /**
  * Response of SetRoutePaused.
@@ -1107,7 +1205,7 @@ export type SetRoutePausedResponse = Message<"generation.v1.SetRoutePausedRespon
  * Use `create(SetRoutePausedResponseSchema)` to create a new message.
  */
 export const SetRoutePausedResponseSchema: GenMessage<SetRoutePausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 34);
+  messageDesc(file_generation_v1_admin_service, 38);
 
 /**
  * AdminService manages accounts, API keys, webhooks, pauses and prices.
@@ -1208,6 +1306,28 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RevokeApiKeyRequestSchema;
     output: typeof RevokeApiKeyResponseSchema;
+  },
+  /**
+   * Lists an account's API keys, oldest first (as AccountService.ListApiKeys).
+   *
+   * @generated from rpc generation.v1.AdminService.ListAccountApiKeys
+   */
+  listAccountApiKeys: {
+    methodKind: "unary";
+    input: typeof ListAccountApiKeysRequestSchema;
+    output: typeof ListAccountApiKeysResponseSchema;
+  },
+  /**
+   * Issues an owner token of an account: the credential its owner signs in
+   * to the panel with (AccountService). The secret is returned once.
+   * Revoke it with RevokeApiKey (its sessions end at their next call).
+   *
+   * @generated from rpc generation.v1.AdminService.CreateOwnerToken
+   */
+  createOwnerToken: {
+    methodKind: "unary";
+    input: typeof CreateOwnerTokenRequestSchema;
+    output: typeof CreateOwnerTokenResponseSchema;
   },
   /**
    * Sets the account-wide webhook and returns its signing secret.

@@ -8,16 +8,22 @@ export class CassandraApiKeyStore implements ApiKeyStore {
 
   async create(record: ApiKeyRecord): Promise<void> {
     await this.client.execute(
-      "INSERT INTO api_keys_by_hash (secret_hash, key_id, account_id, models, revoked, created_at, limits) VALUES (?, ?, ?, ?, ?, ?, ?)",
-      [record.secretHash, record.keyId, record.accountId, [...record.models], record.revoked, record.createdAt, encodeKeyLimits(record.limits) || null],
+      "INSERT INTO api_keys_by_hash (secret_hash, key_id, account_id, models, revoked, created_at, limits, role) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      [
+        record.secretHash, record.keyId, record.accountId, [...record.models], record.revoked, record.createdAt,
+        encodeKeyLimits(record.limits) || null, record.role ?? "key",
+      ],
     );
     await this.client.execute("INSERT INTO api_keys (key_id, secret_hash) VALUES (?, ?)", [record.keyId, record.secretHash]);
+    await this.client.execute("INSERT INTO api_keys_by_account (account_id, key_id, secret_hash) VALUES (?, ?, ?)", [
+      record.accountId, record.keyId, record.secretHash,
+    ]);
   }
 
   async findBySecretHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
     const row = (
       await this.client.execute(
-        "SELECT secret_hash, key_id, account_id, models, revoked, created_at, limits FROM api_keys_by_hash WHERE secret_hash = ?",
+        "SELECT secret_hash, key_id, account_id, models, revoked, created_at, limits, role FROM api_keys_by_hash WHERE secret_hash = ?",
         [secretHash],
       )
     ).first();
@@ -30,6 +36,7 @@ export class CassandraApiKeyStore implements ApiKeyStore {
       revoked: row.revoked === true,
       createdAt: row.created_at,
       ...(row.limits ? { limits: decodeKeyLimits(row.limits as string) } : {}),
+      ...(row.role === "owner" ? { role: "owner" as const } : {}),
     };
   }
 
@@ -50,5 +57,13 @@ export class CassandraApiKeyStore implements ApiKeyStore {
     if (!row) return false;
     await this.client.execute("UPDATE api_keys_by_hash SET limits = ? WHERE secret_hash = ?", [encodeKeyLimits(limits) || null, row.secret_hash]);
     return true;
+  }
+
+  async listByAccount(accountId: string): Promise<ApiKeyRecord[]> {
+    const rows = (await this.client.execute("SELECT secret_hash FROM api_keys_by_account WHERE account_id = ?", [accountId])).rows;
+    const records = await Promise.all(rows.map((row) => this.findBySecretHash(row.secret_hash as string)));
+    return records
+      .filter((record): record is ApiKeyRecord => record !== undefined)
+      .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.keyId.localeCompare(b.keyId));
   }
 }

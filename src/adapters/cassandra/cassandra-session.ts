@@ -111,6 +111,27 @@ export async function openSession(config: CassandraConfig): Promise<CassandraCli
   return client;
 }
 
+/** api_keys_by_account (version 8) gets every key written before it existed. */
+export async function copyKeysByAccount(client: CassandraClient): Promise<void> {
+  let pageState: string | undefined;
+  do {
+    const page = await client.execute("SELECT secret_hash, key_id, account_id FROM api_keys_by_hash", [], { fetchSize: 500, ...(pageState ? { pageState } : {}) });
+    for (const row of page.rows) {
+      await client.execute("INSERT INTO api_keys_by_account (account_id, key_id, secret_hash) VALUES (?, ?, ?)", [row.account_id, row.key_id, row.secret_hash]);
+    }
+    pageState = page.pageState ?? undefined;
+  } while (pageState);
+}
+
+/**
+ * Data a migration's new table needs from the old ones, copied once right
+ * after its CQL (and before the version is recorded, so a process that dies
+ * midway copies again). Idempotent: plain INSERTs of the same rows.
+ */
+const AFTER_MIGRATION: Record<number, (client: CassandraClient) => Promise<void>> = {
+  8: copyKeysByAccount,
+};
+
 /** Versioned CQL files (NNNN_name.cql), each applied once; every statement is idempotent, so two processes may race safely. */
 async function migrate(client: CassandraClient): Promise<void> {
   await client.execute(
@@ -130,6 +151,7 @@ async function migrate(client: CassandraClient): Promise<void> {
       .map((s) => s.trim())
       .filter(Boolean);
     for (const statement of statements) await client.execute(statement, [], { prepare: false });
+    await AFTER_MIGRATION[version]?.(client);
     await client.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?) IF NOT EXISTS", [
       version, file, new Date(),
     ]);

@@ -34,4 +34,10 @@ export class MemoryApiKeyStore implements ApiKeyStore {
     this.byHash.set(hash, { ...record, limits });
     return true;
   }
+
+  async listByAccount(accountId: string): Promise<ApiKeyRecord[]> {
+    return [...this.byHash.values()]
+      .filter((record) => record.accountId === accountId)
+      .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.keyId.localeCompare(b.keyId));
+  }
 }

@@ -12,9 +12,10 @@ interface KeyRow {
   revoked: number;
   created_at: number;
   limits: string | null;
+  role: string;
 }
 
-/** API keys by secret hash (every request) and by id (revocation). Only the hash of a secret is stored. */
+/** API keys and owner tokens by secret hash (every request), by id (revocation) and by account (listing). Only the hash of a secret is stored. */
 export class SqliteApiKeyStore implements ApiKeyStore {
   private readonly statements;
 
@@ -22,10 +23,13 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     this.statements = {
       // A record written again (same id or same hash) replaces the old one, as the other stores do.
       upsert: db.prepare(
-        "INSERT OR REPLACE INTO api_keys (key_id, secret_hash, account_id, models, revoked, created_at, limits) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO api_keys (key_id, secret_hash, account_id, models, revoked, created_at, limits, role) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
       ),
-      byHash: db.prepare("SELECT key_id, secret_hash, account_id, models, revoked, created_at, limits FROM api_keys WHERE secret_hash = ?"),
-      byId: db.prepare("SELECT key_id, secret_hash, account_id, models, revoked, created_at, limits FROM api_keys WHERE key_id = ?"),
+      byHash: db.prepare("SELECT key_id, secret_hash, account_id, models, revoked, created_at, limits, role FROM api_keys WHERE secret_hash = ?"),
+      byId: db.prepare("SELECT key_id, secret_hash, account_id, models, revoked, created_at, limits, role FROM api_keys WHERE key_id = ?"),
+      byAccount: db.prepare(
+        "SELECT key_id, secret_hash, account_id, models, revoked, created_at, limits, role FROM api_keys WHERE account_id = ? ORDER BY created_at, key_id",
+      ),
       revoke: db.prepare("UPDATE api_keys SET revoked = 1 WHERE key_id = ?"),
       setLimits: db.prepare("UPDATE api_keys SET limits = ? WHERE key_id = ?"),
     };
@@ -35,7 +39,7 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     sqliteCall(() =>
       this.statements.upsert.run(
         record.keyId, record.secretHash, record.accountId, JSON.stringify(record.models), record.revoked ? 1 : 0,
-        record.createdAt.getTime(), encodeKeyLimits(record.limits) || null,
+        record.createdAt.getTime(), encodeKeyLimits(record.limits) || null, record.role ?? "key",
       ),
     );
   }
@@ -55,6 +59,10 @@ export class SqliteApiKeyStore implements ApiKeyStore {
   async revoke(keyId: string): Promise<boolean> {
     return sqliteCall(() => this.statements.revoke.run(keyId)).changes > 0;
   }
+
+  async listByAccount(accountId: string): Promise<ApiKeyRecord[]> {
+    return (sqliteCall(() => this.statements.byAccount.all(accountId)) as KeyRow[]).map((row) => toRecord(row)!);
+  }
 }
 
 function toRecord(row: KeyRow | undefined): ApiKeyRecord | undefined {
@@ -67,5 +75,6 @@ function toRecord(row: KeyRow | undefined): ApiKeyRecord | undefined {
     revoked: row.revoked === 1,
     createdAt: new Date(row.created_at),
     ...(row.limits ? { limits: decodeKeyLimits(row.limits) } : {}),
+    ...(row.role === "owner" ? { role: "owner" as const } : {}),
   };
 }

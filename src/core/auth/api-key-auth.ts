@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { isModelGranted } from "../../domain/accounts/grants.js";
 import type { ModelSpec } from "../../domain/catalog/models.js";
-import type { ApiKeyStore } from "../../ports/api-key-store.js";
+import type { ApiKeyRecord, ApiKeyStore } from "../../ports/api-key-store.js";
 
 export interface Caller {
   readonly keyId: string;
@@ -30,7 +30,15 @@ export async function authenticate(headers: Headers, keys: ApiKeyStore): Promise
   if (!secret) throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
   const record = await keys.findBySecretHash(hashSecret(secret));
   if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
+  refuseOwnerToken(record);
   return { keyId: record.keyId, accountId: record.accountId, models: record.models, limits: record.limits ?? {} };
+}
+
+/** An owner token manages its account and calls no model: presented as an API key, it is 401 invalid_api_key. */
+export function refuseOwnerToken(record: ApiKeyRecord): void {
+  if (record.role === "owner") {
+    throw new DomainError("unauthenticated", "invalid_api_key", "an owner token manages the account and calls no model; use an API key");
+  }
 }
 
 export function requireGrant(caller: Caller, model: ModelSpec): void {

@@ -1,13 +1,19 @@
 import type { Client } from "@connectrpc/connect";
 import type { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
+import type { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import type { ApiKeyStore } from "../../ports/api-key-store.js";
 import { rpc } from "../errors/rpc-errors.js";
 import { requireAdmin } from "./admin-auth.js";
-import { hashSecret, presentedKey } from "./api-key-auth.js";
+import { hashSecret, presentedKey, refuseOwnerToken } from "./api-key-auth.js";
+import { authenticateOwner } from "./owner-auth.js";
 
-/** What a call needs before its body is worth reading: an API key, or the admin token. */
-export type Credential = "api_key" | "admin";
+/**
+ * What a call needs before its body is worth reading: an API key, the
+ * operator (admin token or operator session), or the account's owner (owner
+ * token or owner session).
+ */
+export type Credential = "api_key" | "admin" | "owner";
 
 /**
  * Checks a call's credentials from its headers alone, before the edge reads
@@ -37,11 +43,12 @@ function rememberValid(ttlMs: number) {
 }
 
 /** The check beside the core: the key store itself. */
-export function localHeaderCheck(keys: ApiKeyStore, adminToken: string, ttlMs = 5_000): HeaderCheck {
+export function localHeaderCheck(keys: ApiKeyStore, adminToken: string, sessionSecret: Buffer, ttlMs = 5_000): HeaderCheck {
   const remembered = rememberValid(ttlMs);
   return (headers, needs) =>
     rpc(async () => {
-      if (needs === "admin") return requireAdmin(headers, adminToken);
+      if (needs === "admin") return requireAdmin(headers, adminToken, sessionSecret, new Date());
+      if (needs === "owner") return void (await authenticateOwner(headers, keys, sessionSecret, new Date()));
       const secret = presentedKey(headers);
       if (!secret) throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
       const hash = hashSecret(secret);
@@ -49,15 +56,23 @@ export function localHeaderCheck(keys: ApiKeyStore, adminToken: string, ttlMs = 
       if (remembered.has(hash, now)) return;
       const record = await keys.findBySecretHash(hash);
       if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
+      refuseOwnerToken(record);
       remembered.add(hash, now);
     });
 }
 
-/** A gateway in front of a remote core: the admin token is configuration; a key is asked of the core (GetBalance needs only a valid key). */
-export function remoteHeaderCheck(generation: Client<typeof GenerationService>, adminToken: string, ttlMs = 5_000): HeaderCheck {
+/**
+ * A gateway in front of a remote core: the admin token and the session secret
+ * are configuration; a key is asked of the core (GetBalance needs only a valid
+ * key), an owner too (GetAccount needs only the owner).
+ */
+export function remoteHeaderCheck(
+  generation: Client<typeof GenerationService>, account: Client<typeof AccountService>, adminToken: string, sessionSecret: Buffer, ttlMs = 5_000,
+): HeaderCheck {
   const remembered = rememberValid(ttlMs);
   return async (headers, needs) => {
-    if (needs === "admin") return rpc(async () => requireAdmin(headers, adminToken));
+    if (needs === "admin") return rpc(async () => requireAdmin(headers, adminToken, sessionSecret, new Date()));
+    if (needs === "owner") return void (await account.getAccount({}, { headers }));
     const secret = presentedKey(headers);
     if (!secret) return rpc(async () => { throw new DomainError("unauthenticated", "missing_api_key", "an API key is required"); });
     const hash = hashSecret(secret);

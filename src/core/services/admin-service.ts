@@ -2,20 +2,16 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
-import { ALL_MODELS_GRANT } from "../../domain/accounts/grants.js";
 import { findModel, MODELS } from "../../domain/catalog/models.js";
-import { badRequest, DomainError, invalid } from "../../domain/errors/domain-error.js";
-import { changeKeyLimits, keyStanding, parseKeyLimits, type KeyLimits, type KeyLimitsInput } from "../../domain/accounts/key-limits.js";
-import { formatMoney } from "../../domain/money.js";
+import { DomainError, invalid } from "../../domain/errors/domain-error.js";
 import type { ApiKeyRecord } from "../../ports/api-key-store.js";
-import type { KeyLimits as KeyLimitsMessage } from "../../../gen/generation/v1/admin_service_pb.js";
 import { formatModelPrices, parseModelPrices, type ModelPricesText } from "../../domain/pricing/price-table.js";
 import {
   checkBalanceAfterCredit, checkPriceTexts, MAX_CREDIT, MAX_OPENING_BALANCE, parseAmountField,
 } from "../../domain/validation/amounts.js";
 import { isHttpUrl } from "../../domain/validation/urls.js";
 import { requireAdmin } from "../auth/admin-auth.js";
-import { hashSecret } from "../auth/api-key-auth.js";
+import { accountKeys, checkGrants, issueCredential, keyNotFound, keyView, limitsMessage, parseLimitsMessage, updateKeyLimits } from "../accounts/api-keys.js";
 import type { CoreDeps } from "../core-deps.js";
 import { rpc } from "../errors/rpc-errors.js";
 import { balanceView } from "./balance-view.js";
@@ -41,31 +37,17 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
   /** Every admin answer leaves once what it changed (accounts, money, keys, settings) is on disk. */
   const admin = <T>(headers: Headers, work: () => Promise<T>) =>
     rpc(async () => {
-      requireAdmin(headers, deps.settingsOf.adminToken);
+      requireAdmin(headers, deps.settingsOf.adminToken, deps.settingsOf.urlSigningSecret, deps.clock.now());
       const result = await work();
       await deps.durability.flush();
       return result;
     });
 
-  async function existingKey(keyId: string): Promise<ApiKeyRecord> {
+  /** A key (never an owner token: those are revoked, not managed). */
+  async function existingKey(keyId: string, { owners = false } = {}): Promise<ApiKeyRecord> {
     const record = keyId === "" ? undefined : await deps.apiKeys.get(keyId);
-    if (!record) throw new DomainError("not_found", "key_not_found", `no key ${keyId}`);
+    if (!record || (!owners && record.role === "owner")) throw keyNotFound(keyId);
     return record;
-  }
-
-  /** The key with its standing: spent by period, held, and what each spend limit leaves. */
-  async function keyView(record: ApiKeyRecord) {
-    const limits = record.limits ?? {};
-    const { spending, held } = await deps.ledger.keyAccount(record.accountId, record.keyId);
-    const standing = keyStanding(limits, spending, held, deps.clock.now());
-    const text = (amount: bigint | undefined) => (amount === undefined ? undefined : formatMoney(amount));
-    return {
-      keyId: record.keyId, accountId: record.accountId, models: [...record.models], revoked: record.revoked,
-      createdAt: timestampFromDate(record.createdAt), limits: limitsMessage(limits),
-      spent: formatMoney(standing.spent), spentToday: formatMoney(standing.spentToday), spentThisMonth: formatMoney(standing.spentThisMonth),
-      held: formatMoney(standing.held), remaining: text(standing.remaining), remainingToday: text(standing.remainingToday),
-      remainingThisMonth: text(standing.remainingThisMonth),
-    };
   }
 
   async function existingBalance(accountId: string) {
@@ -112,43 +94,39 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     createApiKey: (request, context) =>
       admin(context.requestHeader, async () => {
         await existingBalance(request.accountId);
-        if (request.models.length === 0) throw invalid("invalid_grants", "models must name at least one model or \"*\"", { field: "models" });
-        for (const model of request.models) {
-          if (model !== ALL_MODELS_GRANT && findModel(model)?.id !== model) {
-            throw invalid("invalid_grants", `unknown model "${model}" in models`, { field: "models" });
-          }
-        }
-        const limits = parseKeyLimits(limitsInput(request.limits));
-        const keyId = `key_${randomUUID().replaceAll("-", "")}`;
-        const apiKey = `gsk_${randomBytes(32).toString("base64url")}`;
-        await deps.apiKeys.create({
-          keyId, accountId: request.accountId, secretHash: hashSecret(apiKey), models: [...request.models],
-          revoked: false, createdAt: deps.clock.now(), limits,
-        });
-        return { keyId, apiKey, models: request.models, accountId: request.accountId, limits: limitsMessage(limits) };
+        checkGrants(request.models);
+        const limits = parseLimitsMessage(request.limits);
+        const { record, secret } = await issueCredential(deps, request.accountId, "key", request.models, limits);
+        return { keyId: record.keyId, apiKey: secret, models: request.models, accountId: request.accountId, limits: limitsMessage(limits) };
       }),
 
     getApiKey: (request, context) =>
-      admin(context.requestHeader, async () => ({ key: await keyView(await existingKey(request.keyId)) })),
+      admin(context.requestHeader, async () => ({ key: await keyView(deps, await existingKey(request.keyId)) })),
 
     updateApiKey: (request, context) =>
       admin(context.requestHeader, async () => {
-        const record = await existingKey(request.keyId);
-        const mentioned = new Set<keyof KeyLimits>();
-        for (const path of request.updateMask?.paths ?? []) {
-          const field = LIMIT_FIELDS[path];
-          if (!field) throw badRequest("invalid_key_limit", `update_mask names "${path}", which is not a key limit (${Object.keys(LIMIT_FIELDS).join(", ")})`, { field: "update_mask" });
-          mentioned.add(field);
-        }
-        const limits = changeKeyLimits(record.limits ?? {}, limitsInput(request.limits), mentioned);
-        if (!(await deps.apiKeys.setLimits(record.keyId, limits))) throw new DomainError("not_found", "key_not_found", `no key ${request.keyId}`);
-        return { key: await keyView({ ...record, limits }) };
+        const record = await updateKeyLimits(deps, await existingKey(request.keyId), request.limits, request.updateMask);
+        return { key: await keyView(deps, record) };
       }),
 
     revokeApiKey: (request, context) =>
       admin(context.requestHeader, async () => {
-        if (!(await deps.apiKeys.revoke(request.keyId))) throw new DomainError("not_found", "key_not_found", `no key ${request.keyId}`);
+        await existingKey(request.keyId, { owners: true });
+        if (!(await deps.apiKeys.revoke(request.keyId))) throw keyNotFound(request.keyId);
         return { keyId: request.keyId, revoked: true };
+      }),
+
+    listAccountApiKeys: (request, context) =>
+      admin(context.requestHeader, async () => {
+        await existingBalance(request.accountId);
+        return { keys: await accountKeys(deps, request.accountId) };
+      }),
+
+    createOwnerToken: (request, context) =>
+      admin(context.requestHeader, async () => {
+        await existingBalance(request.accountId);
+        const { record, secret } = await issueCredential(deps, request.accountId, "owner", [], {});
+        return { tokenId: record.keyId, ownerToken: secret, accountId: request.accountId };
       }),
 
     setWebhook: (request, context) =>
@@ -228,26 +206,3 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
   };
 }
 
-/** update_mask paths (KeyLimits fields) → the domain's names. */
-const LIMIT_FIELDS: Record<string, keyof KeyLimits> = {
-  spend_limit: "spendLimit",
-  daily_spend_limit: "dailySpendLimit",
-  monthly_spend_limit: "monthlySpendLimit",
-  rate_limit_per_minute: "ratePerMinute",
-  max_concurrent_jobs: "maxConcurrentJobs",
-};
-
-function limitsInput(message: KeyLimitsMessage | undefined): KeyLimitsInput {
-  return {
-    spendLimit: message?.spendLimit, dailySpendLimit: message?.dailySpendLimit, monthlySpendLimit: message?.monthlySpendLimit,
-    ratePerMinute: message?.rateLimitPerMinute, maxConcurrentJobs: message?.maxConcurrentJobs,
-  };
-}
-
-function limitsMessage(limits: KeyLimits) {
-  const text = (amount: bigint | undefined) => (amount === undefined ? undefined : formatMoney(amount));
-  return {
-    spendLimit: text(limits.spendLimit), dailySpendLimit: text(limits.dailySpendLimit), monthlySpendLimit: text(limits.monthlySpendLimit),
-    rateLimitPerMinute: limits.ratePerMinute, maxConcurrentJobs: limits.maxConcurrentJobs,
-  };
-}

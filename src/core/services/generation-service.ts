@@ -255,6 +255,7 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
             paused: paused.has(model.id),
             maxOutputTokens: model.maxOutputTokens ?? 0,
             durationsSeconds: [...(model.jobDurations ?? [])],
+            explicitGrantRequired: model.needsExplicitGrant === true,
           })),
         };
       }),

@@ -5,6 +5,7 @@ import {
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
+import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
 import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
@@ -30,6 +31,7 @@ const FORWARDED: readonly (readonly [DescService, (core: CoreClients) => object]
   [GenerationService, (core) => core.generation],
   [TextService, (core) => core.text],
   [AdminService, (core) => core.admin],
+  [AccountService, (core) => core.account],
   [FileService, (core) => core.files],
 ];
 

@@ -20,6 +20,7 @@ import { fileRoutes } from "./routes/file-routes.js";
 import { healthRoutes } from "./routes/health-routes.js";
 import { jobsRoutes } from "./routes/jobs-routes.js";
 import { moneyRoutes } from "./routes/money-routes.js";
+import { panelRoutes } from "./routes/panel-routes.js";
 import { VENDOR_PREFIXES, vendorRoutes } from "./routes/vendor-routes.js";
 
 export interface GatewayOptions {
@@ -45,6 +46,8 @@ export interface GatewayOptions {
   readonly staging: () => InlineStaging | undefined;
   /** CORS_ORIGINS: the web origins whose pages may call this port (none: no CORS headers at all). */
   readonly corsOrigins?: readonly string[];
+  /** Where the built web panel is (default panel/dist). */
+  readonly panelDir?: string;
   /** SSE_KEEPALIVE: how often an idle job event stream sends a comment (default 15 s). */
   readonly sseKeepAliveMs?: number;
 }
@@ -155,6 +158,7 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   await app.register(moneyRoutes(core, guard));
   await app.register(adminRoutes(core, guard));
   await app.register(fileRoutes(core));
+  await app.register(panelRoutes(core, options.panelDir));
   for (const prefix of VENDOR_PREFIXES) await app.register(vendorRoutes(core, guard), { prefix });
   return app;
 }

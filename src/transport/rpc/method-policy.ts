@@ -1,4 +1,5 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
+import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
 import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
@@ -40,8 +41,12 @@ const CARRIES_INPUT_IMAGES = new Set<DescMethod>([
   TextService.method.countTokens,
 ]);
 
-/** Methods of an authenticated service that answer without a key (the handler checks none). */
-const PUBLIC = new Set<DescMethod>([GenerationService.method.listModels]);
+/**
+ * Methods of an authenticated service whose edge checks no credential: ListModels
+ * needs none; StartSession takes either the admin or an owner token (its
+ * handler tells them apart) and its message is empty.
+ */
+const PUBLIC = new Set<DescMethod>([GenerationService.method.listModels, AccountService.method.startSession]);
 
 /**
  * What each served service asks of a caller's headers. FileService checks the
@@ -50,6 +55,7 @@ const PUBLIC = new Set<DescMethod>([GenerationService.method.listModels]);
  */
 const CREDENTIAL_OF = new Map<DescService, Credential | undefined>([
   [AdminService, "admin"],
+  [AccountService, "owner"],
   [GenerationService, "api_key"],
   [TextService, "api_key"],
   [FileService, undefined],

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
 import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
@@ -153,7 +154,7 @@ export async function listenRpc(
 ) {
   const { edge } = options;
   const debug = options.debugLog ?? (() => {});
-  const served = [GenerationService, TextService, AdminService, FileService].map((service) => service.typeName);
+  const served = [GenerationService, TextService, AdminService, AccountService, FileService].map((service) => service.typeName);
   // Ends open health Watch calls on close; they would otherwise hold the HTTP/2 sessions open.
   const closing = new AbortController();
   // One listener per open Watch: any number of them is expected (no MaxListenersExceededWarning).
@@ -168,6 +169,7 @@ export async function listenRpc(
     [GenerationService, core.services.generation],
     [TextService, core.services.text],
     [AdminService, core.services.admin],
+    [AccountService, core.services.account],
     [FileService, core.services.files],
     [Health, health],
   ];

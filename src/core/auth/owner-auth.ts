@@ -1,0 +1,63 @@
+import { DomainError } from "../../domain/errors/domain-error.js";
+import { checkCsrfToken, readSession, type PanelSession } from "../../domain/accounts/panel-session.js";
+import type { ApiKeyStore } from "../../ports/api-key-store.js";
+import { hashSecret, presentedKey } from "./api-key-auth.js";
+
+/** The panel session (the gateway copies it from its HttpOnly cookie) and the CSRF token every call of it carries. */
+export const SESSION_HEADER = "x-panel-session";
+export const CSRF_HEADER = "x-csrf-token";
+
+/** An account's owner, signed in with an owner token or a panel session of one. */
+export interface Owner {
+  readonly accountId: string;
+  /** The owner token's id. */
+  readonly credentialId: string;
+}
+
+const ownerOnly = () =>
+  new DomainError("permission_denied", "owner_credential_required", "this call needs the account owner's credential (an owner token or a panel session of one), not an API key");
+
+/**
+ * The session the headers carry, checked (signature, expiry, CSRF token), or
+ * undefined when they carry none. `csrf: false` only where the session's own
+ * CSRF token is handed out.
+ */
+export function presentedSession(headers: Headers, secret: Buffer, now: Date, { csrf = true } = {}): PanelSession | undefined {
+  const token = headers.get(SESSION_HEADER);
+  if (token === null) return undefined;
+  const session = readSession(secret, token, now);
+  if (csrf) checkCsrfToken(secret, token, headers.get(CSRF_HEADER));
+  return session;
+}
+
+/** The owner token the headers present (`authorization: Bearer gso_…`), or 401/403. */
+export async function ownerOfToken(headers: Headers, keys: ApiKeyStore): Promise<Owner> {
+  const secret = presentedKey(headers);
+  if (!secret) throw new DomainError("unauthenticated", "missing_credential", "an owner token or a panel session is required");
+  const record = await keys.findBySecretHash(hashSecret(secret));
+  if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_owner_token", "the owner token is invalid or revoked");
+  if (record.role !== "owner") throw ownerOnly();
+  return { accountId: record.accountId, credentialId: record.keyId };
+}
+
+/**
+ * The owner behind a call: a panel session of an owner (whose owner token is
+ * still valid: revoking it ends its sessions) or an owner token. An API key
+ * is 403 owner_credential_required; an operator session is not an owner.
+ * `authorization`, when sent, is the credential, whatever session rides along.
+ */
+export async function authenticateOwner(headers: Headers, keys: ApiKeyStore, secret: Buffer, now: Date): Promise<Owner> {
+  // A token sent explicitly wins over a session cookie the browser happens to carry.
+  const session = headers.has("authorization") ? undefined : presentedSession(headers, secret, now);
+  return session ? ownerOfSession(session, keys) : ownerOfToken(headers, keys);
+}
+
+/** The owner of a checked session, while the owner token it came from is valid. */
+export async function ownerOfSession(session: PanelSession, keys: ApiKeyStore): Promise<Owner> {
+  if (session.role !== "owner") throw ownerOnly();
+  const token = await keys.get(session.credentialId);
+  if (!token || token.revoked || token.role !== "owner" || token.accountId !== session.accountId) {
+    throw new DomainError("unauthenticated", "session_revoked", "the owner token of this panel session was revoked; sign in again");
+  }
+  return { accountId: session.accountId, credentialId: session.credentialId };
+}

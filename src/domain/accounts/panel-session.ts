@@ -1,0 +1,98 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { DomainError } from "../errors/domain-error.js";
+
+/**
+ * Panel sessions: what the web panel's HttpOnly cookie holds once an owner
+ * token (or the admin token) was exchanged for it. A session is a signed,
+ * self-contained token, so every process of a deployment that shares the
+ * signing secret accepts it without a session store:
+ *
+ *   "gps1." base64url(JSON [role, accountId, credentialId, expiresAtMs, nonce]) "." base64url(MAC)
+ *
+ * The MAC is HMAC-SHA256 (truncated to 128 bits) under the signing secret
+ * with its own purpose label, so no other signed token of the service (page
+ * tokens, file links) can pass for a session. An owner session names the
+ * owner token it came from: revoking that token ends its sessions at their
+ * next call. The CSRF token is derived from the session (another MAC), so the
+ * panel can be given it at any time and a forged request without it, which
+ * a browser would send with the cookie, is refused.
+ */
+
+export type SessionRole = "owner" | "operator";
+
+export interface PanelSession {
+  readonly role: SessionRole;
+  /** The owner's account; "" for the operator. */
+  readonly accountId: string;
+  /** The owner token the session came from; "" for the operator. */
+  readonly credentialId: string;
+  readonly expiresAt: Date;
+}
+
+const PREFIX = "gps1";
+const MAC_BYTES = 16;
+const SHAPE = /^gps1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+/** How long a session lasts: a working day. Signing in again is cheap; a stolen cookie dies soon. */
+export const SESSION_LIFETIME_MS = 12 * 3600_000;
+
+function mac(secret: Buffer, purpose: string, text: string): string {
+  return createHmac("sha256", secret).update(`panel-${purpose}\n${text}`).digest().subarray(0, MAC_BYTES).toString("base64url");
+}
+
+function equalText(a: string, b: string): boolean {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+export function issueSession(secret: Buffer, session: PanelSession, nonce: string): string {
+  const payload = Buffer.from(JSON.stringify([session.role, session.accountId, session.credentialId, session.expiresAt.getTime(), nonce])).toString("base64url");
+  const body = `${PREFIX}.${payload}`;
+  return `${body}.${mac(secret, "session", body)}`;
+}
+
+/** The CSRF token of a session: the panel sends it in `x-csrf-token` with every call. */
+export function csrfTokenOf(secret: Buffer, sessionToken: string): string {
+  return mac(secret, "csrf", sessionToken);
+}
+
+const refused = (reason: string, message: string) => new DomainError("unauthenticated", reason, message);
+
+/**
+ * The session a token stands for, if it is one of ours and unexpired;
+ * otherwise 401 (`invalid_session`, `session_expired`). Every call of a
+ * session also needs `checkCsrfToken`; only reading the session's own CSRF
+ * token (GetSession) does without.
+ */
+export function readSession(secret: Buffer, token: string, now: Date): PanelSession {
+  if (!SHAPE.test(token)) throw refused("invalid_session", "the panel session is not valid; sign in again");
+  const cut = token.lastIndexOf(".");
+  const body = token.slice(0, cut);
+  if (!equalText(token.slice(cut + 1), mac(secret, "session", body))) {
+    throw refused("invalid_session", "the panel session is not valid; sign in again");
+  }
+  let fields: unknown;
+  try {
+    fields = JSON.parse(Buffer.from(body.slice(PREFIX.length + 1), "base64url").toString("utf8"));
+  } catch {
+    throw refused("invalid_session", "the panel session cannot be read; sign in again");
+  }
+  if (!isSessionFields(fields)) throw refused("invalid_session", "the panel session has an unknown format; sign in again");
+  const [role, accountId, credentialId, expiresAtMs] = fields;
+  if (expiresAtMs <= now.getTime()) throw refused("session_expired", "the panel session has expired; sign in again");
+  return { role, accountId, credentialId, expiresAt: new Date(expiresAtMs) };
+}
+
+/** 401 `csrf_token_mismatch` unless `csrfToken` is the session's. */
+export function checkCsrfToken(secret: Buffer, token: string, csrfToken: string | undefined | null): void {
+  if (!csrfToken || !equalText(csrfToken, csrfTokenOf(secret, token))) {
+    throw refused("csrf_token_mismatch", "a panel call needs the session's CSRF token in x-csrf-token");
+  }
+}
+
+function isSessionFields(fields: unknown): fields is [SessionRole, string, string, number, string] {
+  if (!Array.isArray(fields) || fields.length !== 5) return false;
+  const [role, accountId, credentialId, expiresAtMs, nonce] = fields as unknown[];
+  return (role === "owner" || role === "operator") && typeof accountId === "string" && typeof credentialId === "string"
+    && Number.isSafeInteger(expiresAtMs) && typeof nonce === "string";
+}

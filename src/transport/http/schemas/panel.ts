@@ -1,0 +1,43 @@
+import { PLATFORM_ERRORS } from "./common.js";
+
+/**
+ * The web panel's session (issue 11): a credential exchanged for an HttpOnly,
+ * SameSite=Strict cookie. The credential travels in `authorization`, never in
+ * a body, so it is checked before anything is read.
+ */
+const SESSION = {
+  type: "object",
+  properties: {
+    role: { type: "string", enum: ["owner", "operator"], description: "owner: from an owner token; operator: from the admin token." },
+    account_id: { type: ["string", "null"], description: "The owner's account; null for the operator." },
+    csrf_token: { type: "string", description: "Send it in `x-csrf-token` with every RPC of the session." },
+    expire_time: { type: "string", format: "date-time", description: "The session ends then (twelve hours after sign-in)." },
+  },
+  required: ["role", "account_id", "csrf_token", "expire_time"],
+} as const;
+
+export const PANEL_SIGN_IN_SCHEMA = {
+  tags: ["panel"],
+  operationId: "startPanelSession",
+  summary: "Sign in to the web panel: an owner token (or the admin token) becomes a session cookie",
+  description:
+    "Send the owner token (or the admin token) as `Authorization: Bearer`, with no body. The answer sets `gs_session` (HttpOnly, " +
+    "SameSite=Strict, Path=/, twelve hours; Secure over HTTPS) and returns the session's CSRF token. A bad credential is 401; an API key is 403 owner_credential_required.",
+  security: [{ adminToken: [] }],
+  response: { 200: SESSION, ...PLATFORM_ERRORS },
+} as const;
+
+export const PANEL_SESSION_SCHEMA = {
+  tags: ["panel"],
+  operationId: "getPanelSession",
+  summary: "The panel session of the cookie, with its CSRF token",
+  description: "401 (missing_credential, invalid_session, session_expired, session_revoked) without a valid session cookie.",
+  response: { 200: SESSION, ...PLATFORM_ERRORS },
+} as const;
+
+export const PANEL_SIGN_OUT_SCHEMA = {
+  tags: ["panel"],
+  operationId: "endPanelSession",
+  summary: "Sign out: the session cookie is cleared",
+  response: { 204: { type: "null", description: "The cookie is cleared." }, ...PLATFORM_ERRORS },
+} as const;

@@ -1,0 +1,113 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { checkCsrfToken, csrfTokenOf, issueSession, readSession as readOnly, SESSION_LIFETIME_MS, type PanelSession } from "../../src/domain/accounts/panel-session.js";
+import { DomainError } from "../../src/domain/errors/domain-error.js";
+
+const SECRET = Buffer.from("a secret of the deployment, 32 bytes long!");
+const OTHER = Buffer.from("another deployment's secret, 32 bytes long");
+const NOW = new Date("2026-11-24T10:00:00Z");
+const OWNER: PanelSession = { role: "owner", accountId: "acct_1", credentialId: "own_1", expiresAt: new Date(NOW.getTime() + 60_000) };
+
+/** A call of the session: read, then its CSRF token checked. */
+function readSession(secret: Buffer, token: string, csrf: string | undefined, now: Date): PanelSession {
+  const session = readOnly(secret, token, now);
+  checkCsrfToken(secret, token, csrf);
+  return session;
+}
+
+function refusal(run: () => unknown): string {
+  try {
+    run();
+  } catch (error) {
+    assert.ok(error instanceof DomainError, String(error));
+    assert.equal(error.category, "unauthenticated");
+    return error.reason;
+  }
+  assert.fail("expected a refusal");
+}
+
+describe("panel sessions", () => {
+  it("when a session is read back with its CSRF token before it expires, then it names the same role, account, credential and expiry", () => {
+    const token = issueSession(SECRET, OWNER, "n1");
+    assert.match(token, /^gps1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{22}$/);
+    assert.deepEqual(readSession(SECRET, token, csrfTokenOf(SECRET, token), NOW), OWNER);
+    const operator: PanelSession = { role: "operator", accountId: "", credentialId: "", expiresAt: OWNER.expiresAt };
+    const opToken = issueSession(SECRET, operator, "n2");
+    assert.deepEqual(readSession(SECRET, opToken, csrfTokenOf(SECRET, opToken), NOW), operator);
+  });
+
+  it("when two sessions differ only by their nonce, then their tokens and CSRF tokens differ", () => {
+    const a = issueSession(SECRET, OWNER, "n1");
+    const b = issueSession(SECRET, OWNER, "n2");
+    assert.notEqual(a, b);
+    assert.notEqual(csrfTokenOf(SECRET, a), csrfTokenOf(SECRET, b));
+    assert.equal(refusal(() => readSession(SECRET, a, csrfTokenOf(SECRET, b), NOW)), "csrf_token_mismatch");
+  });
+
+  it("when the CSRF token is missing or wrong, then the session is refused as csrf_token_mismatch", () => {
+    const token = issueSession(SECRET, OWNER, "n1");
+    assert.equal(refusal(() => readSession(SECRET, token, undefined, NOW)), "csrf_token_mismatch");
+    assert.equal(refusal(() => readSession(SECRET, token, "", NOW)), "csrf_token_mismatch");
+    assert.equal(refusal(() => readSession(SECRET, token, csrfTokenOf(OTHER, token), NOW)), "csrf_token_mismatch");
+    assert.equal(refusal(() => readSession(SECRET, token, `${csrfTokenOf(SECRET, token)}x`, NOW)), "csrf_token_mismatch");
+  });
+
+  it("when the session's time is up (at the instant or after), then it is refused as session_expired", () => {
+    const token = issueSession(SECRET, OWNER, "n1");
+    const csrf = csrfTokenOf(SECRET, token);
+    assert.equal(refusal(() => readSession(SECRET, token, csrf, OWNER.expiresAt)), "session_expired");
+    assert.equal(refusal(() => readSession(SECRET, token, csrf, new Date(OWNER.expiresAt.getTime() + 1))), "session_expired");
+    assert.equal(readSession(SECRET, token, csrf, new Date(OWNER.expiresAt.getTime() - 1)).accountId, "acct_1");
+  });
+
+  it("when a token was signed with another secret, altered, truncated or is not a session at all, then it is invalid_session", () => {
+    const token = issueSession(SECRET, OWNER, "n1");
+    const foreign = issueSession(OTHER, OWNER, "n1");
+    assert.equal(refusal(() => readSession(SECRET, foreign, csrfTokenOf(SECRET, foreign), NOW)), "invalid_session");
+    const [prefix, payload, mac] = token.split(".") as [string, string, string];
+    const otherAccount = Buffer.from(JSON.stringify(["owner", "acct_2", "own_1", OWNER.expiresAt.getTime(), "n1"])).toString("base64url");
+    const forged = `${prefix}.${otherAccount}.${mac}`;
+    assert.equal(refusal(() => readSession(SECRET, forged, csrfTokenOf(SECRET, forged), NOW)), "invalid_session");
+    for (const bad of ["", "gps1", `${prefix}.${payload}`, `gps2.${payload}.${mac}`, `${token}.x`, `x${token}`, `${prefix}.${payload}.${mac.slice(1)}`]) {
+      assert.equal(refusal(() => readSession(SECRET, bad, csrfTokenOf(SECRET, bad), NOW)), "invalid_session", bad);
+    }
+  });
+
+  it("when a well-signed payload has another shape (wrong role, field types or count, not JSON), then it is invalid_session", () => {
+    const sign = (payload: string) => {
+      // What a future format or a bug could produce: a token signed by us whose fields do not read back.
+      const body = `gps1.${Buffer.from(payload).toString("base64url")}`;
+      return `${body}.${createHmac("sha256", SECRET).update(`panel-session\n${body}`).digest().subarray(0, 16).toString("base64url")}`;
+    };
+    const later = OWNER.expiresAt.getTime();
+    for (const payload of [
+      JSON.stringify(["admin", "acct_1", "own_1", later, "n"]),
+      JSON.stringify(["owner", 1, "own_1", later, "n"]),
+      JSON.stringify(["owner", "acct_1", null, later, "n"]),
+      JSON.stringify(["owner", "acct_1", "own_1", "soon", "n"]),
+      JSON.stringify(["owner", "acct_1", "own_1", 1.5, "n"]),
+      JSON.stringify(["owner", "acct_1", "own_1", later, 7]),
+      JSON.stringify(["owner", "acct_1", "own_1", later]),
+      JSON.stringify({ role: "owner" }),
+      "not json",
+    ]) {
+      const token = sign(payload);
+      assert.equal(refusal(() => readSession(SECRET, token, csrfTokenOf(SECRET, token), NOW)), "invalid_session", payload);
+    }
+    const good = sign(JSON.stringify(["owner", "acct_1", "own_1", later, "n"]));
+    assert.equal(readSession(SECRET, good, csrfTokenOf(SECRET, good), NOW).credentialId, "own_1", "the same signing reads a good payload");
+  });
+
+  it("when only the session is read (to hand out its CSRF token), then no CSRF token is needed, and a bad session is still refused", () => {
+    const token = issueSession(SECRET, OWNER, "n1");
+    assert.deepEqual(readOnly(SECRET, token, NOW), OWNER);
+    assert.equal(refusal(() => readOnly(OTHER, token, NOW)), "invalid_session");
+    assert.equal(refusal(() => readOnly(SECRET, token, OWNER.expiresAt)), "session_expired");
+    assert.equal(refusal(() => checkCsrfToken(SECRET, token, null)), "csrf_token_mismatch");
+  });
+
+  it("when a session lasts its full lifetime, then that is twelve hours", () => {
+    assert.equal(SESSION_LIFETIME_MS, 12 * 3600 * 1000);
+  });
+});
