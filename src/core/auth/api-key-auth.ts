@@ -3,7 +3,11 @@ import { createHash } from "node:crypto";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { isModelGranted } from "../../domain/accounts/grants.js";
 import type { ModelSpec } from "../../domain/catalog/models.js";
-import type { ApiKeyRecord, ApiKeyStore } from "../../ports/api-key-store.js";
+import type { ApiKeyStore } from "../../ports/api-key-store.js";
+import type { Clock } from "../../ports/clock.js";
+import { ALL_MODELS_GRANT } from "../../domain/accounts/grants.js";
+import { MODELS } from "../../domain/catalog/models.js";
+import { ownerOfSession, presentedSession, type Owner } from "./owner-auth.js";
 
 export interface Caller {
   readonly keyId: string;
@@ -25,20 +29,41 @@ export function presentedKey(headers: Headers): string | undefined {
   return match?.[1];
 }
 
-export async function authenticate(headers: Headers, keys: ApiKeyStore): Promise<Caller> {
-  const secret = presentedKey(headers);
-  if (!secret) throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
-  const record = await keys.findBySecretHash(hashSecret(secret));
-  if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
-  refuseOwnerToken(record);
-  return { keyId: record.keyId, accountId: record.accountId, models: record.models, limits: record.limits ?? {} };
+/** What authenticating a caller needs: the credentials, and the secret and clock of panel sessions. */
+export interface CallerAuthDeps {
+  readonly apiKeys: ApiKeyStore;
+  readonly settingsOf: { readonly urlSigningSecret: Buffer };
+  readonly clock: Clock;
 }
 
-/** An owner token manages its account and calls no model: presented as an API key, it is 401 invalid_api_key. */
-export function refuseOwnerToken(record: ApiKeyRecord): void {
-  if (record.role === "owner") {
-    throw new DomainError("unauthenticated", "invalid_api_key", "an owner token manages the account and calls no model; use an API key");
+/** Every model, the ones "*" leaves out included: what an account's owner may use. */
+const OWNER_GRANTS: readonly string[] = [ALL_MODELS_GRANT, ...MODELS.filter((model) => model.needsExplicitGrant).map((model) => model.id)];
+
+/**
+ * The account's owner as a caller of the generation APIs: every model, no key
+ * limits (the owner sets those on keys); its jobs and charges name the owner
+ * token as their key, so the statement and usage tell them apart.
+ */
+function ownerCaller(owner: Owner): Caller {
+  return { keyId: owner.credentialId, accountId: owner.accountId, models: OWNER_GRANTS, limits: {} };
+}
+
+/**
+ * The caller of a generation or text call: an API key (`authorization:
+ * Bearer` or `x-vendor-api-key`), an owner token likewise, or, with neither,
+ * an owner's panel session (with its CSRF token).
+ */
+export async function authenticate(headers: Headers, deps: CallerAuthDeps): Promise<Caller> {
+  const secret = presentedKey(headers);
+  if (!secret) {
+    const session = presentedSession(headers, deps.settingsOf.urlSigningSecret, deps.clock.now());
+    if (session) return ownerCaller(await ownerOfSession(session, deps.apiKeys));
+    throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
   }
+  const record = await deps.apiKeys.findBySecretHash(hashSecret(secret));
+  if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
+  if (record.role === "owner") return ownerCaller({ accountId: record.accountId, credentialId: record.keyId });
+  return { keyId: record.keyId, accountId: record.accountId, models: record.models, limits: record.limits ?? {} };
 }
 
 export function requireGrant(caller: Caller, model: ModelSpec): void {

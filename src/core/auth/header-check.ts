@@ -5,8 +5,8 @@ import { DomainError } from "../../domain/errors/domain-error.js";
 import type { ApiKeyStore } from "../../ports/api-key-store.js";
 import { rpc } from "../errors/rpc-errors.js";
 import { requireAdmin } from "./admin-auth.js";
-import { hashSecret, presentedKey, refuseOwnerToken } from "./api-key-auth.js";
-import { authenticateOwner } from "./owner-auth.js";
+import { hashSecret, presentedKey } from "./api-key-auth.js";
+import { authenticateOwner, ownerOfSession, presentedSession } from "./owner-auth.js";
 
 /**
  * What a call needs before its body is worth reading: an API key, the
@@ -50,13 +50,17 @@ export function localHeaderCheck(keys: ApiKeyStore, adminToken: string, sessionS
       if (needs === "admin") return requireAdmin(headers, adminToken, sessionSecret, new Date());
       if (needs === "owner") return void (await authenticateOwner(headers, keys, sessionSecret, new Date()));
       const secret = presentedKey(headers);
-      if (!secret) throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
+      if (!secret) {
+        // An owner's panel session calls as its owner (see authenticate).
+        const session = presentedSession(headers, sessionSecret, new Date());
+        if (session) return void (await ownerOfSession(session, keys));
+        throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
+      }
       const hash = hashSecret(secret);
       const now = Date.now();
       if (remembered.has(hash, now)) return;
       const record = await keys.findBySecretHash(hash);
       if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
-      refuseOwnerToken(record);
       remembered.add(hash, now);
     });
 }
@@ -74,7 +78,11 @@ export function remoteHeaderCheck(
     if (needs === "admin") return rpc(async () => requireAdmin(headers, adminToken, sessionSecret, new Date()));
     if (needs === "owner") return void (await account.getAccount({}, { headers }));
     const secret = presentedKey(headers);
-    if (!secret) return rpc(async () => { throw new DomainError("unauthenticated", "missing_api_key", "an API key is required"); });
+    if (!secret) {
+      // A panel session is checked by the core, which knows whether its owner token still stands.
+      if (headers.has("x-panel-session")) return void (await generation.getBalance({}, { headers }));
+      return rpc(async () => { throw new DomainError("unauthenticated", "missing_api_key", "an API key is required"); });
+    }
     const hash = hashSecret(secret);
     const now = Date.now();
     if (remembered.has(hash, now)) return;

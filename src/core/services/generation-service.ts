@@ -120,7 +120,7 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
   return {
     createGeneration: (request, context) =>
       rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const caller = await authenticate(context.requestHeader, deps);
         const input: GenerationRequestInput = {
           model: request.model,
           prompt: request.prompt,
@@ -151,7 +151,7 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
 
     createVideoInteraction: (request, context) =>
       rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const caller = await authenticate(context.requestHeader, deps);
         checkVideoInteractionSize(request, settings.limits);
         const { idempotencyKey, ...fingerprinted } = request;
         const outcome = await create(caller, "interactions", fingerprinted, idempotencyKey, request.model, (limits) =>
@@ -166,14 +166,14 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
 
     getJob: (request, context) =>
       rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const caller = await authenticate(context.requestHeader, deps);
         const job = await ownJob(caller, request.jobId);
         return { job: jobView(job, settings, deps.clock.now()) };
       }),
 
     cancelJob: (request, context) =>
       rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const caller = await authenticate(context.requestHeader, deps);
         const job = await ownJob(caller, request.jobId);
         const canceled = await cancelOwnJob(deps, job.id, { workerGraceMs: settings.cancelGraceMs }, context.signal);
         // A 200 says canceled and released: on disk before it is sent.
@@ -184,7 +184,7 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
     async *watchJob(request, context) {
       let caller: Caller;
       try {
-        caller = await authenticate(context.requestHeader, deps.apiKeys);
+        caller = await authenticate(context.requestHeader, deps);
         // Not an id this service gives: unknown, without asking a store (an empty key is not a valid Cassandra key).
         if (!UUID.test(request.jobId)) throw new DomainError("not_found", "job_not_found", `no job ${request.jobId}`);
       } catch (error) {
@@ -202,7 +202,7 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
 
     listJobs: (request, context) =>
       rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const caller = await authenticate(context.requestHeader, deps);
         // Every rule (bounds, filters, the token's integrity) is the domain's; the store only reads.
         const query = parseJobListQuery(settings.urlSigningSecret, caller.accountId, {
           status: statusFilter(request.status),
@@ -222,19 +222,19 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
 
     listLedgerEntries: (request, context) =>
       rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const caller = await authenticate(context.requestHeader, deps);
         return statementPage(deps.ledger, settings.urlSigningSecret, caller.accountId, request);
       }),
 
     getUsage: (request, context) =>
       rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const caller = await authenticate(context.requestHeader, deps);
         return usageReport(deps.ledger, caller.accountId, request, deps.clock.now());
       }),
 
     getBalance: (_request, context) =>
       rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const caller = await authenticate(context.requestHeader, deps);
         const snapshot = await deps.ledger.balance(caller.accountId);
         if (!snapshot) throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
         return { balance: balanceView(snapshot) };

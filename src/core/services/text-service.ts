@@ -94,7 +94,7 @@ function textRequestInput(
 
 export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextService> {
   async function open(request: GenerateContentRequest, context: HandlerContext) {
-    const caller = await authenticate(context.requestHeader, deps.apiKeys);
+    const caller = await authenticate(context.requestHeader, deps);
     const spec = validateTextRequest(
       textRequestInput(request.model, request.contents, request.systemInstruction, request.generationConfig),
       deps.settingsOf.limits,
@@ -128,7 +128,7 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
   return {
     countTokens: (request, context) =>
       rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps.apiKeys);
+        const caller = await authenticate(context.requestHeader, deps);
         const whole = request.generateContentRequest;
         const named = whole?.model.startsWith(MODEL_NAME_PREFIX) ? whole.model.slice(MODEL_NAME_PREFIX.length) : whole?.model;
         if (named && named !== request.model) {
@@ -150,7 +150,7 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
 
     listTextModels: (request, context) =>
       rpc(async () => {
-        await authenticate(context.requestHeader, deps.apiKeys);
+        await authenticate(context.requestHeader, deps);
         const page = textModelPage(request.pageSize, request.pageToken);
         return {
           models: page.models.map((model) => textModelMessage(model, deps)),
@@ -160,7 +160,7 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
 
     getTextModel: (request, context) =>
       rpc(async () => {
-        await authenticate(context.requestHeader, deps.apiKeys);
+        await authenticate(context.requestHeader, deps);
         return { model: textModelMessage(findTextModel(request.name), deps) };
       }),
 

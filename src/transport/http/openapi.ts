@@ -32,7 +32,9 @@ const UNLISTED = [/^\/api\/aimodel\/v1\//];
  * paths (`/package.Service/Method`), whose bodies are protobuf messages
  * described by proto/ (binary or the proto JSON mapping).
  */
-const SCHEMALESS = [/^\/openapi\.json$/, /^\/docs(\/|$)/, /^\/[a-z_][\w]*(\.[a-z_][\w]*)*\.[A-Z]\w*\/[A-Z]\w*$/];
+/** The web panel's files (@fastify/static under /panel/): pages and assets, no API. */
+const PANEL_FILES = /^\/panel\/(\*)?$/;
+const SCHEMALESS = [/^\/openapi\.json$/, /^\/docs(\/|$)/, /^\/[a-z_][\w]*(\.[a-z_][\w]*)*\.[A-Z]\w*\/[A-Z]\w*$/, PANEL_FILES];
 
 /**
  * Every route declares its answers (and, where it reads one, its body):

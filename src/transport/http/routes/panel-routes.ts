@@ -10,6 +10,7 @@ import { clientGone, platformHeaders } from "../call-options.js";
 import { hasBody, refuseBody } from "../edge/body-guard.js";
 import { cookieValue, SESSION_COOKIE } from "../edge/rpc-admission.js";
 import { GatewayError } from "../gateway-error.js";
+import { PLATFORM_ERRORS } from "../schemas/common.js";
 import { PANEL_SESSION_SCHEMA, PANEL_SIGN_IN_SCHEMA, PANEL_SIGN_OUT_SCHEMA } from "../schemas/panel.js";
 
 /** Where `npm run build:panel` (Vite) puts the panel: hashed assets and one index.html. */
@@ -74,10 +75,10 @@ export function panelRoutes(core: CoreClients, distDir = PANEL_DIST) {
       return reply.code(204).send();
     });
 
-    app.get("/panel", { schema: { hide: true } }, async (_request, reply) => reply.redirect("/panel/", 308));
+    app.get("/panel", { schema: { hide: true, response: { 308: { type: "null" }, ...PLATFORM_ERRORS } } }, async (_request, reply) => reply.redirect("/panel/", 308));
 
     if (!existsSync(join(distDir, "index.html"))) {
-      app.get("/panel/*", { schema: { hide: true } }, async () => {
+      app.get("/panel/*", { schema: { hide: true, response: { ...PLATFORM_ERRORS } } }, async () => {
         throw new GatewayError(404, "panel_not_built", "the web panel is not built in this installation: run npm run build:panel");
       });
       return;

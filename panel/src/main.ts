@@ -1,0 +1,89 @@
+import { useCsrfToken } from "./rpc.js";
+import { currentSession, signIn, signOut, type Session } from "./session.js";
+import { act, field, failureText, form, h, input, say } from "./ui.js";
+import { accountView } from "./views/account.js";
+import { keysView } from "./views/keys.js";
+import { accountsView, controlsView } from "./views/operator.js";
+import { pricesView } from "./views/prices.js";
+
+interface Screen {
+  readonly path: string;
+  readonly title: string;
+  readonly render: (refresh: () => void) => HTMLElement | Promise<HTMLElement>;
+}
+
+const OWNER: readonly Screen[] = [
+  { path: "account", title: "Account", render: () => accountView() },
+  { path: "keys", title: "API keys", render: (refresh) => keysView(refresh) },
+  { path: "prices", title: "Prices", render: () => pricesView() },
+];
+
+const OPERATOR: readonly Screen[] = [
+  { path: "accounts", title: "Accounts", render: () => accountsView(() => void boot()) },
+  { path: "controls", title: "Pauses, prices, routes", render: (refresh) => controlsView(refresh) },
+  { path: "prices", title: "Prices", render: () => pricesView() },
+];
+
+const main = document.getElementById("main")!;
+const nav = document.getElementById("nav")!;
+const who = document.getElementById("who")!;
+let screens: readonly Screen[] = [];
+
+async function show(): Promise<void> {
+  const path = location.hash.replace(/^#\/?/, "");
+  const screen = screens.find((s) => s.path === path) ?? screens[0]!;
+  for (const link of nav.querySelectorAll("a")) {
+    if (link.getAttribute("href") === `#/${screen.path}`) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  document.title = `${screen.title} · Generation service`;
+  try {
+    main.replaceChildren(h("h1", {}, screen.title), await screen.render(() => void show()));
+  } catch (error) {
+    main.replaceChildren(h("h1", {}, screen.title), h("p", { role: "alert" }, failureText(error)));
+  }
+}
+
+function signInView(): HTMLElement {
+  return h("div", { class: "signin" },
+    h("h1", {}, "Sign in"),
+    h("p", {}, "Account owners sign in with the owner token their operator issued. The operator signs in with the admin token (the service prints it at start when ADMIN_TOKEN is not set)."),
+    form("Sign in", [field("Owner token or admin token", input("token", { type: "password", required: true, autocomplete: "off", spellcheck: false }),
+      "The token is exchanged for a session cookie and not kept by this page.")], "Sign in", async (data) => {
+      await signIn(String(data.get("token")));
+      await boot();
+    }));
+}
+
+function shell(session: Session): void {
+  screens = session.role === "owner" ? OWNER : OPERATOR;
+  useCsrfToken(session.csrf_token);
+  nav.replaceChildren(...screens.map((s) => h("a", { href: `#/${s.path}` }, s.title)));
+  const out = h("button", { type: "button", class: "link" }, "Sign out");
+  out.addEventListener("click", () => void act(out, async () => {
+    await signOut();
+    say("Signed out.");
+    await boot();
+  }));
+  who.replaceChildren(session.role === "owner" ? `Owner of ${session.account_id}` : "Operator", " ", out);
+}
+
+async function boot(): Promise<void> {
+  const session = await currentSession();
+  if (!session) {
+    screens = [];
+    useCsrfToken("");
+    nav.replaceChildren();
+    who.replaceChildren();
+    main.replaceChildren(signInView());
+    main.querySelector("input")?.focus();
+    return;
+  }
+  shell(session);
+  if (!screens.some((s) => `#/${s.path}` === location.hash)) history.replaceState(null, "", `#/${screens[0]!.path}`);
+  await show();
+  main.focus();
+}
+
+window.addEventListener("hashchange", () => void show());
+void boot();

@@ -1,0 +1,39 @@
+import { createClient, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { AccountService } from "../../gen/generation/v1/account_service_pb.js";
+import { AdminService } from "../../gen/generation/v1/admin_service_pb.js";
+import { ErrorDetailSchema, GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
+
+/**
+ * The panel's clients: the same RPCs every other client calls, on this
+ * origin's Connect mount. The session is the HttpOnly cookie (the browser
+ * sends it; no script can read it); every call carries the session's CSRF
+ * token, which a page of another site cannot know.
+ */
+let csrfToken = "";
+
+export function useCsrfToken(token: string): void {
+  csrfToken = token;
+}
+
+const withCsrf: Interceptor = (next) => async (request) => {
+  if (csrfToken) request.header.set("x-csrf-token", csrfToken);
+  return next(request);
+};
+
+const transport = createConnectTransport({
+  baseUrl: location.origin,
+  interceptors: [withCsrf],
+  fetch: (input, init) => fetch(input, { ...init, credentials: "same-origin" }),
+});
+
+export const account = createClient(AccountService, transport);
+export const admin = createClient(AdminService, transport);
+export const generation = createClient(GenerationService, transport);
+
+/** What a failed call says: its HTTP status and reason (ErrorDetail), and its message. */
+export function describeFailure(error: unknown): { status: number; reason: string; message: string } {
+  const failure = ConnectError.from(error);
+  const detail = failure.findDetails(ErrorDetailSchema)[0];
+  return { status: detail?.httpStatus ?? 0, reason: detail?.reason ?? failure.code.toString(), message: failure.rawMessage };
+}

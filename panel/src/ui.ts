@@ -1,0 +1,82 @@
+import { describeFailure } from "./rpc.js";
+
+type Child = Node | string | number | false | null | undefined;
+type Attributes = Record<string, string | number | boolean | EventListener | undefined>;
+
+/** A DOM element: attributes (on… are listeners, false/undefined are left out) and children. */
+export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attributes: Attributes = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === false) continue;
+    if (name.startsWith("on") && typeof value === "function") element.addEventListener(name.slice(2), value);
+    else element.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    element.append(child instanceof Node ? child : String(child));
+  }
+  return element;
+}
+
+let fieldIds = 0;
+
+/** A labelled input (or select/textarea passed in), with an optional hint tied by aria-describedby. */
+export function field(label: string, control: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement, hint?: string): HTMLElement {
+  const id = control.id || `f${++fieldIds}`;
+  control.id = id;
+  const hintElement = hint ? h("small", { id: `${id}-hint`, class: "hint" }, hint) : undefined;
+  if (hintElement) control.setAttribute("aria-describedby", hintElement.id);
+  return h("div", { class: "field" }, h("label", { for: id }, label), control, hintElement);
+}
+
+/** Says something in the live region (screen readers hear it); errors are alerts. */
+export function say(text: string, kind: "ok" | "error" = "ok"): void {
+  const notice = document.getElementById("notice")!;
+  notice.setAttribute("role", kind === "error" ? "alert" : "status");
+  notice.className = `notice ${kind}`;
+  notice.textContent = text;
+}
+
+/** A failed call as the user reads it: "503 model_paused: the model … is paused". */
+export function failureText(error: unknown): string {
+  const { status, reason, message } = describeFailure(error);
+  return `${status ? `${status} ` : ""}${reason}: ${message}`;
+}
+
+/** Runs an action of a button: busy while it runs, its failure said. */
+export async function act(button: HTMLButtonElement | undefined, work: () => Promise<void>): Promise<void> {
+  if (button) button.disabled = true;
+  try {
+    await work();
+  } catch (error) {
+    say(failureText(error), "error");
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+export function table(headers: string[], rows: Child[][], caption: string): HTMLElement {
+  if (rows.length === 0) rows = [[h("span", { class: "hint" }, "None yet.")]];
+  return h("div", { class: "scroll", role: "region", "aria-label": caption, tabindex: 0 },
+    h("table", {},
+      h("caption", {}, caption),
+      h("thead", {}, h("tr", {}, ...headers.map((text) => h("th", { scope: "col" }, text)))),
+      h("tbody", {}, ...rows.map((cells) => h("tr", {}, ...cells.map((cell) => h("td", {}, cell)))))));
+}
+
+export function section(title: string, ...children: Child[]): HTMLElement {
+  return h("section", { "aria-labelledby": `s-${title.replace(/\W+/g, "-")}` }, h("h2", { id: `s-${title.replace(/\W+/g, "-")}` }, title), ...children);
+}
+
+/** A form whose submit runs `work` (Enter works; the submit button is busy meanwhile). */
+export function form(label: string, children: Child[], submitText: string, work: (data: FormData) => Promise<void>): HTMLFormElement {
+  const submit = h("button", { type: "submit" }, submitText);
+  const element = h("form", { "aria-label": label }, ...children, submit);
+  element.addEventListener("submit", (event) => {
+    event.preventDefault();
+    void act(submit, () => work(new FormData(element)));
+  });
+  return element;
+}
+
+export const input = (name: string, attributes: Attributes = {}) => h("input", { name, ...attributes });

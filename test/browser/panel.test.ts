@@ -1,0 +1,173 @@
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { ADMIN_TOKEN, call, eventually, startTestService, type TestService } from "../support/harness.js";
+
+/**
+ * Issue 11: the web panel in a real browser (Debian's Chromium, driven by
+ * playwright-core) against a running service. Every step is what a new user
+ * does: the operator signs in with the admin token, opens an account and
+ * issues its owner token; the owner signs in and creates a key with grants
+ * and limits, which then works on the REST API. Screenshots of the screens
+ * go to PANEL_SCREENSHOTS (default test-results/panel).
+ */
+const CHROMIUM = "/usr/bin/chromium";
+const SHOTS = process.env.PANEL_SCREENSHOTS ?? join("test-results", "panel");
+
+describe("the web panel in Chromium", () => {
+  let service: TestService;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const problems: string[] = [];
+
+  before(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error(`the browser test needs Chromium at ${CHROMIUM}: apt-get install -y chromium`);
+    await mkdir(SHOTS, { recursive: true });
+    service = await startTestService();
+    browser = await chromium.launch({ executablePath: CHROMIUM });
+    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await context.newPage();
+    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    page.on("console", (message) => {
+      // GET /panel/session answers 401 while no one is signed in: that is how the page learns it (Chromium logs it).
+      const expected = message.location().url.endsWith("/panel/session") && message.text().includes("401");
+      if (message.type() === "error" && !expected) problems.push(`console: ${message.text()} (${message.location().url})`);
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await service?.close();
+  });
+
+  const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+
+  /** Every form control has a label a screen reader announces. */
+  function unlabelled(): Promise<string[]> {
+    // Evaluated in the page (a string: this file is checked without the DOM's types).
+    return page.evaluate(`[...document.querySelectorAll("input, select, textarea")]
+      .filter((control) => control.labels?.length === 0 && !control.getAttribute("aria-label"))
+      .map((control) => control.outerHTML)`);
+  }
+
+  it("when a new operator and owner use the panel, then an account, its owner token and a working key with grants and limits come out of it", async () => {
+    await page.goto(`${service.url}/panel`);
+    await page.getByLabel("Owner token or admin token").waitFor();
+    await shot("01-sign-in");
+    assert.deepEqual(await unlabelled(), []);
+
+    // The operator: the admin token, typed once, becomes a session cookie the page cannot read.
+    await page.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Open an account" }).waitFor();
+    assert.equal(await page.evaluate("document.cookie"), "", "the session cookie is HttpOnly");
+    await page.getByLabel("Name").fill("Acme");
+    await page.getByLabel("Opening balance (USD)").fill("25.00");
+    await page.getByRole("button", { name: "Open account" }).click();
+    await page.getByTestId("operator-available").waitFor();
+    assert.equal(await page.getByTestId("operator-available").textContent(), "$25.00");
+    await page.getByRole("button", { name: "Issue an owner token" }).click();
+    const ownerToken = (await page.getByTestId("owner-token").textContent()) ?? "";
+    assert.match(ownerToken, /^gso_/);
+    await shot("02-operator-accounts");
+
+    // The owner: signed in with the token the operator just issued.
+    await page.getByRole("button", { name: "Sign in as this owner" }).click();
+    await page.getByTestId("available").waitFor();
+    assert.equal(await page.getByTestId("available").textContent(), "$25.00");
+    assert.match((await page.locator("#who").textContent()) ?? "", /Owner of acct_/);
+    await shot("03-owner-account");
+
+    await page.getByRole("link", { name: "API keys" }).click();
+    await page.getByRole("heading", { name: "New key" }).waitFor();
+    const rule = (await page.locator("#grant-rule").textContent()) ?? "";
+    assert.match(rule, /"\*" grants every model except aimodel-3\.1-flash-lite-image, which needs a grant of its own/);
+    await page.getByRole("checkbox", { name: "aimodel-3.1-flash-lite-image own grant needed" }).check();
+    await page.getByRole("form", { name: "Create an API key" }).getByLabel("Requests per minute").fill("60");
+    await page.getByRole("form", { name: "Create an API key" }).getByLabel("Spend limit per UTC day (USD)").fill("5.00");
+    await page.getByRole("button", { name: "Create key" }).click();
+    const apiKey = (await page.getByTestId("api-key-secret").textContent()) ?? "";
+    assert.match(apiKey, /^gsk_/);
+    assert.deepEqual(await unlabelled(), []);
+    await shot("04-owner-new-key");
+
+    // The key works on the REST API at once, with both grants.
+    for (const body of [
+      { model: "aimodel-2.5-flash-image", prompt: "a red bicycle" },
+      { model: "aimodel-3.1-flash-lite-image", prompt: "a lamp", aspect_ratio: "1:1", resolution: "1K" },
+    ]) {
+      const job = await call(service, "POST", "/api/v1/generations", { key: apiKey, body });
+      assert.equal(job.status, 202, job.text);
+    }
+    await page.getByRole("button", { name: "Done" }).click();
+    const row = page.getByRole("row").filter({ hasText: "60/min" });
+    await row.waitFor();
+    assert.match((await row.textContent()) ?? "", /\$5\.00\/day/);
+    await shot("05-owner-keys");
+
+    // Revoked from the panel: refused at once.
+    page.once("dialog", (dialog) => void dialog.accept());
+    await row.getByRole("button", { name: /^Revoke / }).click();
+    await page.getByRole("row").filter({ hasText: "revoked" }).waitFor();
+    const refused = await call(service, "GET", "/api/v1/balance", { key: apiKey });
+    assert.equal(refused.status, 401);
+
+    await page.getByRole("link", { name: "Prices" }).click();
+    await page.getByRole("table", { name: "Price table" }).waitFor();
+    const prices = (await page.getByRole("table", { name: "Price table" }).textContent()) ?? "";
+    for (const text of ["aimodel-3-pro-image", "per image at 4K", "per second at 1080p", "per 1M input tokens", "per 1M video-output tokens"]) {
+      assert.ok(prices.includes(text), `the price table shows ${text}`);
+    }
+    await shot("06-prices");
+    assert.deepEqual(problems, []);
+  });
+
+  it("when the panel is used on a phone's screen, then nothing overflows sideways and the controls stay reachable", async () => {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+    try {
+      const mobile = await phone.newPage();
+      await mobile.goto(`${service.url}/panel/`);
+      await mobile.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+      await mobile.getByRole("button", { name: "Sign in" }).click();
+      await mobile.getByRole("heading", { name: "Open an account" }).waitFor();
+      const overflow = (await mobile.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
+      assert.ok(overflow <= 0, `the page is ${overflow} px wider than the screen`);
+      await mobile.screenshot({ path: join(SHOTS, "07-phone-operator.png"), fullPage: true });
+      // Keyboard only: Tab reaches the first field of the screen, Enter submits its form.
+      await mobile.getByLabel("Name").focus();
+      await mobile.keyboard.type("Keyboard Co");
+      await mobile.keyboard.press("Tab");
+      await mobile.keyboard.type("1.00");
+      await mobile.keyboard.press("Enter");
+      await mobile.getByTestId("operator-available").waitFor();
+      assert.equal(await mobile.getByTestId("operator-available").textContent(), "$1.00");
+    } finally {
+      await phone.close();
+    }
+  });
+
+  it("when the operator pauses a model in the panel, then requests for it are refused with 503 until it is resumed", async () => {
+    const operator = await browser.newContext();
+    try {
+      const console = await operator.newPage();
+      await console.goto(`${service.url}/panel/#/controls`);
+      await console.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+      await console.getByRole("button", { name: "Sign in" }).click();
+      await console.getByRole("link", { name: "Pauses, prices, routes" }).click();
+      await console.getByRole("button", { name: "Pause aimodel-3-pro-image" }).click();
+      await console.getByRole("button", { name: "Resume aimodel-3-pro-image" }).waitFor();
+      await console.screenshot({ path: join(SHOTS, "08-operator-controls.png"), fullPage: true });
+      const models = await call(service, "GET", "/api/v1/models");
+      assert.equal(models.json.models.find((m: any) => m.id === "aimodel-3-pro-image")?.paused, true);
+      await console.getByRole("button", { name: "Resume aimodel-3-pro-image" }).click();
+      await console.getByRole("button", { name: "Pause aimodel-3-pro-image" }).waitFor();
+      await eventually(async () => (await call(service, "GET", "/api/v1/models")).json.models.find((m: any) => m.id === "aimodel-3-pro-image")?.paused,
+        (paused) => paused === false, { what: "the model resumed" });
+    } finally {
+      await operator.close();
+    }
+  });
+});
