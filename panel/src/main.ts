@@ -1,19 +1,23 @@
 import { useCsrfToken } from "./rpc.js";
 import { currentSession, signIn, signOut, type Session } from "./session.js";
 import { act, field, failureText, form, h, input, say } from "./ui.js";
-import { accountView } from "./views/account.js";
+import { jobsView, playgroundView } from "./views/jobs.js";
 import { keysView } from "./views/keys.js";
+import { moneyView } from "./views/money.js";
 import { accountsView, controlsView } from "./views/operator.js";
 import { pricesView } from "./views/prices.js";
 
 interface Screen {
   readonly path: string;
   readonly title: string;
-  readonly render: (refresh: () => void) => HTMLElement | Promise<HTMLElement>;
+  /** `rest`: what follows the screen's path in the address (a job id). */
+  readonly render: (refresh: () => void, rest: string | undefined) => HTMLElement | Promise<HTMLElement>;
 }
 
 const OWNER: readonly Screen[] = [
-  { path: "account", title: "Account", render: () => accountView() },
+  { path: "money", title: "Money", render: () => moneyView() },
+  { path: "jobs", title: "Jobs", render: (_refresh, jobId) => jobsView(jobId) },
+  { path: "playground", title: "Text playground", render: () => playgroundView() },
   { path: "keys", title: "API keys", render: (refresh) => keysView(refresh) },
   { path: "prices", title: "Prices", render: () => pricesView() },
 ];
@@ -30,7 +34,7 @@ const who = document.getElementById("who")!;
 let screens: readonly Screen[] = [];
 
 async function show(): Promise<void> {
-  const path = location.hash.replace(/^#\/?/, "");
+  const [path, rest] = location.hash.replace(/^#\/?/, "").split("/") as [string, string | undefined];
   const screen = screens.find((s) => s.path === path) ?? screens[0]!;
   for (const link of nav.querySelectorAll("a")) {
     if (link.getAttribute("href") === `#/${screen.path}`) link.setAttribute("aria-current", "page");
@@ -38,7 +42,7 @@ async function show(): Promise<void> {
   }
   document.title = `${screen.title} · Generation service`;
   try {
-    main.replaceChildren(h("h1", {}, screen.title), await screen.render(() => void show()));
+    main.replaceChildren(h("h1", {}, screen.title), await screen.render(() => void show(), rest));
   } catch (error) {
     main.replaceChildren(h("h1", {}, screen.title), h("p", { role: "alert" }, failureText(error)));
   }
@@ -80,7 +84,7 @@ async function boot(): Promise<void> {
     return;
   }
   shell(session);
-  if (!screens.some((s) => `#/${s.path}` === location.hash)) history.replaceState(null, "", `#/${screens[0]!.path}`);
+  if (!screens.some((s) => location.hash.startsWith(`#/${s.path}`))) history.replaceState(null, "", `#/${screens[0]!.path}`);
   await show();
   main.focus();
 }

@@ -3,6 +3,7 @@ import { createConnectTransport } from "@connectrpc/connect-web";
 import { AccountService } from "../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../gen/generation/v1/admin_service_pb.js";
 import { ErrorDetailSchema, GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
+import { TextService } from "../../gen/generation/v1/text_service_pb.js";
 
 /**
  * The panel's clients: the same RPCs every other client calls, on this
@@ -30,6 +31,7 @@ const transport = createConnectTransport({
 export const account = createClient(AccountService, transport);
 export const admin = createClient(AdminService, transport);
 export const generation = createClient(GenerationService, transport);
+export const text = createClient(TextService, transport);
 
 /** What a failed call says: its HTTP status and reason (ErrorDetail), and its message. */
 export function describeFailure(error: unknown): { status: number; reason: string; message: string } {

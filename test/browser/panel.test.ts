@@ -79,7 +79,6 @@ describe("the web panel in Chromium", () => {
     await page.getByTestId("available").waitFor();
     assert.equal(await page.getByTestId("available").textContent(), "$25.00");
     assert.match((await page.locator("#who").textContent()) ?? "", /Owner of acct_/);
-    await shot("03-owner-account");
 
     await page.getByRole("link", { name: "API keys" }).click();
     await page.getByRole("heading", { name: "New key" }).waitFor();
@@ -92,7 +91,7 @@ describe("the web panel in Chromium", () => {
     const apiKey = (await page.getByTestId("api-key-secret").textContent()) ?? "";
     assert.match(apiKey, /^gsk_/);
     assert.deepEqual(await unlabelled(), []);
-    await shot("04-owner-new-key");
+    await shot("05-owner-new-key");
 
     // The key works on the REST API at once, with both grants.
     for (const body of [
@@ -106,7 +105,7 @@ describe("the web panel in Chromium", () => {
     const row = page.getByRole("row").filter({ hasText: "60/min" });
     await row.waitFor();
     assert.match((await row.textContent()) ?? "", /\$5\.00\/day/);
-    await shot("05-owner-keys");
+    await shot("06-owner-keys");
 
     // Revoked from the panel: refused at once.
     page.once("dialog", (dialog) => void dialog.accept());
@@ -121,7 +120,7 @@ describe("the web panel in Chromium", () => {
     for (const text of ["aimodel-3-pro-image", "per image at 4K", "per second at 1080p", "per 1M input tokens", "per 1M video-output tokens"]) {
       assert.ok(prices.includes(text), `the price table shows ${text}`);
     }
-    await shot("06-prices");
+    await shot("07-prices");
     assert.deepEqual(problems, []);
   });
 
@@ -135,7 +134,7 @@ describe("the web panel in Chromium", () => {
       await mobile.getByRole("heading", { name: "Open an account" }).waitFor();
       const overflow = (await mobile.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
       assert.ok(overflow <= 0, `the page is ${overflow} px wider than the screen`);
-      await mobile.screenshot({ path: join(SHOTS, "07-phone-operator.png"), fullPage: true });
+      await mobile.screenshot({ path: join(SHOTS, "11-phone-operator.png"), fullPage: true });
       // Keyboard only: Tab reaches the first field of the screen, Enter submits its form.
       await mobile.getByLabel("Name").focus();
       await mobile.keyboard.type("Keyboard Co");
@@ -149,25 +148,123 @@ describe("the web panel in Chromium", () => {
     }
   });
 
-  it("when the operator pauses a model in the panel, then requests for it are refused with 503 until it is resumed", async () => {
-    const operator = await browser.newContext();
+  /** A fresh browser context signed in as the owner of a new account (the operator's steps done over the API). */
+  async function ownerPage(target: TestService, balance: string): Promise<{ page: Page; context: BrowserContext; accountId: string }> {
+    const opened = await call(target, "POST", "/admin/v1/accounts", { admin: true, body: { name: "owner", balance } });
+    const issued = await fetch(`${target.url}/generation.v1.AdminService/CreateOwnerToken`, {
+      method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_TOKEN}` },
+      body: JSON.stringify({ accountId: opened.json.account_id }),
+    });
+    const { ownerToken } = (await issued.json()) as { ownerToken: string };
+    const ownerContext = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const owner = await ownerContext.newPage();
+    owner.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    await owner.goto(`${target.url}/panel/`);
+    await owner.getByLabel("Owner token or admin token").fill(ownerToken);
+    await owner.getByRole("button", { name: "Sign in" }).click();
+    await owner.getByTestId("available").waitFor();
+    return { page: owner, context: ownerContext, accountId: opened.json.account_id };
+  }
+
+  it("when the owner creates an image job in the panel, then its picture appears when it is done, and the statement shows the hold and the charge", async () => {
+    const { page: owner, context: ownerContext } = await ownerPage(service, "10.00");
     try {
-      const console = await operator.newPage();
-      await console.goto(`${service.url}/panel/#/controls`);
-      await console.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
-      await console.getByRole("button", { name: "Sign in" }).click();
-      await console.getByRole("link", { name: "Pauses, prices, routes" }).click();
-      await console.getByRole("button", { name: "Pause aimodel-3-pro-image" }).click();
-      await console.getByRole("button", { name: "Resume aimodel-3-pro-image" }).waitFor();
-      await console.screenshot({ path: join(SHOTS, "08-operator-controls.png"), fullPage: true });
-      const models = await call(service, "GET", "/api/v1/models");
-      assert.equal(models.json.models.find((m: any) => m.id === "aimodel-3-pro-image")?.paused, true);
-      await console.getByRole("button", { name: "Resume aimodel-3-pro-image" }).click();
-      await console.getByRole("button", { name: "Pause aimodel-3-pro-image" }).waitFor();
-      await eventually(async () => (await call(service, "GET", "/api/v1/models")).json.models.find((m: any) => m.id === "aimodel-3-pro-image")?.paused,
-        (paused) => paused === false, { what: "the model resumed" });
+      await owner.getByRole("link", { name: "Jobs" }).click();
+      const jobForm = owner.getByRole("form", { name: "Create a job" });
+      await jobForm.getByLabel("Model").selectOption("aimodel-2.5-flash-image");
+      await jobForm.getByLabel("Prompt").fill("a lighthouse at dusk");
+      await jobForm.getByRole("button", { name: "Create job" }).click();
+      await owner.getByTestId("job-status").filter({ hasText: "done" }).waitFor({ timeout: 20_000 });
+      const image = owner.getByTestId("job-image");
+      await image.waitFor();
+      await eventually(async () => (await image.evaluate((img: any) => (img.complete ? img.naturalWidth : 0))) as number, (width) => width > 0, {
+        what: "the picture loaded in the page",
+      });
+      assert.match((await owner.getByRole("list", { name: "Timeline" }).textContent()) ?? "", /Accepted \d{4}-.*Started \d{4}-.*Finished \d{4}-/);
+      await owner.screenshot({ path: join(SHOTS, "03-owner-job.png"), fullPage: true });
+
+      await owner.getByRole("link", { name: "Money" }).click();
+      const statement = owner.getByTestId("statement");
+      await statement.waitFor();
+      await eventually(async () => (await statement.textContent()) ?? "", (text) => /charge/.test(text) && /hold/.test(text) && /credit/.test(text), {
+        what: "credit, hold and charge in the statement",
+      });
+      const figure = owner.getByRole("img", { name: /^Spend per model: aimodel-2\.5-flash-image \$0\.\d+/ });
+      await figure.waitFor();
+      await owner.screenshot({ path: join(SHOTS, "04-owner-money.png"), fullPage: true });
     } finally {
-      await operator.close();
+      await ownerContext.close();
+    }
+  });
+
+  it("when the owner cancels a running job in the panel, then it ends canceled and its hold is released", async () => {
+    // Its own service: a render that takes long enough for a person to press Cancel.
+    const slow = await startTestService({ SIMULATED_LATENCY_MS: "60000" });
+    const { page: owner, context: ownerContext } = await ownerPage(slow, "10.00");
+    try {
+      await owner.getByRole("link", { name: "Jobs" }).click();
+      const jobForm = owner.getByRole("form", { name: "Create a job" });
+      await jobForm.getByLabel("Model").selectOption("aimodel-2.5-flash-image");
+      await jobForm.getByLabel("Prompt").fill("something slow");
+      await jobForm.getByRole("button", { name: "Create job" }).click();
+      await owner.getByRole("button", { name: "Cancel job" }).click();
+      await owner.getByTestId("job-status").filter({ hasText: "canceled" }).waitFor();
+      await owner.getByRole("link", { name: "Money" }).click();
+      await owner.getByTestId("reserved").waitFor();
+      assert.equal(await owner.getByTestId("reserved").textContent(), "$0.00");
+      assert.equal(await owner.getByTestId("available").textContent(), "$10.00");
+    } finally {
+      await ownerContext.close();
+      await slow.close();
+    }
+  });
+
+  it("when the operator pauses a model, then the owner's job form shows the 503 and nothing is charged", async () => {
+    const { page: owner, context: ownerContext } = await ownerPage(service, "3.00");
+    const operatorContext = await browser.newContext();
+    try {
+      const operator = await operatorContext.newPage();
+      await operator.goto(`${service.url}/panel/`);
+      await operator.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+      await operator.getByRole("button", { name: "Sign in" }).click();
+      await operator.getByRole("link", { name: "Pauses, prices, routes" }).click();
+      await operator.getByRole("button", { name: "Pause aimodel-3-pro-image" }).click();
+      await operator.getByRole("button", { name: "Resume aimodel-3-pro-image" }).waitFor();
+      await operator.screenshot({ path: join(SHOTS, "08-operator-controls.png"), fullPage: true });
+
+      await owner.getByRole("link", { name: "Jobs" }).click();
+      const jobForm = owner.getByRole("form", { name: "Create a job" });
+      await jobForm.getByLabel("Model").selectOption("aimodel-3-pro-image");
+      await jobForm.getByLabel("Prompt").fill("a paused model");
+      await jobForm.getByRole("button", { name: "Create job" }).click();
+      const alert = owner.locator("#notice[role=alert]");
+      await alert.waitFor();
+      assert.match((await alert.textContent()) ?? "", /^503 model_paused: aimodel-3-pro-image is paused/);
+      await owner.screenshot({ path: join(SHOTS, "09-owner-paused-model.png"), fullPage: true });
+      await owner.getByRole("link", { name: "Money" }).click();
+      await owner.getByTestId("available").waitFor();
+      assert.equal(await owner.getByTestId("available").textContent(), "$3.00");
+
+      await operator.getByRole("button", { name: "Resume aimodel-3-pro-image" }).click();
+      await operator.getByRole("button", { name: "Pause aimodel-3-pro-image" }).waitFor();
+    } finally {
+      await operatorContext.close();
+      await ownerContext.close();
+    }
+  });
+
+  it("when the owner sends a prompt in the text playground, then the answer streams into the page", async () => {
+    const { page: owner, context: ownerContext } = await ownerPage(service, "2.00");
+    try {
+      await owner.getByRole("link", { name: "Text playground" }).click();
+      const streamForm = owner.getByRole("form", { name: "Stream text" });
+      await streamForm.getByLabel("Prompt").fill("Say hello");
+      await streamForm.getByRole("button", { name: "Send" }).click();
+      await eventually(async () => (await owner.getByTestId("stream-output").textContent()) ?? "", (text) => text.length > 0, { what: "streamed text" });
+      await owner.getByText(/prompt \+ \d+ output tokens/).waitFor();
+      await owner.screenshot({ path: join(SHOTS, "10-owner-playground.png"), fullPage: true });
+    } finally {
+      await ownerContext.close();
     }
   });
 });
