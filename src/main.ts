@@ -39,13 +39,15 @@ const service = await launched.ready.catch((error) => {
 const roles = [...config.roles].join(",");
 console.log(`roles ${roles}; ${service.backends ?? `gateway in front of ${config.coreUrl}`}`);
 if (service.grpcUrl) console.log(`core (gRPC, gRPC-Web, Connect over h2c) listening on ${service.grpcUrl}`);
+if (service.httpUrl) console.log(`web panel on ${service.httpUrl}/panel/`);
 console.log("ready");
 
 if (service.httpUrl && service.core && !(await service.core.deps.ledger.hasAnyAccount())) {
   const token = config.adminTokenGenerated ? config.adminToken : "$ADMIN_TOKEN";
   console.log(`
 No accounts yet. ${config.adminTokenGenerated ? `ADMIN_TOKEN was not set; this run's admin token is ${config.adminToken}` : ""}
-Create an account and a key for every model:
+In a browser: open ${service.httpUrl}/panel/, sign in with the admin token, open an account, issue its owner
+token, sign in as its owner and create a key. Or from a shell, an account and a key for every model:
 
   ACCOUNT=$(curl -s -X POST ${service.httpUrl}/admin/v1/accounts -H "Authorization: Bearer ${token}" \\
     -H "Content-Type: application/json" -d '{"name":"me","balance":"10.00"}' | sed 's/.*"account_id":"\\([^"]*\\)".*/\\1/')

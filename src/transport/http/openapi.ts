@@ -32,6 +32,13 @@ const UNLISTED = [/^\/api\/aimodel\/v1\//];
  * paths (`/package.Service/Method`), whose bodies are protobuf messages
  * described by proto/ (binary or the proto JSON mapping).
  */
+/**
+ * Routes that take no body: their body schema (which requireSchemas asks of
+ * every POST) only documents that; the document leaves the request body out,
+ * so no client is told to send one.
+ */
+const WITHOUT_BODY = new Set(["POST /panel/session"]);
+
 /** The web panel's files (@fastify/static under /panel/): pages and assets, no API. */
 const PANEL_FILES = /^\/panel\/(\*)?$/;
 const SCHEMALESS = [/^\/openapi\.json$/, /^\/docs(\/|$)/, /^\/[a-z_][\w]*(\.[a-z_][\w]*)*\.[A-Z]\w*\/[A-Z]\w*$/, PANEL_FILES];
@@ -75,8 +82,9 @@ export async function openApi(app: FastifyInstance): Promise<void> {
     // Called with { openapiObject } for an OpenAPI document (the typings name only the Swagger 2 form).
     transformObject: (document) =>
       withRequiredHeaders(withLinks((document as unknown as { openapiObject: OpenApiDocument }).openapiObject)) as never,
-    transform: ({ schema, url }) => {
+    transform: ({ schema, url, route }) => {
       const hidden = UNLISTED.some((pattern) => pattern.test(url));
+      if (WITHOUT_BODY.has(`${String(route.method)} ${url}`)) return { schema: { ...schema, body: undefined } as FastifySchema, url };
       // A wildcard is a file's key: named, so the document has a real path parameter.
       if (url === "/files/*") return { schema: { ...schema, params: FILE_KEY_PARAMS } as FastifySchema, url: "/files/{key}" };
       return { schema: (hidden ? { ...schema, hide: true } : schema) as FastifySchema, url };

@@ -73,12 +73,16 @@ export const SECURITY_SCHEMES = {
   vendorKey: { type: "apiKey", in: "header", name: "x-vendor-api-key", description: "The same platform key, on /api/aimodel." },
   googApiKey: { type: "apiKey", in: "header", name: "x-goog-api-key", description: "The same platform key, as the vendor's SDKs send it." },
   keyQuery: { type: "apiKey", in: "query", name: "key", description: "The same platform key in the query (vendor surface)." },
+  ownerToken: { type: "http", scheme: "bearer", description: "An account owner's token (`gso_…`, AdminService.CreateOwnerToken): signs in to the web panel." },
+  panelSession: { type: "apiKey", in: "cookie", name: "gs_session", description: "The web panel's session cookie (POST /panel/session sets it)." },
 } as const;
 
 /** A route's accepted credentials (any one of the list). */
 type Security = readonly { readonly [scheme: string]: readonly string[] }[];
 export const PLATFORM_SECURITY: Security = [{ apiKey: [] }];
 export const ADMIN_SECURITY: Security = [{ adminToken: [] }];
+export const PANEL_SIGN_IN_SECURITY: Security = [{ ownerToken: [] }, { adminToken: [] }];
+export const PANEL_SESSION_SECURITY: Security = [{ panelSession: [] }];
 export const VENDOR_SECURITY: Security = [{ vendorKey: [] }, { googApiKey: [] }, { keyQuery: [] }];
 
 /** The Idempotency-Key request header of the creating routes. */

@@ -1,4 +1,4 @@
-import { PLATFORM_ERRORS } from "./common.js";
+import { PANEL_SESSION_SECURITY, PANEL_SIGN_IN_SECURITY, PLATFORM_ERRORS } from "./common.js";
 
 /**
  * The web panel's session (issue 11): a credential exchanged for an HttpOnly,
@@ -23,7 +23,7 @@ export const PANEL_SIGN_IN_SCHEMA = {
   description:
     "Send the owner token (or the admin token) as `Authorization: Bearer`, with no body. The answer sets `gs_session` (HttpOnly, " +
     "SameSite=Strict, Path=/, twelve hours; Secure over HTTPS) and returns the session's CSRF token. A bad credential is 401; an API key is 403 owner_credential_required.",
-  security: [{ adminToken: [] }],
+  security: PANEL_SIGN_IN_SECURITY,
   body: { description: "None: the credential travels in Authorization (a body is 400 body_not_expected)." },
   response: { 200: SESSION, ...PLATFORM_ERRORS },
 } as const;
@@ -33,6 +33,7 @@ export const PANEL_SESSION_SCHEMA = {
   operationId: "getPanelSession",
   summary: "The panel session of the cookie, with its CSRF token",
   description: "401 (missing_credential, invalid_session, session_expired, session_revoked) without a valid session cookie.",
+  security: PANEL_SESSION_SECURITY,
   response: { 200: SESSION, ...PLATFORM_ERRORS },
 } as const;
 
@@ -40,5 +41,7 @@ export const PANEL_SIGN_OUT_SCHEMA = {
   tags: ["panel"],
   operationId: "endPanelSession",
   summary: "Sign out: the session cookie is cleared",
+  description: "Needs no credential: it only tells the browser to drop the cookie (the session itself ends with its expiry or its owner token).",
+  security: [],
   response: { 204: { type: "null", description: "The cookie is cleared." }, ...PLATFORM_ERRORS },
 } as const;
