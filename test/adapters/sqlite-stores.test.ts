@@ -1,7 +1,7 @@
 import { after, afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import Database from "better-sqlite3";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MemoryIdempotencyStore } from "../../src/adapters/memory/memory-idempotency-store.js";
@@ -17,6 +17,8 @@ import type { IdempotencyStore } from "../../src/ports/idempotency-store.js";
 import type { JobStore } from "../../src/ports/job-store.js";
 import { jobListContract } from "./job-list-contract.js";
 import { apiKeyListingContract } from "./api-key-contract.js";
+import { deliveryListingContract } from "./delivery-contract.js";
+import { MemoryDeliveryLog } from "../../src/adapters/memory/memory-delivery-log.js";
 import { MemoryApiKeyStore } from "../../src/adapters/memory/memory-api-key-store.js";
 import { randomUUID } from "node:crypto";
 import { openSqliteDatabase } from "../../src/adapters/sqlite/sqlite-database.js";
@@ -299,6 +301,29 @@ describe("SqliteJobStore listing migration", () => {
   });
 });
 
+describe("SqliteDeliveryLog listing migration", () => {
+  it("when a database of schema version 7 holds deliveries, then version 8 lists them under their job's account, by their last attempt", async () => {
+    const dataDir = freshDir();
+    const oldMigrations = join(dataDir, "migrations-v7");
+    mkdirSync(oldMigrations);
+    const migrations = new URL("../../src/adapters/sqlite/migrations/", import.meta.url).pathname;
+    for (const file of readdirSync(migrations).filter((f) => f < "0008")) copyFileSync(join(migrations, file), join(oldMigrations, file));
+    const old = openSqliteDatabase({ path: join(dataDir, "service.db"), synchronous: "normal", migrationsDir: oldMigrations });
+    const job = aJob({});
+    old.db.prepare("INSERT INTO jobs (job_id, account_id, status, body) VALUES (?, ?, 'done', ?)").run(job.id, job.accountId, encodeBody(job));
+    const attempt = (iso: string, status: number) => ({ at: iso, url: "https://a.test", status });
+    const insert = old.db.prepare("INSERT INTO webhook_deliveries (message_id, job_id, state, attempts) VALUES (?, ?, ?, ?)");
+    insert.run("m-early", job.id, "delivered", JSON.stringify([attempt("2025-01-02T03:04:05.678Z", 200)]));
+    insert.run("m-late", job.id, "exhausted", JSON.stringify([attempt("2025-01-02T03:04:05.679Z", 500), attempt("2025-01-03T00:00:00.001Z", 500)]));
+    old.close();
+
+    const { stores } = await open(dataDir);
+    const listed = await stores.deliveries.listByAccount(job.accountId, 10);
+    assert.deepEqual(listed.map((r) => [r.messageId, r.accountId]), [["m-late", job.accountId], ["m-early", job.accountId]]);
+    assert.deepEqual((await stores.deliveries.listExhausted(10)).map((r) => r.messageId), ["m-late"]);
+  });
+});
+
 describe("SqliteJobStore retention", () => {
   it("when a job is purged, then its webhook deliveries go with it, and holds, ledger rows, accounts and keys stay", async () => {
     const { stores, database } = await open(freshDir());
@@ -318,8 +343,8 @@ describe("SqliteJobStore retention", () => {
     await stores.jobs.markFinalized(job.id);
     const messageId = `msg_${job.id}_done`;
     await stores.deliveries.finish(messageId, "delivered"); // finished before its attempt was recorded: no job id yet
-    await stores.deliveries.recordAttempt(`msg_${job.id}_other`, job.id, { at: new Date(), url: "https://x.test", status: 500 });
-    await stores.deliveries.recordAttempt("msg_someone_else", "someone-else", { at: new Date(), url: "https://x.test", status: 500 });
+    await stores.deliveries.recordAttempt(`msg_${job.id}_other`, { jobId: job.id, accountId: "acct" }, { at: new Date(), url: "https://x.test", status: 500 });
+    await stores.deliveries.recordAttempt("msg_someone_else", { jobId: "someone-else", accountId: "acct" }, { at: new Date(), url: "https://x.test", status: 500 });
 
     assert.equal(await stores.jobs.purgeFinished(new Date("2025-02-01T00:00:00Z"), 10), 1);
     assert.equal(await stores.jobs.get(job.id), undefined);
@@ -505,17 +530,23 @@ describe("SqliteDeliveryLog", () => {
     assert.equal(await log.get("m1"), undefined);
     const first = { at: new Date("2025-01-01T00:00:00.123Z"), url: "https://a.test", status: 503 };
     const second = { at: new Date("2025-01-01T00:00:05.456Z"), url: "https://a.test", error: "timeout" };
-    await log.recordAttempt("m1", "job-1", first);
-    await log.recordAttempt("m1", "job-1", second);
-    assert.deepEqual(await log.get("m1"), { messageId: "m1", jobId: "job-1", state: "pending", attempts: [first, second] });
+    await log.recordAttempt("m1", { jobId: "job-1", accountId: "acct" }, first);
+    await log.recordAttempt("m1", { jobId: "job-1", accountId: "acct" }, second);
+    assert.deepEqual(await log.get("m1"), { messageId: "m1", jobId: "job-1", accountId: "acct", state: "pending", attempts: [first, second] });
     const results = await Promise.all([log.finish("m1", "delivered"), log.finish("m1", "exhausted"), log.finish("m1", "delivered")]);
     assert.deepEqual(results, [true, false, false]);
     assert.equal((await log.get("m1"))?.state, "delivered");
 
     assert.equal(await log.finish("m2", "exhausted"), true); // finish before any attempt is recorded
-    await log.recordAttempt("m2", "job-2", first);
-    assert.deepEqual(await log.get("m2"), { messageId: "m2", jobId: "job-2", state: "exhausted", attempts: [first] });
+    await log.recordAttempt("m2", { jobId: "job-2", accountId: "acct" }, first);
+    assert.deepEqual(await log.get("m2"), { messageId: "m2", jobId: "job-2", accountId: "acct", state: "exhausted", attempts: [first] });
   });
+
+  deliveryListingContract(async () => (await open(freshDir())).stores.deliveries, () => randomUUID().slice(0, 8));
+});
+
+describe("MemoryDeliveryLog listing", () => {
+  deliveryListingContract(async () => new MemoryDeliveryLog(), () => randomUUID().slice(0, 8));
 });
 
 describe("SQLite errors", () => {

@@ -1,6 +1,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { ADMIN_TOKEN, call, createCustomer, startTestService, type TestService } from "../support/harness.js";
+import { ownerToken, reasonOf, rpc, signIn } from "../support/panel-helpers.js";
 
 /**
  * Issue 11: how an account owner (and the operator) signs in to the web panel,
@@ -9,41 +10,6 @@ import { ADMIN_TOKEN, call, createCustomer, startTestService, type TestService }
  * HttpOnly, SameSite=Strict cookie; the panel's RPCs (the Connect mount)
  * need that cookie and its CSRF token.
  */
-
-interface Signed {
-  readonly cookie: string;
-  readonly csrf: string;
-  readonly setCookie: string;
-  readonly json: any;
-}
-
-async function signIn(service: TestService, token: string): Promise<Signed> {
-  const response = await fetch(`${service.url}/panel/session`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
-  const json = (await response.json()) as any;
-  assert.equal(response.status, 200, JSON.stringify(json));
-  const setCookie = response.headers.get("set-cookie") ?? "";
-  return { cookie: setCookie.split(";")[0]!, csrf: json.csrf_token, setCookie, json };
-}
-
-/** A Connect unary call with JSON, as the panel's client makes it. */
-async function rpc(service: TestService, method: string, body: unknown, headers: Record<string, string>) {
-  const response = await fetch(`${service.url}/generation.v1.${method}`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "connect-protocol-version": "1", ...headers },
-    body: JSON.stringify(body),
-  });
-  const text = await response.text();
-  return { status: response.status, json: text ? JSON.parse(text) : undefined, text };
-}
-
-const reasonOf = (json: any) => json?.details?.[0]?.debug?.reason ?? json?.code;
-
-async function ownerToken(service: TestService, accountId: string): Promise<{ token: string; id: string }> {
-  const issued = await rpc(service, "AdminService/CreateOwnerToken", { accountId }, { authorization: `Bearer ${ADMIN_TOKEN}` });
-  assert.equal(issued.status, 200, issued.text);
-  assert.match(issued.json.ownerToken, /^gso_/);
-  return { token: issued.json.ownerToken, id: issued.json.tokenId };
-}
 
 describe("the web panel's sign-in and session", () => {
   let service: TestService;

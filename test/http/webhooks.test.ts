@@ -1,97 +1,16 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
 import {
-  call, createCustomer, eventually, finishedJob, startTestService, type Customer, type TestService,
+  call, createCustomer, finishedJob, startTestService, type Customer, type TestService,
 } from "../support/harness.js";
 import { probePng } from "../support/media-probe.js";
+import { withReceiver, type Delivery } from "../support/webhook-receiver.js";
 
 // Matches the harness's WEBHOOK_RETRY_SCHEDULE ("50ms,100ms,150ms"): a failing delivery makes 1 + 3 attempts.
 const SCHEDULE_MS = [50, 100, 150];
 // Longer than any gap between two attempts of one delivery, so silence this long means the dispatcher is done.
 const QUIET_MS = 3 * SCHEDULE_MS.reduce((a, b) => a + b, 0);
-
-interface Delivery {
-  readonly at: number;
-  readonly headers: Record<string, string>;
-  readonly body: string;
-  readonly json: any;
-}
-
-/** What the receiver does with a request: answer with a status, or never answer. */
-type Answer = number | "hang";
-
-/** A webhook endpoint on loopback that records every raw delivery. */
-class Receiver {
-  readonly deliveries: Delivery[] = [];
-  readonly startedAt = Date.now();
-  private server: Server | undefined;
-  url = "";
-
-  constructor(private readonly answer: (delivery: Delivery, attemptForJob: number) => Answer = () => 200) {}
-
-  async start(): Promise<this> {
-    this.server = createServer((request: IncomingMessage, response: ServerResponse) => {
-      const chunks: Buffer[] = [];
-      request.on("data", (chunk: Buffer) => chunks.push(chunk));
-      request.on("end", () => {
-        const body = Buffer.concat(chunks).toString("utf8");
-        let json: any;
-        try {
-          json = JSON.parse(body);
-        } catch {
-          json = undefined;
-        }
-        const headers = Object.fromEntries(Object.entries(request.headers).map(([k, v]) => [k, String(v)]));
-        const delivery = { at: Date.now(), headers, body, json };
-        this.deliveries.push(delivery);
-        const answer = this.answer(delivery, this.forJob(json?.job_id).length);
-        if (answer === "hang") return;
-        response.writeHead(answer, { "content-type": "text/plain" }).end("ok");
-      });
-    });
-    await new Promise<void>((resolve) => this.server!.listen(0, "127.0.0.1", resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks`;
-    return this;
-  }
-
-  forJob(jobId: string): Delivery[] {
-    return this.deliveries.filter((d) => d.json?.job_id === jobId);
-  }
-
-  /** Waits until `count` deliveries for the job have arrived. */
-  async awaitJob(jobId: string, count = 1): Promise<Delivery[]> {
-    return eventually(async () => this.forJob(jobId), (list) => list.length >= count, {
-      timeoutMs: 10_000, what: `${count} webhook deliveries for job ${jobId}`,
-    });
-  }
-
-  /** Polls until nothing has arrived for `ms` (measured from the last delivery, or from `since`). */
-  async quietFor(ms: number, since = this.startedAt): Promise<void> {
-    await eventually(
-      async () => Date.now() - Math.max(since, ...this.deliveries.map((d) => d.at)),
-      (idle) => idle >= ms,
-      { timeoutMs: 15_000, intervalMs: 25, what: `${ms} ms without webhook deliveries` },
-    );
-  }
-
-  async close(): Promise<void> {
-    if (!this.server) return;
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server!.close(() => resolve()));
-  }
-}
-
-async function withReceiver<T>(answer: ConstructorParameters<typeof Receiver>[0], work: (r: Receiver) => Promise<T>): Promise<T> {
-  const receiver = await new Receiver(answer).start();
-  try {
-    return await work(receiver);
-  } finally {
-    await receiver.close();
-  }
-}
 
 async function setAccountWebhook(service: TestService, customer: Customer, url: string): Promise<string> {
   const response = await call(service, "PUT", `/admin/v1/accounts/${customer.accountId}/webhook`, { admin: true, body: { url } });

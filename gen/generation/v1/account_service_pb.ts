@@ -8,6 +8,8 @@ import type { ApiKey, KeyLimits } from "./admin_service_pb.js";
 import { file_generation_v1_admin_service } from "./admin_service_pb.js";
 import type { Balance } from "./money_pb.js";
 import { file_generation_v1_money } from "./money_pb.js";
+import type { Webhook, WebhookDelivery } from "./webhook_pb.js";
+import { file_generation_v1_webhook } from "./webhook_pb.js";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -16,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/account_service.proto.
  */
 export const file_generation_v1_account_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNnZW5lcmF0aW9uL3YxL2FjY291bnRfc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSIVChNTdGFydFNlc3Npb25SZXF1ZXN0IqoBChRTdGFydFNlc3Npb25SZXNwb25zZRIPCgdzZXNzaW9uGAEgASgJEhIKCmNzcmZfdG9rZW4YAiABKAkSLwoLZXhwaXJlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBHJvbGUYBCABKA4yGi5nZW5lcmF0aW9uLnYxLlNlc3Npb25Sb2xlEhIKCmFjY291bnRfaWQYBSABKAkiEwoRR2V0QWNjb3VudFJlcXVlc3QiUQoSR2V0QWNjb3VudFJlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSJwoHYmFsYW5jZRgCIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIUChJMaXN0QXBpS2V5c1JlcXVlc3QiOgoTTGlzdEFwaUtleXNSZXNwb25zZRIjCgRrZXlzGAEgAygLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiVgoaQ3JlYXRlQWNjb3VudEFwaUtleVJlcXVlc3QSDgoGbW9kZWxzGAEgAygJEigKBmxpbWl0cxgCIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIlIKG0NyZWF0ZUFjY291bnRBcGlLZXlSZXNwb25zZRIiCgNrZXkYASABKAsyFS5nZW5lcmF0aW9uLnYxLkFwaUtleRIPCgdhcGlfa2V5GAIgASgJIocBChpVcGRhdGVBY2NvdW50QXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkSKAoGbGltaXRzGAIgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMSLwoLdXBkYXRlX21hc2sYAyABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIkEKG1VwZGF0ZUFjY291bnRBcGlLZXlSZXNwb25zZRIiCgNrZXkYASABKAsyFS5nZW5lcmF0aW9uLnYxLkFwaUtleSIsChpSZXZva2VBY2NvdW50QXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiQQobUmV2b2tlQWNjb3VudEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5Kl4KC1Nlc3Npb25Sb2xlEhwKGFNFU1NJT05fUk9MRV9VTlNQRUNJRklFRBAAEhYKElNFU1NJT05fUk9MRV9PV05FUhABEhkKFVNFU1NJT05fUk9MRV9PUEVSQVRPUhACMtwECg5BY2NvdW50U2VydmljZRJXCgxTdGFydFNlc3Npb24SIi5nZW5lcmF0aW9uLnYxLlN0YXJ0U2Vzc2lvblJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlN0YXJ0U2Vzc2lvblJlc3BvbnNlElEKCkdldEFjY291bnQSIC5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50UmVzcG9uc2USVAoLTGlzdEFwaUtleXMSIS5nZW5lcmF0aW9uLnYxLkxpc3RBcGlLZXlzUmVxdWVzdBoiLmdlbmVyYXRpb24udjEuTGlzdEFwaUtleXNSZXNwb25zZRJsChNDcmVhdGVBY2NvdW50QXBpS2V5EikuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50QXBpS2V5UmVxdWVzdBoqLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudEFwaUtleVJlc3BvbnNlEmwKE1VwZGF0ZUFjY291bnRBcGlLZXkSKS5nZW5lcmF0aW9uLnYxLlVwZGF0ZUFjY291bnRBcGlLZXlSZXF1ZXN0GiouZ2VuZXJhdGlvbi52MS5VcGRhdGVBY2NvdW50QXBpS2V5UmVzcG9uc2USbAoTUmV2b2tlQWNjb3VudEFwaUtleRIpLmdlbmVyYXRpb24udjEuUmV2b2tlQWNjb3VudEFwaUtleVJlcXVlc3QaKi5nZW5lcmF0aW9uLnYxLlJldm9rZUFjY291bnRBcGlLZXlSZXNwb25zZUKyAQoZY29tLmV4YW1wbGUuZ2VuZXJhdGlvbi52MUITQWNjb3VudFNlcnZpY2VQcm90b1ABWkdnaXRodWIuY29tL2V4YW1wbGUvZ2VuZXJhdGlvbi1zZXJ2aWNlL2dlbi9nby9nZW5lcmF0aW9uL3YxO2dlbmVyYXRpb252MaICA0dYWKoCDUdlbmVyYXRpb24uVjHKAg1HZW5lcmF0aW9uXFYx6gIOR2VuZXJhdGlvbjo6VjFiBnByb3RvMw", [file_generation_v1_admin_service, file_generation_v1_money, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiNnZW5lcmF0aW9uL3YxL2FjY291bnRfc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSIVChNTdGFydFNlc3Npb25SZXF1ZXN0IqoBChRTdGFydFNlc3Npb25SZXNwb25zZRIPCgdzZXNzaW9uGAEgASgJEhIKCmNzcmZfdG9rZW4YAiABKAkSLwoLZXhwaXJlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBHJvbGUYBCABKA4yGi5nZW5lcmF0aW9uLnYxLlNlc3Npb25Sb2xlEhIKCmFjY291bnRfaWQYBSABKAkiEwoRR2V0QWNjb3VudFJlcXVlc3QiUQoSR2V0QWNjb3VudFJlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSJwoHYmFsYW5jZRgCIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIUChJMaXN0QXBpS2V5c1JlcXVlc3QiOgoTTGlzdEFwaUtleXNSZXNwb25zZRIjCgRrZXlzGAEgAygLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiVgoaQ3JlYXRlQWNjb3VudEFwaUtleVJlcXVlc3QSDgoGbW9kZWxzGAEgAygJEigKBmxpbWl0cxgCIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIlIKG0NyZWF0ZUFjY291bnRBcGlLZXlSZXNwb25zZRIiCgNrZXkYASABKAsyFS5nZW5lcmF0aW9uLnYxLkFwaUtleRIPCgdhcGlfa2V5GAIgASgJIocBChpVcGRhdGVBY2NvdW50QXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkSKAoGbGltaXRzGAIgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMSLwoLdXBkYXRlX21hc2sYAyABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIkEKG1VwZGF0ZUFjY291bnRBcGlLZXlSZXNwb25zZRIiCgNrZXkYASABKAsyFS5nZW5lcmF0aW9uLnYxLkFwaUtleSIsChpSZXZva2VBY2NvdW50QXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiQQobUmV2b2tlQWNjb3VudEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IhoKGEdldEFjY291bnRXZWJob29rUmVxdWVzdCJEChlHZXRBY2NvdW50V2ViaG9va1Jlc3BvbnNlEicKB3dlYmhvb2sYASABKAsyFi5nZW5lcmF0aW9uLnYxLldlYmhvb2siJwoYU2V0QWNjb3VudFdlYmhvb2tSZXF1ZXN0EgsKA3VybBgBIAEoCSJEChlTZXRBY2NvdW50V2ViaG9va1Jlc3BvbnNlEicKB3dlYmhvb2sYASABKAsyFi5nZW5lcmF0aW9uLnYxLldlYmhvb2siHAoaUm90YXRlV2ViaG9va1NlY3JldFJlcXVlc3QiRgobUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlEicKB3dlYmhvb2sYASABKAsyFi5nZW5lcmF0aW9uLnYxLldlYmhvb2siGAoWU2VuZFRlc3RXZWJob29rUmVxdWVzdCJLChdTZW5kVGVzdFdlYmhvb2tSZXNwb25zZRIwCghkZWxpdmVyeRgBIAEoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5IjwKHExpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBAUIICgZfbGltaXQiUwodTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USMgoKZGVsaXZlcmllcxgBIAMoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5Ii0KF1JlZGVsaXZlcldlYmhvb2tSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkiTAoYUmVkZWxpdmVyV2ViaG9va1Jlc3BvbnNlEjAKCGRlbGl2ZXJ5GAEgASgLMh4uZ2VuZXJhdGlvbi52MS5XZWJob29rRGVsaXZlcnkqXgoLU2Vzc2lvblJvbGUSHAoYU0VTU0lPTl9ST0xFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9ST0xFX09XTkVSEAESGQoVU0VTU0lPTl9ST0xFX09QRVJBVE9SEAIy1QkKDkFjY291bnRTZXJ2aWNlElcKDFN0YXJ0U2Vzc2lvbhIiLmdlbmVyYXRpb24udjEuU3RhcnRTZXNzaW9uUmVxdWVzdBojLmdlbmVyYXRpb24udjEuU3RhcnRTZXNzaW9uUmVzcG9uc2USUQoKR2V0QWNjb3VudBIgLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFJlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRSZXNwb25zZRJUCgtMaXN0QXBpS2V5cxIhLmdlbmVyYXRpb24udjEuTGlzdEFwaUtleXNSZXF1ZXN0GiIuZ2VuZXJhdGlvbi52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlEmwKE0NyZWF0ZUFjY291bnRBcGlLZXkSKS5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRBcGlLZXlSZXF1ZXN0GiouZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50QXBpS2V5UmVzcG9uc2USbAoTVXBkYXRlQWNjb3VudEFwaUtleRIpLmdlbmVyYXRpb24udjEuVXBkYXRlQWNjb3VudEFwaUtleVJlcXVlc3QaKi5nZW5lcmF0aW9uLnYxLlVwZGF0ZUFjY291bnRBcGlLZXlSZXNwb25zZRJsChNSZXZva2VBY2NvdW50QXBpS2V5EikuZ2VuZXJhdGlvbi52MS5SZXZva2VBY2NvdW50QXBpS2V5UmVxdWVzdBoqLmdlbmVyYXRpb24udjEuUmV2b2tlQWNjb3VudEFwaUtleVJlc3BvbnNlEmYKEUdldEFjY291bnRXZWJob29rEicuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50V2ViaG9va1JlcXVlc3QaKC5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRXZWJob29rUmVzcG9uc2USZgoRU2V0QWNjb3VudFdlYmhvb2sSJy5nZW5lcmF0aW9uLnYxLlNldEFjY291bnRXZWJob29rUmVxdWVzdBooLmdlbmVyYXRpb24udjEuU2V0QWNjb3VudFdlYmhvb2tSZXNwb25zZRJsChNSb3RhdGVXZWJob29rU2VjcmV0EikuZ2VuZXJhdGlvbi52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBoqLmdlbmVyYXRpb24udjEuUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlEmAKD1NlbmRUZXN0V2ViaG9vaxIlLmdlbmVyYXRpb24udjEuU2VuZFRlc3RXZWJob29rUmVxdWVzdBomLmdlbmVyYXRpb24udjEuU2VuZFRlc3RXZWJob29rUmVzcG9uc2UScgoVTGlzdFdlYmhvb2tEZWxpdmVyaWVzEisuZ2VuZXJhdGlvbi52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0GiwuZ2VuZXJhdGlvbi52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXNwb25zZRJjChBSZWRlbGl2ZXJXZWJob29rEiYuZ2VuZXJhdGlvbi52MS5SZWRlbGl2ZXJXZWJob29rUmVxdWVzdBonLmdlbmVyYXRpb24udjEuUmVkZWxpdmVyV2ViaG9va1Jlc3BvbnNlQrIBChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhNBY2NvdW50U2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_generation_v1_admin_service, file_generation_v1_money, file_generation_v1_webhook, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Request of StartSession. The credential travels in `authorization`.
@@ -317,6 +319,240 @@ export const RevokeAccountApiKeyResponseSchema: GenMessage<RevokeAccountApiKeyRe
   messageDesc(file_generation_v1_account_service, 11);
 
 /**
+ * Request of GetAccountWebhook.
+ *
+ * @generated from message generation.v1.GetAccountWebhookRequest
+ */
+export type GetAccountWebhookRequest = Message<"generation.v1.GetAccountWebhookRequest"> & {
+};
+
+/**
+ * Describes the message generation.v1.GetAccountWebhookRequest.
+ * Use `create(GetAccountWebhookRequestSchema)` to create a new message.
+ */
+export const GetAccountWebhookRequestSchema: GenMessage<GetAccountWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 12);
+
+/**
+ * Response of GetAccountWebhook.
+ *
+ * @generated from message generation.v1.GetAccountWebhookResponse
+ */
+export type GetAccountWebhookResponse = Message<"generation.v1.GetAccountWebhookResponse"> & {
+  /**
+   * The webhook.
+   *
+   * @generated from field: generation.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+};
+
+/**
+ * Describes the message generation.v1.GetAccountWebhookResponse.
+ * Use `create(GetAccountWebhookResponseSchema)` to create a new message.
+ */
+export const GetAccountWebhookResponseSchema: GenMessage<GetAccountWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 13);
+
+/**
+ * Request of SetAccountWebhook.
+ *
+ * @generated from message generation.v1.SetAccountWebhookRequest
+ */
+export type SetAccountWebhookRequest = Message<"generation.v1.SetAccountWebhookRequest"> & {
+  /**
+   * An http(s) URL; empty clears it.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+};
+
+/**
+ * Describes the message generation.v1.SetAccountWebhookRequest.
+ * Use `create(SetAccountWebhookRequestSchema)` to create a new message.
+ */
+export const SetAccountWebhookRequestSchema: GenMessage<SetAccountWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 14);
+
+/**
+ * Response of SetAccountWebhook.
+ *
+ * @generated from message generation.v1.SetAccountWebhookResponse
+ */
+export type SetAccountWebhookResponse = Message<"generation.v1.SetAccountWebhookResponse"> & {
+  /**
+   * The webhook, as set.
+   *
+   * @generated from field: generation.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+};
+
+/**
+ * Describes the message generation.v1.SetAccountWebhookResponse.
+ * Use `create(SetAccountWebhookResponseSchema)` to create a new message.
+ */
+export const SetAccountWebhookResponseSchema: GenMessage<SetAccountWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 15);
+
+/**
+ * Request of RotateWebhookSecret.
+ *
+ * @generated from message generation.v1.RotateWebhookSecretRequest
+ */
+export type RotateWebhookSecretRequest = Message<"generation.v1.RotateWebhookSecretRequest"> & {
+};
+
+/**
+ * Describes the message generation.v1.RotateWebhookSecretRequest.
+ * Use `create(RotateWebhookSecretRequestSchema)` to create a new message.
+ */
+export const RotateWebhookSecretRequestSchema: GenMessage<RotateWebhookSecretRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 16);
+
+/**
+ * Response of RotateWebhookSecret.
+ *
+ * @generated from message generation.v1.RotateWebhookSecretResponse
+ */
+export type RotateWebhookSecretResponse = Message<"generation.v1.RotateWebhookSecretResponse"> & {
+  /**
+   * The webhook with its new secret.
+   *
+   * @generated from field: generation.v1.Webhook webhook = 1;
+   */
+  webhook?: Webhook | undefined;
+};
+
+/**
+ * Describes the message generation.v1.RotateWebhookSecretResponse.
+ * Use `create(RotateWebhookSecretResponseSchema)` to create a new message.
+ */
+export const RotateWebhookSecretResponseSchema: GenMessage<RotateWebhookSecretResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 17);
+
+/**
+ * Request of SendTestWebhook.
+ *
+ * @generated from message generation.v1.SendTestWebhookRequest
+ */
+export type SendTestWebhookRequest = Message<"generation.v1.SendTestWebhookRequest"> & {
+};
+
+/**
+ * Describes the message generation.v1.SendTestWebhookRequest.
+ * Use `create(SendTestWebhookRequestSchema)` to create a new message.
+ */
+export const SendTestWebhookRequestSchema: GenMessage<SendTestWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 18);
+
+/**
+ * Response of SendTestWebhook.
+ *
+ * @generated from message generation.v1.SendTestWebhookResponse
+ */
+export type SendTestWebhookResponse = Message<"generation.v1.SendTestWebhookResponse"> & {
+  /**
+   * The test delivery and its one try.
+   *
+   * @generated from field: generation.v1.WebhookDelivery delivery = 1;
+   */
+  delivery?: WebhookDelivery | undefined;
+};
+
+/**
+ * Describes the message generation.v1.SendTestWebhookResponse.
+ * Use `create(SendTestWebhookResponseSchema)` to create a new message.
+ */
+export const SendTestWebhookResponseSchema: GenMessage<SendTestWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 19);
+
+/**
+ * Request of ListWebhookDeliveries.
+ *
+ * @generated from message generation.v1.ListWebhookDeliveriesRequest
+ */
+export type ListWebhookDeliveriesRequest = Message<"generation.v1.ListWebhookDeliveriesRequest"> & {
+  /**
+   * At most this many, 1 to 100; unset: 20.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+};
+
+/**
+ * Describes the message generation.v1.ListWebhookDeliveriesRequest.
+ * Use `create(ListWebhookDeliveriesRequestSchema)` to create a new message.
+ */
+export const ListWebhookDeliveriesRequestSchema: GenMessage<ListWebhookDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 20);
+
+/**
+ * Response of ListWebhookDeliveries.
+ *
+ * @generated from message generation.v1.ListWebhookDeliveriesResponse
+ */
+export type ListWebhookDeliveriesResponse = Message<"generation.v1.ListWebhookDeliveriesResponse"> & {
+  /**
+   * The most recently tried first.
+   *
+   * @generated from field: repeated generation.v1.WebhookDelivery deliveries = 1;
+   */
+  deliveries: WebhookDelivery[];
+};
+
+/**
+ * Describes the message generation.v1.ListWebhookDeliveriesResponse.
+ * Use `create(ListWebhookDeliveriesResponseSchema)` to create a new message.
+ */
+export const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 21);
+
+/**
+ * Request of RedeliverWebhook.
+ *
+ * @generated from message generation.v1.RedeliverWebhookRequest
+ */
+export type RedeliverWebhookRequest = Message<"generation.v1.RedeliverWebhookRequest"> & {
+  /**
+   * A delivery of the account.
+   *
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
+};
+
+/**
+ * Describes the message generation.v1.RedeliverWebhookRequest.
+ * Use `create(RedeliverWebhookRequestSchema)` to create a new message.
+ */
+export const RedeliverWebhookRequestSchema: GenMessage<RedeliverWebhookRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 22);
+
+/**
+ * Response of RedeliverWebhook.
+ *
+ * @generated from message generation.v1.RedeliverWebhookResponse
+ */
+export type RedeliverWebhookResponse = Message<"generation.v1.RedeliverWebhookResponse"> & {
+  /**
+   * The delivery with its new try.
+   *
+   * @generated from field: generation.v1.WebhookDelivery delivery = 1;
+   */
+  delivery?: WebhookDelivery | undefined;
+};
+
+/**
+ * Describes the message generation.v1.RedeliverWebhookResponse.
+ * Use `create(RedeliverWebhookResponseSchema)` to create a new message.
+ */
+export const RedeliverWebhookResponseSchema: GenMessage<RedeliverWebhookResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 23);
+
+/**
  * Who a panel session is for.
  *
  * @generated from enum generation.v1.SessionRole
@@ -352,7 +588,7 @@ export const SessionRoleSchema: GenEnum<SessionRole> = /*@__PURE__*/
 
 /**
  * AccountService is what an account's owner manages: the account's API keys
- * (grants, limits, revocation) and the account itself. The web panel (/panel)
+ * (grants, limits, revocation), its webhook and the account itself. The web panel (/panel)
  * calls exactly these RPCs; so can any client.
  *
  * Authentication, one of:
@@ -430,6 +666,73 @@ export const AccountService: GenService<{
     methodKind: "unary";
     input: typeof RevokeAccountApiKeyRequestSchema;
     output: typeof RevokeAccountApiKeyResponseSchema;
+  },
+  /**
+   * The account-wide webhook: its URL and signing secret.
+   *
+   * @generated from rpc generation.v1.AccountService.GetAccountWebhook
+   */
+  getAccountWebhook: {
+    methodKind: "unary";
+    input: typeof GetAccountWebhookRequestSchema;
+    output: typeof GetAccountWebhookResponseSchema;
+  },
+  /**
+   * Sets (or, with an empty url, clears) the account-wide webhook URL; the
+   * secret stays. INVALID_ARGUMENT/invalid_url unless http(s).
+   *
+   * @generated from rpc generation.v1.AccountService.SetAccountWebhook
+   */
+  setAccountWebhook: {
+    methodKind: "unary";
+    input: typeof SetAccountWebhookRequestSchema;
+    output: typeof SetAccountWebhookResponseSchema;
+  },
+  /**
+   * Makes a new signing secret; requests from now on are signed with it.
+   *
+   * @generated from rpc generation.v1.AccountService.RotateWebhookSecret
+   */
+  rotateWebhookSecret: {
+    methodKind: "unary";
+    input: typeof RotateWebhookSecretRequestSchema;
+    output: typeof RotateWebhookSecretResponseSchema;
+  },
+  /**
+   * Sends a test event (`{"type": "webhook.test", …}`, signed like every
+   * delivery) to the URL now, once, and answers how it went. It is listed
+   * among the deliveries. INVALID_ARGUMENT/webhook_url_not_set without a URL.
+   *
+   * @generated from rpc generation.v1.AccountService.SendTestWebhook
+   */
+  sendTestWebhook: {
+    methodKind: "unary";
+    input: typeof SendTestWebhookRequestSchema;
+    output: typeof SendTestWebhookResponseSchema;
+  },
+  /**
+   * The account's recent deliveries, the most recently tried first, with
+   * their tries and the receiver's status codes.
+   *
+   * @generated from rpc generation.v1.AccountService.ListWebhookDeliveries
+   */
+  listWebhookDeliveries: {
+    methodKind: "unary";
+    input: typeof ListWebhookDeliveriesRequestSchema;
+    output: typeof ListWebhookDeliveriesResponseSchema;
+  },
+  /**
+   * Sends a delivery again now, with the same webhook-id; a job's delivery
+   * carries the job as it is. Delivered once a receiver takes it (a dead
+   * letter then leaves the dead letters). NOT_FOUND/webhook_delivery_not_found
+   * for another account's.
+   *
+   * @generated from rpc generation.v1.AccountService.RedeliverWebhook
+   */
+  redeliverWebhook: {
+    methodKind: "unary";
+    input: typeof RedeliverWebhookRequestSchema;
+    output: typeof RedeliverWebhookResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_generation_v1_account_service, 0);

@@ -10,6 +10,8 @@ import type { GetUsageRequest, GetUsageResponse, ListLedgerEntriesRequest } from
 import { file_generation_v1_generation_service } from "./generation_service_pb.js";
 import type { Balance, LedgerEntry } from "./money_pb.js";
 import { file_generation_v1_money } from "./money_pb.js";
+import type { WebhookDelivery } from "./webhook_pb.js";
+import { file_generation_v1_webhook } from "./webhook_pb.js";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -18,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/admin_service.proto.
  */
 export const file_generation_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlImMKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMinQIKCUtleUxpbWl0cxIYCgtzcGVuZF9saW1pdBgBIAEoCUgAiAEBEh4KEWRhaWx5X3NwZW5kX2xpbWl0GAIgASgJSAGIAQESIAoTbW9udGhseV9zcGVuZF9saW1pdBgDIAEoCUgCiAEBEiIKFXJhdGVfbGltaXRfcGVyX21pbnV0ZRgEIAEoBUgDiAEBEiAKE21heF9jb25jdXJyZW50X2pvYnMYBSABKAVIBIgBAUIOCgxfc3BlbmRfbGltaXRCFAoSX2RhaWx5X3NwZW5kX2xpbWl0QhYKFF9tb250aGx5X3NwZW5kX2xpbWl0QhgKFl9yYXRlX2xpbWl0X3Blcl9taW51dGVCFgoUX21heF9jb25jdXJyZW50X2pvYnMihwMKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDwoHcmV2b2tlZBgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZsaW1pdHMYBiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxINCgVzcGVudBgHIAEoCRITCgtzcGVudF90b2RheRgIIAEoCRIYChBzcGVudF90aGlzX21vbnRoGAkgASgJEgwKBGhlbGQYCiABKAkSFgoJcmVtYWluaW5nGAsgASgJSACIAQESHAoPcmVtYWluaW5nX3RvZGF5GAwgASgJSAGIAQESIQoUcmVtYWluaW5nX3RoaXNfbW9udGgYDSABKAlIAogBAUIMCgpfcmVtYWluaW5nQhIKEF9yZW1haW5pbmdfdG9kYXlCFwoVX3JlbWFpbmluZ190aGlzX21vbnRoIiIKEEdldEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKEUdldEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IoABChNVcGRhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siOgoUVXBkYXRlQXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkihQEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEg4KBm1vZGVscxgDIAMoCRISCgphY2NvdW50X2lkGAQgASgJEigKBmxpbWl0cxgFIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKFFJldm9rZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdyZXZva2VkGAIgASgIIi8KGUxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJBChpMaXN0QWNjb3VudEFwaUtleXNSZXNwb25zZRIjCgRrZXlzGAEgAygLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiLQoXQ3JlYXRlT3duZXJUb2tlblJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJVChhDcmVhdGVPd25lclRva2VuUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSEwoLb3duZXJfdG9rZW4YAiABKAkSEgoKYWNjb3VudF9pZBgDIAEoCSI0ChFTZXRXZWJob29rUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEgsKA3VybBgCIAEoCSIxChJTZXRXZWJob29rUmVzcG9uc2USCwoDdXJsGAEgASgJEg4KBnNlY3JldBgCIAEoCSIpChdTZXRQcm9qZWN0UGF1c2VkUmVxdWVzdBIOCgZwYXVzZWQYASABKAgiKgoYU2V0UHJvamVjdFBhdXNlZFJlc3BvbnNlEg4KBnBhdXNlZBgBIAEoCCI2ChVTZXRNb2RlbFBhdXNlZFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIjcKFlNldE1vZGVsUGF1c2VkUmVzcG9uc2USDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIhMKEUxpc3RQcmljZXNSZXF1ZXN0Ij8KEkxpc3RQcmljZXNSZXNwb25zZRIpCgZwcmljZXMYASADKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPgoSVXBkYXRlUHJpY2VSZXF1ZXN0EigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj8KE1VwZGF0ZVByaWNlUmVzcG9uc2USKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2Ui3AIKDVVwc3RyZWFtUm91dGUSDAoEbmFtZRgBIAEoCRIQCghiYXNlX3VybBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDgoGd2VpZ2h0GAQgASgFEhIKCnRpbWVvdXRfbXMYBSABKAUSGAoQbWF4X2lucHV0X2ltYWdlcxgGIAEoBRIOCgZwYXVzZWQYByABKAgSDwoHaGVhbHRoeRgIIAEoCBIQCghyZXF1ZXN0cxgJIAEoAxIQCghmYWlsdXJlcxgKIAEoAxIcChRjb25zZWN1dGl2ZV9mYWlsdXJlcxgLIAEoBRISCgpsYXN0X2Vycm9yGAwgASgJEjEKDWxhc3RfZXJyb3JfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3Rfc3VjY2Vzc19hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEwoRTGlzdFJvdXRlc1JlcXVlc3QiQgoSTGlzdFJvdXRlc1Jlc3BvbnNlEiwKBnJvdXRlcxgBIAMoCzIcLmdlbmVyYXRpb24udjEuVXBzdHJlYW1Sb3V0ZSI1ChVTZXRSb3V0ZVBhdXNlZFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIOCgZwYXVzZWQYAiABKAgiNgoWU2V0Um91dGVQYXVzZWRSZXNwb25zZRIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCDKhDQoMQWRtaW5TZXJ2aWNlEloKDUNyZWF0ZUFjY291bnQSIy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRSZXF1ZXN0GiQuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVzcG9uc2USUQoKQWRkQ3JlZGl0cxIgLmdlbmVyYXRpb24udjEuQWRkQ3JlZGl0c1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXNwb25zZRJmChFHZXRBY2NvdW50QmFsYW5jZRInLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXF1ZXN0GiguZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEnsKGExpc3RBY2NvdW50TGVkZ2VyRW50cmllcxIuLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBovLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USYAoPR2V0QWNjb3VudFVzYWdlEiUuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50VXNhZ2VSZXF1ZXN0GiYuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50VXNhZ2VSZXNwb25zZRJXCgxDcmVhdGVBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlEk4KCUdldEFwaUtleRIfLmdlbmVyYXRpb24udjEuR2V0QXBpS2V5UmVxdWVzdBogLmdlbmVyYXRpb24udjEuR2V0QXBpS2V5UmVzcG9uc2USVwoMVXBkYXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5VcGRhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5VcGRhdGVBcGlLZXlSZXNwb25zZRJXCgxSZXZva2VBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlEmkKEkxpc3RBY2NvdW50QXBpS2V5cxIoLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRBcGlLZXlzUmVxdWVzdBopLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRBcGlLZXlzUmVzcG9uc2USYwoQQ3JlYXRlT3duZXJUb2tlbhImLmdlbmVyYXRpb24udjEuQ3JlYXRlT3duZXJUb2tlblJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLkNyZWF0ZU93bmVyVG9rZW5SZXNwb25zZRJRCgpTZXRXZWJob29rEiAuZ2VuZXJhdGlvbi52MS5TZXRXZWJob29rUmVxdWVzdBohLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1Jlc3BvbnNlEmMKEFNldFByb2plY3RQYXVzZWQSJi5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USXQoOU2V0TW9kZWxQYXVzZWQSJC5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVxdWVzdBolLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXNwb25zZRJRCgpMaXN0UHJpY2VzEiAuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1Jlc3BvbnNlElQKC1VwZGF0ZVByaWNlEiEuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlcXVlc3QaIi5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVzcG9uc2USUQoKTGlzdFJvdXRlcxIgLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RSb3V0ZXNSZXNwb25zZRJdCg5TZXRSb3V0ZVBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0Um91dGVQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlc3BvbnNlQrABChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWkdnaXRodWIuY29tL2V4YW1wbGUvZ2VuZXJhdGlvbi1zZXJ2aWNlL2dlbi9nby9nZW5lcmF0aW9uL3YxO2dlbmVyYXRpb252MaICA0dYWKoCDUdlbmVyYXRpb24uVjHKAg1HZW5lcmF0aW9uXFYx6gIOR2VuZXJhdGlvbjo6VjFiBnByb3RvMw", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlImMKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMinQIKCUtleUxpbWl0cxIYCgtzcGVuZF9saW1pdBgBIAEoCUgAiAEBEh4KEWRhaWx5X3NwZW5kX2xpbWl0GAIgASgJSAGIAQESIAoTbW9udGhseV9zcGVuZF9saW1pdBgDIAEoCUgCiAEBEiIKFXJhdGVfbGltaXRfcGVyX21pbnV0ZRgEIAEoBUgDiAEBEiAKE21heF9jb25jdXJyZW50X2pvYnMYBSABKAVIBIgBAUIOCgxfc3BlbmRfbGltaXRCFAoSX2RhaWx5X3NwZW5kX2xpbWl0QhYKFF9tb250aGx5X3NwZW5kX2xpbWl0QhgKFl9yYXRlX2xpbWl0X3Blcl9taW51dGVCFgoUX21heF9jb25jdXJyZW50X2pvYnMihwMKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDwoHcmV2b2tlZBgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZsaW1pdHMYBiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxINCgVzcGVudBgHIAEoCRITCgtzcGVudF90b2RheRgIIAEoCRIYChBzcGVudF90aGlzX21vbnRoGAkgASgJEgwKBGhlbGQYCiABKAkSFgoJcmVtYWluaW5nGAsgASgJSACIAQESHAoPcmVtYWluaW5nX3RvZGF5GAwgASgJSAGIAQESIQoUcmVtYWluaW5nX3RoaXNfbW9udGgYDSABKAlIAogBAUIMCgpfcmVtYWluaW5nQhIKEF9yZW1haW5pbmdfdG9kYXlCFwoVX3JlbWFpbmluZ190aGlzX21vbnRoIiIKEEdldEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKEUdldEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IoABChNVcGRhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siOgoUVXBkYXRlQXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkihQEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEg4KBm1vZGVscxgDIAMoCRISCgphY2NvdW50X2lkGAQgASgJEigKBmxpbWl0cxgFIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKFFJldm9rZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdyZXZva2VkGAIgASgIIi8KGUxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJBChpMaXN0QWNjb3VudEFwaUtleXNSZXNwb25zZRIjCgRrZXlzGAEgAygLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiLQoXQ3JlYXRlT3duZXJUb2tlblJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJVChhDcmVhdGVPd25lclRva2VuUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSEwoLb3duZXJfdG9rZW4YAiABKAkSEgoKYWNjb3VudF9pZBgDIAEoCSI9Ch1MaXN0V2ViaG9va0RlYWRMZXR0ZXJzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBQggKBl9saW1pdCJUCh5MaXN0V2ViaG9va0RlYWRMZXR0ZXJzUmVzcG9uc2USMgoKZGVsaXZlcmllcxgBIAMoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5IjAKGlJlZGVsaXZlckRlYWRMZXR0ZXJSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkiTwobUmVkZWxpdmVyRGVhZExldHRlclJlc3BvbnNlEjAKCGRlbGl2ZXJ5GAEgASgLMh4uZ2VuZXJhdGlvbi52MS5XZWJob29rRGVsaXZlcnkiNAoRU2V0V2ViaG9va1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRILCgN1cmwYAiABKAkiMQoSU2V0V2ViaG9va1Jlc3BvbnNlEgsKA3VybBgBIAEoCRIOCgZzZWNyZXQYAiABKAkiKQoXU2V0UHJvamVjdFBhdXNlZFJlcXVlc3QSDgoGcGF1c2VkGAEgASgIIioKGFNldFByb2plY3RQYXVzZWRSZXNwb25zZRIOCgZwYXVzZWQYASABKAgiNgoVU2V0TW9kZWxQYXVzZWRSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI3ChZTZXRNb2RlbFBhdXNlZFJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEg4KBnBhdXNlZBgCIAEoCCITChFMaXN0UHJpY2VzUmVxdWVzdCI/ChJMaXN0UHJpY2VzUmVzcG9uc2USKQoGcHJpY2VzGAEgAygLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj4KElVwZGF0ZVByaWNlUmVxdWVzdBIoCgVwcmljZRgBIAEoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSI/ChNVcGRhdGVQcmljZVJlc3BvbnNlEigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlItwCCg1VcHN0cmVhbVJvdXRlEgwKBG5hbWUYASABKAkSEAoIYmFzZV91cmwYAiABKAkSDgoGbW9kZWxzGAMgAygJEg4KBndlaWdodBgEIAEoBRISCgp0aW1lb3V0X21zGAUgASgFEhgKEG1heF9pbnB1dF9pbWFnZXMYBiABKAUSDgoGcGF1c2VkGAcgASgIEg8KB2hlYWx0aHkYCCABKAgSEAoIcmVxdWVzdHMYCSABKAMSEAoIZmFpbHVyZXMYCiABKAMSHAoUY29uc2VjdXRpdmVfZmFpbHVyZXMYCyABKAUSEgoKbGFzdF9lcnJvchgMIAEoCRIxCg1sYXN0X2Vycm9yX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9sYXN0X3N1Y2Nlc3NfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhMKEUxpc3RSb3V0ZXNSZXF1ZXN0IkIKEkxpc3RSb3V0ZXNSZXNwb25zZRIsCgZyb3V0ZXMYASADKAsyHC5nZW5lcmF0aW9uLnYxLlVwc3RyZWFtUm91dGUiNQoVU2V0Um91dGVQYXVzZWRSZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIIjYKFlNldFJvdXRlUGF1c2VkUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIOCgZwYXVzZWQYAiABKAgyhg8KDEFkbWluU2VydmljZRJaCg1DcmVhdGVBY2NvdW50EiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVxdWVzdBokLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlElEKCkFkZENyZWRpdHMSIC5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVzcG9uc2USZgoRR2V0QWNjb3VudEJhbGFuY2USJy5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVxdWVzdBooLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXNwb25zZRJ7ChhMaXN0QWNjb3VudExlZGdlckVudHJpZXMSLi5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1JlcXVlc3QaLy5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1Jlc3BvbnNlEmAKD0dldEFjY291bnRVc2FnZRIlLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVxdWVzdBomLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVzcG9uc2USVwoMQ3JlYXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJOCglHZXRBcGlLZXkSHy5nZW5lcmF0aW9uLnYxLkdldEFwaUtleVJlcXVlc3QaIC5nZW5lcmF0aW9uLnYxLkdldEFwaUtleVJlc3BvbnNlElcKDFVwZGF0ZUFwaUtleRIiLmdlbmVyYXRpb24udjEuVXBkYXRlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuVXBkYXRlQXBpS2V5UmVzcG9uc2USVwoMUmV2b2tlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJpChJMaXN0QWNjb3VudEFwaUtleXMSKC5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QaKS5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50QXBpS2V5c1Jlc3BvbnNlEmMKEENyZWF0ZU93bmVyVG9rZW4SJi5nZW5lcmF0aW9uLnYxLkNyZWF0ZU93bmVyVG9rZW5SZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5DcmVhdGVPd25lclRva2VuUmVzcG9uc2USUQoKU2V0V2ViaG9vaxIgLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXNwb25zZRJ1ChZMaXN0V2ViaG9va0RlYWRMZXR0ZXJzEiwuZ2VuZXJhdGlvbi52MS5MaXN0V2ViaG9va0RlYWRMZXR0ZXJzUmVxdWVzdBotLmdlbmVyYXRpb24udjEuTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1Jlc3BvbnNlEmwKE1JlZGVsaXZlckRlYWRMZXR0ZXISKS5nZW5lcmF0aW9uLnYxLlJlZGVsaXZlckRlYWRMZXR0ZXJSZXF1ZXN0GiouZ2VuZXJhdGlvbi52MS5SZWRlbGl2ZXJEZWFkTGV0dGVyUmVzcG9uc2USYwoQU2V0UHJvamVjdFBhdXNlZBImLmdlbmVyYXRpb24udjEuU2V0UHJvamVjdFBhdXNlZFJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXNwb25zZRJdCg5TZXRNb2RlbFBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRNb2RlbFBhdXNlZFJlc3BvbnNlElEKCkxpc3RQcmljZXMSIC5nZW5lcmF0aW9uLnYxLkxpc3RQcmljZXNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVzcG9uc2USVAoLVXBkYXRlUHJpY2USIS5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVxdWVzdBoiLmdlbmVyYXRpb24udjEuVXBkYXRlUHJpY2VSZXNwb25zZRJRCgpMaXN0Um91dGVzEiAuZ2VuZXJhdGlvbi52MS5MaXN0Um91dGVzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1Jlc3BvbnNlEl0KDlNldFJvdXRlUGF1c2VkEiQuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlcXVlc3QaJS5nZW5lcmF0aW9uLnYxLlNldFJvdXRlUGF1c2VkUmVzcG9uc2VCsAEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCEUFkbWluU2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_generation_v1_webhook, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateAccount.
@@ -772,6 +774,90 @@ export const CreateOwnerTokenResponseSchema: GenMessage<CreateOwnerTokenResponse
   messageDesc(file_generation_v1_admin_service, 23);
 
 /**
+ * Request of ListWebhookDeadLetters.
+ *
+ * @generated from message generation.v1.ListWebhookDeadLettersRequest
+ */
+export type ListWebhookDeadLettersRequest = Message<"generation.v1.ListWebhookDeadLettersRequest"> & {
+  /**
+   * At most this many, 1 to 100; unset: 20.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+};
+
+/**
+ * Describes the message generation.v1.ListWebhookDeadLettersRequest.
+ * Use `create(ListWebhookDeadLettersRequestSchema)` to create a new message.
+ */
+export const ListWebhookDeadLettersRequestSchema: GenMessage<ListWebhookDeadLettersRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 24);
+
+/**
+ * Response of ListWebhookDeadLetters.
+ *
+ * @generated from message generation.v1.ListWebhookDeadLettersResponse
+ */
+export type ListWebhookDeadLettersResponse = Message<"generation.v1.ListWebhookDeadLettersResponse"> & {
+  /**
+   * The most recently tried first.
+   *
+   * @generated from field: repeated generation.v1.WebhookDelivery deliveries = 1;
+   */
+  deliveries: WebhookDelivery[];
+};
+
+/**
+ * Describes the message generation.v1.ListWebhookDeadLettersResponse.
+ * Use `create(ListWebhookDeadLettersResponseSchema)` to create a new message.
+ */
+export const ListWebhookDeadLettersResponseSchema: GenMessage<ListWebhookDeadLettersResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 25);
+
+/**
+ * Request of RedeliverDeadLetter.
+ *
+ * @generated from message generation.v1.RedeliverDeadLetterRequest
+ */
+export type RedeliverDeadLetterRequest = Message<"generation.v1.RedeliverDeadLetterRequest"> & {
+  /**
+   * The delivery.
+   *
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
+};
+
+/**
+ * Describes the message generation.v1.RedeliverDeadLetterRequest.
+ * Use `create(RedeliverDeadLetterRequestSchema)` to create a new message.
+ */
+export const RedeliverDeadLetterRequestSchema: GenMessage<RedeliverDeadLetterRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 26);
+
+/**
+ * Response of RedeliverDeadLetter.
+ *
+ * @generated from message generation.v1.RedeliverDeadLetterResponse
+ */
+export type RedeliverDeadLetterResponse = Message<"generation.v1.RedeliverDeadLetterResponse"> & {
+  /**
+   * The delivery with its new try.
+   *
+   * @generated from field: generation.v1.WebhookDelivery delivery = 1;
+   */
+  delivery?: WebhookDelivery | undefined;
+};
+
+/**
+ * Describes the message generation.v1.RedeliverDeadLetterResponse.
+ * Use `create(RedeliverDeadLetterResponseSchema)` to create a new message.
+ */
+export const RedeliverDeadLetterResponseSchema: GenMessage<RedeliverDeadLetterResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 27);
+
+/**
  * Request of SetWebhook.
  *
  * @generated from message generation.v1.SetWebhookRequest
@@ -797,7 +883,7 @@ export type SetWebhookRequest = Message<"generation.v1.SetWebhookRequest"> & {
  * Use `create(SetWebhookRequestSchema)` to create a new message.
  */
 export const SetWebhookRequestSchema: GenMessage<SetWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 24);
+  messageDesc(file_generation_v1_admin_service, 28);
 
 /**
  * Response of SetWebhook.
@@ -825,7 +911,7 @@ export type SetWebhookResponse = Message<"generation.v1.SetWebhookResponse"> & {
  * Use `create(SetWebhookResponseSchema)` to create a new message.
  */
 export const SetWebhookResponseSchema: GenMessage<SetWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 25);
+  messageDesc(file_generation_v1_admin_service, 29);
 
 /**
  * Request of SetProjectPaused.
@@ -846,7 +932,7 @@ export type SetProjectPausedRequest = Message<"generation.v1.SetProjectPausedReq
  * Use `create(SetProjectPausedRequestSchema)` to create a new message.
  */
 export const SetProjectPausedRequestSchema: GenMessage<SetProjectPausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 26);
+  messageDesc(file_generation_v1_admin_service, 30);
 
 /**
  * Response of SetProjectPaused.
@@ -867,7 +953,7 @@ export type SetProjectPausedResponse = Message<"generation.v1.SetProjectPausedRe
  * Use `create(SetProjectPausedResponseSchema)` to create a new message.
  */
 export const SetProjectPausedResponseSchema: GenMessage<SetProjectPausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 27);
+  messageDesc(file_generation_v1_admin_service, 31);
 
 /**
  * Request of SetModelPaused.
@@ -895,7 +981,7 @@ export type SetModelPausedRequest = Message<"generation.v1.SetModelPausedRequest
  * Use `create(SetModelPausedRequestSchema)` to create a new message.
  */
 export const SetModelPausedRequestSchema: GenMessage<SetModelPausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 28);
+  messageDesc(file_generation_v1_admin_service, 32);
 
 /**
  * Response of SetModelPaused.
@@ -923,7 +1009,7 @@ export type SetModelPausedResponse = Message<"generation.v1.SetModelPausedRespon
  * Use `create(SetModelPausedResponseSchema)` to create a new message.
  */
 export const SetModelPausedResponseSchema: GenMessage<SetModelPausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 29);
+  messageDesc(file_generation_v1_admin_service, 33);
 
 /**
  * Request of ListPrices.
@@ -938,7 +1024,7 @@ export type ListPricesRequest = Message<"generation.v1.ListPricesRequest"> & {
  * Use `create(ListPricesRequestSchema)` to create a new message.
  */
 export const ListPricesRequestSchema: GenMessage<ListPricesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 30);
+  messageDesc(file_generation_v1_admin_service, 34);
 
 /**
  * Response of ListPrices.
@@ -959,7 +1045,7 @@ export type ListPricesResponse = Message<"generation.v1.ListPricesResponse"> & {
  * Use `create(ListPricesResponseSchema)` to create a new message.
  */
 export const ListPricesResponseSchema: GenMessage<ListPricesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 31);
+  messageDesc(file_generation_v1_admin_service, 35);
 
 /**
  * Request of UpdatePrice.
@@ -980,7 +1066,7 @@ export type UpdatePriceRequest = Message<"generation.v1.UpdatePriceRequest"> & {
  * Use `create(UpdatePriceRequestSchema)` to create a new message.
  */
 export const UpdatePriceRequestSchema: GenMessage<UpdatePriceRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 32);
+  messageDesc(file_generation_v1_admin_service, 36);
 
 /**
  * Response of UpdatePrice.
@@ -1001,7 +1087,7 @@ export type UpdatePriceResponse = Message<"generation.v1.UpdatePriceResponse"> &
  * Use `create(UpdatePriceResponseSchema)` to create a new message.
  */
 export const UpdatePriceResponseSchema: GenMessage<UpdatePriceResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 33);
+  messageDesc(file_generation_v1_admin_service, 37);
 
 /**
  * An upstream route to the vendor's API and how it has been answering.
@@ -1113,7 +1199,7 @@ export type UpstreamRoute = Message<"generation.v1.UpstreamRoute"> & {
  * Use `create(UpstreamRouteSchema)` to create a new message.
  */
 export const UpstreamRouteSchema: GenMessage<UpstreamRoute> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 34);
+  messageDesc(file_generation_v1_admin_service, 38);
 
 /**
  * Request of ListRoutes.
@@ -1128,7 +1214,7 @@ export type ListRoutesRequest = Message<"generation.v1.ListRoutesRequest"> & {
  * Use `create(ListRoutesRequestSchema)` to create a new message.
  */
 export const ListRoutesRequestSchema: GenMessage<ListRoutesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 35);
+  messageDesc(file_generation_v1_admin_service, 39);
 
 /**
  * Response of ListRoutes.
@@ -1149,7 +1235,7 @@ export type ListRoutesResponse = Message<"generation.v1.ListRoutesResponse"> & {
  * Use `create(ListRoutesResponseSchema)` to create a new message.
  */
 export const ListRoutesResponseSchema: GenMessage<ListRoutesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 36);
+  messageDesc(file_generation_v1_admin_service, 40);
 
 /**
  * Request of SetRoutePaused.
@@ -1177,7 +1263,7 @@ export type SetRoutePausedRequest = Message<"generation.v1.SetRoutePausedRequest
  * Use `create(SetRoutePausedRequestSchema)` to create a new message.
  */
 export const SetRoutePausedRequestSchema: GenMessage<SetRoutePausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 37);
+  messageDesc(file_generation_v1_admin_service, 41);
 
 /**
  * Response of SetRoutePaused.
@@ -1205,7 +1291,7 @@ export type SetRoutePausedResponse = Message<"generation.v1.SetRoutePausedRespon
  * Use `create(SetRoutePausedResponseSchema)` to create a new message.
  */
 export const SetRoutePausedResponseSchema: GenMessage<SetRoutePausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 38);
+  messageDesc(file_generation_v1_admin_service, 42);
 
 /**
  * AdminService manages accounts, API keys, webhooks, pauses and prices.
@@ -1338,6 +1424,28 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof SetWebhookRequestSchema;
     output: typeof SetWebhookResponseSchema;
+  },
+  /**
+   * Webhook dead letters: job deliveries of any account that exhausted their
+   * retries, the most recently tried first.
+   *
+   * @generated from rpc generation.v1.AdminService.ListWebhookDeadLetters
+   */
+  listWebhookDeadLetters: {
+    methodKind: "unary";
+    input: typeof ListWebhookDeadLettersRequestSchema;
+    output: typeof ListWebhookDeadLettersResponseSchema;
+  },
+  /**
+   * Sends a dead letter (or any delivery) again now, as
+   * AccountService.RedeliverWebhook does for its owner.
+   *
+   * @generated from rpc generation.v1.AdminService.RedeliverDeadLetter
+   */
+  redeliverDeadLetter: {
+    methodKind: "unary";
+    input: typeof RedeliverDeadLetterRequestSchema;
+    output: typeof RedeliverDeadLetterResponseSchema;
   },
   /**
    * Pauses or resumes the whole project.

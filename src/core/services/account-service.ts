@@ -11,6 +11,9 @@ import { authenticateOwner, ownerOfSession, ownerOfToken, presentedSession, SESS
 import type { CoreDeps } from "../core-deps.js";
 import { rpc } from "../errors/rpc-errors.js";
 import { balanceView } from "./balance-view.js";
+import {
+  accountWebhook, deliveryLimit, deliveryMessage, redeliver, rotateWebhookSecret, sendTestEvent, setWebhookUrl,
+} from "../webhooks/account-webhook.js";
 
 /**
  * What an account's owner manages (proto: AccountService): its keys and the
@@ -91,5 +94,25 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
         if (!(await deps.apiKeys.revoke(record.keyId))) throw keyNotFound(record.keyId);
         return { key: await keyView(deps, { ...record, revoked: true }) };
       }),
+
+    getAccountWebhook: (_request, context) =>
+      owner(context.requestHeader, async ({ accountId }) => ({ webhook: await accountWebhook(deps, accountId) })),
+
+    setAccountWebhook: (request, context) =>
+      owner(context.requestHeader, async ({ accountId }) => ({ webhook: await setWebhookUrl(deps, accountId, request.url) })),
+
+    rotateWebhookSecret: (_request, context) =>
+      owner(context.requestHeader, async ({ accountId }) => ({ webhook: await rotateWebhookSecret(deps, accountId) })),
+
+    sendTestWebhook: (_request, context) =>
+      owner(context.requestHeader, async ({ accountId }) => ({ delivery: deliveryMessage(await sendTestEvent(deps, accountId)) })),
+
+    listWebhookDeliveries: (request, context) =>
+      owner(context.requestHeader, async ({ accountId }) => ({
+        deliveries: (await deps.deliveries.listByAccount(accountId, deliveryLimit(request.limit))).map(deliveryMessage),
+      })),
+
+    redeliverWebhook: (request, context) =>
+      owner(context.requestHeader, async ({ accountId }) => ({ delivery: deliveryMessage(await redeliver(deps, request.messageId, accountId)) })),
   };
 }

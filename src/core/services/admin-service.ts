@@ -1,15 +1,16 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { findModel, MODELS } from "../../domain/catalog/models.js";
-import { DomainError, invalid } from "../../domain/errors/domain-error.js";
+import { DomainError } from "../../domain/errors/domain-error.js";
 import type { ApiKeyRecord } from "../../ports/api-key-store.js";
 import { formatModelPrices, parseModelPrices, type ModelPricesText } from "../../domain/pricing/price-table.js";
 import {
   checkBalanceAfterCredit, checkPriceTexts, MAX_CREDIT, MAX_OPENING_BALANCE, parseAmountField,
 } from "../../domain/validation/amounts.js";
-import { isHttpUrl } from "../../domain/validation/urls.js";
+import { newWebhookSecret } from "../webhooks/webhook-requests.js";
+import { deliveryLimit, deliveryMessage, redeliver, setWebhookUrl } from "../webhooks/account-webhook.js";
 import { requireAdmin } from "../auth/admin-auth.js";
 import { accountKeys, checkGrants, issueCredential, keyNotFound, keyView, limitsMessage, parseLimitsMessage, updateKeyLimits } from "../accounts/api-keys.js";
 import type { CoreDeps } from "../core-deps.js";
@@ -30,8 +31,6 @@ function knownModel(id: string) {
   return model;
 }
 
-/** Standard Webhooks symmetric secret: 32 random bytes, base64, "whsec_" prefix. */
-const newWebhookSecret = () => `whsec_${randomBytes(32).toString("base64")}`;
 
 export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminService> {
   /** Every admin answer leaves once what it changed (accounts, money, keys, settings) is on disk. */
@@ -132,11 +131,16 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     setWebhook: (request, context) =>
       admin(context.requestHeader, async () => {
         await existingBalance(request.accountId);
-        if (request.url !== "" && !isHttpUrl(request.url)) throw invalid("invalid_url", "url must be an http:// or https:// URL", { field: "url" });
-        const secret = (await deps.settings.webhook(request.accountId))?.secret ?? newWebhookSecret();
-        await deps.settings.setWebhook(request.accountId, { url: request.url, secret });
-        return { url: request.url, secret };
+        return setWebhookUrl(deps, request.accountId, request.url);
       }),
+
+    listWebhookDeadLetters: (request, context) =>
+      admin(context.requestHeader, async () => ({
+        deliveries: (await deps.deliveries.listExhausted(deliveryLimit(request.limit))).map(deliveryMessage),
+      })),
+
+    redeliverDeadLetter: (request, context) =>
+      admin(context.requestHeader, async () => ({ delivery: deliveryMessage(await redeliver(deps, request.messageId)) })),
 
     setProjectPaused: (request, context) =>
       admin(context.requestHeader, async () => {

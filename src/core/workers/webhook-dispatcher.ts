@@ -1,10 +1,9 @@
-import { Webhook } from "standardwebhooks";
 import { isTerminal } from "../../domain/jobs/job-state-machine.js";
 import type { Job } from "../../domain/jobs/job.js";
-import { webhookMessageId, webhookPayload } from "../../domain/webhooks/payload.js";
+import { webhookMessageId } from "../../domain/webhooks/payload.js";
 import { TOPICS } from "../../ports/event-bus.js";
 import type { CoreDeps } from "../core-deps.js";
-import { signedResultUrl } from "../jobs/result-urls.js";
+import { jobWebhookBody, postSigned, succeeded } from "../webhooks/webhook-requests.js";
 import type { JobFinished } from "../jobs/finish-job.js";
 
 /** What lands on the dead-letter topic when a delivery exhausts its retries. */
@@ -57,22 +56,13 @@ export function createWebhookDispatcher(deps: CoreDeps) {
     if (record && record.state !== "pending") return;
     if (record && record.attempts.length > event.attempt) return; // a duplicate of an attempt already made
     const now = deps.clock.now();
-    const imageUrl = job.result?.blobKey ? signedResultUrl(settings, job.result.blobKey, now) : undefined;
-    const body = JSON.stringify(webhookPayload(job, imageUrl));
-    const signature = new Webhook(secret).sign(messageId, now, body);
-    const headers = {
-      "content-type": "application/json",
-      "user-agent": "generation-service-webhooks/1",
-      "webhook-id": messageId,
-      "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
-      "webhook-signature": signature,
-    };
-    const outcome = await deps.webhookTransport.post(url, headers, body, settings.webhookTimeoutMs);
-    const attempt = { at: now, url, ...outcome };
-    if (outcome.status !== undefined && outcome.status >= 200 && outcome.status <= 299) {
+    const body = jobWebhookBody(deps, job, now);
+    const attempt = await postSigned(deps, url, secret, messageId, body, now);
+    const subject = { jobId: job.id, accountId: job.accountId };
+    if (succeeded(attempt)) {
       // Final first: if anything below fails and the event comes again, it finds the delivery done.
       await deps.deliveries.finish(messageId, "delivered");
-      await deps.deliveries.recordAttempt(messageId, job.id, attempt).catch((error) => deps.log(`recording delivery ${messageId}`, error));
+      await deps.deliveries.recordAttempt(messageId, subject, attempt).catch((error) => deps.log(`recording delivery ${messageId}`, error));
       return;
     }
     const delay = settings.webhookRetryScheduleMs[event.attempt];
@@ -82,15 +72,15 @@ export function createWebhookDispatcher(deps: CoreDeps) {
       await deps.bus.publish<WebhookAttemptDue>(
         TOPICS.webhookDelivery, job.id, { jobId: job.id, attempt: event.attempt + 1 }, { delayMs: delay },
       );
-      await deps.deliveries.recordAttempt(messageId, job.id, attempt);
+      await deps.deliveries.recordAttempt(messageId, subject, attempt);
       return;
     }
-    await deps.deliveries.recordAttempt(messageId, job.id, attempt);
+    await deps.deliveries.recordAttempt(messageId, subject, attempt);
     if (await deps.deliveries.finish(messageId, "exhausted")) {
       const final = await deps.deliveries.get(messageId);
       await deps.bus.publish<WebhookDeadLetter>(TOPICS.webhookDeadLetter, job.id, {
         messageId, jobId: job.id, url, payload: body, attempts: final?.attempts.length ?? event.attempt + 1,
-        lastStatus: outcome.status, lastError: outcome.error,
+        lastStatus: attempt.status, lastError: attempt.error,
       });
     }
   }

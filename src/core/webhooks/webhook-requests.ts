@@ -1,0 +1,40 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { Webhook } from "standardwebhooks";
+import type { Job } from "../../domain/jobs/job.js";
+import { webhookPayload } from "../../domain/webhooks/payload.js";
+import type { DeliveryAttempt } from "../../ports/delivery-log.js";
+import type { CoreDeps } from "../core-deps.js";
+import { signedResultUrl } from "../jobs/result-urls.js";
+
+/** Standard Webhooks symmetric secret: 32 random bytes, base64, "whsec_" prefix. */
+export const newWebhookSecret = () => `whsec_${randomBytes(32).toString("base64")}`;
+
+/** The body of a job's webhook, its result link signed afresh. */
+export function jobWebhookBody(deps: Pick<CoreDeps, "settingsOf">, job: Job, now: Date): string {
+  const imageUrl = job.result?.blobKey ? signedResultUrl(deps.settingsOf, job.result.blobKey, now) : undefined;
+  return JSON.stringify(webhookPayload(job, imageUrl));
+}
+
+/** A test event: what SendTestWebhook sends, so a receiver can check its URL and its signature check. */
+export function testEventBody(accountId: string, now: Date): string {
+  return JSON.stringify({ type: "webhook.test", account_id: accountId, created_at: now.toISOString(), message: "A test event from the generation service." });
+}
+
+export const testMessageId = () => `msg_test_${randomUUID().replaceAll("-", "")}`;
+
+/** Sends one signed request (Standard Webhooks headers) and says how it went; never throws for the receiver's failures. */
+export async function postSigned(
+  deps: Pick<CoreDeps, "webhookTransport" | "settingsOf">, url: string, secret: string, messageId: string, body: string, now: Date,
+): Promise<DeliveryAttempt> {
+  const headers = {
+    "content-type": "application/json",
+    "user-agent": "generation-service-webhooks/1",
+    "webhook-id": messageId,
+    "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+    "webhook-signature": new Webhook(secret).sign(messageId, now, body),
+  };
+  const outcome = await deps.webhookTransport.post(url, headers, body, deps.settingsOf.webhookTimeoutMs);
+  return { at: now, url, ...outcome };
+}
+
+export const succeeded = (attempt: DeliveryAttempt) => attempt.status !== undefined && attempt.status >= 200 && attempt.status <= 299;
