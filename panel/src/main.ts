@@ -6,6 +6,7 @@ import { keysView } from "./views/keys.js";
 import { moneyView } from "./views/money.js";
 import { accountsView, controlsView } from "./views/operator.js";
 import { pricesView } from "./views/prices.js";
+import { deadLettersView, webhookView } from "./views/webhook.js";
 
 interface Screen {
   readonly path: string;
@@ -19,12 +20,14 @@ const OWNER: readonly Screen[] = [
   { path: "jobs", title: "Jobs", render: (_refresh, jobId) => jobsView(jobId) },
   { path: "playground", title: "Text playground", render: () => playgroundView() },
   { path: "keys", title: "API keys", render: (refresh) => keysView(refresh) },
+  { path: "webhook", title: "Webhook", render: (refresh) => webhookView(refresh) },
   { path: "prices", title: "Prices", render: () => pricesView() },
 ];
 
 const OPERATOR: readonly Screen[] = [
   { path: "accounts", title: "Accounts", render: () => accountsView(() => void boot()) },
   { path: "controls", title: "Pauses, prices, routes", render: (refresh) => controlsView(refresh) },
+  { path: "dead-letters", title: "Dead letters", render: (refresh) => deadLettersView(refresh) },
   { path: "prices", title: "Prices", render: () => pricesView() },
 ];
 

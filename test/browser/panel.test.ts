@@ -4,7 +4,9 @@ import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { Webhook } from "standardwebhooks";
 import { ADMIN_TOKEN, call, eventually, startTestService, type TestService } from "../support/harness.js";
+import { withReceiver } from "../support/webhook-receiver.js";
 
 /**
  * Issue 11: the web panel in a real browser (Debian's Chromium, driven by
@@ -266,5 +268,62 @@ describe("the web panel in Chromium", () => {
     } finally {
       await ownerContext.close();
     }
+  });
+  it("when the owner sets a webhook and sends a test event, then it arrives at the receiver signed with the secret the panel shows, and is listed with its status code", async () => {
+    const { page: owner, context: ownerContext } = await ownerPage(service, "1.00");
+    try {
+      await withReceiver(() => 202, async (receiver) => {
+        await owner.getByRole("link", { name: "Webhook" }).click();
+        await owner.getByRole("textbox", { name: "URL", exact: true }).fill(receiver.url);
+        await owner.getByRole("button", { name: "Save URL" }).click();
+        await owner.locator("#notice").filter({ hasText: "Webhook URL saved." }).waitFor();
+        await owner.getByRole("button", { name: "Send a test event" }).click();
+        await owner.locator("#notice").filter({ hasText: "your receiver answered 202" }).waitFor();
+        const [arrived] = await eventually(async () => receiver.deliveries, (list) => list.length === 1, { what: "the test event at the receiver" });
+        assert.equal(arrived!.json.type, "webhook.test");
+        await owner.getByRole("button", { name: "Show the signing secret" }).click();
+        const secret = (await owner.getByTestId("webhook-secret").textContent()) ?? "";
+        new Webhook(secret).verify(arrived!.body, arrived!.headers); // throws unless signed with the secret on screen
+        const row = owner.getByRole("table", { name: "Recent deliveries, most recent first" }).getByRole("row").filter({ hasText: "test event" });
+        await row.waitFor();
+        assert.match((await row.textContent()) ?? "", /delivered.*202/);
+        await owner.screenshot({ path: join(SHOTS, "12-owner-webhook.png"), fullPage: true });
+      });
+    } finally {
+      await ownerContext.close();
+    }
+  });
+
+  it("when a job's webhook fails every retry, then the operator finds it among the dead letters and redelivers it once the receiver works", async () => {
+    let failing = true;
+    await withReceiver(() => (failing ? 503 : 200), async (receiver) => {
+      const opened = await call(service, "POST", "/admin/v1/accounts", { admin: true, body: { name: "hooks", balance: "1.00" } });
+      const accountId = opened.json.account_id;
+      await call(service, "PUT", `/admin/v1/accounts/${accountId}/webhook`, { admin: true, body: { url: receiver.url } });
+      const key = await call(service, "POST", `/admin/v1/accounts/${accountId}/keys`, { admin: true, body: { models: ["*"] } });
+      const job = await call(service, "POST", "/api/v1/generations", { key: key.json.api_key, body: { model: "aimodel-2.5-flash-image", prompt: "a kite" } });
+      await receiver.awaitJob(job.json.job_id, 4);
+      const operatorContext = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      try {
+        const operator = await operatorContext.newPage();
+        await operator.goto(`${service.url}/panel/`);
+        await operator.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+        await operator.getByRole("button", { name: "Sign in" }).click();
+        const row = operator.getByRole("row").filter({ hasText: accountId });
+        await eventually(async () => {
+          await operator.getByRole("link", { name: "Dead letters" }).click();
+          return row.count();
+        }, (count) => count === 1, { what: "the dead letter in the panel" });
+        assert.match((await row.textContent()) ?? "", /failed.*503, 503, 503, 503/);
+        await operator.screenshot({ path: join(SHOTS, "13-operator-dead-letters.png"), fullPage: true });
+        failing = false;
+        await row.getByRole("button", { name: /^Redeliver / }).click();
+        await operator.locator("#notice").filter({ hasText: ": 200." }).waitFor();
+        await row.waitFor({ state: "detached" });
+        assert.equal(receiver.forJob(job.json.job_id).at(-1)!.json.status, "success");
+      } finally {
+        await operatorContext.close();
+      }
+    });
   });
 });
