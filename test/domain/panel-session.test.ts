@@ -16,12 +16,20 @@ function readSession(secret: Buffer, token: string, csrf: string | undefined, no
   return session;
 }
 
-function refusal(run: () => unknown): string {
+/** What each refusal tells the user to do. */
+const ADVICE: Record<string, RegExp> = {
+  invalid_session: /^the panel session (is not valid|cannot be read|has an unknown format); sign in again$/,
+  session_expired: /^the panel session has expired; sign in again$/,
+  csrf_token_mismatch: /^a panel call needs the session's CSRF token in x-csrf-token$/,
+};
+
+function refusal(run: () => unknown, message?: RegExp): string {
   try {
     run();
   } catch (error) {
     assert.ok(error instanceof DomainError, String(error));
     assert.equal(error.category, "unauthenticated");
+    assert.match(error.message, message ?? ADVICE[error.reason] ?? /^$/);
     return error.reason;
   }
   assert.fail("expected a refusal");
@@ -81,6 +89,8 @@ describe("panel sessions", () => {
       return `${body}.${createHmac("sha256", SECRET).update(`panel-session\n${body}`).digest().subarray(0, 16).toString("base64url")}`;
     };
     const later = OWNER.expiresAt.getTime();
+    assert.equal(refusal(() => readSession(SECRET, sign("not json"), undefined, NOW), /cannot be read/), "invalid_session");
+    assert.equal(refusal(() => readSession(SECRET, sign(JSON.stringify(["admin", "a", "o", later, "n"])), undefined, NOW), /unknown format/), "invalid_session");
     for (const payload of [
       JSON.stringify(["admin", "acct_1", "own_1", later, "n"]),
       JSON.stringify(["owner", 1, "own_1", later, "n"]),
@@ -89,6 +99,7 @@ describe("panel sessions", () => {
       JSON.stringify(["owner", "acct_1", "own_1", 1.5, "n"]),
       JSON.stringify(["owner", "acct_1", "own_1", later, 7]),
       JSON.stringify(["owner", "acct_1", "own_1", later]),
+      JSON.stringify(["owner", "acct_1", "own_1", later, "n", "extra"]),
       JSON.stringify({ role: "owner" }),
       "not json",
     ]) {
@@ -105,6 +116,13 @@ describe("panel sessions", () => {
     assert.equal(refusal(() => readOnly(OTHER, token, NOW)), "invalid_session");
     assert.equal(refusal(() => readOnly(SECRET, token, OWNER.expiresAt)), "session_expired");
     assert.equal(refusal(() => checkCsrfToken(SECRET, token, null)), "csrf_token_mismatch");
+  });
+
+  it("when a CSRF token is made, then it is the session's MAC under its own label, which every process of a deployment computes alike", () => {
+    const token = issueSession(SECRET, OWNER, "n1");
+    const expected = createHmac("sha256", SECRET).update(`panel-csrf\n${token}`).digest().subarray(0, 16).toString("base64url");
+    assert.equal(csrfTokenOf(SECRET, token), expected);
+    assert.notEqual(csrfTokenOf(SECRET, token), token.slice(token.lastIndexOf(".") + 1), "never the session's own signature");
   });
 
   it("when a session lasts its full lifetime, then that is twelve hours", () => {
