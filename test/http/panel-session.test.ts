@@ -137,6 +137,10 @@ describe("the web panel's sign-in and session", () => {
     assert.equal(reasonOf(keyOnOwnerApi.json), "owner_credential_required");
     const tokenOnOwnerApi = await rpc(service, "AccountService/ListApiKeys", {}, { authorization: `Bearer ${token}` });
     assert.equal(tokenOnOwnerApi.status, 200, "the owner token itself works on AccountService, for scripts");
+    const operator = await signIn(service, ADMIN_TOKEN);
+    const explicit = await rpc(service, "AccountService/StartSession", {}, { cookie: operator.cookie, authorization: `Bearer ${token}` });
+    assert.equal(explicit.json.role, "SESSION_ROLE_OWNER", "a token sent explicitly wins over the session cookie the browser carries");
+    assert.equal(explicit.json.accountId, customer.accountId);
   });
 
   it("when the owner calls the generation APIs (owner token, or the panel session with its CSRF token), then every model is granted and the jobs and charges name the owner token as their key", async () => {
