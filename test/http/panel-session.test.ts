@@ -2,6 +2,18 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { ADMIN_TOKEN, call, createCustomer, startTestService, type TestService } from "../support/harness.js";
 import { ownerToken, reasonOf, rpc, signIn } from "../support/panel-helpers.js";
+import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
+
+/** A GET whose body is counted as sent (no decoding). */
+function rawGet(url: string, headers: Record<string, string>): Promise<{ headers: IncomingHttpHeaders; length: number }> {
+  return new Promise((resolve, reject) => {
+    httpRequest(url, { headers }, (response) => {
+      let length = 0;
+      response.on("data", (chunk: Buffer) => (length += chunk.length));
+      response.on("end", () => resolve({ headers: response.headers, length }));
+    }).on("error", reject).end();
+  });
+}
 
 /**
  * Issue 11: how an account owner (and the operator) signs in to the web panel,
@@ -192,7 +204,7 @@ describe("the web panel's sign-in and session", () => {
     assert.equal(((await withBody.json()) as any).error.code, "body_not_expected");
   });
 
-  it("when the panel's files are asked for, then the page is revalidated every time, hashed assets are cached for a year, and a strict content policy comes with them", async () => {
+  it("when the panel's files are asked for, then the page is revalidated every time, hashed assets are cached for a year, brotli or gzip copies go to browsers that take them, and a strict content policy comes with them", async () => {
     const bare = await fetch(`${service.url}/panel`, { redirect: "manual" });
     assert.equal(bare.status, 308);
     assert.equal(bare.headers.get("location"), "/panel/");
@@ -207,6 +219,14 @@ describe("the web panel's sign-in and session", () => {
     assert.equal(script.status, 200);
     assert.equal(script.headers.get("cache-control"), "public, max-age=31536000, immutable");
     assert.match(script.headers.get("content-type") ?? "", /javascript/);
+    for (const encoding of ["br", "gzip"]) {
+      // Node's fetch would decode it: a raw request shows what is sent.
+      const raw = await rawGet(`${service.url}${asset}`, { "accept-encoding": encoding });
+      assert.equal(raw.headers["content-encoding"], encoding, `the ${encoding} copy the build made`);
+      assert.match(String(raw.headers.vary), /accept-encoding/i);
+      assert.equal(raw.headers["cache-control"], "public, max-age=31536000, immutable");
+      assert.ok(raw.length < Number((await fetch(`${service.url}${asset}`, { headers: { "accept-encoding": "identity" } })).headers.get("content-length")) / 2);
+    }
     const missing = await fetch(`${service.url}/panel/assets/nope.js`);
     assert.equal(missing.status, 404);
   });

@@ -89,6 +89,8 @@ export function panelRoutes(core: CoreClients, distDir = PANEL_DIST) {
       index: ["index.html"],
       wildcard: true,
       schemaHide: true,
+      // The build leaves .br and .gz copies beside each file (panel/vite.config.ts): sent as the browser accepts.
+      preCompressed: true,
       // Vite names every asset by its content: cached for a year; the page itself is checked every time.
       cacheControl: false,
       setHeaders(reply, path) {
