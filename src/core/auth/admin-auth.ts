@@ -12,8 +12,7 @@ export function presentsAdminToken(headers: Headers, adminToken: string): boolea
 
 /** The operator: the admin token, or an operator's panel session (with its CSRF token). */
 export function requireAdmin(headers: Headers, adminToken: string, sessionSecret: Buffer, now: Date): void {
-  // The admin token sent explicitly wins over a session cookie the browser happens to carry.
-  const session = headers.has("authorization") ? undefined : presentedSession(headers, sessionSecret, now);
+  const session = presentedSession(headers, sessionSecret, now);
   if (session) {
     if (session.role !== "operator") throw new DomainError("permission_denied", "operator_session_required", "an owner's panel session cannot call the admin API");
     return;

@@ -19,12 +19,14 @@ const ownerOnly = () =>
 
 /**
  * The session the headers carry, checked (signature, expiry, CSRF token), or
- * undefined when they carry none. `csrf: false` only where the session's own
- * CSRF token is handed out.
+ * undefined when they carry none. A credential sent explicitly (a key or a
+ * token, presentedKey) wins over a session cookie the browser happens to
+ * carry: the session is then not looked at. `csrf: false` only where the
+ * session's own CSRF token is handed out.
  */
 export function presentedSession(headers: Headers, secret: Buffer, now: Date, { csrf = true } = {}): PanelSession | undefined {
   const token = headers.get(SESSION_HEADER);
-  if (token === null) return undefined;
+  if (token === null || presentedKey(headers) !== undefined) return undefined;
   const session = readSession(secret, token, now);
   if (csrf) checkCsrfToken(secret, token, headers.get(CSRF_HEADER));
   return session;
@@ -44,11 +46,9 @@ export async function ownerOfToken(headers: Headers, keys: ApiKeyStore): Promise
  * The owner behind a call: a panel session of an owner (whose owner token is
  * still valid: revoking it ends its sessions) or an owner token. An API key
  * is 403 owner_credential_required; an operator session is not an owner.
- * `authorization`, when sent, is the credential, whatever session rides along.
  */
 export async function authenticateOwner(headers: Headers, keys: ApiKeyStore, secret: Buffer, now: Date): Promise<Owner> {
-  // A token sent explicitly wins over a session cookie the browser happens to carry.
-  const session = headers.has("authorization") ? undefined : presentedSession(headers, secret, now);
+  const session = presentedSession(headers, secret, now);
   return session ? ownerOfSession(session, keys) : ownerOfToken(headers, keys);
 }
 

@@ -54,8 +54,7 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
         const headers = context.requestHeader;
         const expiresAt = new Date(deps.clock.now().getTime() + SESSION_LIFETIME_MS);
         // A session presented here (without needing its CSRF token) is answered as it is: the panel reads its CSRF token so.
-        // A token sent explicitly wins over a session cookie the browser happens to carry, as everywhere.
-        const current = headers.has("authorization") ? undefined : presentedSession(headers, secret, deps.clock.now(), { csrf: false });
+        const current = presentedSession(headers, secret, deps.clock.now(), { csrf: false });
         if (current) {
           if (current.role === "owner") await ownerOfSession(current, deps.apiKeys);
           return sessionAnswer(current, headers.get(SESSION_HEADER)!);
