@@ -215,7 +215,7 @@ async function main(): Promise<void> {
     console.log(line);
   };
   try {
-    const url = await waitFor(() => (/^ready$/m.test(service.output) ? /listening on (http:\S+)/.exec(service.output)?.[1] : undefined), 60_000, "the service");
+    const url = await waitFor(() => (/"msg":"ready"/.test(service.output) ? /"url":"([^"]+)","msg":"gateway/.exec(service.output)?.[1] : undefined), 60_000, "the service");
     const pid = service.child.pid!;
     const account = await admin(url, "/admin/v1/accounts", { name: "bench", balance: "10.00" });
     const key = await admin(url, `/admin/v1/accounts/${account.account_id}/keys`, { models: ["*"] });

@@ -67,7 +67,7 @@ function benchConfig(dataDir: string, env: Record<string, string> = {}): Config 
 
 /** The real service exactly as `npm start` composes it: gateway, core on the gRPC port, workers. */
 async function startRealService(dataDir: string): Promise<Gateway> {
-  const running = await startService(benchConfig(dataDir), () => {});
+  const running = await startService(benchConfig(dataDir));
   return { url: running.httpUrl, grpcUrl: running.grpcUrl, close: () => running.close() };
 }
 
@@ -77,7 +77,7 @@ async function startRealService(dataDir: string): Promise<Gateway> {
  * same event loop. The in-process bus drops events that no group consumes.
  */
 async function startServiceWithoutWorkers(dataDir: string, env: Record<string, string> = {}): Promise<Gateway> {
-  const running = await startService(benchConfig(dataDir, env), () => {});
+  const running = await startService(benchConfig(dataDir, env));
   await running.core!.stopConsumers(0);
   return { url: running.httpUrl, close: () => running.close() };
 }

@@ -533,7 +533,8 @@ function unexpectedOutput(p: ServiceProcess): string[] {
     .output()
     .replace(/No accounts yet\.[\s\S]*?flash-lite-image"\]\}'\n/, "")
     .split("\n")
-    .filter((line) => line.trim() && !/^(roles |gateway \(REST|core \(gRPC|ready$|SIGTERM: stopping|stopped$)/.test(line));
+    // Warnings and errors of the JSON log (level 40 and above), and anything that is not a log line (a stack trace).
+    .filter((line) => line.trim() && !(line.startsWith("{") && /"level":(10|20|30),/.test(line)));
 }
 
 // ---------------------------------------------------------------- main

@@ -1,9 +1,18 @@
 import { loadConfig } from "./config/config.js";
+import { startTracing } from "./adapters/observability/tracing.js";
+import { createLogger } from "./runtime/logger.js";
 import { launchService } from "./runtime/start-service.js";
 
 const config = loadConfig();
-const launched = await launchService(config);
-if (launched.httpUrl) console.log(`gateway (REST/SSE) listening on ${launched.httpUrl} (503 until ready)`);
+const logger = createLogger(config.logLevel, [...config.roles].join(","));
+/** Start, ready and stop are written whatever LOG_LEVEL (at info, or debug when that is the level): an operator always sees them. */
+const lifecycle = logger.child({}, { level: config.logLevel === "debug" || config.logLevel === "trace" ? config.logLevel : "info" });
+// Before anything else opens: spans of start-up work, and every later request's, go to the collector.
+const tracing = config.tracing ? startTracing(config.tracing) : undefined;
+if (config.tracing) lifecycle.info({ service_name: config.tracing.serviceName }, "tracing on: OTLP to the configured endpoint");
+const launched = await launchService(config, { logger });
+if (launched.httpUrl) lifecycle.info({ url: launched.httpUrl }, "gateway (REST/SSE) listening (503 until ready)");
+if (launched.metricsUrl && launched.metricsUrl !== launched.httpUrl) lifecycle.info({ url: launched.metricsUrl }, "metrics listening");
 
 /**
  * SIGTERM: /readyz turns 503 at once and requests are still served for
@@ -16,35 +25,39 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => {
     if (stopping) return;
     stopping = true;
-    console.log(`${signal}: stopping`);
-    launched.close({ drain: signal === "SIGTERM" }).then(
-      () => {
-        console.log("stopped");
-        process.exit(0);
-      },
-      (error) => {
-        console.error("shutdown failed", error);
-        process.exit(1);
-      },
-    );
+    lifecycle.info({ signal }, "stopping");
+    launched
+      .close({ drain: signal === "SIGTERM" })
+      .then(() => tracing?.shutdown()) // the last spans are sent before the exit
+      .then(
+        () => {
+          lifecycle.info("stopped");
+          process.exit(0);
+        },
+        (error) => {
+          logger.error({ err: error }, "shutdown failed");
+          process.exit(1);
+        },
+      );
   });
 }
 
 const service = await launched.ready.catch((error) => {
   if (stopping) return new Promise<never>(() => {}); // a signal is shutting us down: let it finish
-  console.error("start-up failed", error);
+  logger.fatal({ err: error }, "start-up failed");
   process.exit(1);
 });
 
-const roles = [...config.roles].join(",");
-console.log(`roles ${roles}; ${service.backends ?? `gateway in front of ${config.coreUrl}`}`);
-if (service.grpcUrl) console.log(`core (gRPC, gRPC-Web, Connect over h2c) listening on ${service.grpcUrl}`);
-if (service.httpUrl) console.log(`web panel on ${service.httpUrl}/panel/`);
-console.log("ready");
+lifecycle.info(
+  { roles: [...config.roles], backends: service.backends ?? `gateway in front of ${config.coreUrl}`, core: service.grpcUrl, panel: service.httpUrl ? `${service.httpUrl}/panel/` : undefined },
+  "ready",
+);
 
+// A first run's welcome, for the person at the terminal: on stderr, not in the JSON log (it may name this run's admin token).
 if (service.httpUrl && service.core && !(await service.core.deps.ledger.hasAnyAccount())) {
   const token = config.adminTokenGenerated ? config.adminToken : "$ADMIN_TOKEN";
-  console.log(`
+  process.stderr.write(`
+Web panel: ${service.httpUrl}/panel/   Metrics: ${service.httpUrl}/metrics   Core (gRPC): ${service.grpcUrl ?? "-"}
 No accounts yet. ${config.adminTokenGenerated ? `ADMIN_TOKEN was not set; this run's admin token is ${config.adminToken}` : ""}
 In a browser: open ${service.httpUrl}/panel/, sign in with the admin token, open an account, issue its owner
 token, sign in as its owner and create a key. Or from a shell, an account and a key for every model:

@@ -7,6 +7,7 @@ import { parsePriceTable, type ModelPricesText, type PriceTable } from "../domai
 import { parseRoutesFile, type Route, type RoutesFile } from "../domain/routing/routes.js";
 import { findModel } from "../domain/catalog/models.js";
 import type { WorkerOptions } from "../core/workers/generation-worker.js";
+import type { TracingSettings } from "../adapters/observability/tracing.js";
 import { DEFAULT_LIMITS, KIB, MIB, type ValidationLimits } from "../domain/validation/limits.js";
 
 /** The whole configuration, read from the environment once at boot. Nothing else reads process.env. */
@@ -80,6 +81,13 @@ export interface Config {
   readonly watchFallbackMs: number;
   /** SSE_KEEPALIVE: how often an idle event stream (GET /api/v1/jobs/{id}/events) sends a comment. */
   readonly sseKeepAliveMs: number;
+  /**
+   * METRICS_PORT: where a process without the api role (worker, webhooks) serves GET /metrics (default 9464;
+   * 0 picks a free port). A process with the api role serves it on PORT.
+   */
+  readonly metricsPort: number;
+  /** OpenTelemetry tracing, set when OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) is, and OTEL_SDK_DISABLED is not true. */
+  readonly tracing: TracingSettings | undefined;
 }
 
 /** What every connection and request to the gateway (PORT) and the core (GRPC_PORT) may take. */
@@ -249,6 +257,21 @@ function signingSecret(env: NodeJS.ProcessEnv, dataDir: string): Buffer {
   }
 }
 
+/** The standard OpenTelemetry variables (OTEL_EXPORTER_OTLP_ENDPOINT and friends) that turn tracing on. */
+function tracing(env: NodeJS.ProcessEnv, roles: ReadonlySet<Role>): TracingSettings | undefined {
+  const endpoint = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+  const tracesEndpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || undefined;
+  if ((!endpoint && !tracesEndpoint) || env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") return undefined;
+  // OTEL_EXPORTER_OTLP_HEADERS: comma-separated key=value pairs, values URL-encoded (the OTel specification's format).
+  const headers: Record<string, string> = {};
+  for (const pair of list(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS || env.OTEL_EXPORTER_OTLP_HEADERS)) {
+    const at = pair.indexOf("=");
+    if (at > 0) headers[decodeURIComponent(pair.slice(0, at).trim())] = decodeURIComponent(pair.slice(at + 1).trim());
+  }
+  const serviceName = env.OTEL_SERVICE_NAME?.trim() || (roles.size === ROLES.length ? "generation-service" : `generation-service-${[...roles].join("-")}`);
+  return { endpoint: endpoint ?? "", tracesEndpoint, serviceName, headers };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.DATA_DIR || "data");
   const pricesFile = env.PRICES_FILE || DEFAULT_PRICES;
@@ -314,6 +337,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     coreUrl: env.CORE_URL || undefined,
     corsOrigins: corsOrigins(env.CORS_ORIGINS),
     logLevel: env.LOG_LEVEL || "info",
+    metricsPort: integer(env, "METRICS_PORT", 9464, 0),
+    tracing: tracing(env, processRoles),
     retryAfterSeconds: integer(env, "RETRY_AFTER_SECONDS", 30, 1),
     roles: processRoles,
     cassandra: cassandraPoints.length

@@ -13,6 +13,9 @@ import type { GenerationProvider } from "../ports/provider.js";
 import type { SettingsStore } from "../ports/settings-store.js";
 import type { WebhookTransport } from "../ports/webhook-transport.js";
 import type { WriteBarrier } from "../ports/write-barrier.js";
+import type { Logger } from "../ports/logger.js";
+import type { Telemetry } from "../ports/telemetry.js";
+import type { Tracer } from "../ports/tracer.js";
 
 /** Everything the core orchestrates over: ports only, no technology. */
 export interface CorePorts {
@@ -32,8 +35,12 @@ export interface CorePorts {
   /** Awaited before an answer that acknowledges a write (a 202, a credit): what it acknowledges is on disk. */
   readonly durability: WriteBarrier;
   readonly clock: Clock;
-  /** Problems worth an operator's attention that do not fail the request (a lost event, a late bookkeeping write). */
-  readonly log: (message: string, error?: unknown) => void;
+  /** The structured log: problems worth an operator's attention that do not fail the request (a lost event, a late bookkeeping write). */
+  readonly logger: Logger;
+  /** What happened, for the metrics (jobs, money, webhooks). */
+  readonly telemetry: Telemetry;
+  /** The spans of a job's trace (acceptance, generation, delivery). */
+  readonly tracer: Tracer;
 }
 
 export interface CoreSettings {

@@ -23,7 +23,10 @@ import type { DependencyProbe } from "../ports/dependency.js";
 import type { EventBus } from "../ports/event-bus.js";
 import type { GenerationProvider } from "../ports/provider.js";
 import { systemClock } from "../ports/clock.js";
-import type { Log } from "./logger.js";
+import type { Observability } from "./observability.js";
+import { failureLog } from "./logger.js";
+import { tracedPort } from "../adapters/observability/tracing.js";
+import { observedUpstream } from "../adapters/observability/observed-provider.js";
 import { NO_BARRIER, type WriteBarrier } from "../ports/write-barrier.js";
 
 /** Delay before a failed event handler sees its event again. */
@@ -58,11 +61,11 @@ interface OpenedStores {
   close(): Promise<void>;
 }
 
-async function openStores(config: Config, log: Log, persist: Persist): Promise<OpenedStores> {
+async function openStores(config: Config, obs: Observability, persist: Persist): Promise<OpenedStores> {
   if (config.cassandra) {
     const cassandra = config.cassandra;
     const opened = await persist("cassandra", () =>
-      openCassandraStores(cassandra, { defaultPrices: config.prices, retentionSeconds: Math.ceil(config.jobRetentionMs / 1000) }),
+      openCassandraStores(cassandra, { defaultPrices: config.prices, retentionSeconds: Math.ceil(config.jobRetentionMs / 1000), telemetry: obs.metrics }),
     );
     return {
       ...opened,
@@ -78,7 +81,7 @@ async function openStores(config: Config, log: Log, persist: Persist): Promise<O
       synchronous: config.sqliteSynchronous,
       defaultPrices: config.prices,
       redeliveryDelayMs: REDELIVERY_DELAY_MS,
-      onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error),
+      onHandlerError: (topic, error) => failureLog(obs.logger)(`handler of ${topic} failed`, error),
     });
     return {
       stores: opened.stores,
@@ -106,7 +109,7 @@ async function openStores(config: Config, log: Log, persist: Persist): Promise<O
   };
 }
 
-async function openKafka(config: Config, log: Log, persist: Persist) {
+async function openKafka(config: Config, obs: Observability, persist: Persist) {
   const kafka = config.kafka!;
   return persist("kafka", () =>
     createKafkaEventBus({
@@ -117,14 +120,15 @@ async function openKafka(config: Config, log: Log, persist: Persist) {
       delayTiersMs: [...new Set([REDELIVERY_DELAY_MS, config.simulatedLatencyMs, ...config.webhookRetryScheduleMs].filter((ms) => ms > 0))],
       redeliveryDelayMs: REDELIVERY_DELAY_MS,
       publishTimeoutMs: config.publishTimeoutMs,
-      onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error),
-      log: (message) => log(message),
+      onHandlerError: (topic, error) => failureLog(obs.logger)(`handler of ${topic} failed`, error),
+      logger: obs.logger.child({ component: "kafka" }),
+      telemetry: obs.metrics,
     }),
   );
 }
 
 /** Every process hears every job signal: a consumer group of its own on the lifecycle topic. */
-async function openKafkaFeed(config: Config, log: Log, persist: Persist): Promise<JobFeed> {
+async function openKafkaFeed(config: Config, obs: Observability, persist: Persist): Promise<JobFeed> {
   const kafka = config.kafka!;
   return persist("kafka", () =>
     createKafkaJobFeed({
@@ -133,7 +137,7 @@ async function openKafkaFeed(config: Config, log: Log, persist: Persist): Promis
       topicPrefix: kafka.topicPrefix,
       partitions: kafka.partitions,
       publishTimeoutMs: config.publishTimeoutMs,
-      log: (message) => log(message),
+      logger: obs.logger.child({ component: "kafka" }),
     }),
   );
 }
@@ -144,19 +148,20 @@ async function openKafkaFeed(config: Config, log: Log, persist: Persist): Promis
  * DATA_DIR, with its durable in-process bus). Servers that are not up yet are
  * waited for through `persist`.
  */
-export async function openBackends(config: Config, log: Log, persist: Persist): Promise<Backends> {
-  const opened = await openStores(config, log, persist);
+export async function openBackends(config: Config, obs: Observability, persist: Persist): Promise<Backends> {
+  const opened = await openStores(config, obs, persist);
   const dependencies: WatchedDependency[] = opened.dependency ? [opened.dependency] : [];
   let bus: EventBus | undefined;
   let feed: JobFeed;
   try {
     if (config.kafka) {
-      const kafka = await openKafka(config, log, persist);
+      const kafka = await openKafka(config, obs, persist);
       dependencies.push({ probe: kafka.probe, neededByRequests: false });
+      obs.metrics.consumerLag((signal) => kafka.consumerLag(signal));
       bus = kafka;
-      feed = await openKafkaFeed(config, log, persist);
+      feed = await openKafkaFeed(config, obs, persist);
     } else {
-      bus = opened.bus ?? new InProcessEventBus({ onHandlerError: (topic, error) => log(`handler of ${topic} failed`, error) });
+      bus = opened.bus ?? new InProcessEventBus({ onHandlerError: (topic, error) => failureLog(obs.logger)(`handler of ${topic} failed`, error) });
       feed = new InProcessJobFeed();
     }
   } catch (error) {
@@ -171,13 +176,21 @@ export async function openBackends(config: Config, log: Log, persist: Persist): 
         pausedRoutes: () => stores.settings.pausedRoutes(),
         pollIntervalMs: config.upstreamPollMs,
         videoDownload: { maxBytes: config.upstreamVideoMaxBytes, allowPrivate: config.allowPrivateUrls },
+        telemetry: obs.metrics,
       })
-    : new SimulatedProvider({
+    : observedUpstream(new SimulatedProvider({
         latencyMs: config.simulatedLatencyMs, maxInputImages: config.maxInputImages, renderThreads: config.simulatedRenderThreads,
-      });
+      }), obs.metrics, "simulated");
+  // With tracing on, every store and ledger call is a span of the trace it serves.
+  const traced = <T extends object>(port: T, name: string) => (obs.tracing ? tracedPort(port, name) : port);
   return {
     ports: {
-      ...stores,
+      jobs: traced(stores.jobs, "jobs"),
+      ledger: traced(stores.ledger, "ledger"),
+      apiKeys: traced(stores.apiKeys, "api_keys"),
+      idempotency: traced(stores.idempotency, "idempotency"),
+      settings: traced(stores.settings, "settings"),
+      deliveries: traced(stores.deliveries, "deliveries"),
       bus: config.routes ? bus : withSimulatedQueueTime(bus, config.simulatedLatencyMs),
       feed,
       blobs: new DiskBlobStore(`${config.dataDir}/blobs`),
@@ -186,7 +199,9 @@ export async function openBackends(config: Config, log: Log, persist: Persist): 
       webhookTransport: new HttpWebhookTransport(config.allowPrivateUrls),
       durability: opened.barrier ?? NO_BARRIER,
       clock: systemClock,
-      log,
+      logger: obs.logger,
+      telemetry: obs.metrics,
+      tracer: obs.tracer,
     },
     description: `${config.routes ? `upstream routes ${config.routes.map((r) => r.name).join(",")}` : "simulated provider"}, ${opened.description}, ${
       config.kafka ? `Kafka ${config.kafka.brokers.join(",")}` : opened.bus ? "durable in-process event bus" : "in-process event bus"

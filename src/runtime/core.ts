@@ -23,15 +23,21 @@ import { createInProcessClient } from "../transport/rpc/in-process-client.js";
 import type { CoreClients } from "./core-clients.js";
 import { localHeaderCheck, type HeaderCheck } from "../core/auth/header-check.js";
 import { createInlineStaging, type InlineStaging } from "../core/jobs/inline-staging.js";
+import { instrumentService } from "../transport/rpc/instrumented-service.js";
+import { injectTraceContext } from "../adapters/observability/tracing.js";
+import type { Interceptor } from "@connectrpc/connect";
+import type { Observability } from "./observability.js";
+import type { DescService } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
 
 export interface Core {
   readonly deps: CoreDeps;
   readonly services: {
-    readonly generation: ReturnType<typeof createGenerationService>;
-    readonly text: ReturnType<typeof createTextService>;
-    readonly admin: ReturnType<typeof createAdminService>;
-    readonly account: ReturnType<typeof createAccountService>;
-    readonly files: ReturnType<typeof createFileService>;
+    readonly generation: ServiceImpl<typeof GenerationService>;
+    readonly text: ServiceImpl<typeof TextService>;
+    readonly admin: ServiceImpl<typeof AdminService>;
+    readonly account: ServiceImpl<typeof AccountService>;
+    readonly files: ServiceImpl<typeof FileService>;
   };
   /** The in-process clients the gateway uses when it runs beside the core. */
   readonly clients: CoreClients;
@@ -49,7 +55,7 @@ export interface Core {
  * `ownsStoreSince`: set when this process is the only user of its store (the
  * embedded default), so work left unfinished before it started is recovered at once.
  */
-export function createCore(config: Config, ports: CorePorts, publicBaseUrl: string, ownsStoreSince?: Date): Core {
+export function createCore(config: Config, ports: CorePorts, publicBaseUrl: string, ownsStoreSince: Date | undefined, observability: Observability): Core {
   const deps: CoreDeps = {
     ...ports,
     settingsOf: {
@@ -69,13 +75,16 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
       ownsStoreSince,
     },
   };
-  const announcer = createAnnouncer(deps.bus, deps.log);
+  const announcer = createAnnouncer(deps.bus, deps.logger);
+  // Counted and timed (rpc_server_*) and traced however they are called: over the core port or in-process.
+  const observed = <S extends DescService>(service: S, implementation: ServiceImpl<S>) =>
+    instrumentService(service, implementation, observability.metrics.rpc, observability.tracing);
   const services = {
-    generation: createGenerationService(deps, announcer.announce),
-    text: createTextService(deps),
-    admin: createAdminService(deps),
-    account: createAccountService(deps),
-    files: createFileService(deps),
+    generation: observed(GenerationService, createGenerationService(deps, announcer.announce)),
+    text: observed(TextService, createTextService(deps)),
+    admin: observed(AdminService, createAdminService(deps)),
+    account: observed(AccountService, createAccountService(deps)),
+    files: observed(FileService, createFileService(deps)),
   };
   const clients: CoreClients = {
     generation: createInProcessClient(GenerationService, services.generation),
@@ -125,9 +134,15 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
   };
 }
 
+/** Each call to a remote core carries the current trace context (traceparent), so the core's spans join the request's trace. */
+const carryTrace: Interceptor = (next) => (request) => {
+  for (const [name, value] of Object.entries(injectTraceContext({}))) request.header.set(name, value);
+  return next(request);
+};
+
 /** Clients of a core in another process, over Connect on HTTP/2. */
 export function remoteCoreClients(baseUrl: string): CoreClients {
-  const transport = createConnectTransport({ baseUrl, httpVersion: "2" });
+  const transport = createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [carryTrace] });
   return {
     generation: createClient(GenerationService, transport),
     text: createClient(TextService, transport),

@@ -3,7 +3,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "../config/config.js";
 import { Readiness } from "../core/health/readiness.js";
-import { isDependencyUnavailable } from "../ports/dependency.js";
 import type { HeaderCheck } from "../core/auth/header-check.js";
 import { remoteHeaderCheck } from "../core/auth/header-check.js";
 import { generationBodyBytes } from "../transport/http/edge/body-guard.js";
@@ -13,7 +12,11 @@ import { listenRpc } from "../transport/rpc/rpc-server.js";
 import { openBackends, type Backends, type Persist, type WatchedDependency } from "./backends.js";
 import type { CoreClients } from "./core-clients.js";
 import { createCore, remoteCoreClients, type Core } from "./core.js";
-import { createLog, type Log } from "./logger.js";
+import { createLogger, failureLog } from "./logger.js";
+import type { Logger as PinoLogger } from "pino";
+import type { PrometheusMetrics } from "../adapters/observability/prometheus-metrics.js";
+import { listenMetrics } from "../transport/http/metrics-server.js";
+import { createObservability } from "./observability.js";
 
 export interface RunningService {
   /** Gateway origin, e.g. http://127.0.0.1:8080 (when this process serves the API). */
@@ -25,6 +28,10 @@ export interface RunningService {
   readonly readiness: Readiness;
   /** What the edge holds right now: large uploads being read and body bytes being received, both ports together. */
   readonly edge: { readonly uploadSlots: UploadSlots; readonly bodyBudget: BodyBudget };
+  /** This process's metrics (GET /metrics on the gateway port, or on METRICS_PORT). */
+  readonly metrics: PrometheusMetrics;
+  /** Where GET /metrics answers: the gateway's origin, or the metrics port's for a process without the api role. */
+  readonly metricsUrl: string;
   /**
    * Graceful stop, in one place: /readyz turns 503 at once (a load balancer
    * drains this process) while requests are still served for DRAIN_DELAY,
@@ -36,6 +43,7 @@ export interface RunningService {
 /** A service whose gateway listens (answering 503 until ready) while its stores and bus are being opened. */
 export interface LaunchedService {
   readonly httpUrl: string;
+  readonly metricsUrl: string;
   readonly readiness: Readiness;
   /** Resolves once everything serves; rejects when start-up fails for good (a configuration error). */
   readonly ready: Promise<RunningService>;
@@ -49,19 +57,8 @@ const firstLine = (error: unknown) => (error instanceof Error ? error.message : 
 /** How long start-up waits between attempts to reach a server that is not up yet. */
 const START_RETRY_MS = 1000;
 
-/**
- * Outages are reported once per dependency and state change (by the monitor),
- * not once per failed request or reaper pass: this keeps the rest of the log readable.
- */
-function quiet(log: Log): Log {
-  return (message, error) => {
-    if (isDependencyUnavailable(error)) return;
-    log(message, error);
-  };
-}
-
 /** Probes every dependency each interval and tells readiness; logs each change once. */
-function watchDependencies(dependencies: readonly WatchedDependency[], readiness: Readiness, intervalMs: number, log: Log) {
+function watchDependencies(dependencies: readonly WatchedDependency[], readiness: Readiness, intervalMs: number, logger: PinoLogger) {
   for (const { probe, neededByRequests } of dependencies) readiness.track(probe.name, { neededByRequests });
   let stopped = false;
   const running = new Set<Promise<void>>();
@@ -70,10 +67,10 @@ function watchDependencies(dependencies: readonly WatchedDependency[], readiness
     const timer = setTimeout(() => controller.abort(), Math.max(500, intervalMs * 2));
     try {
       await probe.check(controller.signal);
-      if (!stopped && readiness.report(probe.name, "up")) log(`${probe.name} is reachable again`);
+      if (!stopped && readiness.report(probe.name, "up")) logger.info({ dependency: probe.name }, `${probe.name} is reachable again`);
     } catch (error) {
       const message = firstLine(error);
-      if (!stopped && readiness.report(probe.name, "down", message)) log(`${probe.name} is unreachable: ${message}`);
+      if (!stopped && readiness.report(probe.name, "down", message)) logger.warn({ dependency: probe.name }, `${probe.name} is unreachable: ${message}`);
     } finally {
       clearTimeout(timer);
     }
@@ -107,8 +104,16 @@ function watchDependencies(dependencies: readonly WatchedDependency[], readiness
  * starting process never answers 500; a server that is not up yet is waited
  * for (readiness says which), not a reason to exit.
  */
-export async function launchService(config: Config, baseLog: Log = createLog(config.logLevel)): Promise<LaunchedService> {
-  const log = quiet(baseLog);
+export interface LaunchOptions {
+  /** The process's logger (default: pino on stdout at LOG_LEVEL); tests pass one that captures or discards. */
+  readonly logger?: PinoLogger;
+}
+
+export async function launchService(config: Config, options: LaunchOptions = {}): Promise<LaunchedService> {
+  const logger = options.logger ?? createLogger(config.logLevel, [...config.roles].join(","));
+  const observability = createObservability(logger, config.tracing !== undefined);
+  const metrics = observability.metrics;
+  const log = failureLog(logger);
   const readiness = new Readiness();
   const serveApi = config.roles.has("api");
   const stopping = new AbortController();
@@ -130,7 +135,9 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
       get files() { return clients!.files; },
     };
     gateway = await buildGateway(lazy, {
-      logLevel: config.logLevel,
+      logger,
+      metrics,
+      tracing: observability.tracing,
       readiness,
       edge: config.edge,
       generationBodyBytes: generationBodyBytes(config.limits, config.edge),
@@ -146,6 +153,9 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
     await gateway.listen({ host: config.host, port: config.port });
     httpUrl = `http://${config.host}:${(gateway.server.address() as AddressInfo).port}`;
   }
+  // A process without the gateway serves its metrics on a port of its own.
+  const metricsServer = serveApi ? undefined : await listenMetrics(metrics, config.host, config.metricsPort);
+  const metricsUrl = metricsServer ? `http://${config.host}:${metricsServer.port}` : httpUrl;
 
   let backends: Backends | undefined;
   let core: Core | undefined;
@@ -161,7 +171,7 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
       } catch (error) {
         const message = firstLine(error);
         readiness.starting(`${dependency} unreachable`);
-        if (attempt === 1) baseLog(`waiting for ${dependency} (retrying every ${START_RETRY_MS} ms): ${message}`);
+        if (attempt === 1) logger.warn({ dependency }, `waiting for ${dependency} (retrying every ${START_RETRY_MS} ms): ${message}`);
         await sleep(START_RETRY_MS, undefined, { signal: stopping.signal }).catch(() => undefined);
       }
     }
@@ -177,13 +187,14 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
       await core?.stopConsumers(config.shutdownGraceMs);
       await stopWatching?.();
       await backends?.close();
+      await metricsServer?.close();
     })();
     return closing;
   }
 
   const ready = (async (): Promise<RunningService> => {
     const running = (grpcUrl?: string): RunningService => ({
-      httpUrl, grpcUrl, core, backends: backends?.description, readiness, edge: { uploadSlots, bodyBudget }, close,
+      httpUrl, grpcUrl, core, backends: backends?.description, readiness, edge: { uploadSlots, bodyBudget }, metrics, metricsUrl, close,
     });
     if (config.coreUrl) {
       clients = remoteCoreClients(config.coreUrl);
@@ -192,34 +203,34 @@ export async function launchService(config: Config, baseLog: Log = createLog(con
       return running();
     }
     const startedAt = new Date();
-    backends = await openBackends(config, log, persist);
+    backends = await openBackends(config, observability, persist);
     if (stopping.signal.aborted) {
       await backends.close();
       throw new Error("stopped during start-up");
     }
     core = createCore(
       config, backends.ports, config.publicBaseUrl ?? (httpUrl || `http://${config.host}:${config.port}`),
-      backends.ownsStore ? startedAt : undefined,
+      backends.ownsStore ? startedAt : undefined, observability,
     );
     clients = core.clients;
     headerCheck = core.headerCheck;
-    stopWatching = watchDependencies(backends.dependencies, readiness, config.dependencyCheckMs, baseLog);
+    stopWatching = watchDependencies(backends.dependencies, readiness, config.dependencyCheckMs, logger);
     await core.startConsumers(config.roles, log);
     rpc = serveApi ? await listenRpc(core, config.host, config.grpcPort, log, readiness, {
       edge: config.edge, limits: config.limits, uploads: uploadSlots, bodyBudget,
       // The core port's debug lines (a client that went away, a connection over its client's cap) go to the gateway's pino.
-      debugLog: (message, facts) => gateway?.log.debug({ port: "core", ...facts }, message),
+      debugLog: (message, facts) => logger.debug({ port: "core", ...facts }, message),
     }) : undefined;
     readiness.markStarted();
     return running(rpc && `http://${config.host}:${rpc.port}`);
   })();
   ready.catch(() => undefined);
-  return { httpUrl, readiness, ready, close };
+  return { httpUrl, metricsUrl, readiness, ready, close };
 }
 
 /** Starts the service and resolves once it serves (the gateway answers 503 until then). */
-export async function startService(config: Config, log?: Log): Promise<RunningService> {
-  const launched = await launchService(config, log);
+export async function startService(config: Config, options?: LaunchOptions): Promise<RunningService> {
+  const launched = await launchService(config, options);
   try {
     return await launched.ready;
   } catch (error) {

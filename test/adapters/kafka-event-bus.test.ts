@@ -5,6 +5,7 @@ import kafkajs, { type Admin } from "kafkajs";
 import { createKafkaEventBus, type KafkaEventBus, type KafkaEventBusOptions } from "../../src/adapters/kafka/kafka-event-bus.js";
 import { TOPICS } from "../../src/ports/event-bus.js";
 import { eventually } from "../support/harness.js";
+import { lineLogger } from "../support/capture-log.js";
 
 const BROKERS = process.env.KAFKA_BROKERS?.split(",").map((b) => b.trim()).filter(Boolean) ?? [];
 const skip =
@@ -56,7 +57,7 @@ describe("KafkaEventBus against a real broker", { skip }, () => {
       topicPrefix: prefix,
       partitions: 3,
       delayTiersMs: [1000, 4000],
-      log: (line) => logs.push(`${prefix} ${line}`),
+      logger: lineLogger((line) => logs.push(`${prefix} ${line}`)),
       ...overrides,
     });
     t.diagnostic(`bus ready (topics created, delay forwarder joined) in ${Date.now() - started} ms`);

@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import kafkajs, { type Admin, type Consumer } from "kafkajs";
 import { startSupervisedConsumer } from "../../src/adapters/kafka/supervised-consumer.js";
 import { eventually } from "../support/harness.js";
+import { lineLogger } from "../support/capture-log.js";
 
 const BROKERS = process.env.KAFKA_BROKERS?.split(",").map((b) => b.trim()).filter(Boolean) ?? [];
 const skip = BROKERS.length === 0 ? "KAFKA_BROKERS is not set: needs a real broker (bash infra/up.sh)" : false;
@@ -33,7 +34,7 @@ describe("a supervised Kafka consumer against a real broker", { skip }, () => {
     const members: Consumer[] = [];
     const supervised = await startSupervisedConsumer({
       label: groupId,
-      log: (line) => logs.push(line),
+      logger: lineLogger((line) => logs.push(line)),
       initialDelayMs: 50,
       create: () => {
         const consumer = kafka.consumer({ groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 100, retry: { retries: 2, restartOnFailure: async () => true } });

@@ -45,7 +45,7 @@ for (const store of ["memory", "sqlite"] as EmbeddedStore[]) {
       // The crashed worker's finalization got as far as the settlement, through the one home of holds.
       const capped = await settleHold(deps, job.accountId, job.id, usageCost);
       assert.equal(capped, ceiling, "charged hold + available, not the usage cost");
-      const reports = () => bed.logged.filter((line) => line.includes("billing shortfall") && line.includes(job.accountId));
+      const reports = () => bed.logged.filter((line) => line.msg.includes("billing shortfall") && line.account_id === job.accountId);
       assert.equal(reports().length, 1);
 
       const worker = createGenerationWorker(deps, bed.workerOptions("reaper-worker"));

@@ -12,6 +12,8 @@ import { validateGenerationRequest } from "../../src/domain/validation/generatio
 import { TOPICS } from "../../src/ports/event-bus.js";
 import { openBackends } from "../../src/runtime/backends.js";
 import { createCore } from "../../src/runtime/core.js";
+import { captureLog, type LogLine } from "../support/capture-log.js";
+import { createObservability } from "../../src/runtime/observability.js";
 
 /*
  * The core's real ports (SQLite in a temporary DATA_DIR with its durable
@@ -26,7 +28,7 @@ export interface WorkerBed {
   readonly deps: CoreDeps;
   readonly config: Config;
   /** Everything the core logged for the operator. */
-  readonly logged: string[];
+  readonly logged: LogLine[];
   /** A worker's options: short lease and reaper interval, nothing re-announced on its own. */
   workerOptions(workerId: string, overrides?: Partial<WorkerOptions>): WorkerOptions;
   /** An account with `balance`, and a text job accepted for it as the service accepts one (hold, stored queued, announced). */
@@ -40,10 +42,11 @@ export async function openWorkerBed(store: EmbeddedStore): Promise<WorkerBed> {
     HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", ADMIN_TOKEN: "worker-bed-admin", DATA_DIR: dataDir, LOG_LEVEL: "silent",
     EMBEDDED_STORE: store, SIMULATED_LATENCY_MS: "0", SIMULATED_RENDER_THREADS: "0",
   });
-  const logged: string[] = [];
-  const log = (message: string) => void logged.push(message);
-  const backends = await openBackends(config, log, (_dependency, open) => open());
-  const { deps } = createCore(config, backends.ports, "http://127.0.0.1:1");
+  const log = captureLog("info");
+  const logged = log.lines;
+  const observability = createObservability(log.logger, false);
+  const backends = await openBackends(config, observability, (_dependency, open) => open());
+  const { deps } = createCore(config, backends.ports, "http://127.0.0.1:1", undefined, observability);
   const announce = (jobId: string) => deps.bus.publish(TOPICS.generationRequested, jobId, { jobId });
   return {
     deps,

@@ -14,6 +14,7 @@ import { postGeneration, tinyPng } from "../support/jobs-api-helpers.js";
 import { assertVendorError, perMillion, streamRequest, tokensOf, userTurn, VENDOR } from "../support/vendor-helpers.js";
 import { startVendorStub, stubAnswer, THOUGHTS_TOKENS, type VendorStub } from "../support/vendor-stub.js";
 import { money } from "../support/billing-helpers.js";
+import { captureLog, type LogLine } from "../support/capture-log.js";
 
 /*
  * Issue 8, "Billing bounds", through the real HTTP surfaces, the real core,
@@ -47,7 +48,7 @@ const reservationOf = (prices: { input: string; output: string }, promptTokens: 
 
 interface Started extends TestService {
   /** Everything the service logged for the operator (deps.log). */
-  readonly logged: string[];
+  readonly logged: LogLine[];
 }
 
 /** The whole service as the harness starts it, with its operator log captured. */
@@ -60,8 +61,9 @@ async function startLoggedService(env: Record<string, string>): Promise<Started>
     ...backendEnv,
     ...env,
   });
-  const logged: string[] = [];
-  const running = await startService(config, (message) => logged.push(message));
+  const log = captureLog("info");
+  const logged = log.lines;
+  const running = await startService(config, { logger: log.logger });
   return {
     url: running.httpUrl,
     dataDir,
@@ -206,7 +208,7 @@ describe(`billing bounds (${BACKEND} backend, vendor stub upstream)`, () => {
       const shortfalls = await ledger.shortfalls(customer.accountId);
       assert.equal(shortfalls.length, 1, JSON.stringify(shortfalls, (_k, v) => (typeof v === "bigint" ? v.toString() : v)));
       assert.equal(shortfalls[0]!.amount, cost - hold, "the amount not charged is recorded for the operator");
-      const reports = service.logged.slice(logsBefore).filter((m) => m.includes("shortfall") && m.includes(customer.accountId));
+      const reports = service.logged.slice(logsBefore).map((line) => JSON.stringify(line)).filter((m) => m.includes("shortfall") && m.includes(customer.accountId));
       assert.equal(reports.length, 1, `logged once: ${JSON.stringify(service.logged.slice(logsBefore))}`);
       assert.match(reports[0]!, new RegExp(`${money(cost - hold).replace(".", "\\.")} not charged`));
     });

@@ -11,7 +11,7 @@ const run = promisify(execFile);
 
 /** Every operation the issue names, by surface: the document must list each, and nothing else. */
 const OPERATIONS = [
-  "get /livez", "get /readyz", "get /healthz",
+  "get /livez", "get /readyz", "get /healthz", "get /metrics",
   "post /api/v1/generations", "get /api/v1/jobs", "get /api/v1/jobs/{jobId}", "post /api/v1/jobs/{jobId}/cancel", "get /api/v1/jobs/{jobId}/events", "get /api/v1/balance", "get /api/v1/models", "get /api/v1/ledger", "get /api/v1/usage",
   ...["/nb", "/nb2", ""].flatMap((prefix) => [`post /api/v1${prefix}/text-generations`, `post /api/v1${prefix}/url-generations`]),
   "get /api/aimodel/v1beta/models", "get /api/aimodel/v1beta/models/{model}",

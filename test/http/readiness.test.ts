@@ -50,7 +50,7 @@ describe("liveness, readiness and the start-up gate", () => {
       HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", ADMIN_TOKEN, DATA_DIR: dataDir, LOG_LEVEL: "silent", DRAIN_DELAY: "0ms",
       CASSANDRA_CONTACT_POINTS: "127.0.0.1:1", KAFKA_BROKERS: "127.0.0.1:1",
     });
-    const launched = await launchService(config, () => {});
+    const launched = await launchService(config);
     closers.push(async () => {
       await launched.close({ drain: false });
       await rm(dataDir, { recursive: true, force: true });

@@ -8,6 +8,7 @@ import { BACKEND, call, dropRealBackend, eventually, realBackendEnv } from "../s
 import {
   dumpOutput, ensureServersUp, Monitor, portOpen, seconds, serverAnswersAt, spawnService, startServer, stopServer, type SpawnedService,
 } from "../support/outage.js";
+import { GATEWAY_LISTENING, READY_LINE, READY_LINES } from "../support/service-output.js";
 
 /**
  * A process started while Cassandra is down does not exit: it listens, says
@@ -57,7 +58,7 @@ describe("when the service starts while Cassandra is down", { skip }, () => {
       const spawnedAt = Date.now();
       service = spawnService(env);
       const pid = service.child.pid;
-      const url = (await service.waitFor(/gateway \(REST\/SSE\) listening on (\S+)/, 60_000))[1]!;
+      const url = (await service.waitFor(GATEWAY_LISTENING, 60_000))[1]!;
       const listeningAt = Date.now();
       const api = { url };
       monitor = new Monitor(url, [{ path: "/livez" }, { path: "/readyz" }]);
@@ -90,7 +91,7 @@ describe("when the service starts while Cassandra is down", { skip }, () => {
       assert.equal(admin.status, 503, admin.text);
       assert.equal(admin.json?.error?.code, "service_unavailable", admin.text);
       assert.ok(service.alive(), `still running while Cassandra is down:\n${service.output()}`);
-      assert.doesNotMatch(service.output(), /^ready$/m, "not ready without Cassandra");
+      assert.doesNotMatch(service.output(), READY_LINE, "not ready without Cassandra");
       // It keeps waiting (start-up retries every second) rather than exiting: watch it do so for a while.
       const probes = monitor;
       const waiting = (s: { status: number; json: any }) => s.status === 503 && /^cassandra unreachable/.test(s.json?.reason ?? "");
@@ -111,7 +112,7 @@ describe("when the service starts while Cassandra is down", { skip }, () => {
       const startRun = await startServer("cassandra");
       const answersAt = await answers;
       marks.push({ at: answersAt, text: "server answers a client" });
-      await service.waitFor(/^ready$/m, 60_000);
+      await service.waitFor(READY_LINE, 60_000);
       const readyLineAt = Date.now();
       await eventually(() => call(api, "GET", "/readyz"), (r) => r.status === 200, { timeoutMs: 20_000, intervalMs: 100, what: "/readyz 200" });
       const readyAt = Date.now();
@@ -147,7 +148,7 @@ describe("when the service starts while Cassandra is down", { skip }, () => {
       const balance = await call(api, "GET", "/api/v1/balance", { key: apiKey });
       assert.deepEqual(balance.json, { balance: "0.961", reserved: "0.00", available: "0.961", currency: "USD" });
       assert.ok(service.alive(), "never restarted");
-      assert.equal(service.output().match(/^ready$/gm)?.length, 1);
+      assert.equal(service.output().match(READY_LINES)?.length, 1);
 
       t.diagnostic(`gateway listening ${seconds(listeningAt - spawnedAt)} after spawn; the process ran ${seconds(startAt - spawnedAt)} without Cassandra before it was started; ` +
         `cassandra start (up.sh) ${seconds(startRun.ms)}, first CQL answer at +${seconds(answersAt - startAt)}`);

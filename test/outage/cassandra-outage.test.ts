@@ -2,6 +2,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { BACKEND, call, eventually } from "../support/harness.js";
 import { checkBooks, ensureServersUp, holdOutage, latencies, portOpensAt, seconds, serverAnswersAt, startServer, statusCounts, OutageRun, type Sample } from "../support/outage.js";
+import { READY_LINES } from "../support/service-output.js";
 
 /**
  * Cassandra stopped (infra/down.sh) and started again (infra/up.sh) under one
@@ -117,7 +118,7 @@ describe("when Cassandra becomes unreachable under a running service", { skip },
       const recoveryMs = readyAt - answersAt;
       assert.ok(service.child.exitCode === null && service.child.signalCode === null, `the process is still running:\n${service.output()}`);
       assert.equal(service.child.pid, pid);
-      assert.equal(service.output().match(/^ready$/gm)?.length, 1, `started once, never restarted:\n${service.output()}`);
+      assert.equal(service.output().match(READY_LINES)?.length, 1, `started once, never restarted:\n${service.output()}`);
 
       // --- nothing lost, nothing charged twice ---
       const accepted = load.accepted();

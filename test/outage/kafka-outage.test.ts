@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { BACKEND, call, eventually, TERMINAL } from "../support/harness.js";
 import { mapLimit } from "../support/crash-clients.js";
 import { checkBooks, ensureServersUp, holdOutage, latencies, portOpensAt, seconds, serverAnswersAt, startServer, statusCounts, OutageRun, type Sample } from "../support/outage.js";
+import { READY_LINES } from "../support/service-output.js";
 
 /**
  * Kafka stopped (infra/down.sh) and started again (infra/up.sh) under one
@@ -142,7 +143,7 @@ describe("when Kafka becomes unreachable under a running service", { skip }, () 
       const announceMs = allDoneAt - answersAt;
       assert.ok(service.child.exitCode === null && service.child.signalCode === null, `the process is still running:\n${service.output()}`);
       assert.equal(service.child.pid, pid);
-      assert.equal(service.output().match(/^ready$/gm)?.length, 1, `started once, never restarted:\n${service.output()}`);
+      assert.equal(service.output().match(READY_LINES)?.length, 1, `started once, never restarted:\n${service.output()}`);
 
       // --- nothing lost, nothing charged twice ---
       const accepted = load.accepted();

@@ -32,6 +32,6 @@ describe("SIGTERM drains before it stops", { skip }, () => {
     assert.equal(models.status, 200, "still served while the load balancer drains the process");
     assert.equal((await call(service, "GET", "/livez")).status, 200);
     assert.equal(await service.exited, 0, "a graceful stop exits 0");
-    assert.match(service.output(), /SIGTERM: stopping[\s\S]*stopped/);
+    assert.match(service.output(), /"signal":"SIGTERM","msg":"stopping"[\s\S]*"msg":"stopped"/);
   });
 });

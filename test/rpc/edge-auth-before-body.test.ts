@@ -8,6 +8,7 @@ import { ADMIN_TOKEN, startTestService, type TestService } from "../support/harn
 import { startProcess, type ServiceProcess } from "../support/processes.js";
 import { bearer, grpcAddress } from "../support/rpc-helpers.js";
 import { connectErrorOf, connectH2, envelope, grpcStatusOf, grpcWebStatusOf, rawCall, rawGrpcUnary, type RawAnswer } from "./edge-helpers.js";
+import { coreUrlIn } from "../support/service-output.js";
 
 const CREATE_ACCOUNT = "/generation.v1.AdminService/CreateAccount";
 const CREATE_GENERATION = "/generation.v1.GenerationService/CreateGeneration";
@@ -116,7 +117,7 @@ describe("unauthenticated 300 MB CreateAccount messages against a separate servi
   before(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "edge-auth-"));
     server = await startProcess({ DATA_DIR: dataDir, LOG_LEVEL: "silent" });
-    grpcUrl = /core \(gRPC[^)]*\) listening on (\S+)/.exec(server.output())?.[1] ?? "";
+    grpcUrl = coreUrlIn(server.output());
     assert.ok(grpcUrl, server.output());
   });
   after(async () => {

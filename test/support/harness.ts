@@ -7,6 +7,7 @@ import { startService, type RunningService } from "../../src/runtime/start-servi
 import type { Config } from "../../src/config/config.js";
 import cassandra from "cassandra-driver";
 import kafkajs from "kafkajs";
+import { testServiceLogger } from "./log-capture.js";
 
 export const ADMIN_TOKEN = "test-admin-token";
 
@@ -67,7 +68,8 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     ...(BACKEND === "real" ? realBackendEnv() : {}),
     ...env,
   });
-  const running = await startService(config, process.env.TEST_LOG ? (m, e) => console.error(m, e) : () => {});
+  const log = testServiceLogger();
+  const running = await startService(config, log ? { logger: log.logger } : undefined);
   return {
     url: running.httpUrl,
     dataDir,
@@ -75,6 +77,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     running,
     async close() {
       await running.close();
+      log?.flush();
       await rm(dataDir, { recursive: true, force: true });
       await dropRealBackendState(config);
     },

@@ -12,6 +12,7 @@ import cassandra from "cassandra-driver";
 import kafkajs from "kafkajs";
 import { ADMIN_TOKEN, call, dropRealBackend, eventually, jsonOrUndefined, pico, realBackendEnv, TERMINAL } from "./harness.js";
 import { mapLimit, WebhookRecorder, type RecordedDelivery } from "./crash-clients.js";
+import { gatewayUrlIn, READY_LINE } from "./service-output.js";
 
 /**
  * Helpers for tests that take Cassandra or Kafka away from a running service
@@ -566,12 +567,12 @@ export async function dumpOutput(
 export async function runService(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<SpawnedService & { url: string }> {
   const service = spawnService(env);
   try {
-    await service.waitFor(/^ready$/m, readyTimeoutMs);
+    await service.waitFor(READY_LINE, readyTimeoutMs);
   } catch (error) {
     await service.stop("SIGKILL");
     throw error;
   }
-  const url = /gateway \(REST\/SSE\) listening on (\S+)/.exec(service.output())?.[1] ?? "";
+  const url = gatewayUrlIn(service.output());
   return Object.assign(service, { url });
 }
 

@@ -3,6 +3,7 @@ import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { ADMIN_TOKEN, call } from "./harness.js";
+import { gatewayUrlIn, saidReady } from "./service-output.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -33,7 +34,7 @@ export async function startProcess(env: Record<string, string>, readyTimeoutMs =
   const ready = new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`process not ready in ${readyTimeoutMs} ms:\n${output}`)), readyTimeoutMs);
     const check = () => {
-      if (/^ready$/m.test(output)) {
+      if (saidReady(output)) {
         clearTimeout(timer);
         resolve();
       }
@@ -45,7 +46,7 @@ export async function startProcess(env: Record<string, string>, readyTimeoutMs =
     });
   });
   await ready;
-  const url = /gateway \(REST\/SSE\) listening on (\S+)/.exec(output)?.[1] ?? "";
+  const url = gatewayUrlIn(output);
   return {
     child,
     url,

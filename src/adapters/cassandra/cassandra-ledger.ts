@@ -9,6 +9,7 @@ import type {
   KeyReservation, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
 import { AmbiguousWriteError, conditional, serialRead, type CassandraClient, type Row } from "./cassandra-session.js";
+import { noTelemetry, type Telemetry } from "../../ports/telemetry.js";
 
 type Operation =
   | { kind: "reserve"; reservationId: string; amount: Money; options?: ReserveOptions }
@@ -104,6 +105,8 @@ export class CassandraLedger implements Ledger {
   constructor(
     private readonly client: CassandraClient,
     private readonly now: () => number = Date.now,
+    /** Compare-and-set conflicts and writes of unknown outcome resolved. */
+    private readonly telemetry: Telemetry = noTelemetry,
   ) {}
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
@@ -449,6 +452,7 @@ export class CassandraLedger implements Ledger {
       if (!state) return batch.map(() => "unknown_account");
       if (batch.some((p) => state.lastOps.includes(p.id))) {
         // An earlier attempt of this very batch was applied after all (unknown outcome).
+        this.telemetry.observe({ kind: "ledger_outcome_resolved" });
         return this.replay(accountId, batch, state);
       }
       const before = state.version;
@@ -481,6 +485,7 @@ export class CassandraLedger implements Ledger {
           this.copyInBackground(accountId, journal);
           return outcomes;
         }
+        this.telemetry.observe({ kind: "ledger_conflict" });
       } catch (error) {
         if (!(error instanceof AmbiguousWriteError)) throw error;
         // Loop: the next serial read completes any in-flight round and tells via last_ops.

@@ -9,6 +9,7 @@ import { CassandraJobStore } from "./cassandra-job-store.js";
 import { CassandraLedger } from "./cassandra-ledger.js";
 import { cassandraProbe, openSession } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
+import type { Telemetry } from "../../ports/telemetry.js";
 
 export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "apiKeys" | "idempotency" | "settings" | "deliveries">;
 
@@ -20,7 +21,7 @@ export interface OpenStores {
 
 /** Connects, creates and migrates the schema, seeds prices, and returns every store port on Cassandra. */
 export async function openCassandraStores(
-  config: CassandraConfig, options: { defaultPrices: PriceTable; retentionSeconds: number },
+  config: CassandraConfig, options: { defaultPrices: PriceTable; retentionSeconds: number; telemetry?: Telemetry },
 ): Promise<OpenStores> {
   const client = await openSession(config);
   try {
@@ -28,7 +29,7 @@ export async function openCassandraStores(
     await settings.seedPrices(options.defaultPrices);
     const stores: StorePorts = {
       jobs: new CassandraJobStore(client, options.retentionSeconds),
-      ledger: new CassandraLedger(client),
+      ledger: new CassandraLedger(client, Date.now, options.telemetry),
       apiKeys: new CassandraApiKeyStore(client),
       idempotency: new CassandraIdempotencyStore(client),
       settings,

@@ -43,6 +43,10 @@ import type { Admin, Consumer, EachMessagePayload, IHeaders, ITopicConfig, LogEn
 import { TOPICS, type EventBus, type EventHandler, type PublishOptions, type Subscription, type Topic } from "../../ports/event-bus.js";
 import { DependencyUnavailableError, type DependencyProbe } from "../../ports/dependency.js";
 import { startSupervisedConsumer, type SupervisedConsumer } from "./supervised-consumer.js";
+import type { Logger } from "../../ports/logger.js";
+import { noTelemetry, type Telemetry } from "../../ports/telemetry.js";
+import { consumeInSpan, injectTraceContext } from "../observability/tracing.js";
+import type { ConsumerLag } from "../observability/prometheus-metrics.js";
 
 const { Kafka, Partitioners, logLevel } = kafkajs;
 
@@ -65,7 +69,10 @@ export interface KafkaEventBusOptions {
    */
   redeliveryDelayMs?: number;
   onHandlerError?: (topic: string, error: unknown) => void;
-  log?: (message: string) => void;
+  /** Where the bus and kafkajs report (kafkajs's errors and warnings as warnings: an outage is not our bug). */
+  logger: Logger;
+  /** Publish latency and failures. */
+  telemetry?: Telemetry;
   /** Upper bound for close(); default 10 s. Handlers still running then are abandoned. */
   closeTimeoutMs?: number;
   /**
@@ -76,7 +83,12 @@ export interface KafkaEventBusOptions {
   publishTimeoutMs?: number;
 }
 
-export type KafkaEventBus = EventBus & { readonly topics: Record<string, string>; readonly probe: DependencyProbe };
+export type KafkaEventBus = EventBus & {
+  readonly topics: Record<string, string>;
+  readonly probe: DependencyProbe;
+  /** Lag of this process's consumer groups, per partition: the end offset minus the group's committed offset. */
+  consumerLag(signal: AbortSignal): Promise<ConsumerLag[]>;
+};
 
 const HEADER_TARGET = "x-delay-target";
 const HEADER_DUE = "x-delay-due-at";
@@ -118,7 +130,8 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
   const tiers = [...new Set(options.delayTiersMs.map((ms) => Math.round(ms)))].filter((ms) => ms > 0).sort((a, b) => a - b);
   if (tiers.length === 0) throw new Error("KafkaEventBus needs at least one delay tier (the smallest one is also the redelivery delay)");
   const partitions = options.partitions > 0 ? Math.floor(options.partitions) : 6;
-  const log = options.log ?? ((message: string) => console.error(message));
+  const logger = options.logger;
+  const telemetry = options.telemetry ?? noTelemetry;
   const redeliveryDelayMs = options.redeliveryDelayMs !== undefined && options.redeliveryDelayMs > 0 ? options.redeliveryDelayMs : tiers[0]!;
 
   const topicName = (topic: string) => `${prefix}${topic}`;
@@ -134,7 +147,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
     connectionTimeout: 3_000,
     retry: RETRY,
     logLevel: logLevel.WARN,
-    logCreator: () => (entry: LogEntry) => forwardLog(entry, log),
+    logCreator: () => (entry: LogEntry) => forwardLog(entry, logger),
   });
   const publishTimeoutMs = options.publishTimeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS;
 
@@ -167,7 +180,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
         // A delayed message must outlive its delay by a wide margin.
         configEntries: [{ name: "retention.ms", value: String(Math.max(7 * DAY_MS, 3 * tier)) }],
       })),
-    ], log);
+    ], logger);
     await producer.connect();
   } catch (error) {
     await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
@@ -183,7 +196,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
   async function runConsumer(groupId: string, maxWaitTimeInMs: number, start: (consumer: Consumer) => Promise<void>): Promise<SupervisedConsumer> {
     const supervised = await startSupervisedConsumer({
       label: groupId,
-      log,
+      logger,
       create: () => kafka.consumer({
         groupId,
         ...CONSUMER_TIMING,
@@ -202,10 +215,13 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
     await producer.send({ topic, acks: -1, messages: [{ key, value, ...(headers ? { headers } : {}) }] });
   }
 
+  /** Every message carries the trace context it was published in (traceparent), so its consumer continues that trace. */
   async function publishRaw(topic: string, key: string, value: string | Buffer | null, delayMs: number): Promise<void> {
-    if (!(delayMs > 0)) return produce(topic, key, value);
+    const trace = injectTraceContext({});
+    if (!(delayMs > 0)) return produce(topic, key, value, trace);
     const tier = tiers.find((t) => t >= delayMs) ?? tiers[tiers.length - 1]!;
     await produce(delayTopics.get(tier)!, key, value, {
+      ...trace,
       [HEADER_TARGET]: topic,
       [HEADER_DUE]: String(Date.now() + Math.ceil(delayMs)),
     });
@@ -218,7 +234,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
     const target = headerString(message.headers?.[HEADER_TARGET]);
     const due = Number(headerString(message.headers?.[HEADER_DUE]));
     if (!target || !Number.isFinite(due)) {
-      log(`kafka delay forwarder: dropping ${topic}[${partition}]@${message.offset} without target/due headers`);
+      logger.warn({ topic, partition, offset: message.offset }, "kafka delay forwarder: dropping a message without target/due headers");
       await forwarder.commitOffsets([{ topic, partition, offset: next }]);
       return;
     }
@@ -234,7 +250,8 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
       resumeTimers.add(timer);
       return;
     }
-    await produce(target, message.key?.toString() ?? "", message.value);
+    const { [HEADER_TARGET]: _target, [HEADER_DUE]: _due, ...carried } = message.headers ?? {};
+    await produce(target, message.key?.toString() ?? "", message.value, carried);
     await forwarder.commitOffsets([{ topic, partition, offset: next }]);
   }
 
@@ -272,20 +289,48 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
     },
   };
 
+  /** The consumer groups this process runs, and their topics (for consumer lag). */
+  const groups = new Map<string, string>();
+
+  async function consumerLag(signal: AbortSignal): Promise<ConsumerLag[]> {
+    const lags: ConsumerLag[] = [];
+    for (const [group, topic] of groups) {
+      if (signal.aborted) break;
+      const [ends, committed] = await Promise.all([admin.fetchTopicOffsets(topic), admin.fetchOffsets({ groupId: group, topics: [topic] })]);
+      const committedOf = new Map(committed.flatMap((t) => t.partitions).map((p) => [p.partition, BigInt(p.offset)]));
+      for (const { partition, high, low } of ends) {
+        // No commit yet (-1): the group reads from the beginning, so everything still held is lag.
+        const done = committedOf.get(partition) ?? -1n;
+        const from = done < 0n ? BigInt(low) : done;
+        const lag = BigInt(high) - from;
+        lags.push({ group, topic, partition, lag: Number(lag > 0n ? lag : 0n) });
+      }
+    }
+    return lags;
+  }
+
   const bus: KafkaEventBus = {
     topics,
     probe,
+    consumerLag,
 
     async publish<T>(topic: Topic, key: string, event: T, publishOptions: PublishOptions = {}): Promise<void> {
       if (closed) throw new Error("event bus is closed");
       // Whatever kafkajs throws (a lost connection, retries exhausted) means "Kafka cannot take it now".
+      const started = performance.now();
       const sent = publishRaw(topicName(topic), key, JSON.stringify(event) ?? "null", publishOptions.delayMs ?? 0).catch((error: unknown) => {
         throw new DependencyUnavailableError("kafka", `Kafka refused the event: ${describe(error)}`, { cause: error });
       });
       sent.catch(() => undefined); // a late failure after the bound below is nobody's to hear
-      if (!(await within(sent, publishTimeoutMs))) {
-        throw new DependencyUnavailableError("kafka", `Kafka did not take the event within ${publishTimeoutMs} ms`);
+      let taken: boolean;
+      try {
+        taken = await within(sent, publishTimeoutMs);
+      } catch (error) {
+        telemetry.observe({ kind: "bus_publish", topic, ok: false, seconds: (performance.now() - started) / 1000 });
+        throw error;
       }
+      telemetry.observe({ kind: "bus_publish", topic, ok: taken, seconds: (performance.now() - started) / 1000 });
+      if (!taken) throw new DependencyUnavailableError("kafka", `Kafka did not take the event within ${publishTimeoutMs} ms`);
     },
 
     async subscribe<T>(topic: Topic, group: string, handler: EventHandler<T>): Promise<Subscription> {
@@ -298,14 +343,14 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
         } catch (error) {
           // It will never parse: report it and move on rather than retry forever.
           options.onHandlerError?.(topic, error);
-          log(`kafka ${kafkaTopic}@${message.offset}: skipping a message that is not JSON`);
+          logger.warn({ topic: kafkaTopic, offset: message.offset }, "kafka: skipping a message that is not JSON");
           return;
         }
         // Keep the session alive through long handlers (kafkajs heartbeats only between
         // messages); a rebalance error here is picked up by kafkajs after we return.
         const ticker = setInterval(() => void heartbeat().catch(() => undefined), CONSUMER_TIMING.heartbeatInterval);
         try {
-          await handler(event);
+          await consumeInSpan(`${topic} process`, message.headers ?? {}, { "messaging.system": "kafka", "messaging.destination.name": kafkaTopic, "messaging.consumer.group.name": group }, () => handler(event));
         } catch (error) {
           options.onHandlerError?.(topic, error);
           // Try again later without holding up the partition. If this publish fails the
@@ -316,6 +361,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
         }
       }
 
+      groups.set(`${prefix}${group}.${topic}`, kafkaTopic);
       const consumer = await runConsumer(`${prefix}${group}.${topic}`, CONSUMER_TIMING.maxWaitTimeInMs, async (member) => {
         await member.connect();
         await member.subscribe({ topics: [kafkaTopic], fromBeginning: true });
@@ -337,10 +383,10 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
         // which keep a fifth of the budget.
         const stopConsumers = Promise.allSettled([...consumers].map((consumer) => disconnect(consumer)));
         if (!(await within(stopConsumers, budget * 0.8))) {
-          log("kafka event bus: consumers did not stop in time; closing the producer anyway");
+          logger.warn("kafka event bus: consumers did not stop in time; closing the producer anyway");
         }
         const stopClients = Promise.allSettled([producer.disconnect(), admin.disconnect(), prober.disconnect()]);
-        if (!(await within(stopClients, deadline - Date.now()))) log("kafka event bus: producer/admin did not disconnect in time");
+        if (!(await within(stopClients, deadline - Date.now()))) logger.warn("kafka event bus: producer/admin did not disconnect in time");
       })();
       return closing;
     },
@@ -349,7 +395,7 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
 }
 
 /** Creates the topics that are missing and waits until every partition has a leader. */
-async function ensureTopics(admin: Admin, wanted: ITopicConfig[], log: (message: string) => void): Promise<void> {
+async function ensureTopics(admin: Admin, wanted: ITopicConfig[], logger: Logger): Promise<void> {
   // createTopics answers false, without waiting for leaders, when some already exist
   // (another process won the race), and its wait for leaders retries only on
   // LEADER_NOT_AVAILABLE while a KRaft broker answers UNKNOWN_TOPIC_OR_PARTITION until
@@ -370,7 +416,7 @@ async function ensureTopics(admin: Admin, wanted: ITopicConfig[], log: (message:
         for (const t of wanted) {
           const actual = topics.find((m) => m.name === t.topic)?.partitions.length;
           if (t.numPartitions !== undefined && actual !== t.numPartitions) {
-            log(`kafka topic ${t.topic} has ${actual} partitions, configured ${t.numPartitions}; leaving it as is`);
+            logger.warn({ topic: t.topic, partitions: actual, configured: t.numPartitions }, "kafka topic has another partition count than configured; leaving it as is");
           }
         }
         return;
@@ -420,7 +466,7 @@ const EXPECTED_WARNINGS = /^Limiting retries for the idempotent producer/;
 const REPEAT_INTERVAL_MS = 30_000;
 const lastLogged = new Map<string, number>();
 
-function forwardLog({ level, namespace, log: entry }: LogEntry, log: (message: string) => void): void {
+function forwardLog({ level, namespace, log: entry }: LogEntry, logger: Logger): void {
   const { message, timestamp: _timestamp, logger: _logger, ...extra } = entry as typeof entry & { logger?: unknown };
   if (namespace === "Connection" && message.startsWith("Response ") && TRANSIENT_RESPONSE_ERRORS.test(String(extra.error))) return;
   if (EXPECTED_WARNINGS.test(message)) return;
@@ -429,7 +475,8 @@ function forwardLog({ level, namespace, log: entry }: LogEntry, log: (message: s
   if (now - (lastLogged.get(seen) ?? 0) < REPEAT_INTERVAL_MS) return;
   if (lastLogged.size > 1000) lastLogged.clear();
   lastLogged.set(seen, now);
-  const label = level === logLevel.ERROR ? "ERROR" : level === logLevel.WARN ? "WARN" : "INFO";
-  const details = Object.keys(extra).length > 0 ? ` ${JSON.stringify(extra)}` : "";
-  log(`kafkajs ${label} [${namespace}] ${message}${details}`);
+  // kafkajs's errors are a broker or the network failing (readiness reports the outage): warnings, not our own errors.
+  const facts = { kafkajs_level: level === logLevel.ERROR ? "error" : level === logLevel.WARN ? "warn" : "info", namespace, ...extra };
+  if (level === logLevel.ERROR || level === logLevel.WARN) logger.warn(facts, `kafkajs: ${message}`);
+  else logger.info(facts, `kafkajs: ${message}`);
 }

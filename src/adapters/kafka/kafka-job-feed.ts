@@ -11,6 +11,7 @@ import type { Consumer } from "kafkajs";
 import type { JobFeed, JobSignal } from "../../ports/job-feed.js";
 import { DependencyUnavailableError } from "../../ports/dependency.js";
 import { startSupervisedConsumer, type SupervisedConsumer } from "./supervised-consumer.js";
+import type { Logger } from "../../ports/logger.js";
 
 const { Kafka, Partitioners, logLevel } = kafkajs;
 
@@ -21,7 +22,7 @@ export interface KafkaJobFeedOptions {
   readonly partitions: number;
   /** Upper bound of one publish (default 3 s). */
   readonly publishTimeoutMs?: number;
-  readonly log: (message: string) => void;
+  readonly logger: Logger;
 }
 
 export const JOB_LIFECYCLE_TOPIC = "job.lifecycle";
@@ -34,7 +35,7 @@ export async function createKafkaJobFeed(options: KafkaJobFeedOptions): Promise<
   const groupId = `${options.topicPrefix}job-feed.${options.clientId}.${randomUUID()}`;
   const kafka = new Kafka({
     clientId: `${options.clientId}-feed`, brokers: options.brokers, connectionTimeout: 3_000, retry: RETRY, logLevel: logLevel.ERROR,
-    logCreator: () => ({ log }) => options.log(`kafkajs (job feed): ${log.message}`),
+    logCreator: () => ({ log }) => options.logger.warn({ namespace: "job feed" }, `kafkajs: ${log.message}`),
   });
   const admin = kafka.admin({ retry: RETRY });
   const producer = kafka.producer({ allowAutoTopicCreation: false, retry: { retries: 3 }, createPartitioner: Partitioners.DefaultPartitioner });
@@ -91,7 +92,7 @@ export async function createKafkaJobFeed(options: KafkaJobFeedOptions): Promise<
       });
     }
     await producer.connect();
-    consumer = await startSupervisedConsumer({ label: groupId, log: options.log, create: newConsumer, start: listen });
+    consumer = await startSupervisedConsumer({ label: groupId, logger: options.logger, create: newConsumer, start: listen });
   } catch (error) {
     await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
     throw error;

@@ -13,6 +13,7 @@
  * the old one stopped.
  */
 import type { Consumer } from "kafkajs";
+import type { Logger } from "../../ports/logger.js";
 
 export interface SupervisedConsumerOptions {
   /** A new, unconnected consumer (same group id every time). */
@@ -21,7 +22,7 @@ export interface SupervisedConsumerOptions {
   readonly start: (consumer: Consumer) => Promise<void>;
   /** Names the consumer in log lines (its group id). */
   readonly label: string;
-  readonly log: (message: string) => void;
+  readonly logger: Logger;
   readonly initialDelayMs?: number;
   readonly maxDelayMs?: number;
 }
@@ -45,7 +46,7 @@ export async function startSupervisedConsumer(options: SupervisedConsumerOptions
   function watch(consumer: Consumer): void {
     consumer.on(consumer.events.CRASH, (event) => {
       const { error, restart } = event.payload;
-      options.log(`kafka consumer ${options.label} crashed${restart ? " (kafkajs restarts it)" : "; replacing it"}: ${describe(error)}`);
+      options.logger.warn({ group: options.label }, `kafka consumer ${options.label} crashed${restart ? " (kafkajs restarts it)" : "; replacing it"}: ${describe(error)}`);
       if (!restart && consumer === current) schedule(initialDelayMs);
     });
   }
@@ -67,9 +68,9 @@ export async function startSupervisedConsumer(options: SupervisedConsumerOptions
     try {
       await options.start(next);
       if (stopped) await next.disconnect().catch(() => undefined);
-      else options.log(`kafka consumer ${options.label} replaced and running`);
+      else options.logger.info({ group: options.label }, `kafka consumer ${options.label} replaced and running`);
     } catch (error) {
-      options.log(`kafka consumer ${options.label} could not be replaced yet: ${describe(error)}`);
+      options.logger.warn({ group: options.label }, `kafka consumer ${options.label} could not be replaced yet: ${describe(error)}`);
       schedule(Math.min(delayMs * 2, maxDelayMs));
     }
   }

@@ -8,6 +8,8 @@ import {
 import type { TokenUsage } from "../../domain/pricing/quotes.js";
 import { countTokens } from "../../domain/text/tokens.js";
 import { RouteHealth } from "./route-health.js";
+import { noTelemetry, type Telemetry, type UpstreamOperation } from "../../ports/telemetry.js";
+import { inSpan, SpanKind } from "../observability/tracing.js";
 import { UpstreamError } from "./upstream-error.js";
 import { VendorClient, type VideoDownloadOptions } from "./vendor-client.js";
 import { chunkText, interpret, refusalOf, usageOf, videoOf, type VendorResponse } from "./vendor-response.js";
@@ -17,6 +19,8 @@ export interface RoutedVendorProviderOptions {
   /** Route names an operator paused (shared settings, so every process agrees). */
   readonly pausedRoutes: () => Promise<ReadonlySet<string>>;
   readonly pollIntervalMs: number;
+  /** Calls, failures and latency per route; failovers; route health; tokens. */
+  readonly telemetry?: Telemetry;
   readonly random?: () => number;
   /** Size cap and address policy of video downloads (default: 512 MiB, private addresses refused off the route's origin). */
   readonly videoDownload?: VideoDownloadOptions;
@@ -76,23 +80,60 @@ export class RoutedVendorProvider implements GenerationProvider {
     });
   }
 
+  private get telemetry(): Telemetry {
+    return this.options.telemetry ?? noTelemetry;
+  }
+
+  /** Records a route's answer (or fault) in its health, and tells the metrics. */
+  private answered(route: string, fault?: string): void {
+    if (fault === undefined) this.health.succeeded(route);
+    else this.health.failed(route, fault);
+    this.telemetry.observe({ kind: "route_health", route, healthy: !this.health.unhealthy().has(route) });
+  }
+
+  /** Tokens a route reported for one call. */
+  private counted(route: string, usage: TokenUsage | undefined): void {
+    if (usage) this.telemetry.observe({ kind: "upstream_tokens", route, input: usage.promptTokens, output: usage.textOutputTokens + usage.videoOutputTokens });
+  }
+
+  /** One call to one route, timed and in a client span of the current trace. */
+  private async attempt<T>(route: string, operation: UpstreamOperation, call: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    let outcome: "ok" | "error" = "error";
+    try {
+      const result = await inSpan(`upstream ${operation}`, { kind: SpanKind.CLIENT, attributes: { "upstream.route": route } }, call);
+      outcome = "ok";
+      return result;
+    } catch (error) {
+      if (error instanceof ProviderError) outcome = "ok"; // the route answered; the answer was a refusal
+      throw error;
+    } finally {
+      this.telemetry.observe({ kind: "upstream_call", route, operation, outcome, seconds: (performance.now() - started) / 1000 });
+    }
+  }
+
   /** Tries the routes in order; only route faults move on to the next. */
-  private async failover<T>(routes: Route[], signal: AbortSignal, call: (client: VendorClient) => Promise<T>): Promise<T> {
+  private async failover<T>(
+    routes: Route[], signal: AbortSignal, operation: UpstreamOperation, call: (client: VendorClient) => Promise<T>,
+  ): Promise<T> {
     let last: UpstreamError | undefined;
+    let previous: string | undefined;
     for (const route of routes) {
       signal.throwIfAborted();
+      if (previous !== undefined) this.telemetry.observe({ kind: "upstream_failover", from: previous, to: route.name });
       try {
-        const result = await call(this.clients.get(route.name)!);
-        this.health.succeeded(route.name);
+        const result = await this.attempt(route.name, operation, () => call(this.clients.get(route.name)!));
+        this.answered(route.name);
         return result;
       } catch (error) {
         if (!(error instanceof UpstreamError)) {
-          if (error instanceof ProviderError) this.health.succeeded(route.name); // the route answered; the answer was a refusal
+          if (error instanceof ProviderError) this.answered(route.name); // the route answered; the answer was a refusal
           throw error;
         }
-        this.health.failed(route.name, error.message);
+        this.answered(route.name, error.message);
         if (!error.retryable) throw new ProviderError("upstream_rejected", error.message);
         last = error;
+        previous = route.name;
       }
     }
     throw new ProviderError("upstream_unavailable", `every upstream route failed; last: ${last?.message}`);
@@ -107,7 +148,11 @@ export class RoutedVendorProvider implements GenerationProvider {
       contents: contentsOf(request.prompt, request.inputImages),
       generationConfig: { responseModalities: ["TEXT", "IMAGE"], imageConfig },
     };
-    const answer = await this.failover(routes, signal, async (client) => interpret(await client.generateContent(request.model.id, body, signal)));
+    const answer = await this.failover(routes, signal, "image", async (client) => {
+      const interpreted = interpret(await client.generateContent(request.model.id, body, signal));
+      this.counted(client.route.name, interpreted.usage);
+      return interpreted;
+    });
     if (!answer.image && !answer.text) throw new ProviderError("empty_response", "the upstream answered without an image or text");
     return { text: answer.text, media: answer.image, usage: answer.usage };
   }
@@ -122,15 +167,15 @@ export class RoutedVendorProvider implements GenerationProvider {
     if (first) instance.image = { bytesBase64Encoded: Buffer.from(first.bytes).toString("base64"), mimeType: first.mimeType };
     // Only starting fails over: once an operation runs at the vendor (and is paid for), polling and
     // download stay on its route and ride out that route's hiccups until the job's deadline.
-    const { client, name } = await this.failover(routes, signal, async (client) => ({
+    const { client, name } = await this.failover(routes, signal, "video", async (client) => ({
       client,
       name: await client.startVideo(request.model.id, { instances: [instance], parameters }, signal),
     }));
     for (;;) {
-      const operation = await this.persist(client, signal, () => client.getOperation(name, signal));
+      const operation = await this.persist(client, signal, () => this.attempt(client.route.name, "video", () => client.getOperation(name, signal)));
       if (operation.done) {
         const video = videoOf(operation);
-        const file = "bytes" in video ? { bytes: video.bytes, mimeType: "video/mp4" } : await this.persist(client, signal, () => client.download(video.uri, signal));
+        const file = "bytes" in video ? { bytes: video.bytes, mimeType: "video/mp4" } : await this.persist(client, signal, () => this.attempt(client.route.name, "video", () => client.download(video.uri, signal)));
         return { media: file, usage: { promptTokens: 0, textOutputTokens: 0, videoOutputTokens: 0 } };
       }
       await sleep(this.options.pollIntervalMs, undefined, { signal });
@@ -142,11 +187,11 @@ export class RoutedVendorProvider implements GenerationProvider {
     for (;;) {
       try {
         const result = await call();
-        this.health.succeeded(client.route.name);
+        this.answered(client.route.name);
         return result;
       } catch (error) {
         if (!(error instanceof UpstreamError)) throw error;
-        this.health.failed(client.route.name, error.message);
+        this.answered(client.route.name, error.message);
         if (!error.retryable) throw new ProviderError("upstream_rejected", error.message);
         await sleep(this.options.pollIntervalMs, undefined, { signal });
       }
@@ -164,7 +209,7 @@ export class RoutedVendorProvider implements GenerationProvider {
     const body = request.wire
       ? { ...request.wire, generationConfig: { ...(request.wire.generationConfig as object | undefined), maxOutputTokens: request.maxOutputTokens } }
       : { contents: contentsOf(request.promptText, request.inputImages), generationConfig: { maxOutputTokens: request.maxOutputTokens } };
-    const opened = await this.failover(routes, signal, async (client) => {
+    const opened = await this.failover(routes, signal, "text", async (client) => {
       const stream = client.streamGenerateContent(request.model.id, body, signal);
       const first = await stream.next();
       return { stream, first, route: client.route.name };
@@ -189,11 +234,12 @@ export class RoutedVendorProvider implements GenerationProvider {
       }
     } catch (error) {
       if (error instanceof UpstreamError) {
-        this.health.failed(opened.route, error.message);
+        this.answered(opened.route, error.message);
         throw new ProviderError("upstream_interrupted", `${error.message} (after output began; not retried)`);
       }
       throw error;
     } finally {
+      this.counted(opened.route, usage);
       await opened.stream.return(undefined);
     }
   }

@@ -125,6 +125,7 @@ export async function acceptJob(
       );
     }
   }
+  deps.telemetry.observe({ kind: "job_accepted", model: job.model });
   await announce(jobId);
   return job;
 }

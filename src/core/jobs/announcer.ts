@@ -1,6 +1,7 @@
 import { TOPICS, type EventBus } from "../../ports/event-bus.js";
 import { isDependencyUnavailable } from "../../ports/dependency.js";
 import type { GenerationRequested } from "./accept-job.js";
+import type { Logger } from "../../ports/logger.js";
 
 /** Announcements published at once while a backlog drains. */
 const FLUSH_BATCH = 64;
@@ -22,7 +23,7 @@ export interface Announcer {
  */
 export function createAnnouncer(
   bus: EventBus,
-  log: (message: string, error?: unknown) => void,
+  logger: Logger,
   options: { retryMs?: number; maxBacklog?: number } = {},
 ): Announcer {
   const retryMs = options.retryMs ?? 1000;
@@ -77,7 +78,7 @@ export function createAnnouncer(
       try {
         await publish(jobId);
       } catch (error) {
-        if (backlog.size === 0 && !isDependencyUnavailable(error)) log(`announcing job ${jobId} failed; retrying in the background`, error);
+        if (backlog.size === 0 && !isDependencyUnavailable(error)) logger.warn({ job_id: jobId, err: error }, "announcing the job failed; retrying in the background");
         if (backlog.size < maxBacklog) backlog.add(jobId);
         schedule();
       }

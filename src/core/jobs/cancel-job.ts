@@ -3,7 +3,7 @@ import type { Job } from "../../domain/jobs/job.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import type { Clock } from "../../ports/clock.js";
 import type { JobStore } from "../../ports/job-store.js";
-import { finishJob, type FinishPorts } from "./finish-job.js";
+import { finishJob, observeEnd, type FinishPorts } from "./finish-job.js";
 import { followJob } from "./follow-job.js";
 
 export interface CancelPorts extends FinishPorts {
@@ -54,14 +54,17 @@ export async function cancelOwnJob(ports: CancelPorts, jobId: string, options: C
       }
       if (job.status === "queued") {
         const canceled = cancelJob(job, ports.clock.now());
-        if (await ports.jobs.transition(canceled, { status: "queued" })) return finishJob(ports, canceled);
+        if (await ports.jobs.transition(canceled, { status: "queued" })) {
+          observeEnd(ports, canceled);
+          return finishJob(ports, canceled);
+        }
         continue; // claimed (or canceled) meanwhile: look again
       }
       // Processing.
       if (workerDeadline === undefined) {
         workerDeadline = Date.now() + options.workerGraceMs;
         await ports.feed.publish({ kind: "cancel", jobId }, abort).catch((error: unknown) => {
-          ports.log(`job ${jobId}: the cancel signal was not sent; canceling without the worker`, error);
+          ports.logger.warn({ job_id: jobId, err: error }, "the cancel signal was not sent; canceling without the worker");
           workerDeadline = 0;
         });
       }
@@ -72,7 +75,10 @@ export async function cancelOwnJob(ports: CancelPorts, jobId: string, options: C
         continue;
       }
       const canceled = cancelJob(job, ports.clock.now());
-      if (await ports.jobs.transition(canceled, { status: "processing", leaseOwner: job.leaseOwner })) return finishJob(ports, canceled);
+      if (await ports.jobs.transition(canceled, { status: "processing", leaseOwner: job.leaseOwner })) {
+        observeEnd(ports, canceled);
+        return finishJob(ports, canceled);
+      }
     }
   } finally {
     follow.close();

@@ -14,9 +14,18 @@ export interface FinishPorts extends HoldPorts {
 }
 
 /** Tells every process's watchers that a job's public state changed; a lost signal only delays them. */
-export function signalChange(ports: Pick<FinishPorts, "feed" | "log">, job: Pick<Job, "id" | "status">): void {
+export function signalChange(ports: Pick<FinishPorts, "feed" | "logger">, job: Pick<Job, "id" | "status">): void {
   const signal: JobSignal = { kind: "changed", jobId: job.id, status: job.status };
-  ports.feed.publish(signal).catch((error: unknown) => ports.log(`job ${job.id}: the ${job.status} signal was not sent`, error));
+  ports.feed.publish(signal).catch((error: unknown) =>
+    ports.logger.warn({ job_id: job.id, err: error }, `the ${job.status} signal was not sent; watchers see it on their next read`),
+  );
+}
+
+/** Counts a job that has just reached its end; called once, by whoever moved it there (the worker, a cancel). */
+export function observeEnd(ports: Pick<FinishPorts, "telemetry">, job: Job): void {
+  const outcome = job.status === "done" ? "succeeded" : job.status === "failed" ? "failed" : "canceled";
+  const generatingSeconds = job.startedAt && job.finishedAt ? (job.finishedAt.getTime() - job.startedAt.getTime()) / 1000 : undefined;
+  ports.telemetry.observe({ kind: "job_finished", model: job.model, outcome, generatingSeconds });
 }
 
 /**

@@ -2,6 +2,8 @@ import { DomainError } from "../../domain/errors/domain-error.js";
 import { requestFingerprint } from "../../domain/idempotency/fingerprint.js";
 import { UNAVAILABLE_RETRY_AFTER_SECONDS } from "../health/readiness.js";
 import type { ClaimOutcome, IdempotencyStore, StoredResponse } from "../../ports/idempotency-store.js";
+import type { Logger } from "../../ports/logger.js";
+import type { Telemetry } from "../../ports/telemetry.js";
 
 export interface IdempotentOutcome {
   readonly response: StoredResponse;
@@ -63,7 +65,7 @@ const MAX_ROUNDS = 4;
  */
 export async function idempotent(
   store: IdempotencyStore,
-  log: (message: string, error?: unknown) => void,
+  observers: { readonly logger: Logger; readonly telemetry: Telemetry },
   options: IdempotencyOptions,
   work: IdempotentWork,
 ): Promise<IdempotentOutcome> {
@@ -78,10 +80,15 @@ export async function idempotent(
   let claim: ClaimOutcome = await store.claim(scope, key, fingerprint, pending, ttlMs);
   for (let round = 0; claim.kind !== "claimed"; round++) {
     if (claim.fingerprint !== fingerprint) {
+      observers.telemetry.observe({ kind: "idempotency", outcome: "reused" });
       throw new DomainError("invalid", "idempotency_key_reused", "this Idempotency-Key was used with a different request");
     }
-    if (claim.kind === "completed") return { response: claim.response, replayed: true };
+    if (claim.kind === "completed") {
+      observers.telemetry.observe({ kind: "idempotency", outcome: "replayed" });
+      return { response: claim.response, replayed: true };
+    }
     if (claim.claimedAt.getTime() >= options.staleBefore.getTime() || round >= MAX_ROUNDS) {
+      observers.telemetry.observe({ kind: "idempotency", outcome: "in_use" });
       throw new DomainError(
         "conflict", "idempotency_key_in_use", "a request with this Idempotency-Key is still being accepted; retry shortly", {},
         options.retryAfterSeconds,
@@ -92,6 +99,7 @@ export async function idempotent(
     if ((await work.resolveDead(stale.pending)) === "stored") {
       try {
         await store.complete(scope, key, stale.token, stale.pending, ttlMs);
+        observers.telemetry.observe({ kind: "idempotency", outcome: "replayed" });
         return { response: stale.pending, replayed: true };
       } catch {
         claim = await store.claim(scope, key, fingerprint, pending, ttlMs); // moved meanwhile: look again
@@ -109,7 +117,9 @@ export async function idempotent(
     // A request that failed gives its key back, unless its job may exist after all: then the claim
     // stays, and a retry resolves it through the pending job id.
     if (!(error instanceof OutcomeUnknown)) {
-      await store.abandon(scope, key, token).catch((abandonError) => log(`giving back Idempotency-Key ${key} failed`, abandonError));
+      await store.abandon(scope, key, token).catch((abandonError) =>
+        observers.logger.warn({ account_id: scope, err: abandonError }, "giving back an Idempotency-Key failed; it frees when its claim goes stale"),
+      );
     }
     throw error;
   }
@@ -122,7 +132,7 @@ export async function idempotent(
       break;
     } catch (error) {
       if (attempt >= 3) {
-        log(`Idempotency-Key of job ${response.jobId} could not be recorded as complete`, error);
+        observers.logger.error({ job_id: response.jobId, account_id: scope, err: error }, "the Idempotency-Key of an accepted job could not be recorded as complete");
         break;
       }
     }

@@ -4,6 +4,8 @@ import type { HoldMemo, Ledger, ReserveOptions, ReserveOutcome } from "../../por
 import type { KeyRefusal } from "../../domain/accounts/key-limits.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import type { TokenUsage } from "../../domain/pricing/quotes.js";
+import type { Logger } from "../../ports/logger.js";
+import type { ReserveResult, Telemetry } from "../../ports/telemetry.js";
 
 /**
  * The one home of money holds. A hold is taken for an intent (a job being
@@ -15,7 +17,9 @@ export interface HoldPorts {
   readonly jobs: JobStore;
   readonly ledger: Ledger;
   /** Where a settlement that fell short is reported to the operator. */
-  readonly log: (message: string, error?: unknown) => void;
+  readonly logger: Logger;
+  /** Holds taken, refused, settled and released. */
+  readonly telemetry: Telemetry;
 }
 
 /** Intent ids of synchronous text calls (job ids are UUIDs, so the two never meet). */
@@ -42,6 +46,7 @@ export async function takeHold(
 ): Promise<ReserveOutcome> {
   await ports.jobs.registerIntent(intentId, accountId, now);
   const outcome = await ports.ledger.reserve(accountId, reservationIdOf(intentId), amount, { ...options, memo });
+  ports.telemetry.observe({ kind: "hold_reserved", outcome: reserveResult(outcome) });
   if (outcome !== "reserved") await ports.jobs.markFinalized(intentId);
   return outcome;
 }
@@ -64,10 +69,12 @@ export async function settleHold(
   // The statement and usage reports count text tokens: produced ones of every modality are candidates.
   const tokens = usage && { promptTokens: usage.promptTokens, candidatesTokens: usage.textOutputTokens + usage.videoOutputTokens };
   const settlement = await ports.ledger.settle(accountId, reservationId, amount, tokens);
+  if (settlement && !settlement.repeated) ports.telemetry.observe({ kind: "hold_settled" });
   if (settlement && !settlement.repeated && settlement.shortfall > 0n) {
-    ports.log(
-      `billing shortfall: account ${accountId}, reservation ${reservationId}: usage cost ${formatMoney(amount)}, ` +
-        `charged ${formatMoney(settlement.charged)} (hold + available balance), ${formatMoney(settlement.shortfall)} not charged`,
+    ports.logger.warn(
+      { account_id: accountId, reservation_id: reservationId },
+      `billing shortfall: usage cost ${formatMoney(amount)}, charged ${formatMoney(settlement.charged)} (hold + available balance), ` +
+        `${formatMoney(settlement.shortfall)} not charged`,
     );
   }
   return settlement?.charged;
@@ -76,7 +83,11 @@ export async function settleHold(
 /** Ends the hold without charging. */
 export async function releaseHold(ports: HoldPorts, accountId: string, intentId: string): Promise<void> {
   await ports.ledger.release(accountId, reservationIdOf(intentId));
+  ports.telemetry.observe({ kind: "hold_released" });
 }
+
+/** A reservation's outcome as the metrics count it. */
+const reserveResult = (outcome: ReserveOutcome): ReserveResult => (typeof outcome === "object" ? "key_limit" : outcome);
 
 /**
  * The reaper's rule, also used by a retry that finds a dead acceptance: an
@@ -88,6 +99,7 @@ export async function abandonIntent(ports: HoldPorts, accountId: string, intentI
   if (!(await ports.jobs.abandonIntent(intentId))) return false;
   await releaseHold(ports, accountId, intentId);
   await ports.jobs.markFinalized(intentId);
+  ports.telemetry.observe({ kind: "acceptance_fenced" });
   return true;
 }
 

@@ -62,7 +62,7 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
   ) {
     const outcome = await idempotent(
       deps.idempotency,
-      deps.log,
+      deps,
       {
         scope: caller.accountId, key, operation, request, ttlMs: settings.idempotencyTtlMs, retryAfterSeconds: 1,
         staleBefore: staleBefore(settings, deps.clock.now()),

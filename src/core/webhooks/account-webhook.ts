@@ -14,7 +14,7 @@ import { jobWebhookBody, newWebhookSecret, postSigned, succeeded, testEventBody,
  * through the same signing and transport (address policy included) as the
  * dispatcher's deliveries, and every attempt lands in the same delivery log.
  */
-export type WebhookDeps = Pick<CoreDeps, "settings" | "deliveries" | "jobs" | "webhookTransport" | "settingsOf" | "clock">;
+export type WebhookDeps = Pick<CoreDeps, "settings" | "deliveries" | "jobs" | "webhookTransport" | "settingsOf" | "clock" | "telemetry">;
 
 /** How many deliveries a listing shows at most. */
 export const MAX_DELIVERIES = 100;

@@ -3,6 +3,8 @@ import { Webhook } from "standardwebhooks";
 import type { Job } from "../../domain/jobs/job.js";
 import { webhookPayload } from "../../domain/webhooks/payload.js";
 import type { DeliveryAttempt } from "../../ports/delivery-log.js";
+import type { WebhookResult } from "../../ports/telemetry.js";
+import type { WebhookAttemptResult } from "../../ports/webhook-transport.js";
 import type { CoreDeps } from "../core-deps.js";
 import { signedResultUrl } from "../jobs/result-urls.js";
 
@@ -24,7 +26,7 @@ export const testMessageId = () => `msg_test_${randomUUID().replaceAll("-", "")}
 
 /** Sends one signed request (Standard Webhooks headers) and says how it went; never throws for the receiver's failures. */
 export async function postSigned(
-  deps: Pick<CoreDeps, "webhookTransport" | "settingsOf">, url: string, secret: string, messageId: string, body: string, now: Date,
+  deps: Pick<CoreDeps, "webhookTransport" | "settingsOf" | "telemetry">, url: string, secret: string, messageId: string, body: string, now: Date,
 ): Promise<DeliveryAttempt> {
   const headers = {
     "content-type": "application/json",
@@ -33,8 +35,16 @@ export async function postSigned(
     "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
     "webhook-signature": new Webhook(secret).sign(messageId, now, body),
   };
+  const started = performance.now();
   const outcome = await deps.webhookTransport.post(url, headers, body, deps.settingsOf.webhookTimeoutMs);
+  deps.telemetry.observe({ kind: "webhook_attempt", result: resultOf(outcome), seconds: (performance.now() - started) / 1000 });
   return { at: now, url, ...outcome };
+}
+
+/** An attempt's result as the metrics count it: the status class, or why no answer came. */
+function resultOf(outcome: WebhookAttemptResult): WebhookResult {
+  if (outcome.status !== undefined) return outcome.status >= 500 ? "5xx" : outcome.status >= 400 ? "4xx" : outcome.status >= 300 ? "3xx" : "2xx";
+  return /time(d)? ?out/i.test(outcome.error ?? "") ? "timeout" : "network_error";
 }
 
 export const succeeded = (attempt: DeliveryAttempt) => attempt.status !== undefined && attempt.status >= 200 && attempt.status <= 299;

@@ -10,7 +10,8 @@ import type { GenerationRequested } from "../jobs/accept-job.js";
 import type { JobSignal } from "../../ports/job-feed.js";
 import { abandonIntent } from "../money/holds.js";
 import { TEXT_CALL_PREFIX } from "../text/text-call.js";
-import { finishJob, signalChange } from "../jobs/finish-job.js";
+import { finishJob, observeEnd, signalChange } from "../jobs/finish-job.js";
+import type { TraceContext } from "../../ports/tracer.js";
 
 export type { JobFinished } from "../jobs/finish-job.js";
 
@@ -38,6 +39,8 @@ const EXTENSIONS: Record<string, string> = { "image/png": "png", "video/mp4": "m
 
 /** Announced jobs a worker keeps waiting in memory; beyond it, the bus holds further announcements back. */
 const MAX_WAITING = 10_000;
+
+const secondsBetween = (from: Date, to: Date) => (to.getTime() - from.getTime()) / 1000;
 
 class JobTimeoutError extends Error {}
 class LeaseLostError extends Error {}
@@ -166,8 +169,12 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     }
   }
 
-  /** Generates a job this worker holds, keeping its lease alive, and finishes it. */
-  async function run(job: Job, leaseLost: AbortController, cancel: AbortController): Promise<void> {
+  /** Generates a job this worker holds (in a span of the job's trace), keeping its lease alive, and finishes it. */
+  function run(job: Job, leaseLost: AbortController, cancel: AbortController): Promise<void> {
+    return deps.tracer.span("job.generate", { "job.id": job.id, "job.model": job.model, "job.kind": job.kind }, () => generateAndSettle(job, leaseLost, cancel));
+  }
+
+  async function generateAndSettle(job: Job, leaseLost: AbortController, cancel: AbortController): Promise<void> {
     const owner = options.workerId;
     const heartbeat = setInterval(() => {
       deps.jobs.renewLease(job.id, owner, leaseUntil()).then(
@@ -212,7 +219,10 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
 
   /** Records the outcome if the job is still this worker's (a cancel or a takeover may have ended it), then finishes it. */
   async function settle(next: Job, owner: string): Promise<void> {
-    if (await deps.jobs.transition(next, { status: "processing", leaseOwner: owner })) await finalize(next);
+    if (await deps.jobs.transition(next, { status: "processing", leaseOwner: owner })) {
+      observeEnd(deps, next);
+      await finalize(next);
+    }
   }
 
   /**
@@ -223,6 +233,8 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
    * reaper announces it again (at once after a restart of the embedded default).
    */
   const waiting = new FairQueue();
+  /** The trace each waiting job was announced in (a job's spans continue its acceptance's trace). */
+  const traces = new Map<string, TraceContext>();
   /** Announcements held back while `waiting` is full: the bus keeps them until there is room. */
   const roomWaiters: (() => void)[] = [];
   /**
@@ -239,7 +251,10 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     while (!stopping && running.size + claims.size < options.concurrency && waiting.size > 0) {
       const jobId = waiting.shift()!;
       roomWaiters.shift()?.();
-      const claiming: Promise<void> = claim(jobId)
+      const trace = traces.get(jobId);
+      traces.delete(jobId);
+      // In the trace of the announcement that queued the job, not of whichever job's end woke this pump.
+      const claiming: Promise<void> = deps.tracer.within(trace, () => claim(jobId))
         .catch(() => {}) // the job stays queued; the reaper announces it again
         .finally(() => {
           claims.delete(claiming);
@@ -256,6 +271,7 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     if (stopping) return handBack(jobId);
     const claimed = startJob(job, deps.clock.now(), { owner: options.workerId, expiresAt: leaseUntil() });
     if (await deps.jobs.transition(claimed, { status: "queued" })) {
+      deps.telemetry.observe({ kind: "job_started", model: job.model, queuedSeconds: secondsBetween(job.createdAt, claimed.startedAt!) });
       track(claimed);
       signalChange(deps, claimed);
     }
@@ -282,8 +298,36 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     // Stopping may have begun while this waited for room: leave the event to another worker.
     if (stopping) throw new Error("worker is stopping");
     waiting.push(job.accountId, job.id);
+    const trace = deps.tracer.capture();
+    if (trace) traces.set(job.id, trace);
     pump();
   }
+
+  /** What the reaper's scan has seen since it last started over: the queue's depth and age, and the settlement backlog. */
+  const scan = {
+    queued: 0,
+    oldestQueued: undefined as Date | undefined,
+    unsettled: 0,
+    count(entries: readonly { job?: Job }[], now: Date) {
+      for (const { job } of entries) {
+        if (job?.status === "queued") {
+          this.queued++;
+          if (!this.oldestQueued || job.createdAt < this.oldestQueued) this.oldestQueued = job.createdAt;
+        } else if (job && isTerminal(job.status)) {
+          this.unsettled++;
+        }
+      }
+      this.now = now;
+    },
+    now: undefined as Date | undefined,
+    report() {
+      const oldestQueuedSeconds = this.oldestQueued && this.now ? Math.max(0, secondsBetween(this.oldestQueued, this.now)) : 0;
+      deps.telemetry.observe({ kind: "queue_scanned", queued: this.queued, oldestQueuedSeconds, unsettled: this.unsettled });
+      this.queued = 0;
+      this.oldestQueued = undefined;
+      this.unsettled = 0;
+    },
+  };
 
   /** Where the reaper's scan continues: each pass takes the next page, so a large backlog is covered in turn. */
   let cursor: string | undefined;
@@ -302,6 +346,8 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     if (announced.size > 10_000) announced.clear(); // bounded memory; at worst a job is announced once more
     const page = await deps.jobs.listUnfinished(500, cursor);
     cursor = page.next;
+    scan.count(page.entries, now);
+    if (!page.next) scan.report();
     for (const { jobId, accountId, since, job } of page.entries) {
       if (stopping) return;
       if (running.has(jobId) || waiting.has(jobId)) continue;
@@ -314,11 +360,15 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
         await finalize(job);
       } else if (abandoned(job, now) && running.size < options.concurrency) {
         const taken = takeOverJob(job, { owner: options.workerId, expiresAt: leaseUntil() });
-        if (await deps.jobs.transition(taken, { status: "processing", leaseOwner: job.leaseOwner })) track(taken);
+        if (await deps.jobs.transition(taken, { status: "processing", leaseOwner: job.leaseOwner })) {
+          deps.telemetry.observe({ kind: "job_taken_over" });
+          track(taken);
+        }
       } else if (job.status === "queued" && (age > options.requeueAfterMs || deadBefore(since))) {
         if (now.getTime() - (announced.get(job.id) ?? 0) > options.requeueAfterMs) {
           announced.set(job.id, now.getTime());
           await deps.bus.publish<GenerationRequested>(TOPICS.generationRequested, job.id, { jobId: job.id });
+          deps.telemetry.observe({ kind: "job_reannounced" });
         }
       }
     }
@@ -367,6 +417,7 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
       await withinGrace(Promise.allSettled([...claims]));
       // Jobs still waiting here are announced again, so another worker (or the next start) takes them at once.
       await Promise.allSettled(waiting.drain().map(handBack));
+      traces.clear();
       await withinGrace(Promise.allSettled([...running.values()].map((r) => r.done)));
       const now = deps.clock.now();
       for (const { abandon } of running.values()) abandon.abort();

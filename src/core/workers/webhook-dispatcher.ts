@@ -42,7 +42,10 @@ export function createWebhookDispatcher(deps: CoreDeps) {
     if (!url || !endpoint) return;
     const messageId = webhookMessageId(job);
     const previous = inFlight.get(messageId);
-    const current = (previous ?? Promise.resolve()).catch(() => {}).then(() => send(job, endpoint.secret, url, messageId, event));
+    const attributes = { "job.id": job.id, "webhook.attempt": event.attempt + 1 };
+    const current = (previous ?? Promise.resolve())
+      .catch(() => {})
+      .then(() => deps.tracer.span("webhook.deliver", attributes, () => send(job, endpoint.secret, url, messageId, event)));
     inFlight.set(messageId, current);
     try {
       await current;
@@ -62,7 +65,10 @@ export function createWebhookDispatcher(deps: CoreDeps) {
     if (succeeded(attempt)) {
       // Final first: if anything below fails and the event comes again, it finds the delivery done.
       await deps.deliveries.finish(messageId, "delivered");
-      await deps.deliveries.recordAttempt(messageId, subject, attempt).catch((error) => deps.log(`recording delivery ${messageId}`, error));
+      deps.telemetry.observe({ kind: "webhook_delivered", seconds: Math.max(0, (now.getTime() - (job.finishedAt ?? now).getTime()) / 1000) });
+      await deps.deliveries.recordAttempt(messageId, subject, attempt).catch((error) =>
+        deps.logger.warn({ job_id: job.id, account_id: job.accountId, message_id: messageId, err: error }, "recording a delivered webhook failed"),
+      );
       return;
     }
     const delay = settings.webhookRetryScheduleMs[event.attempt];
@@ -77,6 +83,8 @@ export function createWebhookDispatcher(deps: CoreDeps) {
     }
     await deps.deliveries.recordAttempt(messageId, subject, attempt);
     if (await deps.deliveries.finish(messageId, "exhausted")) {
+      deps.telemetry.observe({ kind: "webhook_exhausted" });
+      deps.logger.warn({ job_id: job.id, account_id: job.accountId, message_id: messageId, attempts: event.attempt + 1 }, "webhook delivery exhausted its retries: a dead letter");
       const final = await deps.deliveries.get(messageId);
       await deps.bus.publish<WebhookDeadLetter>(TOPICS.webhookDeadLetter, job.id, {
         messageId, jobId: job.id, url, payload: body, attempts: final?.attempts.length ?? event.attempt + 1,

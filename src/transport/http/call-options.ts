@@ -1,9 +1,11 @@
+import { linkTiming } from "./request-timing.js";
 import type { CallOptions } from "@connectrpc/connect";
 import type { FastifyReply, FastifyRequest } from "fastify";
 
-/** Aborts when the client goes away before the answer is complete. */
+/** Aborts when the client goes away before the answer is complete. Core calls made with it count toward the request's core time. */
 export function clientGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
+  linkTiming(controller.signal, reply.request);
   reply.raw.on("close", () => {
     if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
   });

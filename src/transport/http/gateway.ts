@@ -1,4 +1,8 @@
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { PrometheusMetrics } from "../../adapters/observability/prometheus-metrics.js";
+import { GatewayLogController, observeRequests, requestIdOf } from "./edge/observe-requests.js";
+import { metricsRoutes } from "./routes/metrics-routes.js";
+import { timedClients } from "./request-timing.js";
 import type { EdgeLimits } from "../../config/config.js";
 import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
@@ -24,7 +28,12 @@ import { panelRoutes } from "./routes/panel-routes.js";
 import { VENDOR_PREFIXES, vendorRoutes } from "./routes/vendor-routes.js";
 
 export interface GatewayOptions {
-  readonly logLevel: string;
+  /** The process's one logger (pino); Fastify's request lines go through it, with `request_id`. */
+  readonly logger: FastifyBaseLogger;
+  /** The process's metrics: the gateway counts its requests there and serves GET /metrics. */
+  readonly metrics: PrometheusMetrics;
+  /** Whether tracing is on: each request is then a server span, continuing an incoming traceparent. */
+  readonly tracing: boolean;
   /** Whether the process can serve: the gate in front of every route and /readyz. */
   readonly readiness: Readiness;
   /** Timeouts, connection caps and body sizes of the port. */
@@ -67,18 +76,18 @@ const checkingIntervalMs = (headersTimeoutMs: number) => Math.min(1_000, Math.ma
  * open connections per port and per client address, and bodies (see
  * edge/body-guard.ts).
  */
-export async function buildGateway(core: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
+export async function buildGateway(clients: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
   const { edge } = options;
+  // Every core call made for a request counts toward its core time (Server-Timing, http_server_core_duration_seconds).
+  const core = timedClients(clients);
   const headersTimeoutMs = Math.min(edge.headersTimeoutMs, edge.requestTimeoutMs);
   const app = Fastify({
-    logger:
-      options.logLevel === "silent"
-        ? false
-        : {
-            level: options.logLevel,
-            // Result links carry their signature in the query, vendor calls may carry `?key=`: logs keep the path only.
-            serializers: { req: (request) => ({ method: request.method, url: request.url.split("?")[0], remoteAddress: request.ip }) },
-          },
+    // Result links carry their signature in the query, vendor calls may carry `?key=`: logs keep the path only.
+    loggerInstance: options.logger.child({}, {
+      serializers: { req: (request: { method: string; url: string; ip: string }) => ({ method: request.method, url: request.url.split("?")[0], remoteAddress: request.ip }) },
+    }) as FastifyBaseLogger,
+    logController: new GatewayLogController(),
+    genReqId: requestIdOf,
     // Idle keep-alive sockets must not hold up shutdown.
     forceCloseConnections: true,
     return503OnClosing: true,
@@ -92,6 +101,7 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
     clientErrorHandler,
   });
   limitConnections(app.server, edge, app.log);
+  observeRequests(app, options.metrics, options.tracing);
 
   // `Expect: 100-continue`: the client is told to send its body only once the route's checks passed (preParsing
   // runs after every onRequest hook); a refused client never sends it. Node would otherwise say 100 at once.
@@ -141,6 +151,7 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   }));
   // Not encapsulated: the gate must stand in front of every route, the 404 handler included.
   await healthRoutes(options.readiness)(app);
+  await app.register(metricsRoutes(options.metrics));
   // Bodies no route reads: every route that takes one has the body guard (edge/body-guard.ts) in front of it.
   // An unknown method and path is answered 404 at once, before its body is read (Fastify would read it into
   // the not-found handler), and a GET or HEAD (whose body Fastify never parses) has what it sends discarded

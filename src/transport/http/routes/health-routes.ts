@@ -5,7 +5,8 @@ import { lingerUntilDiscarded } from "../edge/body-guard.js";
 import { PLATFORM_ERROR } from "../schemas/common.js";
 import { isVendorPath, sendPlatformError, sendVendorError } from "../error-replies.js";
 
-const PROBES = new Set(["/livez", "/readyz", "/healthz"]);
+/** Answered whatever the readiness: the probes, and the metrics (a process that cannot serve is when they matter). */
+const PROBES = new Set(["/livez", "/readyz", "/healthz", "/metrics"]);
 
 const checksSchema = { type: "object", additionalProperties: { type: "string", enum: ["up", "down"] } } as const;
 const readySchema = {

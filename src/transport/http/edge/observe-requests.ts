@@ -1,0 +1,103 @@
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import { context, ROOT_CONTEXT, trace, type Context } from "@opentelemetry/api";
+import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import type { PrometheusMetrics } from "../../../adapters/observability/prometheus-metrics.js";
+import { extractTraceContext, SpanKind, startSpan } from "../../../adapters/observability/tracing.js";
+import { startTiming, timingOf } from "../request-timing.js";
+
+/** An incoming X-Request-Id is kept when it is short and plain; otherwise the gateway makes one. */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Each request's id: the client's X-Request-Id when usable, else a UUID. In every log line of the request as `request_id`. */
+export function requestIdOf(request: IncomingMessage): string {
+  const given = request.headers["x-request-id"];
+  return typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/** Probes and scrapes come every few seconds from machines: their lines would drown the rest. */
+const UNLOGGED_PATHS = new Set(["/livez", "/readyz", "/healthz", "/metrics"]);
+
+/**
+ * Fastify's request lines: one at info when a request completes (its id as
+ * `request_id`, status and time), the arrival at debug only; none for
+ * probes and metrics scrapes.
+ */
+export class GatewayLogController extends LogController {
+  constructor() {
+    super({ requestIdLogLabel: "request_id", disableRequestLogging: (request) => UNLOGGED_PATHS.has(request.url.split("?")[0]!) });
+  }
+
+  override incomingRequest(request: FastifyRequest, _reply: FastifyReply): void {
+    request.log.debug({ req: request }, "incoming request");
+  }
+}
+
+/** A request's route as its template (/api/v1/jobs/:jobId): a bounded label. Unrouted requests share one. */
+const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? "unmatched";
+
+const SPAN_CONTEXT = Symbol("spanContext");
+type Traced = FastifyRequest & { [SPAN_CONTEXT]?: Context };
+
+/**
+ * What the gateway reports of every request: the http_server_* metrics
+ * (counted when the answer ends or the client goes away: 499), the
+ * request's id (X-Request-Id), Server-Timing with the gateway's own time and
+ * the core's (the upstream, from the client's side), and, with tracing on,
+ * a server span continuing an incoming `traceparent`, current while the
+ * request's hooks and handler run.
+ */
+export function observeRequests(app: FastifyInstance, metrics: PrometheusMetrics, tracing: boolean): void {
+  app.addHook("onRequest", (request, reply, done) => {
+    const timing = startTiming(request);
+    metrics.http.inFlight.inc();
+    reply.header("x-request-id", request.id);
+    const route = routeOf(request);
+    const method = request.method;
+    const span = tracing
+      ? startSpan(`${method} ${route}`, {
+          kind: SpanKind.SERVER,
+          parent: extractTraceContext(request.headers, ROOT_CONTEXT),
+          attributes: { "http.request.method": method, "http.route": route, "url.scheme": "http" },
+        })
+      : undefined;
+    reply.raw.once("close", () => {
+      metrics.http.inFlight.dec();
+      const status = reply.raw.writableFinished ? String(reply.raw.statusCode) : "499";
+      const seconds = (performance.now() - timing.startedAt) / 1000;
+      const coreSeconds = timing.coreMs / 1000;
+      metrics.http.requests.inc({ method, route, status_code: status });
+      metrics.http.duration.observe({ method, route, status_code: status }, seconds);
+      metrics.http.own.observe({ method, route }, Math.max(0, seconds - coreSeconds));
+      if (coreSeconds > 0) metrics.http.core.observe({ method, route }, coreSeconds);
+      if (span) {
+        span.setAttribute("http.response.status_code", reply.raw.statusCode);
+        span.end();
+      }
+    });
+    if (!span) return done();
+    // The request's log lines name its trace.
+    request.log = request.log.child({ trace_id: span.spanContext().traceId });
+    const active = trace.setSpan(context.active(), span);
+    (request as Traced)[SPAN_CONTEXT] = active;
+    context.with(active, done);
+  });
+  if (tracing) {
+    // The body is read between onRequest and preHandler, outside the request's context: the handler gets it back here.
+    app.addHook("preHandler", (request, _reply, done) => {
+      const active = (request as Traced)[SPAN_CONTEXT];
+      if (active) context.with(active, done);
+      else done();
+    });
+  }
+  app.addHook("onSend", (request, reply, payload, done) => {
+    const timing = timingOf(request);
+    if (timing && !reply.raw.headersSent) {
+      const total = performance.now() - timing.startedAt;
+      const core = timing.coreMs;
+      const own = Math.max(0, total - core).toFixed(2);
+      reply.header("server-timing", core > 0 ? `gateway;dur=${own}, upstream;dur=${core.toFixed(2)}` : `gateway;dur=${own}`);
+    }
+    done(null, payload);
+  });
+}

@@ -1,0 +1,92 @@
+import type { FastifyRequest } from "fastify";
+import type { CoreClients } from "../../runtime/core-clients.js";
+
+/** Where a request's time went: since its arrival, and waiting for the core (and the core's upstream). */
+export interface RequestTiming {
+  readonly startedAt: number;
+  coreMs: number;
+}
+
+const TIMING = Symbol("requestTiming");
+type Timed = FastifyRequest & { [TIMING]?: RequestTiming };
+
+/** Starts the clock of a request (the gateway's first hook). */
+export function startTiming(request: FastifyRequest): RequestTiming {
+  const timing: RequestTiming = { startedAt: performance.now(), coreMs: 0 };
+  (request as Timed)[TIMING] = timing;
+  return timing;
+}
+
+export const timingOf = (request: FastifyRequest): RequestTiming | undefined => (request as Timed)[TIMING];
+
+/**
+ * Core calls are tied to their request by the abort signal every route
+ * passes (clientGone: one per request), so the clients below know whose
+ * clock to add their time to without any change to the routes.
+ */
+const timingBySignal = new WeakMap<AbortSignal, RequestTiming>();
+
+export function linkTiming(signal: AbortSignal, request: FastifyRequest): void {
+  const timing = timingOf(request);
+  if (timing) timingBySignal.set(signal, timing);
+}
+
+type AnyMethod = (input: unknown, options?: { signal?: AbortSignal }) => unknown;
+
+function timedMethod(method: AnyMethod): AnyMethod {
+  return (input, options) => {
+    const timing = options?.signal && timingBySignal.get(options.signal);
+    if (!timing) return method(input, options);
+    const started = performance.now();
+    const answer = method(input, options);
+    if (answer instanceof Promise) {
+      return answer.finally(() => {
+        timing.coreMs += performance.now() - started;
+      });
+    }
+    return timedStream(answer as AsyncIterable<unknown>, timing, started);
+  };
+}
+
+/** A server stream: the time spent waiting for each next message is the core's. */
+async function* timedStream(stream: AsyncIterable<unknown>, timing: RequestTiming, started: number): AsyncGenerator<unknown> {
+  const iterator = stream[Symbol.asyncIterator]();
+  let waitingSince = started;
+  try {
+    for (;;) {
+      const next = await iterator.next();
+      timing.coreMs += performance.now() - waitingSince;
+      if (next.done) return;
+      yield next.value;
+      waitingSince = performance.now();
+    }
+  } finally {
+    await iterator.return?.();
+  }
+}
+
+/** The gateway's clients of the core, timing every call made for a request (Server-Timing, http_server_core_duration_seconds). */
+export function timedClients(clients: CoreClients): CoreClients {
+  const wrapped = new WeakMap<object, Map<PropertyKey, AnyMethod>>();
+  const serviceProxy = (client: object) =>
+    new Proxy(client, {
+      get(target, property) {
+        const value = Reflect.get(target, property) as unknown;
+        if (typeof value !== "function") return value;
+        let methods = wrapped.get(target);
+        if (!methods) wrapped.set(target, (methods = new Map()));
+        let method = methods.get(property);
+        if (!method) methods.set(property, (method = timedMethod(value.bind(target) as AnyMethod)));
+        return method;
+      },
+    });
+  const proxies = new WeakMap<object, object>();
+  return new Proxy(clients, {
+    get(target, property) {
+      const client = Reflect.get(target, property) as object;
+      let proxy = proxies.get(client);
+      if (!proxy) proxies.set(client, (proxy = serviceProxy(client)));
+      return proxy;
+    },
+  });
+}

@@ -1,0 +1,24 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { pino, type Logger } from "pino";
+
+/**
+ * LOG_CAPTURE_DIR (set by `npm run test:embedded` and `test:real`): every
+ * service a test starts logs at debug into a file there, so that the whole
+ * suite's traffic can be scanned for secrets afterwards (test/support/scan-logs.ts).
+ * Without it, services log nothing unless TEST_LOG asks.
+ */
+const captureDir = process.env.LOG_CAPTURE_DIR;
+let started = 0;
+
+/** The logger of a service a test starts: into LOG_CAPTURE_DIR at debug, to stderr with TEST_LOG, otherwise silent. */
+export function testServiceLogger(): { logger: Logger; flush(): void } | undefined {
+  if (captureDir) {
+    mkdirSync(captureDir, { recursive: true });
+    const destination = pino.destination({ dest: join(captureDir, `${process.pid}-${++started}.log`), sync: false });
+    const logger = pino({ level: "debug" }, destination);
+    return { logger, flush: () => destination.flushSync() };
+  }
+  if (process.env.TEST_LOG) return { logger: pino({ level: "warn" }, pino.destination(2)), flush: () => {} };
+  return undefined;
+}
