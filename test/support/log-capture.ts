@@ -1,4 +1,4 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino, type Logger } from "pino";
 
@@ -21,4 +21,11 @@ export function testServiceLogger(): { logger: Logger; flush(): void } | undefin
   }
   if (process.env.TEST_LOG) return { logger: pino({ level: "warn" }, pino.destination(2)), flush: () => {} };
   return undefined;
+}
+
+/** Keeps a spawned process's log (its stdout) in LOG_CAPTURE_DIR, when the run captures logs. */
+export function keepLog(name: string, text: string): void {
+  if (!captureDir || !text) return;
+  mkdirSync(captureDir, { recursive: true });
+  writeFileSync(join(captureDir, `${name}.log`), text);
 }

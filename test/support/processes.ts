@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { ADMIN_TOKEN, call } from "./harness.js";
 import { gatewayUrlIn, saidReady } from "./service-output.js";
+import { keepLog } from "./log-capture.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -28,9 +29,16 @@ export async function startProcess(env: Record<string, string>, readyTimeoutMs =
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
-  child.stdout!.on("data", (chunk) => (output += chunk));
+  let log = "";
+  child.stdout!.on("data", (chunk) => {
+    output += chunk;
+    log += chunk;
+  });
   child.stderr!.on("data", (chunk) => (output += chunk));
-  const exited = once(child, "exit").then(([code, signal]) => (code ?? signal) as number | string);
+  const exited = once(child, "exit").then(([code, signal]) => {
+    keepLog(`process-${child.pid}`, log); // its JSON log joins the suite's secret scan
+    return (code ?? signal) as number | string;
+  });
   const ready = new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`process not ready in ${readyTimeoutMs} ms:\n${output}`)), readyTimeoutMs);
     const check = () => {

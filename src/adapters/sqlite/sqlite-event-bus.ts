@@ -1,6 +1,7 @@
 import type { EventBus, EventHandler, PublishOptions, Subscription, Topic } from "../../ports/event-bus.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
+import { consumeInSpan, injectTraceContext } from "../observability/tracing.js";
 
 export interface SqliteEventBusOptions {
   /** Delay before a handler that threw sees its event again. Default 200 ms, like the in-memory bus. */
@@ -13,6 +14,8 @@ export interface SqliteEventBusOptions {
 interface Pending {
   readonly eventId: number;
   readonly payload: string;
+  /** The trace context the event was published in (JSON of traceparent, tracestate), when tracing was on. */
+  readonly trace: string | null;
   dueAt: number;
 }
 
@@ -60,12 +63,12 @@ export class SqliteEventBus implements EventBus {
     this.statements = {
       register: db.prepare("INSERT OR IGNORE INTO bus_groups (topic, group_name, registered_at) VALUES (?, ?, ?)"),
       publish: db.prepare(
-        `INSERT INTO bus_events (topic, group_name, event_key, payload, due_at, published_at)
-         SELECT topic, group_name, @key, @payload, @due_at, @published_at FROM bus_groups WHERE topic = @topic
+        `INSERT INTO bus_events (topic, group_name, event_key, payload, due_at, published_at, trace)
+         SELECT topic, group_name, @key, @payload, @due_at, @published_at, @trace FROM bus_groups WHERE topic = @topic
          RETURNING event_id, group_name`,
       ),
       pending: db.prepare(
-        "SELECT event_id, payload, due_at FROM bus_events WHERE topic = ? AND group_name = ? ORDER BY due_at, event_id",
+        "SELECT event_id, payload, due_at, trace FROM bus_events WHERE topic = ? AND group_name = ? ORDER BY due_at, event_id",
       ),
       delivered: db.prepare("DELETE FROM bus_events WHERE event_id = ?"),
       retry: db.prepare("UPDATE bus_events SET due_at = ?, attempts = attempts + 1 WHERE event_id = ?"),
@@ -77,12 +80,14 @@ export class SqliteEventBus implements EventBus {
     const publishedAt = this.now();
     const payload = JSON.stringify(event);
     const dueAt = publishedAt + Math.max(0, options.delayMs ?? 0);
+    const carried = injectTraceContext({});
+    const trace = Object.keys(carried).length > 0 ? JSON.stringify(carried) : null;
     const rows = sqliteCall(() =>
-      this.statements.publish.all({ topic, key, payload, due_at: dueAt, published_at: publishedAt }),
+      this.statements.publish.all({ topic, key, payload, due_at: dueAt, published_at: publishedAt, trace }),
     ) as { event_id: number; group_name: string }[];
     for (const row of rows) {
       const consumer = this.consumers.get(groupKey(topic, row.group_name));
-      if (consumer) this.schedule(consumer, { eventId: row.event_id, payload, dueAt });
+      if (consumer) this.schedule(consumer, { eventId: row.event_id, payload, trace, dueAt });
     }
   }
 
@@ -93,12 +98,12 @@ export class SqliteEventBus implements EventBus {
     const rows = sqliteCall(() => {
       this.statements.register.run(topic, group, this.now());
       return this.statements.pending.all(topic, group);
-    }) as { event_id: number; payload: string; due_at: number }[];
+    }) as { event_id: number; payload: string; due_at: number; trace: string | null }[];
     const consumer: Consumer = { topic, group, handler: handler as EventHandler<unknown>, timers: new Map(), active: true };
     this.consumers.set(key, consumer);
     const running = this.running.get(key);
     for (const row of rows) {
-      if (!running?.has(row.event_id)) this.schedule(consumer, { eventId: row.event_id, payload: row.payload, dueAt: row.due_at });
+      if (!running?.has(row.event_id)) this.schedule(consumer, { eventId: row.event_id, payload: row.payload, trace: row.trace, dueAt: row.due_at });
     }
     return {
       close: async () => {
@@ -145,7 +150,15 @@ export class SqliteEventBus implements EventBus {
     const run = (async () => {
       let delivered = true;
       try {
-        await consumer.handler(JSON.parse(pending.payload) as unknown);
+        const event = JSON.parse(pending.payload) as unknown;
+        if (pending.trace) {
+          const headers = JSON.parse(pending.trace) as Record<string, string>;
+          await consumeInSpan(`${consumer.topic} process`, headers, { "messaging.system": "sqlite", "messaging.consumer.group.name": consumer.group }, () =>
+            Promise.resolve(consumer.handler(event)),
+          );
+        } else {
+          await consumer.handler(event);
+        }
       } catch (error) {
         delivered = false;
         this.options.onHandlerError?.(consumer.topic, error);
