@@ -2,6 +2,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import { balanceOf, call, createCustomer, eventually, finishedJob, pico, startTestService, type TestService } from "../support/harness.js";
+import { parseExposition, valueOf } from "../support/exposition.js";
 import { probeMp4, probePng } from "../support/media-probe.js";
 import { assertPlatformError, download, postGeneration, startLocalServer, tinyPng, type LocalServer } from "../support/jobs-api-helpers.js";
 import { bearer, grpcAddress, loadGrpcPackage, unary } from "../support/rpc-helpers.js";
@@ -723,6 +724,24 @@ describe("a route table (ROUTES_FILE)", () => {
       assert.equal(Number(b1.failures), Number(b0.failures));
       assert.ok(b1.last_success_at, "last_success_at is set");
       assert.equal(b1.healthy, true);
+    });
+
+    it("when a route answers 503 and the job fails over, then /metrics counts the failed call, the failover, the serving route's call and tokens", async () => {
+      const customer = await createCustomer(routed);
+      const model = SCENARIO.f503;
+      const scrape = async () => parseExposition((await call(routed, "GET", "/metrics")).text);
+      const before = await scrape();
+      stubA.fault({ kind: "status", status: 503 }, { model, times: 1 });
+      const job = await runJob(routed, customer.apiKey, imageJob(model, "a harbour at dusk"));
+      assert.equal(job.status, "done", JSON.stringify(job));
+      const after = await scrape();
+      const delta = (name: string, labels: Record<string, string>) => valueOf(after, name, labels) - valueOf(before, name, labels);
+      assert.equal(delta("upstream_requests_total", { route: "f503-a", operation: "image", outcome: "error" }), 1);
+      assert.equal(delta("upstream_requests_total", { route: "f503-b", operation: "image", outcome: "ok" }), 1);
+      assert.equal(delta("upstream_failovers_total", { from: "f503-a", to: "f503-b" }), 1);
+      assert.ok(delta("upstream_tokens_total", { route: "f503-b", direction: "input" }) > 0);
+      assert.equal(delta("upstream_request_duration_seconds_count", { route: "f503-b", operation: "image" }), 1);
+      assert.equal(valueOf(after, "upstream_route_healthy", { route: "f503-b" }), 1);
     });
 
     it("fails over from a route answering 429 (text job) and charges the usage the serving route reported", async () => {
