@@ -10,7 +10,12 @@ const lifecycle = logger.child({}, { level: config.logLevel === "debug" || confi
 // Before anything else opens: spans of start-up work, and every later request's, go to the collector.
 const tracing = config.tracing ? startTracing(config.tracing) : undefined;
 if (config.tracing) lifecycle.info({ service_name: config.tracing.serviceName }, "tracing on: OTLP to the configured endpoint");
-const launched = await launchService(config, { logger });
+const launched = await launchService(config, { logger }).catch((error: NodeJS.ErrnoException) => {
+  // A port in use (two workers on one host need their own METRICS_PORT) is an operator's to fix: said plainly, exit 1.
+  const port = error.code === "EADDRINUSE" ? ` (port ${(error as { port?: number }).port} is in use: set PORT, GRPC_PORT or METRICS_PORT)` : "";
+  lifecycle.fatal({ err: error }, `start-up failed${port}`);
+  process.exit(1);
+});
 if (launched.httpUrl) lifecycle.info({ url: launched.httpUrl }, "gateway (REST/SSE) listening (503 until ready)");
 if (launched.metricsUrl && launched.metricsUrl !== launched.httpUrl) lifecycle.info({ url: launched.metricsUrl }, "metrics listening");
 

@@ -25,7 +25,7 @@ export interface ServiceProcess {
 export async function startProcess(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<ServiceProcess> {
   const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", ADMIN_TOKEN, LOG_LEVEL: "warn", DRAIN_DELAY: "0ms", ...env },
+    env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", ADMIN_TOKEN, LOG_LEVEL: "warn", DRAIN_DELAY: "0ms", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
