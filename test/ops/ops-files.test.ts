@@ -7,7 +7,7 @@ import { familiesOf } from "../support/exposition.js";
 
 const RULES = "ops/prometheus/alerts.yml";
 const RULE_TESTS = "ops/prometheus/alerts.test.yml";
-const SCRAPE_CONFIG = "ops/prometheus/prometheus.yml";
+const SCRAPE_CONFIGS = ["ops/prometheus/prometheus.yml", "ops/prometheus/compose.yml"];
 const DASHBOARD = "ops/grafana/generation-service.json";
 
 /** The service's metric names as they appear in a query (a histogram's _bucket, _sum and _count belong to its family). */
@@ -38,12 +38,14 @@ describe("ops/: the alert rules and the Grafana dashboard", () => {
     await service?.close();
   });
 
-  it("when promtool checks the alert rules and the example scrape configuration, then both are valid", () => {
+  it("when promtool checks the alert rules and the scrape configurations (the example, docker-compose's), then all are valid", () => {
     const rules = promtool("check", "rules", RULES);
     assert.ok(rules.ok, rules.output);
     assert.match(rules.output, /SUCCESS: 8 rules found/);
-    const config = promtool("check", "config", SCRAPE_CONFIG);
-    assert.ok(config.ok, config.output);
+    for (const file of SCRAPE_CONFIGS) {
+      const config = promtool("check", "config", file);
+      assert.ok(config.ok, `${file}: ${config.output}`);
+    }
   });
 
   it("when promtool runs the rules' unit tests, then every alert fires on the series that should fire it and not before", () => {
