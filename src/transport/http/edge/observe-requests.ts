@@ -15,8 +15,9 @@ export function requestIdOf(request: IncomingMessage): string {
   return typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
 }
 
-/** Probes and scrapes come every few seconds from machines: their lines would drown the rest. */
-const UNLOGGED_PATHS = new Set(["/livez", "/readyz", "/healthz", "/metrics"]);
+/** Probes and scrapes come every few seconds from machines: their log lines and traces would drown the rest. */
+const QUIET_PATHS = new Set(["/livez", "/readyz", "/healthz", "/metrics"]);
+const isQuiet = (request: FastifyRequest) => QUIET_PATHS.has(request.url.split("?")[0]!);
 
 /**
  * Fastify's request lines: one at info when a request completes (its id as
@@ -25,7 +26,7 @@ const UNLOGGED_PATHS = new Set(["/livez", "/readyz", "/healthz", "/metrics"]);
  */
 export class GatewayLogController extends LogController {
   constructor() {
-    super({ requestIdLogLabel: "request_id", disableRequestLogging: (request) => UNLOGGED_PATHS.has(request.url.split("?")[0]!) });
+    super({ requestIdLogLabel: "request_id", disableRequestLogging: isQuiet });
   }
 
   override incomingRequest(request: FastifyRequest, _reply: FastifyReply): void {
@@ -45,7 +46,7 @@ type Traced = FastifyRequest & { [SPAN_CONTEXT]?: Context };
  * request's id (X-Request-Id), Server-Timing with the gateway's own time and
  * the core's (the upstream, from the client's side), and, with tracing on,
  * a server span continuing an incoming `traceparent`, current while the
- * request's hooks and handler run.
+ * request's hooks and handler run (not for probes and scrapes).
  */
 export function observeRequests(app: FastifyInstance, metrics: PrometheusMetrics, tracing: boolean): void {
   app.addHook("onRequest", (request, reply, done) => {
@@ -54,7 +55,7 @@ export function observeRequests(app: FastifyInstance, metrics: PrometheusMetrics
     reply.header("x-request-id", request.id);
     const route = routeOf(request);
     const method = request.method;
-    const span = tracing
+    const span = tracing && !isQuiet(request)
       ? startSpan(`${method} ${route}`, {
           kind: SpanKind.SERVER,
           parent: extractTraceContext(request.headers, ROOT_CONTEXT),
