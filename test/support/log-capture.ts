@@ -11,13 +11,19 @@ import { pino, type Logger } from "pino";
 const captureDir = process.env.LOG_CAPTURE_DIR;
 let started = 0;
 
-/** The logger of a service a test starts: into LOG_CAPTURE_DIR at debug, to stderr with TEST_LOG, otherwise silent. */
+/** The logger of a service a test starts: into LOG_CAPTURE_DIR at debug, to stderr with TEST_LOG, otherwise silent. `flush` writes what is left and closes the file. */
 export function testServiceLogger(): { logger: Logger; flush(): void } | undefined {
   if (captureDir) {
     mkdirSync(captureDir, { recursive: true });
     const destination = pino.destination({ dest: join(captureDir, `${process.pid}-${++started}.log`), sync: false });
     const logger = pino({ level: "debug" }, destination);
-    return { logger, flush: () => destination.flushSync() };
+    return {
+      logger,
+      flush: () => {
+        destination.flushSync();
+        destination.end(); // its descriptor is closed with the service
+      },
+    };
   }
   if (process.env.TEST_LOG) return { logger: pino({ level: "warn" }, pino.destination(2)), flush: () => {} };
   return undefined;
