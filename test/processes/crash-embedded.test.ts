@@ -297,7 +297,7 @@ describe("the embedded default under SIGKILL", { skip }, () => {
     for (const r of accepted) {
       const id = jobIdOf.get(r.key)!;
       const deliveries = byJob.get(id) ?? [];
-      const ids = new Set(deliveries.map((d) => d.webhookId));
+      const ids = new Set(deliveries.map((d) => d.headers["webhook-id"]));
       assert.equal(ids.size, 1, `job ${id}: every delivery carries one webhook-id, got ${JSON.stringify([...ids])}`);
       const webhookId = [...ids][0]!;
       assert.match(webhookId, /\S/);

@@ -1,10 +1,11 @@
 import { randomInt } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { Webhook } from "standardwebhooks";
 import { jsonOrUndefined } from "./harness.js";
+import { Receiver, type Delivery } from "./webhook-receiver.js";
 
 /**
  * Helpers for tests that crash the service under load: a free port that stays
@@ -47,69 +48,28 @@ async function listenable(port: number): Promise<boolean> {
   return ok;
 }
 
-export interface RecordedDelivery {
-  readonly at: number;
-  readonly webhookId: string;
-  readonly headers: Record<string, string>;
-  readonly body: string;
-  readonly json: any;
-  /** What the receiver answered. */
-  readonly answered: number;
-}
+/** A delivery as a WebhookRecorder saw it (its `webhook-id` header names the message). */
+export type RecordedDelivery = Delivery;
 
 /**
- * A webhook endpoint on 127.0.0.1 recording every POST. The first attempt of a
- * `webhook-id` is answered 500 with probability `failFirst` (so retries are
- * exercised), everything else 200.
+ * A webhook endpoint on 127.0.0.1 recording every POST (a Receiver). The first
+ * attempt of a `webhook-id` is answered 500 with probability `failFirst` (so
+ * retries are exercised), everything else 200.
  */
-export class WebhookRecorder {
-  readonly deliveries: RecordedDelivery[] = [];
-  private readonly seen = new Set<string>();
-  private server: Server | undefined;
-  url = "";
-
-  constructor(private readonly failFirst = 0) {}
-
-  async start(): Promise<this> {
-    this.server = createServer((request, response) => {
-      const chunks: Buffer[] = [];
-      request.on("data", (chunk: Buffer) => chunks.push(chunk));
-      request.on("end", () => {
-        const body = Buffer.concat(chunks).toString("utf8");
-        let json: any;
-        try {
-          json = JSON.parse(body);
-        } catch {
-          json = undefined;
-        }
-        const headers = Object.fromEntries(Object.entries(request.headers).map(([k, v]) => [k, String(v)]));
-        const webhookId = headers["webhook-id"] ?? "";
-        const first = !this.seen.has(webhookId);
-        this.seen.add(webhookId);
-        const answered = request.method === "POST" && !(first && Math.random() < this.failFirst) ? 200 : 500;
-        this.deliveries.push({ at: Date.now(), webhookId, headers, body, json, answered });
-        response.writeHead(answered, { "content-type": "text/plain" }).end(answered === 200 ? "ok" : "try again");
-      });
+export class WebhookRecorder extends Receiver {
+  constructor(failFirst = 0) {
+    const seen = new Set<string>();
+    super((delivery) => {
+      const webhookId = delivery.headers["webhook-id"] ?? "";
+      const first = !seen.has(webhookId);
+      seen.add(webhookId);
+      return first && Math.random() < failFirst ? 500 : 200;
     });
-    await new Promise<void>((resolve) => this.server!.listen(0, "127.0.0.1", resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks`;
-    return this;
-  }
-
-  forJob(jobId: string): RecordedDelivery[] {
-    return this.deliveries.filter((d) => d.json?.job_id === jobId);
   }
 
   /** Throws unless the delivery carries a valid Standard Webhooks signature for `secret`. */
   static verify(secret: string, delivery: RecordedDelivery): unknown {
     return new Webhook(secret).verify(delivery.body, delivery.headers);
-  }
-
-  async close(): Promise<void> {
-    const server = this.server;
-    if (!server) return;
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 }
 

@@ -477,7 +477,7 @@ export async function checkBooks(options: {
   assert.deepEqual([...deliveriesOf.keys()].filter((id) => !byJob.has(id)), [], "no webhook for a job no client was answered 202 for");
   const owners = new Map<string, string>();
   for (const [id, deliveries] of deliveriesOf) {
-    const ids = new Set(deliveries.map((d) => d.webhookId));
+    const ids = new Set(deliveries.map((d) => d.headers["webhook-id"]));
     assert.equal(ids.size, 1, `job ${id}: every delivery carries one webhook-id, got ${JSON.stringify([...ids])}`);
     const webhookId = [...ids][0]!;
     assert.equal(owners.get(webhookId), undefined, `webhook-id ${webhookId} belongs to one job`);

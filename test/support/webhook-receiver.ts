@@ -7,6 +7,8 @@ export interface Delivery {
   readonly headers: Record<string, string>;
   readonly body: string;
   readonly json: any;
+  /** The status the receiver answered; undefined when it never answered ("hang"). */
+  readonly answered?: number;
 }
 
 /** What the receiver does with a request: answer with a status, or never answer. */
@@ -19,7 +21,7 @@ export class Receiver {
   private server: Server | undefined;
   url = "";
 
-  constructor(private readonly answer: (delivery: Delivery, attemptForJob: number) => Answer = () => 200) {}
+  constructor(private readonly answer: (delivery: Omit<Delivery, "answered">, attemptForJob: number) => Answer = () => 200) {}
 
   async start(): Promise<this> {
     this.server = createServer((request: IncomingMessage, response: ServerResponse) => {
@@ -34,9 +36,9 @@ export class Receiver {
           json = undefined;
         }
         const headers = Object.fromEntries(Object.entries(request.headers).map(([k, v]) => [k, String(v)]));
-        const delivery = { at: Date.now(), headers, body, json };
-        this.deliveries.push(delivery);
-        const answer = this.answer(delivery, this.forJob(json?.job_id).length);
+        const received = { at: Date.now(), headers, body, json };
+        const answer = this.answer(received, this.forJob(json?.job_id).length + 1);
+        this.deliveries.push({ ...received, answered: answer === "hang" ? undefined : answer });
         if (answer === "hang") return;
         response.writeHead(answer, { "content-type": "text/plain" }).end("ok");
       });
