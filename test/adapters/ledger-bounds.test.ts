@@ -11,6 +11,7 @@ import { openSession, type CassandraClient } from "../../src/adapters/cassandra/
 import { MemoryLedger } from "../../src/adapters/memory/memory-ledger.js";
 import { SqliteLedger } from "../../src/adapters/sqlite/sqlite-ledger.js";
 import { openSqliteStores, type SqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
+import type { KeyLimits } from "../../src/domain/accounts/key-limits.js";
 import type { Ledger, ReserveOptions, ReserveOutcome } from "../../src/ports/ledger.js";
 
 /*
@@ -143,6 +144,42 @@ if (isMainThread) {
         await ledger.release(id, "job:a");
         assert.equal(await ledger.reserve(id, "job:c", 100n, JOBS_AT_MOST(2)), "reserved");
         assert.deepEqual(await ledger.balance(id), { balance: 1_000n, reserved: 400n });
+      });
+
+      it("when holds taken before the limit was first asked for end afterwards, by settling or releasing, then the open count follows every one of them", async () => {
+        const id = account();
+        await ledger.createAccount(id, "a", 1_000n);
+        for (const h of ["job:p", "job:q", "job:text-call-p"]) assert.equal(await ledger.reserve(id, h, 10n), "reserved");
+        assert.equal(await ledger.reserve(id, "job:r", 10n, JOBS_AT_MOST(3)), "reserved", "2 counted holds open, then the third");
+        assert.equal(await ledger.reserve(id, "job:s", 10n, JOBS_AT_MOST(3)), "too_many_open_holds");
+        await ledger.settle(id, "job:p", 5n);
+        await ledger.release(id, "job:text-call-p");
+        await ledger.settle(id, "job:p", 5n); // a repeat moves nothing
+        assert.equal(await ledger.reserve(id, "job:s", 10n, JOBS_AT_MOST(3)), "reserved", "the settled hold freed its place");
+        assert.equal(await other.reserve(id, "job:t", 10n, JOBS_AT_MOST(3)), "too_many_open_holds", "the second writer counts the same");
+        await other.release(id, "job:q");
+        await ledger.release(id, "job:r");
+        assert.equal(await ledger.reserve(id, "job:t", 10n, JOBS_AT_MOST(3)), "reserved");
+        assert.equal(await ledger.reserve(id, "job:u", 10n, JOBS_AT_MOST(3)), "reserved");
+        assert.equal(await ledger.reserve(id, "job:v", 10n, JOBS_AT_MOST(3)), "too_many_open_holds");
+        assert.equal(await ledger.reserve(id, "job:v", 10n, JOBS_AT_MOST(4)), "reserved", "another limit counts the same holds");
+      });
+
+      it("when a key's job and spend limits are checked while its holds come and go, then they see exactly the key's open holds", async () => {
+        const id = account();
+        await ledger.createAccount(id, "a", 1_000n);
+        const key = (limits: KeyLimits, isJob = true) => ({ key: { keyId: `${id}-key`, limits, isJob }, memo: { keyId: `${id}-key`, jobId: isJob ? "j" : undefined, model: "m" } });
+        assert.equal(await ledger.reserve(id, "job:k1", 30n, { ...key({}), memo: { keyId: `${id}-key`, jobId: "k1", model: "m" } }), "reserved");
+        assert.equal(await ledger.reserve(id, "job:text-call-k", 20n, key({}, false)), "reserved");
+        const jobs = (n: number) => ({ maxConcurrentJobs: n });
+        assert.deepEqual(await ledger.reserve(id, "job:k2", 10n, { ...key(jobs(1)), memo: { keyId: `${id}-key`, jobId: "k2", model: "m" } }), { key: { kind: "concurrency" } });
+        assert.deepEqual(await ledger.reserve(id, "job:k2", 10n, key({ spendLimit: 59n })), { key: { kind: "spend", limit: "spend_limit" } }, "30 + 20 held + 10 asked > 59");
+        await ledger.release(id, "job:k1");
+        assert.equal(await ledger.reserve(id, "job:k2", 10n, { ...key(jobs(1)), memo: { keyId: `${id}-key`, jobId: "k2", model: "m" } }), "reserved");
+        assert.deepEqual(await ledger.reserve(id, "job:k3", 10n, { ...key(jobs(1)), memo: { keyId: `${id}-key`, jobId: "k3", model: "m" } }), { key: { kind: "concurrency" } });
+        await ledger.settle(id, "job:text-call-k", 20n);
+        assert.equal(await ledger.reserve(id, "job:k3", 20n, key({ spendLimit: 60n }, false)), "reserved", "charged 20 + held 10 + asked 20 = 50 ≤ 60");
+        assert.deepEqual(await ledger.reserve(id, "job:k4", 11n, key({ spendLimit: 60n }, false)), { key: { kind: "spend", limit: "spend_limit" } }, "20 + 30 held + 11 > 60");
       });
 
       it("when the limit allows but the funds do not, then the answer is insufficient_funds; without the option, no limit applies", async () => {

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
-  changeKeyLimits, countCharge, countReservation, keyAdmission, keyStanding, MAX_CONCURRENT_JOBS, MAX_RATE_PER_MINUTE, NO_SPENDING,
+  admissionNeedsHolds, changeKeyLimits, countCharge, countReservation, keyAdmission, keyStanding, MAX_CONCURRENT_JOBS, MAX_RATE_PER_MINUTE, NO_SPENDING,
   parseKeyLimits, spentThisMonth, spentToday, type KeySpending,
 } from "../../src/domain/accounts/key-limits.js";
 import { DomainError } from "../../src/domain/errors/domain-error.js";
@@ -65,6 +65,23 @@ describe("key limits: admission", () => {
     const limits = { ratePerMinute: 1, maxConcurrentJobs: 1, spendLimit: 1n };
     assert.equal(keyAdmission(limits, spending, { held: 0n, openJobs: 1 }, 1n, true, NOW)?.kind, "rate");
     assert.equal(keyAdmission({ ...limits, ratePerMinute: 5 }, spending, { held: 0n, openJobs: 1 }, 1n, true, NOW)?.kind, "concurrency");
+  });
+});
+
+describe("key limits: what admission reads", () => {
+  it("when a key has a job limit or any spend limit, then admission needs its open holds; with none or only a rate limit, it does not", () => {
+    assert.equal(admissionNeedsHolds({}), false);
+    assert.equal(admissionNeedsHolds({ ratePerMinute: 5 }), false);
+    for (const limits of [{ maxConcurrentJobs: 1 }, { spendLimit: 1n }, { dailySpendLimit: 1n }, { monthlySpendLimit: 1n }]) {
+      assert.equal(admissionNeedsHolds(limits), true, JSON.stringify(limits, (_, v) => (typeof v === "bigint" ? String(v) : v)));
+    }
+  });
+
+  it("when admission does not need the holds, then any holds give the same answer as none (the ledger may skip counting them)", () => {
+    const heavy = { held: 10n ** 20n, openJobs: 10 ** 6 };
+    for (const limits of [{}, { ratePerMinute: 1 }]) {
+      assert.deepEqual(keyAdmission(limits, NO_SPENDING, heavy, 5n, true, NOW), keyAdmission(limits, NO_SPENDING, NO_HOLDS, 5n, true, NOW));
+    }
   });
 });
 

@@ -1,6 +1,8 @@
 import type { Money } from "../../domain/money.js";
-import { boundedCharge } from "../../domain/pricing/settlement.js";
-import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeySpending } from "../../domain/accounts/key-limits.js";
+import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
+import {
+  admissionNeedsHolds, countCharge, countReservation, keyAdmission, NO_HOLDS, NO_SPENDING, type KeyHolds, type KeySpending,
+} from "../../domain/accounts/key-limits.js";
 import { decodeKeySpending, encodeKeySpending } from "../shared/key-limits-codec.js";
 import type {
   BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, LedgerEntryType, ReserveOptions, ReserveOutcome,
@@ -107,13 +109,27 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
       "INSERT INTO key_spending (key_id, account_id, spending) VALUES (?, ?, ?) ON CONFLICT (key_id) DO UPDATE SET spending = excluded.spending",
     ),
     keyHolds: db.prepare("SELECT amount, job_id FROM holds WHERE key_id = ? AND account_id = ? AND state = 'held'"),
+    tally: db
+      .prepare("SELECT open FROM open_hold_tallies WHERE account_id = ? AND counted_prefix = ? AND except_prefix = ?")
+      .pluck(),
+    insertTally: db.prepare("INSERT INTO open_hold_tallies (account_id, counted_prefix, except_prefix, open) VALUES (?, ?, ?, ?)"),
+    tallies: db.prepare("SELECT counted_prefix, except_prefix FROM open_hold_tallies WHERE account_id = ?"),
+    moveTally: db.prepare(
+      "UPDATE open_hold_tallies SET open = open + ? WHERE account_id = ? AND counted_prefix = ? AND except_prefix = ?",
+    ),
+    keyTally: db.prepare("SELECT held, open_jobs FROM key_hold_tallies WHERE key_id = ?"),
+    setKeyTally: db.prepare(
+      `INSERT INTO key_hold_tallies (key_id, account_id, held, open_jobs) VALUES (?, ?, ?, ?)
+       ON CONFLICT (key_id) DO UPDATE SET held = excluded.held, open_jobs = excluded.open_jobs`,
+    ),
   };
 
   const spendingOf = (keyId: string): KeySpending => {
     const text = s.keySpending.get(keyId) as string | undefined;
     return text === undefined ? NO_SPENDING : decodeKeySpending(text);
   };
-  const keyHolds = (accountId: string, keyId: string) => {
+  /** The key's open holds, counted row by row (the key's usage report, and a tally's first value). */
+  const keyHolds = (accountId: string, keyId: string): KeyHolds => {
     let held = 0n;
     let openJobs = 0;
     for (const row of s.keyHolds.all(keyId, accountId) as { amount: string; job_id: string | null }[]) {
@@ -121,6 +137,39 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
       if (row.job_id !== null) openJobs++;
     }
     return { held, openJobs };
+  };
+
+  /** The key's open holds from its tally, which the first call creates (inside the reservation's transaction). */
+  const tallyOfKey = (accountId: string, keyId: string): KeyHolds => {
+    const row = s.keyTally.get(keyId) as { held: string; open_jobs: number } | undefined;
+    if (row) return { held: money(row.held), openJobs: row.open_jobs };
+    const counted = keyHolds(accountId, keyId);
+    s.setKeyTally.run(keyId, accountId, text(counted.held), counted.openJobs);
+    return counted;
+  };
+
+  /** The account's open holds a maxOpenHolds option counts, from its tally, which the first call creates. */
+  const openHoldsOf = (accountId: string, counted: string, except: string | undefined): number => {
+    const open = s.tally.get(accountId, counted, except ?? "") as number | undefined;
+    if (open !== undefined) return open;
+    const now = s.openHolds.get({ account: accountId, counted, except: except ?? null }) as number;
+    s.insertTally.run(accountId, counted, except ?? "", now);
+    return now;
+  };
+
+  /** A hold was taken (+1) or ended (−1): every tally that counts it moves, in the same transaction. */
+  const moveTallies = (
+    accountId: string, reservationId: string, direction: 1 | -1, amount: Money, keyId: string | null, isJob: boolean,
+  ) => {
+    for (const t of s.tallies.all(accountId) as { counted_prefix: string; except_prefix: string }[]) {
+      if (countsAsOpenHold(reservationId, t.counted_prefix, t.except_prefix === "" ? undefined : t.except_prefix)) {
+        s.moveTally.run(direction, accountId, t.counted_prefix, t.except_prefix);
+      }
+    }
+    if (keyId === null) return;
+    const row = s.keyTally.get(keyId) as { held: string; open_jobs: number } | undefined;
+    if (!row) return;
+    s.setKeyTally.run(keyId, accountId, text(money(row.held) + BigInt(direction) * amount), row.open_jobs + (isJob ? direction : 0));
   };
 
   /** Records a movement in the transaction that makes it. */
@@ -160,23 +209,22 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     if (!account) return "unknown_account";
     if (s.hold.get(reservationId)) return "reserved"; // the same reservation again moves nothing
     const cap = options?.maxOpenHolds;
-    if (cap) {
-      const open = s.openHolds.get({ account: accountId, counted: cap.countedPrefix, except: cap.exceptPrefix ?? null }) as number;
-      if (open >= cap.limit) return "too_many_open_holds";
-    }
+    if (cap && openHoldsOf(accountId, cap.countedPrefix, cap.exceptPrefix) >= cap.limit) return "too_many_open_holds";
     const balance = money(account.balance);
     const reserved = money(account.reserved);
     if (balance - reserved < amount) return "insufficient_funds";
     const at = now();
     const key = options?.key;
     if (key) {
-      const refusal = keyAdmission(key.limits, spendingOf(key.keyId), keyHolds(accountId, key.keyId), amount, key.isJob, new Date(at));
+      const holds = admissionNeedsHolds(key.limits) ? tallyOfKey(accountId, key.keyId) : NO_HOLDS;
+      const refusal = keyAdmission(key.limits, spendingOf(key.keyId), holds, amount, key.isJob, new Date(at));
       if (refusal) return { key: refusal };
       if (key.limits.ratePerMinute !== undefined) s.setKeySpending.run(key.keyId, accountId, encodeKeySpending(countReservation(spendingOf(key.keyId), new Date(at))));
     }
     const memo = options?.memo;
     s.setReserved.run(text(reserved + amount), accountId);
     s.insertHold.run(reservationId, accountId, text(amount), at, memo?.jobId ?? null, memo?.model ?? null, memo?.keyId ?? null);
+    moveTallies(accountId, reservationId, 1, amount, memo?.keyId ?? null, memo?.jobId !== undefined);
     record(accountId, "hold", { amount: 0n, reservedChange: amount, balance, reserved: reserved + amount }, at, reservationId, memo);
     return "reserved";
   });
@@ -197,6 +245,7 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     const at = now();
     s.setBoth.run(text(balance), text(reserved), hold.account_id);
     s.endHold.run(state, state === "settled" ? text(charged) : null, at, reservationId);
+    moveTallies(hold.account_id, reservationId, -1, money(hold.amount), hold.key_id, hold.job_id !== null);
     const moved = { amount: -charged, reservedChange: -money(hold.amount), balance, reserved };
     if (state === "settled") record(hold.account_id, "charge", moved, at, reservationId, hold, tokens);
     else record(hold.account_id, "release", { ...moved, amount: 0n }, at, reservationId, hold);

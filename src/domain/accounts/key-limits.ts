@@ -44,6 +44,18 @@ export interface KeyHolds {
   readonly openJobs: number;
 }
 
+/** A key with no open holds. */
+export const NO_HOLDS: KeyHolds = { held: 0n, openJobs: 0 };
+
+/**
+ * Whether keyAdmission reads the key's open holds under these limits (a job
+ * limit, or any spend limit): a ledger need not count them otherwise.
+ */
+export function admissionNeedsHolds(limits: KeyLimits): boolean {
+  return limits.maxConcurrentJobs !== undefined || limits.spendLimit !== undefined ||
+    limits.dailySpendLimit !== undefined || limits.monthlySpendLimit !== undefined;
+}
+
 export type KeyRefusal =
   | { readonly kind: "spend"; readonly limit: "spend_limit" | "daily_spend_limit" | "monthly_spend_limit" }
   | { readonly kind: "rate"; readonly retryAfterSeconds: number }
