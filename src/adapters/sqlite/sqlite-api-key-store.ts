@@ -15,9 +15,21 @@ interface KeyRow {
   role: string;
 }
 
-/** API keys and owner tokens by secret hash (every request), by id (revocation) and by account (listing). Only the hash of a secret is stored. */
+/** How many credentials the lookup cache keeps (the least recently added go first). */
+const CACHED_CREDENTIALS = 10_000;
+
+/**
+ * API keys and owner tokens by secret hash (every request), by id (revocation) and by account (listing). Only the hash of a secret is stored.
+ *
+ * Lookups by hash are answered from memory once read: every request authenticates, and a key
+ * changes rarely. Every write (a new key, a revocation, new limits) empties the cache in the same
+ * step, so a revoked key is refused by the very next request. That is exact because only this
+ * process opens the database (sqlite-database.ts holds an exclusive lock). Unknown hashes are not
+ * cached: guessing keys fills nothing.
+ */
 export class SqliteApiKeyStore implements ApiKeyStore {
   private readonly statements;
+  private readonly byHash = new Map<string, ApiKeyRecord>();
 
   constructor(db: SqliteDb) {
     this.statements = {
@@ -36,6 +48,7 @@ export class SqliteApiKeyStore implements ApiKeyStore {
   }
 
   async create(record: ApiKeyRecord): Promise<void> {
+    this.byHash.clear();
     sqliteCall(() =>
       this.statements.upsert.run(
         record.keyId, record.secretHash, record.accountId, JSON.stringify(record.models), record.revoked ? 1 : 0,
@@ -45,7 +58,14 @@ export class SqliteApiKeyStore implements ApiKeyStore {
   }
 
   async findBySecretHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
-    return toRecord(sqliteCall(() => this.statements.byHash.get(secretHash)) as KeyRow | undefined);
+    const cached = this.byHash.get(secretHash);
+    if (cached) return cached;
+    const record = toRecord(sqliteCall(() => this.statements.byHash.get(secretHash)) as KeyRow | undefined);
+    if (record) {
+      if (this.byHash.size >= CACHED_CREDENTIALS) this.byHash.delete(this.byHash.keys().next().value!);
+      this.byHash.set(secretHash, record);
+    }
+    return record;
   }
 
   async get(keyId: string): Promise<ApiKeyRecord | undefined> {
@@ -53,10 +73,12 @@ export class SqliteApiKeyStore implements ApiKeyStore {
   }
 
   async setLimits(keyId: string, limits: KeyLimits): Promise<boolean> {
+    this.byHash.clear();
     return sqliteCall(() => this.statements.setLimits.run(encodeKeyLimits(limits) || null, keyId)).changes > 0;
   }
 
   async revoke(keyId: string): Promise<boolean> {
+    this.byHash.clear();
     return sqliteCall(() => this.statements.revoke.run(keyId)).changes > 0;
   }
 
@@ -67,7 +89,7 @@ export class SqliteApiKeyStore implements ApiKeyStore {
 
 function toRecord(row: KeyRow | undefined): ApiKeyRecord | undefined {
   if (!row) return undefined;
-  return {
+  return Object.freeze({
     keyId: row.key_id,
     accountId: row.account_id,
     secretHash: row.secret_hash,
@@ -76,5 +98,5 @@ function toRecord(row: KeyRow | undefined): ApiKeyRecord | undefined {
     createdAt: new Date(row.created_at),
     ...(row.limits ? { limits: decodeKeyLimits(row.limits) } : {}),
     ...(row.role === "owner" ? { role: "owner" as const } : {}),
-  };
+  });
 }

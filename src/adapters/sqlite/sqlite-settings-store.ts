@@ -5,10 +5,19 @@ import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
 
-/** Operator settings on SQLite: pauses, prices (JSON in the decimal-string form) and account webhooks. */
+/**
+ * Operator settings on SQLite: pauses, prices (JSON in the decimal-string form) and account webhooks.
+ * The pauses and the price table are read on every request and change rarely: they are kept in
+ * memory once read and dropped by every write. That is exact, not eventually so: only this process
+ * opens the database (sqlite-database.ts holds an exclusive lock on it), so every write passes here.
+ */
 export class SqliteSettingsStore implements SettingsStore {
   private readonly statements;
   private readonly seedTx;
+  private cachedPrices: PriceTable | undefined;
+  private cachedProjectPaused: boolean | undefined;
+  private cachedPausedModels: ReadonlySet<string> | undefined;
+  private cachedPausedRoutes: ReadonlySet<string> | undefined;
 
   constructor(db: SqliteDb) {
     const s = {
@@ -40,44 +49,52 @@ export class SqliteSettingsStore implements SettingsStore {
    * next start.
    */
   async seedPrices(defaults: PriceTable): Promise<void> {
+    this.cachedPrices = undefined;
     sqliteCall(() => this.seedTx.immediate(defaults));
   }
 
   async isProjectPaused(): Promise<boolean> {
-    return sqliteCall(() => this.statements.project.get("paused")) === "true";
+    return (this.cachedProjectPaused ??= sqliteCall(() => this.statements.project.get("paused")) === "true");
   }
 
   async setProjectPaused(paused: boolean): Promise<void> {
+    this.cachedProjectPaused = undefined;
     sqliteCall(() => this.statements.setProject.run("paused", String(paused)));
   }
 
   async pausedModels(): Promise<ReadonlySet<string>> {
-    return new Set(sqliteCall(() => this.statements.pausedModels.all()) as string[]);
+    return (this.cachedPausedModels ??= new Set(sqliteCall(() => this.statements.pausedModels.all()) as string[]));
   }
 
   async setModelPaused(model: string, paused: boolean): Promise<void> {
+    this.cachedPausedModels = undefined;
     sqliteCall(() => (paused ? this.statements.pauseModel : this.statements.resumeModel).run(model));
   }
 
   async pausedRoutes(): Promise<ReadonlySet<string>> {
-    return new Set(sqliteCall(() => this.statements.pausedRoutes.all()) as string[]);
+    return (this.cachedPausedRoutes ??= new Set(sqliteCall(() => this.statements.pausedRoutes.all()) as string[]));
   }
 
   async setRoutePaused(route: string, paused: boolean): Promise<void> {
+    this.cachedPausedRoutes = undefined;
     sqliteCall(() => (paused ? this.statements.pauseRoute : this.statements.resumeRoute).run(route));
   }
 
+  /** The table is shared between callers: it is never mutated (setPrices replaces it). */
   async prices(): Promise<PriceTable> {
+    if (this.cachedPrices) return this.cachedPrices;
     const rows = sqliteCall(() => this.statements.prices.all()) as { model: string; prices: string }[];
     const table = new Map<string, ModelPrices>();
     for (const row of rows) {
       const model = findModel(row.model);
       if (model) table.set(model.id, parseModelPrices(model, JSON.parse(row.prices) as ModelPricesText));
     }
+    this.cachedPrices = table;
     return table;
   }
 
   async setPrices(model: string, prices: ModelPrices): Promise<void> {
+    this.cachedPrices = undefined;
     sqliteCall(() => this.statements.setPrice.run(model, JSON.stringify(formatModelPrices(prices))));
   }
 
