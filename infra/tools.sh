@@ -5,6 +5,9 @@
 #   protoc-gen-go         (test/build/proto-codegen.test.ts: Go messages)
 #   protoc-gen-go-grpc    (test/build/proto-codegen.test.ts: grpc-go clients and servers)
 #   protoc-gen-connect-go (test/build/proto-codegen.test.ts: connect-go clients and handlers)
+#   ghz                   (bench/overhead.ts: the gRPC load generator; v0.120.0 is not in the module
+#                          proxy's version list, but `go install …@v0.120.0` fetches it; @latest is v0.93.0,
+#                          which cannot read proto3 `optional`)
 # with `go install` from the Go module proxy, at pinned versions, into
 # $(go env GOBIN) or $(go env GOPATH)/bin; and grpcio-tools (Python's protoc
 # with the gRPC plugin, test/build/proto-codegen.test.ts) from PyPI, at the
@@ -26,6 +29,7 @@ TOOLS=(
   "protoc-gen-go|google.golang.org/protobuf|google.golang.org/protobuf/cmd/protoc-gen-go|v1.36.12"
   "protoc-gen-go-grpc|google.golang.org/grpc/cmd/protoc-gen-go-grpc|google.golang.org/grpc/cmd/protoc-gen-go-grpc|v1.6.2"
   "protoc-gen-connect-go|connectrpc.com/connect|connectrpc.com/connect/cmd/protoc-gen-connect-go|v1.21.1"
+  "ghz|github.com/bojand/ghz|github.com/bojand/ghz/cmd/ghz|v0.120.0"
 )
 
 command -v go >/dev/null || die "go not found (install Go 1.26+ from https://go.dev/dl/)"

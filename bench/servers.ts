@@ -1,0 +1,182 @@
+/**
+ * The servers `bench/overhead.ts` measures, each run as a process of its own
+ * (`tsx bench/servers.ts <kind>`), so that no two of them, and no load
+ * generator, share an event loop. Each prints one JSON line on stdout when it
+ * listens ({"ready":true, ...urls}) and stops on SIGTERM.
+ *
+ *   service      the real service (loadConfig over this process's environment, startService, the
+ *                durable default unless the environment says otherwise). With BENCH_NO_WORKERS=1 its
+ *                consumers are stopped once ready, so accepted jobs stay queued: the accept path alone.
+ *   bare-http    a bare Fastify app: POST /baseline answers the same 202 body and Location as the
+ *                service; GET /baseline/:id answers BENCH_JOB_JSON (the real job's JSON) with the id.
+ *   bare-grpc    a plain @grpc/grpc-js server answering GenerationService.GetJob with BENCH_JOB_MESSAGE
+ *                (the real GetJobResponse, base64 binary) under the requested id. No auth, no lookup.
+ *   bare-connect the same on a bare connect-node h2c server: the floor of Connect's own gRPC.
+ *   upstream     a minimal vendor upstream: POST /v1beta/models/{model}:streamGenerateContent?alt=sse
+ *                answers BENCH_UPSTREAM_EVENTS (8) SSE events BENCH_UPSTREAM_GAP_MS (25) apart (a model's token stream), and
+ *                :generateContent the whole answer, in the vendor's wire format.
+ */
+import http2 from "node:http2";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import * as grpc from "@grpc/grpc-js";
+import Fastify from "fastify";
+import {
+  GenerationService, GetJobRequestSchema, GetJobResponseSchema, type GetJobResponse,
+} from "../gen/generation/v1/generation_service_pb.js";
+import { loadConfig } from "../src/config/config.js";
+import { startService } from "../src/runtime/start-service.js";
+
+const kind = process.argv[2];
+
+function ready(urls: Record<string, string | undefined>): void {
+  process.stdout.write(`${JSON.stringify({ ready: true, pid: process.pid, ...urls })}\n`);
+}
+
+function onStop(stop: () => Promise<unknown>): void {
+  let stopping = false;
+  const handler = () => {
+    if (stopping) return;
+    stopping = true;
+    stop().finally(() => process.exit(0));
+  };
+  process.on("SIGTERM", handler);
+  process.on("SIGINT", handler);
+}
+
+function fixedJob(): GetJobResponse {
+  const encoded = process.env.BENCH_JOB_MESSAGE;
+  if (!encoded) throw new Error("BENCH_JOB_MESSAGE (a base64 GetJobResponse) is required");
+  return fromBinary(GetJobResponseSchema, Buffer.from(encoded, "base64"));
+}
+
+async function service(): Promise<void> {
+  const running = await startService(loadConfig(process.env));
+  if (process.env.BENCH_NO_WORKERS === "1") await running.core!.stopConsumers(0);
+  onStop(() => running.close({ drain: false }));
+  ready({ url: running.httpUrl, grpcUrl: running.grpcUrl });
+}
+
+async function bareHttp(): Promise<void> {
+  const job = JSON.parse(process.env.BENCH_JOB_JSON ?? "{}") as Record<string, unknown>;
+  const app = Fastify({ logger: false, forceCloseConnections: true });
+  app.post("/baseline", async (request, reply) => {
+    const id = crypto.randomUUID();
+    void (request.body as { model?: string }).model;
+    reply.header("location", `/api/v1/jobs/${id}`);
+    return reply.code(202).send({ job_id: id, status: "queued", status_url: `/api/v1/jobs/${id}` });
+  });
+  app.get<{ Params: { id: string } }>("/baseline/:id", async (request, reply) => {
+    reply.header("cache-control", "no-store");
+    return { ...job, job_id: request.params.id };
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  onStop(() => app.close());
+  ready({ url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` });
+}
+
+async function bareGrpc(): Promise<void> {
+  const fixed = fixedJob();
+  const server = new grpc.Server();
+  const getJob = GenerationService.method.getJob;
+  server.addService(
+    {
+      getJob: {
+        path: `/${GenerationService.typeName}/${getJob.name}`,
+        requestStream: false,
+        responseStream: false,
+        requestSerialize: (m: unknown) => Buffer.from(toBinary(GetJobRequestSchema, m as never)),
+        requestDeserialize: (b: Buffer) => fromBinary(GetJobRequestSchema, b),
+        responseSerialize: (m: unknown) => Buffer.from(toBinary(GetJobResponseSchema, m as never)),
+        responseDeserialize: (b: Buffer) => fromBinary(GetJobResponseSchema, b),
+      },
+    },
+    {
+      getJob: (call: grpc.ServerUnaryCall<{ jobId: string }, GetJobResponse>, callback: grpc.sendUnaryData<GetJobResponse>) => {
+        callback(null, { ...fixed, job: fixed.job && { ...fixed.job, jobId: call.request.jobId } });
+      },
+    },
+  );
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+  );
+  onStop(() => new Promise<void>((resolve) => server.tryShutdown(() => resolve())));
+  ready({ grpcUrl: `http://127.0.0.1:${port}` });
+}
+
+async function bareConnect(): Promise<void> {
+  const fixed = fixedJob();
+  const impl: Partial<ServiceImpl<typeof GenerationService>> = {
+    getJob: (request) => ({ ...fixed, job: fixed.job && { ...fixed.job, jobId: request.jobId } }),
+  };
+  const server = http2.createServer(connectNodeAdapter({ routes: (router) => router.service(GenerationService, impl) }));
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (s) => { sessions.add(s); s.on("close", () => sessions.delete(s)); });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  onStop(() => new Promise<void>((resolve) => { server.close(() => resolve()); for (const s of sessions) s.close(); }));
+  ready({ grpcUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+}
+
+/** The vendor's streamed text answer: `events` chunks, cumulative usage, the last with finishReason STOP. */
+function vendorChunks(events: number): string[] {
+  const chunks: string[] = [];
+  for (let i = 0; i < events; i++) {
+    const last = i === events - 1;
+    chunks.push(JSON.stringify({
+      candidates: [{ content: { role: "model", parts: [{ text: `word${i} ` }] }, index: 0, ...(last ? { finishReason: "STOP" } : {}) }],
+      usageMetadata: { promptTokenCount: 8, candidatesTokenCount: i + 1, totalTokenCount: 9 + i },
+      modelVersion: "bench",
+      responseId: "bench-response",
+    }));
+  }
+  return chunks;
+}
+
+async function upstream(): Promise<void> {
+  const events = Number(process.env.BENCH_UPSTREAM_EVENTS ?? 8);
+  const gapMs = Number(process.env.BENCH_UPSTREAM_GAP_MS ?? 25);
+  const chunks = vendorChunks(events);
+  const whole = JSON.stringify({
+    candidates: [{ content: { role: "model", parts: [{ text: chunks.map((_, i) => `word${i} `).join("") }] }, index: 0, finishReason: "STOP" }],
+    usageMetadata: { promptTokenCount: 8, candidatesTokenCount: events, totalTokenCount: 8 + events },
+    modelVersion: "bench",
+    responseId: "bench-response",
+  });
+  const server = createServer({ keepAliveTimeout: 60_000 }, (request: IncomingMessage, response: ServerResponse) => {
+    request.resume();
+    request.on("end", async () => {
+      const url = request.url ?? "";
+      if (request.method !== "POST" || !url.startsWith("/v1beta/models/")) {
+        response.writeHead(404, { "content-type": "application/json" }).end('{"error":{"code":404,"message":"not found","status":"NOT_FOUND"}}');
+        return;
+      }
+      if (url.includes(":streamGenerateContent")) {
+        response.writeHead(200, { "content-type": "text/event-stream" });
+        for (let i = 0; i < chunks.length; i++) {
+          if (i > 0 && gapMs > 0) await sleep(gapMs);
+          response.write(`data: ${chunks[i]}\r\n\r\n`);
+        }
+        response.end();
+        return;
+      }
+      response.writeHead(200, { "content-type": "application/json" }).end(whole);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  onStop(() => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); }));
+  ready({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+}
+
+const kinds: Record<string, () => Promise<void>> = {
+  service, "bare-http": bareHttp, "bare-grpc": bareGrpc, "bare-connect": bareConnect, upstream,
+};
+const run = kind ? kinds[kind] : undefined;
+if (!run) {
+  console.error(`usage: tsx bench/servers.ts ${Object.keys(kinds).join("|")}`);
+  process.exit(2);
+}
+await run();

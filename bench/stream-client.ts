@@ -1,0 +1,99 @@
+/**
+ * The stream load generator of `bench/overhead.ts`, run as a process of its
+ * own: `concurrency` closed loops, each POSTing the same SSE request over a
+ * keep-alive connection of its own and timing, per stream, the first event
+ * (the first `data:` line) and the whole stream (the response's end), from the
+ * moment the request is written. Prints one JSON line: the request count,
+ * failures, and the sorted timings' percentiles.
+ *
+ *   tsx bench/stream-client.ts '<json: {url, headers, body, concurrency, durationMs, warmupMs}>'
+ */
+import { Agent, request } from "node:http";
+import { performance } from "node:perf_hooks";
+
+export interface StreamRun {
+  readonly url: string;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  readonly concurrency: number;
+  readonly durationMs: number;
+  readonly warmupMs: number;
+}
+
+export interface StreamResult {
+  readonly streams: number;
+  readonly failures: number;
+  readonly failureSamples: string[];
+  readonly elapsedMs: number;
+  readonly firstEvent: Percentiles;
+  readonly whole: Percentiles;
+}
+
+export interface Percentiles { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number }
+
+export function percentiles(values: number[]): Percentiles {
+  const sorted = Float64Array.from(values).sort();
+  const at = (p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!);
+  return { p50: at(50), p90: at(90), p99: at(99), max: sorted.length ? sorted[sorted.length - 1]! : NaN };
+}
+
+function oneStream(agent: Agent, run: StreamRun, body: Buffer): Promise<{ first: number; whole: number }> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    let first = NaN;
+    const req = request(run.url, {
+      method: "POST", agent,
+      headers: { ...run.headers, "content-type": "application/json", "content-length": String(body.length) },
+    }, (response) => {
+      if (response.statusCode !== 200) {
+        response.resume();
+        reject(new Error(`HTTP ${response.statusCode}`));
+        return;
+      }
+      response.on("data", (chunk: Buffer) => {
+        if (Number.isNaN(first) && chunk.includes("data:")) first = performance.now() - t0;
+      });
+      response.on("end", () => (Number.isNaN(first) ? reject(new Error("stream ended without an event")) : resolve({ first, whole: performance.now() - t0 })));
+      response.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+export async function runStreams(run: StreamRun): Promise<StreamResult> {
+  const body = Buffer.from(run.body);
+  const firsts: number[] = [];
+  const wholes: number[] = [];
+  const failureSamples: string[] = [];
+  let failures = 0;
+  const start = performance.now();
+  const warmEnd = start + run.warmupMs;
+  const end = warmEnd + run.durationMs;
+  await Promise.all(Array.from({ length: run.concurrency }, async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      while (performance.now() < end) {
+        try {
+          const { first, whole } = await oneStream(agent, run, body);
+          if (performance.now() >= warmEnd) { firsts.push(first); wholes.push(whole); }
+        } catch (error) {
+          if (performance.now() >= warmEnd) failures++;
+          if (failureSamples.length < 5) failureSamples.push((error as Error).message);
+        }
+      }
+    } finally {
+      agent.destroy();
+    }
+  }));
+  return {
+    streams: firsts.length, failures, failureSamples, elapsedMs: performance.now() - warmEnd,
+    firstEvent: percentiles(firsts), whole: percentiles(wholes),
+  };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const run = JSON.parse(process.argv[2] ?? "{}") as StreamRun;
+  const result = await runStreams(run);
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
