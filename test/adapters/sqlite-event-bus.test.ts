@@ -18,8 +18,8 @@ function freshDir(): string {
   return dir;
 }
 
-async function open(dataDir: string, redeliveryDelayMs = 50): Promise<SqliteStores> {
-  const stores = await openSqliteStores({ dataDir, synchronous: "normal", defaultPrices: new Map(), redeliveryDelayMs });
+async function open(dataDir: string, redeliveryDelayMs = 50, maxInFlightPerGroup?: number): Promise<SqliteStores> {
+  const stores = await openSqliteStores({ dataDir, synchronous: "normal", defaultPrices: new Map(), redeliveryDelayMs, maxInFlightPerGroup });
   opened.push(stores);
   return stores;
 }
@@ -122,6 +122,49 @@ describe("SqliteEventBus", () => {
     await third.bus.subscribe(TOPICS.jobFinished, "webhook-dispatchers", r.handler);
     await eventually(() => r.seen.length === 1, "the event published before re-subscribing");
     assert.deepEqual(r.seen[0]!.event, { jobId: "j7" });
+  });
+
+  it("when more events are due than a group's window, then at most the window's handlers run at once and the rest wait as rows, delivered once each in due order", async () => {
+    const stores = await open(freshDir(), 50, 4);
+    const gates: (() => void)[] = [];
+    const started: number[] = [];
+    let runningNow = 0;
+    let most = 0;
+    await stores.bus.subscribe<{ n: number }>(TOPICS.generationRequested, "workers", async ({ n }) => {
+      started.push(n);
+      most = Math.max(most, ++runningNow);
+      await new Promise<void>((release) => gates.push(release));
+      runningNow--;
+    });
+    for (let n = 0; n < 40; n++) await stores.bus.publish(TOPICS.generationRequested, `j${n}`, { n });
+    await eventually(() => gates.length === 4, "the window to fill");
+    // The rest are rows only: the window stays full until a handler ends.
+    await new Promise((settle) => setImmediate(settle));
+    assert.equal(started.length, 4);
+    assert.equal(pendingRows(stores), 40);
+    while (started.length < 40 || gates.length > 0) {
+      gates.shift()?.();
+      await eventually(() => gates.length > 0 || started.length === 40, "the next handler", 5_000);
+    }
+    await eventually(() => pendingRows(stores) === 0, "every row delivered");
+    assert.equal(most, 4);
+    assert.deepEqual(started, Array.from({ length: 40 }, (_, n) => n));
+  });
+
+  it("when a window is full of handlers that fail, then a delayed event due meanwhile waits for room and is still delivered", async () => {
+    const stores = await open(freshDir(), 30, 2);
+    const seen: string[] = [];
+    let failures = 0;
+    await stores.bus.subscribe<{ id: string }>(TOPICS.generationRequested, "workers", async ({ id }) => {
+      if (id.startsWith("flaky") && failures++ < 6) throw new Error("not yet");
+      seen.push(id);
+    });
+    await stores.bus.publish(TOPICS.generationRequested, "f1", { id: "flaky-1" });
+    await stores.bus.publish(TOPICS.generationRequested, "f2", { id: "flaky-2" });
+    await stores.bus.publish(TOPICS.generationRequested, "late", { id: "late" }, { delayMs: 40 });
+    await eventually(() => seen.length === 3, "all three events");
+    assert.deepEqual([...seen].sort(), ["flaky-1", "flaky-2", "late"]);
+    assert.equal(pendingRows(stores), 0);
   });
 
   it("when close() is called while a handler runs, then it waits for the handler and its row is settled", async () => {

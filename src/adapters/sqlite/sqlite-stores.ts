@@ -28,6 +28,8 @@ export interface SqliteStoresOptions {
   readonly defaultPrices: PriceTable;
   /** The bus: delay before a failed handler sees its event again (default 200 ms). */
   readonly redeliveryDelayMs?: number;
+  /** The bus: handlers running at once per consumer group (default 128). */
+  readonly maxInFlightPerGroup?: number;
   readonly onHandlerError?: (topic: Topic, error: unknown) => void;
   /** How long a statement waits for a lock (default 5 s). */
   readonly busyTimeoutMs?: number;
@@ -92,7 +94,11 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       settings,
       deliveries: new SqliteDeliveryLog(db),
     };
-    const bus = createSqliteEventBus(db, { redeliveryDelayMs: options.redeliveryDelayMs, onHandlerError: options.onHandlerError });
+    const bus = createSqliteEventBus(db, {
+      redeliveryDelayMs: options.redeliveryDelayMs,
+      maxInFlightPerGroup: options.maxInFlightPerGroup,
+      onHandlerError: options.onHandlerError,
+    });
     const wal = groupCommit ? walBarrier(database.path) : undefined;
     let closing: Promise<void> | undefined;
     return {

@@ -291,12 +291,13 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
   /** generation.requested: a queued job joins its account's line; slots are filled round-robin between accounts. */
   async function handle(event: GenerationRequested): Promise<void> {
     if (stopping) throw new Error("worker is stopping");
-    if (running.has(event.jobId) || waiting.has(event.jobId)) return;
-    const job = await deps.jobs.get(event.jobId);
-    if (job?.status !== "queued") return;
+    // Room first, then the read: an announcement held back holds no job in memory.
     while (waiting.size >= MAX_WAITING && !stopping) await new Promise<void>((resolve) => roomWaiters.push(resolve));
     // Stopping may have begun while this waited for room: leave the event to another worker.
     if (stopping) throw new Error("worker is stopping");
+    if (running.has(event.jobId) || waiting.has(event.jobId)) return;
+    const job = await deps.jobs.get(event.jobId);
+    if (job?.status !== "queued" || running.has(job.id) || waiting.has(job.id)) return;
     waiting.push(job.accountId, job.id);
     const trace = deps.tracer.capture();
     if (trace) traces.set(job.id, trace);
