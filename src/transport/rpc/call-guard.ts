@@ -84,6 +84,108 @@ class BodyReader {
   }
 }
 
+const methodNameOf = (policy: MethodPolicy) => `${policy.service.typeName}/${policy.method.name}`;
+
+/**
+ * What the headers alone refuse a call for, checked before its message is
+ * read: the process cannot serve (UNAVAILABLE), or the method's credential
+ * is missing or wrong.
+ */
+export async function headerRefusal(
+  policy: MethodPolicy, settings: Pick<CallGuardSettings, "readiness" | "headerCheck" | "log">, headers: Headers,
+): Promise<ConnectError | undefined> {
+  if (!policy.servedWhileNotReady && !settings.readiness.current.serving) return notServing(settings.readiness);
+  if (policy.credential === undefined) return undefined;
+  try {
+    await settings.headerCheck(headers, policy.credential);
+    return undefined;
+  } catch (error) {
+    if (error instanceof ConnectError) return error;
+    settings.log(`${policy.method.name}: credential check failed`, error);
+    return edgeFailure(error);
+  }
+}
+
+/**
+ * What the request message being received holds: an upload slot (a large
+ * one) and its share of body memory (its announced size, or what has
+ * arrived), until `release`.
+ */
+export class MessageHolds {
+  private releaseSlot: ReleaseSlot | undefined;
+  private memory: BodyHold | undefined;
+
+  constructor(
+    private readonly policy: MethodPolicy,
+    private readonly settings: Pick<CallGuardSettings, "largeUploadBytes" | "uploads" | "uploadRetryAfterSeconds" | "bodyBudget" | "bodyMemoryRetryAfterSeconds">,
+  ) {}
+
+  /**
+   * A message of `size` bytes that takes `memory` more bytes of body memory: its announced size at once,
+   * or (a body of unknown size) the piece that has just arrived.
+   * Refused, in this order: over its method's limit (422); large with no upload slot free (429); no body memory left (503).
+   */
+  admitOrRefuse(size: number, memory: number): ConnectError | undefined {
+    if (size > this.policy.maxMessageBytes) return messageTooLarge(methodNameOf(this.policy), this.policy.maxMessageBytes, size);
+    if (size > this.settings.largeUploadBytes && this.releaseSlot === undefined) {
+      this.releaseSlot = this.settings.uploads.tryTake();
+      if (this.releaseSlot === undefined) return tooManyUploads(this.settings.uploadRetryAfterSeconds);
+    }
+    if (memory > 0 && !(this.memory ??= this.settings.bodyBudget.open()).take(memory)) {
+      this.release();
+      return bodyMemoryFull(this.settings.bodyMemoryRetryAfterSeconds);
+    }
+    return undefined;
+  }
+
+  /** The message has been read whole, or the call is over: the upload slot and body memory go back. */
+  release(): void {
+    this.releaseSlot?.();
+    this.releaseSlot = undefined;
+    this.memory?.release();
+    this.memory = undefined;
+  }
+}
+
+/**
+ * Reads the 5-byte length prefixes of a stream of enveloped messages (gRPC,
+ * gRPC-Web, Connect streaming) as its chunks pass: `onMessage` hears each
+ * message's size before a byte of it (it may throw to refuse it), `onDone` its end.
+ */
+export class EnvelopeSizes {
+  private readonly header = Buffer.alloc(ENVELOPE_HEADER_BYTES);
+  private headerFilled = 0;
+  private payloadLeft = 0;
+
+  constructor(
+    private readonly onMessage: (size: number) => void,
+    private readonly onDone: () => void,
+  ) {}
+
+  feed(chunk: Uint8Array): void {
+    let offset = 0;
+    while (offset < chunk.byteLength) {
+      if (this.payloadLeft > 0) {
+        const take = Math.min(this.payloadLeft, chunk.byteLength - offset);
+        this.payloadLeft -= take;
+        offset += take;
+        if (this.payloadLeft === 0) this.onDone();
+        continue;
+      }
+      const take = Math.min(ENVELOPE_HEADER_BYTES - this.headerFilled, chunk.byteLength - offset);
+      this.header.set(chunk.subarray(offset, offset + take), this.headerFilled);
+      this.headerFilled += take;
+      offset += take;
+      if (this.headerFilled === ENVELOPE_HEADER_BYTES) {
+        this.payloadLeft = this.header.readUInt32BE(1);
+        this.headerFilled = 0;
+        this.onMessage(this.payloadLeft);
+        if (this.payloadLeft === 0) this.onDone();
+      }
+    }
+  }
+}
+
 /**
  * One call on the core port, seen from the edge: the checks that need only
  * the headers (readiness, credentials, Content-Length), then the body as
@@ -107,9 +209,7 @@ export class GuardedCall {
   private timedOut = false;
   /** An unenveloped body whose Content-Length was admitted before it was read. */
   private sized = false;
-  /** What the message being received holds: an upload slot (a large one), and body memory (its announced size, or what has arrived). */
-  private releaseSlot: ReleaseSlot | undefined;
-  private memory: BodyHold | undefined;
+  private readonly holds: MessageHolds;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -118,6 +218,7 @@ export class GuardedCall {
     private readonly protocol: WireProtocol | undefined,
     private readonly settings: CallGuardSettings,
   ) {
+    this.holds = new MessageHolds(policy, settings);
     this.timer = setTimeout(() => this.expire(), settings.requestTimeoutMs);
     request.once("end", () => clearTimeout(this.timer));
     request.stream.once("close", () => {
@@ -131,24 +232,10 @@ export class GuardedCall {
     request.stream.once("wantTrailers", () => setImmediate(() => this.closeRequestSide()));
   }
 
-  private get methodName() {
-    return `${this.policy.service.typeName}/${this.policy.method.name}`;
-  }
-
   /** The refusal owed before any byte of the body is read, if any. */
   async refusalBeforeBody(headers: Headers): Promise<ConnectError | undefined> {
-    if (!this.policy.servedWhileNotReady && !this.settings.readiness.current.serving) {
-      return notServing(this.settings.readiness);
-    }
-    if (this.policy.credential !== undefined) {
-      try {
-        await this.settings.headerCheck(headers, this.policy.credential);
-      } catch (error) {
-        if (error instanceof ConnectError) return error;
-        this.settings.log(`${this.policy.method.name}: credential check failed`, error);
-        return edgeFailure(error);
-      }
-    }
+    const refusal = await headerRefusal(this.policy, this.settings, headers);
+    if (refusal) return refusal;
     if (this.timedOut) return requestTimedOut(this.settings.requestTimeoutMs);
     const length = Number(headers.get("content-length") ?? NaN);
     if (!isEnveloped(this.protocol)) {
@@ -157,27 +244,13 @@ export class GuardedCall {
       if (this.sized) return this.admitOrRefuse(length, length);
     } else if (Number.isSafeInteger(length) && length > this.policy.maxMessageBytes + ENVELOPE_HEADER_BYTES) {
       // Content-Length bounds a single message: a client stream's messages are each judged by their length prefix.
-      if (!this.clientStreams) return messageTooLarge(this.methodName, this.policy.maxMessageBytes, length - ENVELOPE_HEADER_BYTES);
+      if (!this.clientStreams) return messageTooLarge(methodNameOf(this.policy), this.policy.maxMessageBytes, length - ENVELOPE_HEADER_BYTES);
     }
     return undefined;
   }
 
-  /**
-   * A message of `size` bytes that takes `memory` more bytes of body memory: its announced size at once,
-   * or (a body of unknown size) the piece that has just arrived.
-   * Refused, in this order: over its method's limit (422); large with no upload slot free (429); no body memory left (503).
-   */
   private admitOrRefuse(size: number, memory: number): ConnectError | undefined {
-    if (size > this.policy.maxMessageBytes) return messageTooLarge(this.methodName, this.policy.maxMessageBytes, size);
-    if (size > this.settings.largeUploadBytes && this.releaseSlot === undefined) {
-      this.releaseSlot = this.settings.uploads.tryTake();
-      if (this.releaseSlot === undefined) return tooManyUploads(this.settings.uploadRetryAfterSeconds);
-    }
-    if (memory > 0 && !(this.memory ??= this.settings.bodyBudget.open()).take(memory)) {
-      this.bodyRead();
-      return bodyMemoryFull(this.settings.bodyMemoryRetryAfterSeconds);
-    }
-    return undefined;
+    return this.holds.admitOrRefuse(size, memory);
   }
 
   private admit(size: number, memory: number): void {
@@ -187,10 +260,7 @@ export class GuardedCall {
 
   /** The request body has been read whole (Connect has its message), or the call is over: the upload slot and body memory go back. */
   private bodyRead(): void {
-    this.releaseSlot?.();
-    this.releaseSlot = undefined;
-    this.memory?.release();
-    this.memory = undefined;
+    this.holds.release();
   }
 
   /**
@@ -207,9 +277,7 @@ export class GuardedCall {
     const messageDone = () => {
       if (this.clientStreams) this.bodyRead();
     };
-    const header = Buffer.alloc(ENVELOPE_HEADER_BYTES);
-    let headerFilled = 0;
-    let payloadLeft = 0;
+    const envelopes = new EnvelopeSizes((size) => this.admit(size, size), messageDone);
     let total = 0;
     for (let chunk = await reader.read(); chunk !== undefined; chunk = await reader.read()) {
       if (!enveloped) {
@@ -217,26 +285,7 @@ export class GuardedCall {
         // Sized by Content-Length (which HTTP/2 holds the body to), its memory was taken whole before the body.
         this.admit(total, this.sized ? 0 : chunk.byteLength);
       } else {
-        let offset = 0;
-        while (offset < chunk.byteLength) {
-          if (payloadLeft > 0) {
-            const take = Math.min(payloadLeft, chunk.byteLength - offset);
-            payloadLeft -= take;
-            offset += take;
-            if (payloadLeft === 0) messageDone();
-            continue;
-          }
-          const take = Math.min(ENVELOPE_HEADER_BYTES - headerFilled, chunk.byteLength - offset);
-          chunk.copy(header, headerFilled, offset, offset + take);
-          headerFilled += take;
-          offset += take;
-          if (headerFilled === ENVELOPE_HEADER_BYTES) {
-            payloadLeft = header.readUInt32BE(1);
-            headerFilled = 0;
-            this.admit(payloadLeft, payloadLeft);
-            if (payloadLeft === 0) messageDone();
-          }
-        }
+        envelopes.feed(chunk);
       }
       yield chunk;
     }

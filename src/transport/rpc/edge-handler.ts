@@ -1,8 +1,10 @@
-import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
+import { constants, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { GuardedCall, type CallGuardSettings } from "./call-guard.js";
+import type { DebugLog } from "./connection-guard.js";
+import type { GrpcJsUnaryCalls } from "./grpc-js-unary.js";
 import type { MethodPolicy } from "./method-policy.js";
 import { malformedMessage } from "./refusals.js";
 import { answerUnknownMethod, inspectParseFailure, protocolOf } from "./wire-protocol.js";
@@ -67,4 +69,37 @@ function withoutLength(request: UniversalServerRequest, body: AsyncIterable<Uint
   const header = new Headers(request.header);
   header.delete("content-length");
   return { ...request, header, body };
+}
+
+type StreamListener = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => void;
+
+/**
+ * Splits the core port's streams between the two libraries that serve it:
+ * gRPC calls of the unary methods go to grpc-js (GrpcJsUnaryCalls), every
+ * other stream (Connect, gRPC-Web, streaming methods, unknown paths) to
+ * Node's compatibility layer and on to createEdgeHandler. That layer is the
+ * one "stream" listener an HTTP/2 server gets once it has a request
+ * listener; it is taken off and called for the streams that are not grpc-js's.
+ */
+export function splitStreams(
+  server: Http2Server, policies: ReadonlyMap<string, MethodPolicy>, grpcUnary: GrpcJsUnaryCalls, debug: DebugLog,
+): void {
+  const listeners = server.listeners("stream") as StreamListener[];
+  if (listeners.length !== 1) throw new Error(`the core port's HTTP/2 server has ${listeners.length} stream listeners; expected the compatibility layer's one`);
+  const compatibility = listeners[0]!;
+  server.removeAllListeners("stream");
+  server.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+    const path = String(headers[constants.HTTP2_HEADER_PATH] ?? "").split("?", 1)[0]!;
+    const policy = policies.get(path);
+    const contentType = headers[constants.HTTP2_HEADER_CONTENT_TYPE];
+    if (policy && grpcUnary.serves(policy) && typeof contentType === "string" && protocolOf(contentType) === "grpc") {
+      // As createEdgeHandler: a client that reset the stream or its connection is one debug line.
+      stream.once("close", () => {
+        if (stream.aborted || stream.rstCode !== constants.NGHTTP2_NO_ERROR) debug("client went away", { path, rstCode: stream.rstCode });
+      });
+      grpcUnary.serve(stream, headers, policy);
+      return;
+    }
+    compatibility.call(server, stream, headers, flags, rawHeaders);
+  });
 }

@@ -2,7 +2,7 @@ import { setMaxListeners } from "node:events";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { createConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
@@ -18,29 +18,14 @@ import { DEFAULT_LIMITS, MIB, type ValidationLimits } from "../../domain/validat
 import type { Core } from "../../runtime/core.js";
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
 import { guardedListener, type DebugLog } from "./connection-guard.js";
-import { createEdgeHandler } from "./edge-handler.js";
+import { settleFailure } from "./call-failures.js";
+import { createEdgeHandler, splitStreams } from "./edge-handler.js";
+import { GrpcJsUnaryCalls } from "./grpc-js-unary.js";
 import type { UploadSlotsLike } from "./call-guard.js";
 import { createHealthService } from "./health-service.js";
 import { methodPolicies, SERVED_WHILE_NOT_READY } from "./method-policy.js";
 import { createReflectionServices } from "./reflection-service.js";
 import { notServing } from "./refusals.js";
-
-/** Node's errors for a stream or connection that is gone, as a write to it fails (see connectErrorFromNodeReason). */
-const STREAM_GONE = new Set(["ERR_STREAM_WRITE_AFTER_END", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM", "ERR_HTTP2_STREAM_ERROR", "ECONNRESET"]);
-
-/**
- * Whether `error` ended a call because its client did: the call's signal is
- * aborted (the client reset the stream or the connection, or its deadline
- * passed) and the error is that abort (the signal's reason, an AbortError
- * from whatever the handler was awaiting, Connect's Canceled or
- * DeadlineExceeded) or a write to the stream that is gone.
- */
-function endedByClient(signal: AbortSignal, error: unknown): boolean {
-  if (!signal.aborted) return false;
-  if (error === signal.reason) return true;
-  if (error instanceof ConnectError) return error.code === Code.Canceled || error.code === Code.DeadlineExceeded;
-  return error instanceof Error && (error.name === "AbortError" || STREAM_GONE.has((error as NodeJS.ErrnoException).code ?? ""));
-}
 
 /**
  * How a handler's failure leaves (unary calls, and streams that fail
@@ -53,12 +38,7 @@ function endedByClient(signal: AbortSignal, error: unknown): boolean {
  * unauthenticated, …) are answers and not logged.
  */
 function answerFailures(log: (message: string, error: unknown) => void): Interceptor {
-  const settle = (signal: AbortSignal, method: string, error: unknown) => {
-    if (endedByClient(signal, error)) return error instanceof ConnectError ? error : ConnectError.from(signal.reason);
-    const crash = !(error instanceof ConnectError) || error.code === Code.Internal || error.code === Code.Unknown;
-    if (crash) log(`${method} failed`, error);
-    return error;
-  };
+  const settle = (signal: AbortSignal, method: string, error: unknown) => settleFailure(signal, method, error, log);
   return (next) => async (request) => {
     let response;
     try {
@@ -184,7 +164,7 @@ export async function listenRpc(
       router.rpc(method, impl as never, { readMaxBytes: maxMessageBytes });
     }
   }
-  const handler = createEdgeHandler(router, policies, {
+  const guardSettings = {
     readiness,
     headerCheck: core.headerCheck,
     requestTimeoutMs: edge.requestTimeoutMs,
@@ -195,8 +175,10 @@ export async function listenRpc(
     bodyMemoryRetryAfterSeconds: options.bodyMemoryRetryAfterSeconds ?? BODY_MEMORY_RETRY_AFTER_SECONDS,
     log,
     debug,
-  });
+  };
+  const handler = createEdgeHandler(router, policies, guardSettings);
   const server = http2.createServer({ settings: { maxConcurrentStreams: edge.maxConcurrentStreams } }, handler);
+  splitStreams(server, policies, new GrpcJsUnaryCalls(implementations, guardSettings), debug);
   const listener = guardedListener(server, edge, debug);
   await new Promise<void>((resolve, reject) => {
     listener.once("error", reject);

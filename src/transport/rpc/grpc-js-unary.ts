@@ -1,0 +1,263 @@
+import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
+import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextValues, type HandlerContext } from "@connectrpc/connect";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import * as grpc from "@grpc/grpc-js";
+import { settleFailure } from "./call-failures.js";
+import { EnvelopeSizes, headerRefusal, MessageHolds, type CallGuardSettings } from "./call-guard.js";
+import type { MethodPolicy } from "./method-policy.js";
+import { malformedMessage, requestTimedOut } from "./refusals.js";
+
+type UnaryImpl = (request: unknown, context: HandlerContext) => unknown;
+
+/** What a request that is not the method's protobuf deserializes to: the handler answers INVALID_ARGUMENT (grpc-js would say INTERNAL). */
+const MALFORMED: unique symbol = Symbol("malformed message");
+
+/** grpc-js's handler of one HTTP/2 stream (Server#_streamHandler): its interceptors for this call, the stream, its headers. */
+type StreamHandler = (this: grpc.Server, interceptors: grpc.ServerInterceptor[], stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void;
+
+/** Why a call's signal aborts when its client cancels it or its deadline passes (one shared reason: no error built per call). */
+const CANCELLED = new ConnectError("the client cancelled the call or its deadline passed", Code.Canceled);
+
+/** Sent by grpc-js from the status itself, not as metadata. */
+const statusMetadataKeys = new Set(["grpc-status", "grpc-message"]);
+
+/** A ConnectError as grpc-js sends a status: code, message, ErrorDetail in grpc-status-details-bin, the error's metadata. */
+function statusOf(error: ConnectError): grpc.StatusObject {
+  const metadata = new grpc.Metadata();
+  setTrailerStatus(new Headers(), error).forEach((value, key) => {
+    if (statusMetadataKeys.has(key)) return;
+    if (key.endsWith("-bin")) metadata.add(key, Buffer.from(value, "base64"));
+    else metadata.add(key, value);
+  });
+  return { code: error.code as number as grpc.status, details: error.rawMessage, metadata };
+}
+
+/** A call's metadata as the Headers a Connect handler reads (binary values are left out: no handler reads one). */
+function headersOf(metadata: grpc.Metadata): Headers {
+  const headers = new Headers();
+  for (const [key, value] of Object.entries(metadata.getMap())) if (typeof value === "string") headers.set(key, value);
+  return headers;
+}
+
+/**
+ * gRPC's unary calls on the core port, served by @grpc/grpc-js (the issue-13
+ * bench measured Connect's gRPC at about a third of grpc-js's rate on the same
+ * call), with the same edge as every other call of the port:
+ *
+ * - before the message is read (grpc-js reads nothing until its interceptors
+ *   let the metadata through): readiness and the method's credential;
+ * - as the message arrives, from its length prefix and before a byte of it
+ *   is buffered: the method's message limit, an upload slot for a large one,
+ *   its share of MAX_BODY_MEMORY, all given back once the request has ended;
+ * - HTTP_REQUEST_TIMEOUT for the message to arrive;
+ * - a malformed message is INVALID_ARGUMENT; failures settle as on Connect
+ *   (settleFailure), with ErrorDetail in grpc-status-details-bin.
+ *
+ * The core port's HTTP/2 server hands each gRPC stream of a unary method to
+ * `serve` (createEdgeHandler); grpc-js has no public entry for one stream of
+ * a server it does not own, so this calls Server#_streamHandler, which
+ * @grpc/grpc-js 1.10–1.14 share (the lockfile pins it; every test of the core
+ * port's gRPC goes through it). Streaming methods, and the Connect and
+ * gRPC-Web protocols, stay with Connect.
+ */
+export class GrpcJsUnaryCalls {
+  private readonly server = new grpc.Server({
+    // The edge judges each message by its own method's limit, from the length prefix, before grpc-js buffers it.
+    "grpc.max_receive_message_length": -1,
+    "grpc.max_send_message_length": -1,
+  });
+  private readonly handleStream: StreamHandler;
+  /** The Headers built for the credential check, handed to the handler's context (keyed by the call's metadata). */
+  private readonly headersByMetadata = new WeakMap<grpc.Metadata, Headers>();
+
+  constructor(
+    implementations: readonly (readonly [DescService, object])[],
+    private readonly settings: CallGuardSettings,
+  ) {
+    const handleStream = (this.server as unknown as { _streamHandler?: StreamHandler })._streamHandler;
+    if (typeof handleStream !== "function") throw new Error("@grpc/grpc-js has no Server#_streamHandler: the core port cannot serve gRPC through it");
+    this.handleStream = handleStream;
+    for (const [service, implementation] of implementations) {
+      const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+      const handlers: grpc.UntypedServiceImplementation = {};
+      for (const method of service.methods) {
+        if (method.methodKind !== "unary") continue;
+        const impl = (implementation as Record<string, UnaryImpl>)[method.localName]!.bind(implementation);
+        definition[method.localName] = methodDefinition(service, method);
+        handlers[method.localName] = this.unaryHandler(service, method, impl);
+      }
+      if (Object.keys(definition).length > 0) this.server.addService(definition, handlers);
+    }
+  }
+
+  /** Whether `policy`'s method is served here for gRPC callers. */
+  serves(policy: MethodPolicy): boolean {
+    return policy.method.methodKind === "unary";
+  }
+
+  /** Serves one gRPC stream of a unary method (the caller has told its protocol and found its policy). */
+  serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, policy: MethodPolicy): void {
+    const guard = new StreamGuard(stream, policy, this.settings, this.headersByMetadata);
+    this.handleStream.call(this.server, [guard.interceptor], stream, headers);
+  }
+
+  private unaryHandler(service: DescService, method: DescMethod, impl: UnaryImpl): grpc.handleUnaryCall<unknown, unknown> {
+    const name = `${service.typeName}/${method.name}`;
+    const url = `/${name}`;
+    return (call, callback) => {
+      if (call.request === MALFORMED) {
+        callback(statusOf(malformedMessage(name)));
+        return;
+      }
+      const aborter = new AbortController();
+      let answered = false;
+      // grpc-js also reports "cancelled" as the stream closes after the answer: only a call still running is aborted.
+      call.once("cancelled", () => answered || aborter.abort(CANCELLED));
+      let responseHeader: Headers | undefined;
+      let responseTrailer: Headers | undefined;
+      const deadline = call.getDeadline();
+      const context: HandlerContext = {
+        service,
+        method,
+        protocolName: "grpc",
+        requestMethod: "POST",
+        url,
+        signal: aborter.signal,
+        timeoutMs: () => (deadline instanceof Date || Number.isFinite(deadline) ? Math.max(0, Number(deadline) - Date.now()) : undefined),
+        requestHeader: this.headersByMetadata.get(call.metadata) ?? headersOf(call.metadata),
+        get responseHeader() { return (responseHeader ??= new Headers()); },
+        get responseTrailer() { return (responseTrailer ??= new Headers()); },
+        values: createContextValues(),
+      };
+      let answer: Promise<unknown>;
+      try {
+        answer = Promise.resolve(impl(call.request, context));
+      } catch (error) {
+        answer = Promise.reject(error);
+      }
+      answer.then(
+        (output) => {
+          answered = true;
+          if (responseHeader) call.sendMetadata(metadataOf(responseHeader));
+          callback(null, create(method.output, output as never), responseTrailer && metadataOf(responseTrailer));
+        },
+        (error: unknown) => {
+          answered = true;
+          const settled = settleFailure(aborter.signal, method.name, error, this.settings.log);
+          callback(statusOf(ConnectError.from(settled)));
+        },
+      );
+    };
+  }
+}
+
+function metadataOf(headers: Headers): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  headers.forEach((value, key) => metadata.add(key, value));
+  return metadata;
+}
+
+/** grpc-js's description of a unary method, with protobuf-es doing the (de)serialization. */
+function methodDefinition(service: DescService, method: DescMethod): grpc.MethodDefinition<unknown, unknown> {
+  return {
+    path: `/${service.typeName}/${method.name}`,
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: (message) => Buffer.from(toBinary(method.input, message as never)),
+    requestDeserialize: (bytes) => {
+      try {
+        return fromBinary(method.input, bytes);
+      } catch {
+        return MALFORMED;
+      }
+    },
+    responseSerialize: (message) => Buffer.from(toBinary(method.output, message as never)),
+    responseDeserialize: (bytes) => fromBinary(method.output, bytes),
+  };
+}
+
+/**
+ * One gRPC stream on its way through grpc-js, seen from the edge (as
+ * GuardedCall sees a Connect call). Its `data` listener is the stream's
+ * first, so each message's length prefix is judged before grpc-js decodes a
+ * byte of it; its interceptor holds the metadata until the headers are
+ * admitted and keeps a refused call's message and half-close from the
+ * handler, which therefore never runs for a refused call.
+ */
+class StreamGuard {
+  private call: grpc.ServerInterceptingCallInterface | undefined;
+  private refused = false;
+  private readonly holds: MessageHolds;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly stream: ServerHttp2Stream,
+    private readonly policy: MethodPolicy,
+    private readonly settings: CallGuardSettings,
+    private readonly headersByMetadata: WeakMap<grpc.Metadata, Headers>,
+  ) {
+    this.holds = new MessageHolds(policy, settings);
+    const envelopes = new EnvelopeSizes(
+      (size) => {
+        const refusal = this.holds.admitOrRefuse(size, size);
+        if (refusal) this.refuse(refusal);
+      },
+      () => {},
+    );
+    // Registered before grpc-js's own listener (and paused by it until the metadata is admitted).
+    stream.on("data", (chunk: Buffer) => {
+      if (!this.refused) envelopes.feed(chunk);
+    });
+    this.timer = setTimeout(() => {
+      if (!stream.readableEnded) this.refuse(requestTimedOut(settings.requestTimeoutMs));
+    }, settings.requestTimeoutMs);
+    stream.once("end", () => this.bodyRead());
+    stream.once("close", () => this.bodyRead());
+  }
+
+  private bodyRead(): void {
+    clearTimeout(this.timer);
+    this.holds.release();
+  }
+
+  /** Answers `refusal` (once) and closes the request side once the answer is out: nothing more of it is read. */
+  private refuse(refusal: ConnectError): void {
+    if (this.refused) return;
+    this.refused = true;
+    this.bodyRead();
+    this.call?.sendStatus(statusOf(refusal));
+    setImmediate(() => {
+      const stream = this.stream;
+      if (stream.readableEnded || stream.closed || stream.destroyed) return;
+      stream.resume(); // what arrives is dropped: Node destroys a closed stream only once its readable side has ended
+      stream.close(constants.NGHTTP2_NO_ERROR);
+    });
+  }
+
+  readonly interceptor: grpc.ServerInterceptor = (_descriptor, call) => {
+    this.call = call;
+    return new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (metadata, pass) => {
+            const headers = headersOf(metadata);
+            this.headersByMetadata.set(metadata, headers);
+            headerRefusal(this.policy, this.settings, headers).then(
+              (refusal) => {
+                if (refusal) this.refuse(refusal);
+                else if (!this.refused) pass(metadata);
+              },
+              (error: unknown) => this.settings.log(`${this.policy.method.name}: edge check failed`, error),
+            );
+          },
+          onReceiveMessage: (message, pass) => {
+            if (!this.refused) pass(message);
+          },
+          onReceiveHalfClose: (pass) => {
+            if (!this.refused) pass();
+          },
+        }),
+    });
+  };
+}
