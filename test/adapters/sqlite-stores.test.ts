@@ -274,6 +274,29 @@ for (const [name, makeStore] of jobStores) {
   });
 }
 
+describe("SqliteJobStore recent jobs", () => {
+  it("when a job is read, then later reads get it without a change being possible, and purged or moved it reads as stored", async () => {
+    const store = (await open(freshDir())).stores.jobs;
+    const job = aJob();
+    await store.registerIntent(job.id, job.accountId, job.createdAt);
+    await store.create(job);
+    const first = (await store.get(job.id))!;
+    assert.equal(await store.get(job.id), first, "a second read is the job already decoded");
+    assert.throws(() => ((first as { status: string }).status = "done"), TypeError);
+    assert.throws(() => ((first.input as { prompt: string }).prompt = "changed"), TypeError);
+    assert.equal((await store.get(job.id))!.status, "queued");
+
+    const started = startJob(job, job.createdAt, { owner: "w", expiresAt: new Date("2025-05-01T00:00:01Z") });
+    await store.transition(started, { status: "queued" });
+    const finished = completeJob(started, new Date("2025-05-01T00:00:00Z"), { text: "t" }, 1n);
+    await store.transition(settleJob(finished), { status: "processing" });
+    assert.equal((await store.get(job.id))!.status, "done");
+    await store.markFinalized(job.id);
+    assert.equal(await store.purgeFinished(new Date("2025-06-01T00:00:00Z"), 10), 1);
+    assert.equal(await store.get(job.id), undefined);
+  });
+});
+
 describe("SqliteJobStore listing migration", () => {
   it("when a database of schema version 2 holds jobs, then version 3 lists them by the creation time and model of their body", async () => {
     const dataDir = freshDir();

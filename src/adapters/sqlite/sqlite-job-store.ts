@@ -118,6 +118,18 @@ function jobOperations(db: SqliteDb, now: () => number) {
   return { s, row, createTx, abandonTx, purgeTx };
 }
 
+/** How many decoded jobs a store keeps (a few MB): the jobs being polled. */
+const RECENT_JOBS = 2_048;
+
+/** Freezes a decoded job and everything in it, so no reader can change what the next reader gets. */
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === "object" && !Object.isFrozen(value) && !(value instanceof Date)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
+}
+
 /**
  * Jobs on SQLite. Every change is one statement or IMMEDIATE transaction whose
  * WHERE clause is the compare-and-set condition (status, and lease owner when
@@ -125,9 +137,24 @@ function jobOperations(db: SqliteDb, now: () => number) {
  */
 export class SqliteJobStore implements JobStore {
   private readonly ops: ReturnType<typeof jobOperations>;
+  /**
+   * Jobs read lately, decoded and frozen, most recent last: polling reads the
+   * same jobs again and again, and reading and decoding a row was an eighth
+   * of a GET's CPU (issue 13's profile). Exact, as the settings cache: this
+   * process alone opens the database, and every write of a job drops its entry.
+   */
+  private readonly recent = new Map<string, Job>();
 
-  constructor(db: SqliteDb, now: () => number = Date.now) {
+  constructor(
+    db: SqliteDb,
+    now: () => number = Date.now,
+    private readonly recentLimit = RECENT_JOBS,
+  ) {
     this.ops = jobOperations(db, now);
+  }
+
+  private forget(jobId: string): void {
+    this.recent.delete(jobId);
   }
 
   async registerIntent(jobId: string, accountId: string, since: Date): Promise<void> {
@@ -135,6 +162,7 @@ export class SqliteJobStore implements JobStore {
   }
 
   async create(job: Job): Promise<void> {
+    this.forget(job.id);
     sqliteCall(() => this.ops.createTx.immediate(job));
   }
 
@@ -143,11 +171,22 @@ export class SqliteJobStore implements JobStore {
   }
 
   async get(jobId: string): Promise<Job | undefined> {
+    const known = this.recent.get(jobId);
+    if (known) {
+      this.recent.delete(jobId); // to the most recent end
+      this.recent.set(jobId, known);
+      return known;
+    }
     const row = sqliteCall(() => this.ops.s.get.get(jobId)) as JobRow | undefined;
-    return row && toJob(row);
+    if (!row) return undefined;
+    const job = deepFreeze(toJob(row));
+    this.recent.set(jobId, job);
+    if (this.recent.size > this.recentLimit) this.recent.delete(this.recent.keys().next().value!);
+    return job;
   }
 
   async transition(next: Job, expected: JobExpectation): Promise<boolean> {
+    this.forget(next.id);
     const params = { ...this.ops.row(next), expected_status: expected.status };
     const result = sqliteCall(() =>
       expected.leaseOwner === undefined
@@ -158,6 +197,7 @@ export class SqliteJobStore implements JobStore {
   }
 
   async renewLease(jobId: string, owner: string, expiresAt: Date): Promise<boolean> {
+    this.forget(jobId);
     return sqliteCall(() => this.ops.s.renew.run(expiresAt.getTime(), jobId, owner)).changes === 1;
   }
 
@@ -199,6 +239,8 @@ export class SqliteJobStore implements JobStore {
 
   async purgeFinished(finishedBefore: Date, limit: number): Promise<number> {
     if (limit <= 0) return 0;
-    return sqliteCall(() => this.ops.purgeTx.immediate(finishedBefore.getTime(), Math.floor(limit)));
+    const purged = sqliteCall(() => this.ops.purgeTx.immediate(finishedBefore.getTime(), Math.floor(limit)));
+    if (purged > 0) this.recent.clear(); // finished jobs only, and rarely: start over rather than list them
+    return purged;
   }
 }
