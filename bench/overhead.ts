@@ -72,7 +72,8 @@ const running = new Set<ChildProcess>();
 
 async function startServer(kind: string, env: Record<string, string> = {}, name = kind): Promise<ServerProcess> {
   const profile = PROFILE_DIR && kind === "service" ? ["--cpu-prof", `--cpu-prof-dir=${join(PROFILE_DIR, name)}`] : [];
-  const child = spawn(process.execPath, [...profile, "--import", "tsx", join(ROOT, "bench/servers.ts"), kind], {
+  // Compiled (main() runs `npm run build` first), as `npm start` runs the service: no tsx loader in the measured process.
+  const child = spawn(process.execPath, [...profile, join(ROOT, "dist/bench/servers.js"), kind], {
     cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"],
   });
   running.add(child);
@@ -446,6 +447,7 @@ async function main(): Promise<void> {
   const started = performance.now();
   const commit = sh("git", ["rev-parse", "--short", "HEAD"]);
   const dirty = sh("git", ["status", "--porcelain", "src", "bench"]) ? " (working tree differs under src/ or bench/)" : "";
+  execFileSync("npm", ["run", "--silent", "build"], { cwd: ROOT, stdio: "inherit" });
   let shared: Awaited<ReturnType<typeof restSection>> | undefined;
   if (ONLY.has("rest") || ONLY.has("grpc")) shared = await restSection();
   try {

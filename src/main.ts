@@ -8,7 +8,7 @@ const logger = createLogger(config.logLevel, [...config.roles].join(","));
 /** Start, ready and stop are written whatever LOG_LEVEL (at info, or debug when that is the level): an operator always sees them. */
 const lifecycle = logger.child({}, { level: config.logLevel === "debug" || config.logLevel === "trace" ? config.logLevel : "info" });
 // Before anything else opens: spans of start-up work, and every later request's, go to the collector.
-const tracing = config.tracing ? startTracing(config.tracing) : undefined;
+const tracing = config.tracing ? await startTracing(config.tracing) : undefined;
 if (config.tracing) lifecycle.info({ service_name: config.tracing.serviceName }, "tracing on: OTLP to the configured endpoint");
 const launched = await launchService(config, { logger }).catch((error: NodeJS.ErrnoException) => {
   // A port in use (two workers on one host need their own METRICS_PORT) is an operator's to fix: said plainly, exit 1.

@@ -1,11 +1,9 @@
 import { DiskBlobStore } from "../adapters/disk/disk-blob-store.js";
 import { HttpInputFetcher } from "../adapters/http/http-input-fetcher.js";
 import { HttpWebhookTransport } from "../adapters/http/http-webhook-transport.js";
-import { openCassandraStores, type StorePorts } from "../adapters/cassandra/cassandra-stores.js";
-import { createKafkaEventBus } from "../adapters/kafka/kafka-event-bus.js";
+import type { StorePorts } from "../adapters/cassandra/cassandra-stores.js";
 import { InProcessEventBus } from "../adapters/memory/in-process-event-bus.js";
 import { InProcessJobFeed } from "../adapters/memory/in-process-job-feed.js";
-import { createKafkaJobFeed } from "../adapters/kafka/kafka-job-feed.js";
 import type { JobFeed } from "../ports/job-feed.js";
 import { MemoryApiKeyStore } from "../adapters/memory/memory-api-key-store.js";
 import { MemoryDeliveryLog } from "../adapters/memory/memory-delivery-log.js";
@@ -64,6 +62,8 @@ interface OpenedStores {
 async function openStores(config: Config, obs: Observability, persist: Persist): Promise<OpenedStores> {
   if (config.cassandra) {
     const cassandra = config.cassandra;
+    // Imported only when configured: the embedded default does not load cassandra-driver (idle memory, start-up time).
+    const { openCassandraStores } = await import("../adapters/cassandra/cassandra-stores.js");
     const opened = await persist("cassandra", () =>
       openCassandraStores(cassandra, { defaultPrices: config.prices, retentionSeconds: Math.ceil(config.jobRetentionMs / 1000), telemetry: obs.metrics }),
     );
@@ -111,6 +111,7 @@ async function openStores(config: Config, obs: Observability, persist: Persist):
 
 async function openKafka(config: Config, obs: Observability, persist: Persist) {
   const kafka = config.kafka!;
+  const { createKafkaEventBus } = await import("../adapters/kafka/kafka-event-bus.js"); // only when configured, as Cassandra
   return persist("kafka", () =>
     createKafkaEventBus({
       brokers: [...kafka.brokers],
@@ -130,6 +131,7 @@ async function openKafka(config: Config, obs: Observability, persist: Persist) {
 /** Every process hears every job signal: a consumer group of its own on the lifecycle topic. */
 async function openKafkaFeed(config: Config, obs: Observability, persist: Persist): Promise<JobFeed> {
   const kafka = config.kafka!;
+  const { createKafkaJobFeed } = await import("../adapters/kafka/kafka-job-feed.js");
   return persist("kafka", () =>
     createKafkaJobFeed({
       brokers: [...kafka.brokers],

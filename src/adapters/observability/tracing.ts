@@ -1,9 +1,6 @@
 import {
   context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span,
 } from "@opentelemetry/api";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import { BatchSpanProcessor, NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
 import type { ActiveSpan, SpanAttributes, TraceContext, Tracer } from "../../ports/tracer.js";
 
 /** The instrumentation scope of every span this service makes. */
@@ -25,9 +22,16 @@ export interface TracingSettings {
  * Turns tracing on for the process: the OpenTelemetry SDK with an OTLP
  * (protobuf over HTTP) exporter, batching spans; W3C trace context is the
  * propagation format (traceparent, tracestate), and the context follows
- * async work (AsyncLocalStorage). Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set.
+ * async work (AsyncLocalStorage). Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set;
+ * the SDK and the exporter are loaded only then (a process without tracing
+ * has only the API's no-op tracer in memory).
  */
-export function startTracing(settings: TracingSettings): { shutdown(): Promise<void> } {
+export async function startTracing(settings: TracingSettings): Promise<{ shutdown(): Promise<void> }> {
+  const [{ OTLPTraceExporter }, { resourceFromAttributes }, { BatchSpanProcessor, NodeTracerProvider }] = await Promise.all([
+    import("@opentelemetry/exporter-trace-otlp-proto"),
+    import("@opentelemetry/resources"),
+    import("@opentelemetry/sdk-trace-node"),
+  ]);
   const url = settings.tracesEndpoint ?? `${settings.endpoint.replace(/\/+$/, "")}/v1/traces`;
   const exporter = new OTLPTraceExporter({ url, headers: { ...settings.headers } });
   const provider = new NodeTracerProvider({
