@@ -12,12 +12,20 @@
  *   bare-grpc    a plain @grpc/grpc-js server answering GenerationService.GetJob with BENCH_JOB_MESSAGE
  *                (the real GetJobResponse, base64 binary) under the requested id. No auth, no lookup.
  *   bare-connect the same on a bare connect-node h2c server: the floor of Connect's own gRPC.
+ *   floor-http   the durable floor of an accept: a bare Fastify POST /floor that does the writes an accepted
+ *                job needs and nothing else, in ONE SQLite transaction (the balance's reservation, a hold, the
+ *                job, its announcement) in WAL mode, made durable by the service's own group commit
+ *                (walBarrier) before the 202 leaves. No auth, validation, pricing, idempotency, metrics or logs.
  *   upstream     a minimal vendor upstream: POST /v1beta/models/{model}:streamGenerateContent?alt=sse
  *                answers BENCH_UPSTREAM_EVENTS (8) SSE events BENCH_UPSTREAM_GAP_MS (25) apart (a model's token stream), and
  *                :generateContent the whole answer, in the vendor's wire format.
  */
 import http2 from "node:http2";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -30,6 +38,7 @@ import {
 } from "../gen/generation/v1/generation_service_pb.js";
 import { loadConfig } from "../src/config/config.js";
 import { startService } from "../src/runtime/start-service.js";
+import { walBarrier } from "../src/adapters/sqlite/wal-barrier.js";
 
 const kind = process.argv[2];
 
@@ -76,6 +85,51 @@ async function bareHttp(): Promise<void> {
   });
   await app.listen({ host: "127.0.0.1", port: 0 });
   onStop(() => app.close());
+  ready({ url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` });
+}
+
+async function floorHttp(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "bench-floor-"));
+  const path = join(dir, "floor.db");
+  const db = new Database(path);
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  db.exec(`
+    CREATE TABLE accounts (account_id TEXT PRIMARY KEY, balance INTEGER NOT NULL, reserved INTEGER NOT NULL);
+    CREATE TABLE holds (reservation_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, amount INTEGER NOT NULL, created_at INTEGER NOT NULL);
+    CREATE TABLE jobs (job_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, status TEXT NOT NULL, body TEXT NOT NULL, created_at INTEGER NOT NULL);
+    CREATE INDEX jobs_by_account ON jobs (account_id, created_at, job_id);
+    CREATE TABLE events (event_id INTEGER PRIMARY KEY AUTOINCREMENT, event_key TEXT NOT NULL, payload TEXT NOT NULL, due_at INTEGER NOT NULL);
+    CREATE INDEX events_by_due ON events (due_at);
+    INSERT INTO accounts VALUES ('floor', 9000000000000000000, 0);
+  `);
+  const reserve = db.prepare("UPDATE accounts SET reserved = reserved + ? WHERE account_id = ? AND balance - reserved >= ?");
+  const hold = db.prepare("INSERT INTO holds VALUES (?, ?, ?, ?)");
+  const job = db.prepare("INSERT INTO jobs VALUES (?, ?, 'queued', ?, ?)");
+  const event = db.prepare("INSERT INTO events (event_key, payload, due_at) VALUES (?, ?, ?)");
+  const PRICE = 39_000_000_000;
+  const accept = db.transaction((id: string, body: string, now: number) => {
+    if (reserve.run(PRICE, "floor", PRICE).changes !== 1) throw new Error("insufficient funds");
+    hold.run(`job:${id}`, "floor", PRICE, now);
+    job.run(id, "floor", body, now);
+    event.run(id, JSON.stringify({ jobId: id }), now);
+  });
+  const barrier = walBarrier(path);
+  const app = Fastify({ logger: false, forceCloseConnections: true });
+  app.post("/floor", async (request, reply) => {
+    const id = crypto.randomUUID();
+    accept.immediate(id, JSON.stringify(request.body), Date.now());
+    await barrier.flush();
+    reply.header("location", `/api/v1/jobs/${id}`);
+    return reply.code(202).send({ job_id: id, status: "queued", status_url: `/api/v1/jobs/${id}` });
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  onStop(async () => {
+    await app.close();
+    await barrier.close();
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
   ready({ url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` });
 }
 
@@ -172,7 +226,7 @@ async function upstream(): Promise<void> {
 }
 
 const kinds: Record<string, () => Promise<void>> = {
-  service, "bare-http": bareHttp, "bare-grpc": bareGrpc, "bare-connect": bareConnect, upstream,
+  service, "bare-http": bareHttp, "floor-http": floorHttp, "bare-grpc": bareGrpc, "bare-connect": bareConnect, upstream,
 };
 const run = kind ? kinds[kind] : undefined;
 if (!run) {

@@ -29,12 +29,16 @@ export function instrumentService<S extends DescService>(
   const serviceName = service.name;
   for (const method of service.methods) {
     const handler = handlers[method.localName]!.bind(implementation);
-    const labels = { service: serviceName, method: method.name };
+    // Label objects made once per method (and code), not per call.
+    const inFlightLabels = { service: serviceName };
+    const labelsByCode = new Map<string, { service: string; method: string; code: string }>();
     const finish = (started: number, error: unknown) => {
       const code = codeOf(error);
-      metrics.requests.inc({ ...labels, code });
-      metrics.duration.observe({ ...labels, code }, (performance.now() - started) / 1000);
-      metrics.inFlight.dec({ service: serviceName });
+      let labels = labelsByCode.get(code);
+      if (!labels) labelsByCode.set(code, (labels = { service: serviceName, method: method.name, code }));
+      metrics.requests.inc(labels);
+      metrics.duration.observe(labels, (performance.now() - started) / 1000);
+      metrics.inFlight.dec(inFlightLabels);
     };
     const spanName = `${service.typeName}/${method.name}`;
     const spanAttributes = { "rpc.system": "grpc", "rpc.service": service.typeName, "rpc.method": method.name };
@@ -43,7 +47,7 @@ export function instrumentService<S extends DescService>(
     if (method.methodKind === "unary") {
       const counted = async (request: unknown, context: HandlerContext) => {
         const started = performance.now();
-        metrics.inFlight.inc({ service: serviceName });
+        metrics.inFlight.inc(inFlightLabels);
         try {
           const response = await handler(request, context);
           finish(started, undefined);
@@ -62,7 +66,7 @@ export function instrumentService<S extends DescService>(
     } else if (method.methodKind === "server_streaming") {
       instrumented[method.localName] = async function* (request: unknown, context: HandlerContext) {
         const started = performance.now();
-        metrics.inFlight.inc({ service: serviceName });
+        metrics.inFlight.inc(inFlightLabels);
         // One span for the whole stream, with an event at its first message and at its end.
         const span = tracing
           ? startSpan(spanName, { kind: SpanKind.SERVER, attributes: spanAttributes, parent: extractTraceContext(headersOf(context)) })
