@@ -6,7 +6,7 @@ import * as grpc from "@grpc/grpc-js";
 import { settleFailure } from "./call-failures.js";
 import { EnvelopeSizes, headerRefusal, MessageHolds, type CallGuardSettings } from "./call-guard.js";
 import type { MethodPolicy } from "./method-policy.js";
-import { malformedMessage, requestTimedOut } from "./refusals.js";
+import { edgeFailure, malformedMessage, requestTimedOut } from "./refusals.js";
 
 type UnaryImpl = (request: unknown, context: HandlerContext) => unknown;
 
@@ -248,7 +248,10 @@ class StreamGuard {
                 if (refusal) this.refuse(refusal);
                 else if (!this.refused) pass(metadata);
               },
-              (error: unknown) => this.settings.log(`${this.policy.method.name}: edge check failed`, error),
+              (error: unknown) => {
+                this.settings.log(`${this.policy.method.name}: edge check failed`, error);
+                this.refuse(edgeFailure(error));
+              },
             );
           },
           onReceiveMessage: (message, pass) => {
