@@ -118,7 +118,8 @@ const BODY_MEMORY_RETRY_AFTER_SECONDS = 1;
 /**
  * The core on an HTTP/2 cleartext port: gRPC, gRPC-Web and Connect, so plain
  * gRPC clients (grpc-js, grpcurl, grpc-health-probe) and Connect clients all
- * work. `grpc.health.v1.Health` reports `readiness`, which also gates every
+ * work. gRPC's unary calls are served by grpc-js, the rest by Connect
+ * (splitStreams, GrpcJsUnaryCalls). `grpc.health.v1.Health` reports `readiness`, which also gates every
  * other RPC but reflection's: `grpc.reflection.v1` and `v1alpha` describe
  * every served service, so grpcurl and buf curl need no .proto files. The edge (createEdgeHandler, guardConnections) bounds what a
  * client may hold: connections, sessions, streams, time and message sizes,
