@@ -241,7 +241,7 @@ export class GuardedCall {
     if (!isEnveloped(this.protocol)) {
       // A whole unenveloped message announced by Content-Length: judged (and its memory taken) before Connect allocates for it.
       this.sized = Number.isSafeInteger(length);
-      if (this.sized) return this.admitOrRefuse(length, length);
+      if (this.sized) return this.holds.admitOrRefuse(length, length);
     } else if (Number.isSafeInteger(length) && length > this.policy.maxMessageBytes + ENVELOPE_HEADER_BYTES) {
       // Content-Length bounds a single message: a client stream's messages are each judged by their length prefix.
       if (!this.clientStreams) return messageTooLarge(methodNameOf(this.policy), this.policy.maxMessageBytes, length - ENVELOPE_HEADER_BYTES);
@@ -249,12 +249,8 @@ export class GuardedCall {
     return undefined;
   }
 
-  private admitOrRefuse(size: number, memory: number): ConnectError | undefined {
-    return this.holds.admitOrRefuse(size, memory);
-  }
-
   private admit(size: number, memory: number): void {
-    const refusal = this.admitOrRefuse(size, memory);
+    const refusal = this.holds.admitOrRefuse(size, memory);
     if (refusal) throw refusal;
   }
 

@@ -1,11 +1,12 @@
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues, type HandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import * as grpc from "@grpc/grpc-js";
 import { settleFailure } from "./call-failures.js";
 import { EnvelopeSizes, headerRefusal, MessageHolds, type CallGuardSettings } from "./call-guard.js";
 import type { MethodPolicy } from "./method-policy.js";
+import { LightHandlerContext } from "./light-context.js";
 import { edgeFailure, malformedMessage, requestTimedOut } from "./refusals.js";
 
 type UnaryImpl = (request: unknown, context: HandlerContext) => unknown;
@@ -55,7 +56,7 @@ function headersOf(metadata: grpc.Metadata): Headers {
  *   (settleFailure), with ErrorDetail in grpc-status-details-bin.
  *
  * The core port's HTTP/2 server hands each gRPC stream of a unary method to
- * `serve` (createEdgeHandler); grpc-js has no public entry for one stream of
+ * `serve` (splitStreams); grpc-js has no public entry for one stream of
  * a server it does not own, so this calls Server#_streamHandler, which
  * @grpc/grpc-js 1.10–1.14 share (the lockfile pins it; every test of the core
  * port's gRPC goes through it). Streaming methods, and the Connect and
@@ -104,7 +105,6 @@ export class GrpcJsUnaryCalls {
 
   private unaryHandler(service: DescService, method: DescMethod, impl: UnaryImpl): grpc.handleUnaryCall<unknown, unknown> {
     const name = `${service.typeName}/${method.name}`;
-    const url = `/${name}`;
     return (call, callback) => {
       if (call.request === MALFORMED) {
         callback(statusOf(malformedMessage(name)));
@@ -114,22 +114,11 @@ export class GrpcJsUnaryCalls {
       let answered = false;
       // grpc-js also reports "cancelled" as the stream closes after the answer: only a call still running is aborted.
       call.once("cancelled", () => answered || aborter.abort(CANCELLED));
-      let responseHeader: Headers | undefined;
-      let responseTrailer: Headers | undefined;
       const deadline = call.getDeadline();
-      const context: HandlerContext = {
-        service,
-        method,
-        protocolName: "grpc",
-        requestMethod: "POST",
-        url,
-        signal: aborter.signal,
-        timeoutMs: () => (deadline instanceof Date || Number.isFinite(deadline) ? Math.max(0, Number(deadline) - Date.now()) : undefined),
-        requestHeader: this.headersByMetadata.get(call.metadata) ?? headersOf(call.metadata),
-        get responseHeader() { return (responseHeader ??= new Headers()); },
-        get responseTrailer() { return (responseTrailer ??= new Headers()); },
-        values: createContextValues(),
-      };
+      const context = new LightHandlerContext(
+        service, method, "grpc", aborter.signal, this.headersByMetadata.get(call.metadata) ?? headersOf(call.metadata),
+        () => (deadline instanceof Date || Number.isFinite(deadline) ? Math.max(0, Number(deadline) - Date.now()) : undefined),
+      );
       let answer: Promise<unknown>;
       try {
         answer = Promise.resolve(impl(call.request, context));
@@ -139,8 +128,8 @@ export class GrpcJsUnaryCalls {
       answer.then(
         (output) => {
           answered = true;
-          if (responseHeader) call.sendMetadata(metadataOf(responseHeader));
-          callback(null, create(method.output, output as never), responseTrailer && metadataOf(responseTrailer));
+          if (context.setHeader) call.sendMetadata(metadataOf(context.setHeader));
+          callback(null, create(method.output, output as never), context.setTrailer && metadataOf(context.setTrailer));
         },
         (error: unknown) => {
           answered = true;

@@ -1,8 +1,8 @@
 import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import {
-  ConnectError, createContextValues, createHandlerContext, makeAnyClient, type CallOptions, type Client, type HandlerContext,
-  type ServiceImpl,
+  ConnectError, createHandlerContext, makeAnyClient, type CallOptions, type Client, type HandlerContext, type ServiceImpl,
 } from "@connectrpc/connect";
+import { LightHandlerContext } from "./light-context.js";
 
 type AnyHandler = (request: unknown, context: HandlerContext) => unknown;
 
@@ -31,33 +31,15 @@ function contextFor(service: DescService, method: DescMethod, options: CallOptio
 const NEVER = new AbortController().signal;
 
 /**
- * The context of a unary call without a deadline: the caller's own signal and
- * headers, nothing linked, nothing to clean up. Connect's createHandlerContext
- * links a new AbortController to the caller's signal and builds three Headers
- * for every call, and the call must abort it when done (which builds an
- * error): on the gateway's hot path that was a fifth of the CPU (issue 2's
- * profile; BENCHMARKS.md). A unary handler's signal thus aborts when its
- * caller's does, not also when it returns: nothing a handler started may
- * outlive its answer anyway. Response headers and trailers an in-process
- * caller never reads are made only if a handler asks for them.
+ * The context of a unary call without a deadline (LightHandlerContext). A
+ * unary handler's signal thus aborts when its caller's does, not also when it
+ * returns: nothing a handler started may outlive its answer anyway.
  */
 function unaryContext(service: DescService, method: DescMethod, options: CallOptions): HandlerContext {
-  let responseHeader: Headers | undefined;
-  let responseTrailer: Headers | undefined;
   const header = options.headers;
-  return {
-    service,
-    method,
-    protocolName: "in-process",
-    requestMethod: "POST",
-    url: `/${service.typeName}/${method.name}`,
-    signal: options.signal ?? NEVER,
-    timeoutMs: () => undefined,
-    requestHeader: header instanceof Headers ? header : new Headers(header),
-    get responseHeader() { return (responseHeader ??= new Headers()); },
-    get responseTrailer() { return (responseTrailer ??= new Headers()); },
-    values: options.contextValues ?? createContextValues(),
-  };
+  return new LightHandlerContext(
+    service, method, "in-process", options.signal ?? NEVER, header instanceof Headers ? header : new Headers(header), undefined, options.contextValues,
+  );
 }
 
 /**
