@@ -45,6 +45,8 @@ stop_service() {
 }
 trap stop_service EXIT
 
+# `npm start` runs dist/: build it from the sources as they are.
+(cd "$REPO_DIR" && npm run --silent build)
 log "starting the service on $BASE_URL (DATA_DIR $DATA_DIR)"
 mkdir -p "$DATA_DIR"
 (

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createConnection, createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import { buildState } from "../../infra/build-state.mjs";
 import { call, type ApiResponse, type RequestOptions } from "./harness.js";
 import { commandsOf } from "./readme-walkthrough.js";
 import { readerEnvironment, readmeBlock, readReadme, ROOT, runBlockOk } from "./readme-blocks.js";
@@ -77,6 +78,9 @@ export async function startReadmeService(): Promise<ReadmeService> {
   };
   try {
     for (const port of [README_GATEWAY_PORT, README_CORE_PORT]) await assertPortFree(port);
+    // A reader's `npm ci` built dist/; sources edited since (a working tree under development) are built again
+    // first, as `npm start` asks, under the same turn as the start.
+    if (buildState(ROOT) !== "current") execFileSync("npm", ["run", "--silent", "build"], { cwd: ROOT, stdio: "ignore" });
     group = ProcessGroup.spawn(start.body, {
       cwd: ROOT,
       env: readerEnvironment({ DATA_DIR: dataDir, LOG_LEVEL: "warn", DRAIN_DELAY: "0ms", npm_config_update_notifier: "false" }),

@@ -1,0 +1,2 @@
+/** See build-state.mjs. */
+export function buildState(root?: string): "missing" | "stale" | "current";
