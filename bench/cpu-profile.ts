@@ -6,6 +6,12 @@
  * inferno turn into a flame graph.
  *
  *   tsx bench/cpu-profile.ts <file.cpuprofile> [--top N] [--folded out.folded]
+ *     [--timeline] [--from S] [--to S]
+ *
+ * A service profiled across several loads (the bench's GET then gRPC loads
+ * share one service) is read one load at a time: `--timeline` prints the
+ * busy milliseconds of each second, `--from`/`--to` keep the samples of that
+ * window (seconds since the profile started).
  */
 import { readFileSync, writeFileSync } from "node:fs";
 
@@ -66,6 +72,36 @@ export function summarise(profile: Profile, top = 25): ProfileSummary {
   return { totalMs: totalUs / 1000, idleMs: idleUs / 1000, byFunction: rank(fn, "name"), byArea: rank(area, "area") };
 }
 
+/** The profile's samples taken from `fromS` to `toS` seconds after it started; the rest dropped. */
+export function windowed(profile: Profile, fromS: number, toS: number): Profile {
+  const samples: number[] = [];
+  const timeDeltas: number[] = [];
+  let at = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    at += profile.timeDeltas[i] ?? 0;
+    if (at >= fromS * 1e6 && at < toS * 1e6) {
+      samples.push(profile.samples[i]!);
+      timeDeltas.push(profile.timeDeltas[i] ?? 0);
+    }
+  }
+  return { ...profile, samples, timeDeltas };
+}
+
+/** Busy (not idle) milliseconds in each second of the profile. */
+export function timeline(profile: Profile): number[] {
+  const idle = new Set(profile.nodes.filter((n) => n.callFrame.functionName === "(idle)").map((n) => n.id));
+  const busy: number[] = [];
+  let at = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    const delta = profile.timeDeltas[i] ?? 0;
+    at += delta;
+    const second = Math.floor(at / 1e6);
+    while (busy.length <= second) busy.push(0);
+    if (!idle.has(profile.samples[i]!)) busy[second]! += delta / 1000;
+  }
+  return busy;
+}
+
 /** Folded stacks, one line per distinct stack: `root;…;leaf <microseconds>`. */
 export function folded(profile: Profile): string {
   const parent = new Map<number, number>();
@@ -90,11 +126,16 @@ export function folded(profile: Profile): string {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const [file, ...rest] = process.argv.slice(2);
   if (!file) {
-    console.error("usage: tsx bench/cpu-profile.ts <file.cpuprofile> [--top N] [--folded out.folded]");
+    console.error("usage: tsx bench/cpu-profile.ts <file.cpuprofile> [--top N] [--folded out.folded] [--timeline] [--from S] [--to S]");
     process.exit(2);
   }
   const option = (name: string) => { const i = rest.indexOf(name); return i >= 0 ? rest[i + 1] : undefined; };
-  const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
+  const whole = JSON.parse(readFileSync(file, "utf8")) as Profile;
+  if (rest.includes("--timeline")) {
+    console.log(timeline(whole).map((ms, second) => `${second}s ${ms.toFixed(0)} ms busy`).join("\n"));
+    process.exit(0);
+  }
+  const profile = option("--from") || option("--to") ? windowed(whole, Number(option("--from") ?? 0), Number(option("--to") ?? Infinity)) : whole;
   const summary = summarise(profile, Number(option("--top") ?? 25));
   const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
   console.log(`profile: ${summary.totalMs.toFixed(0)} ms sampled, ${summary.idleMs.toFixed(0)} ms idle\n`);
