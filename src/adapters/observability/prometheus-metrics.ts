@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Observation, Telemetry } from "../../ports/telemetry.js";
+import { CounterFamily, GaugeFamily, HistogramFamily } from "./metric-cells.js";
 
 /** Request latencies: sub-millisecond answers to long synchronous text calls. */
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -43,37 +44,39 @@ function processMetrics(): Registry {
 export class PrometheusMetrics implements Telemetry {
   readonly registry = new Registry();
 
+  /** Counted per request: cells (metric-cells.ts), not prom-client's label hashing. */
   readonly http = {
-    requests: new Counter({
+    requests: new CounterFamily<"method" | "route" | "status_code">({
       name: "http_server_requests_total", help: "HTTP requests answered by the gateway, by route template, method and status code.",
       labelNames: ["method", "route", "status_code"], registers: [this.registry],
     }),
-    duration: new Histogram({
+    duration: new HistogramFamily<"method" | "route" | "status_code">({
       name: "http_server_request_duration_seconds", help: "Time from a request's arrival to the end of its answer.",
       labelNames: ["method", "route", "status_code"], buckets: REQUEST_BUCKETS, registers: [this.registry],
     }),
-    own: new Histogram({
+    own: new HistogramFamily<"method" | "route">({
       name: "http_server_gateway_duration_seconds",
       help: "The gateway's own share of a request: its whole time minus the time spent waiting for the core (and the core's upstream).",
       labelNames: ["method", "route"], buckets: REQUEST_BUCKETS, registers: [this.registry],
     }),
-    core: new Histogram({
+    core: new HistogramFamily<"method" | "route">({
       name: "http_server_core_duration_seconds", help: "Time a request spent waiting for the core (including the core's upstream calls).",
       labelNames: ["method", "route"], buckets: REQUEST_BUCKETS, registers: [this.registry],
     }),
-    inFlight: new Gauge({ name: "http_server_requests_in_flight", help: "Requests being answered by the gateway.", registers: [this.registry] }),
+    inFlight: new GaugeFamily({ name: "http_server_requests_in_flight", help: "Requests being answered by the gateway.", registers: [this.registry] }).cell({}),
   };
 
+  /** Counted per call: cells (metric-cells.ts), not prom-client's label hashing. */
   readonly rpc = {
-    requests: new Counter({
+    requests: new CounterFamily<"service" | "method" | "code">({
       name: "rpc_server_requests_total", help: "Core RPCs handled (from the gateway in-process or over gRPC/Connect), by service, method and code.",
       labelNames: ["service", "method", "code"], registers: [this.registry],
     }),
-    duration: new Histogram({
+    duration: new HistogramFamily<"service" | "method" | "code">({
       name: "rpc_server_request_duration_seconds", help: "Time a core RPC took, to its last message.",
       labelNames: ["service", "method", "code"], buckets: REQUEST_BUCKETS, registers: [this.registry],
     }),
-    inFlight: new Gauge({
+    inFlight: new GaugeFamily<"service">({
       name: "rpc_server_requests_in_flight", help: "Core RPCs being handled.", labelNames: ["service"], registers: [this.registry],
     }),
   };

@@ -1,5 +1,6 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { CounterCell, HistogramCell } from "../../adapters/observability/metric-cells.js";
 import type { PrometheusMetrics } from "../../adapters/observability/prometheus-metrics.js";
 import { extractTraceContext, failSpan, inSpan, SpanKind, startSpan } from "../../adapters/observability/tracing.js";
 
@@ -29,16 +30,19 @@ export function instrumentService<S extends DescService>(
   const serviceName = service.name;
   for (const method of service.methods) {
     const handler = handlers[method.localName]!.bind(implementation);
-    // Label objects made once per method (and code), not per call.
-    const inFlightLabels = { service: serviceName };
-    const labelsByCode = new Map<string, { service: string; method: string; code: string }>();
+    // The metric cells of this method (per code: made at its first call with that code), not looked up per call.
+    const inFlight = metrics.inFlight.cell({ service: serviceName });
+    const cellsByCode = new Map<string, { readonly count: CounterCell; readonly time: HistogramCell }>();
     const finish = (started: number, error: unknown) => {
       const code = codeOf(error);
-      let labels = labelsByCode.get(code);
-      if (!labels) labelsByCode.set(code, (labels = { service: serviceName, method: method.name, code }));
-      metrics.requests.inc(labels);
-      metrics.duration.observe(labels, (performance.now() - started) / 1000);
-      metrics.inFlight.dec(inFlightLabels);
+      let cells = cellsByCode.get(code);
+      if (!cells) {
+        const labels = { service: serviceName, method: method.name, code };
+        cellsByCode.set(code, (cells = { count: metrics.requests.cell(labels), time: metrics.duration.cell(labels) }));
+      }
+      cells.count.inc();
+      cells.time.observe((performance.now() - started) / 1000);
+      inFlight.dec();
     };
     const spanName = `${service.typeName}/${method.name}`;
     const spanAttributes = { "rpc.system": "grpc", "rpc.service": service.typeName, "rpc.method": method.name };
@@ -47,7 +51,7 @@ export function instrumentService<S extends DescService>(
     if (method.methodKind === "unary") {
       const counted = async (request: unknown, context: HandlerContext) => {
         const started = performance.now();
-        metrics.inFlight.inc(inFlightLabels);
+        inFlight.inc();
         try {
           const response = await handler(request, context);
           finish(started, undefined);
@@ -66,7 +70,7 @@ export function instrumentService<S extends DescService>(
     } else if (method.methodKind === "server_streaming") {
       instrumented[method.localName] = async function* (request: unknown, context: HandlerContext) {
         const started = performance.now();
-        metrics.inFlight.inc(inFlightLabels);
+        inFlight.inc();
         // One span for the whole stream, with an event at its first message and at its end.
         const span = tracing
           ? startSpan(spanName, { kind: SpanKind.SERVER, attributes: spanAttributes, parent: extractTraceContext(headersOf(context)) })

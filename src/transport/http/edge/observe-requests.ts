@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { context, ROOT_CONTEXT, trace, type Context } from "@opentelemetry/api";
 import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import type { CounterCell, HistogramCell } from "../../../adapters/observability/metric-cells.js";
 import type { PrometheusMetrics } from "../../../adapters/observability/prometheus-metrics.js";
 import { extractTraceContext, SpanKind, startSpan } from "../../../adapters/observability/tracing.js";
 import { startTiming, timingOf } from "../request-timing.js";
@@ -37,6 +38,8 @@ export class GatewayLogController extends LogController {
 /** A request's route as its template (/api/v1/jobs/:jobId): a bounded label. Unrouted requests share one. */
 const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? "unmatched";
 
+interface RequestCells { readonly requests: CounterCell; readonly duration: HistogramCell; readonly own: HistogramCell; readonly core: HistogramCell }
+
 const SPAN_CONTEXT = Symbol("spanContext");
 type Traced = FastifyRequest & { [SPAN_CONTEXT]?: Context };
 
@@ -49,6 +52,21 @@ type Traced = FastifyRequest & { [SPAN_CONTEXT]?: Context };
  * request's hooks and handler run (not for probes and scrapes).
  */
 export function observeRequests(app: FastifyInstance, metrics: PrometheusMetrics, tracing: boolean): void {
+  // The metric cells of each method, route and status, found by one string key (the sets are bounded: route templates).
+  const cellsByKey = new Map<string, RequestCells>();
+  const cellsOf = (method: string, route: string, status: string): RequestCells => {
+    const key = `${method} ${route} ${status}`;
+    let cells = cellsByKey.get(key);
+    if (!cells) {
+      const labels = { method, route, status_code: status };
+      cells = {
+        requests: metrics.http.requests.cell(labels), duration: metrics.http.duration.cell(labels),
+        own: metrics.http.own.cell(labels), core: metrics.http.core.cell(labels),
+      };
+      cellsByKey.set(key, cells);
+    }
+    return cells;
+  };
   app.addHook("onRequest", (request, reply, done) => {
     const timing = startTiming(request);
     metrics.http.inFlight.inc();
@@ -67,10 +85,11 @@ export function observeRequests(app: FastifyInstance, metrics: PrometheusMetrics
       const status = reply.raw.writableFinished ? String(reply.raw.statusCode) : "499";
       const seconds = (performance.now() - timing.startedAt) / 1000;
       const coreSeconds = timing.coreMs / 1000;
-      metrics.http.requests.inc({ method, route, status_code: status });
-      metrics.http.duration.observe({ method, route, status_code: status }, seconds);
-      metrics.http.own.observe({ method, route }, Math.max(0, seconds - coreSeconds));
-      if (coreSeconds > 0) metrics.http.core.observe({ method, route }, coreSeconds);
+      const cells = cellsOf(method, route, status);
+      cells.requests.inc();
+      cells.duration.observe(seconds);
+      cells.own.observe(Math.max(0, seconds - coreSeconds));
+      if (coreSeconds > 0) cells.core.observe(coreSeconds);
       if (span) {
         span.setAttribute("http.response.status_code", reply.raw.statusCode);
         span.end();
