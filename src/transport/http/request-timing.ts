@@ -20,22 +20,19 @@ export function startTiming(request: FastifyRequest): RequestTiming {
 export const timingOf = (request: FastifyRequest): RequestTiming | undefined => (request as Timed)[TIMING];
 
 /**
- * Core calls are tied to their request by the abort signal every route
- * passes (clientGone: one per request), so the clients below know whose
- * clock to add their time to without any change to the routes.
+ * Core calls are tied to their request by the call options every route
+ * passes (requestCall: one per request), which carry the request's timing,
+ * so the clients below know whose clock to add their time to without any
+ * change to the routes.
  */
-const timingBySignal = new WeakMap<AbortSignal, RequestTiming>();
+export const CALL_TIMING: unique symbol = Symbol("callTiming");
+type TimedCall = { [CALL_TIMING]?: RequestTiming };
 
-export function linkTiming(signal: AbortSignal, request: FastifyRequest): void {
-  const timing = timingOf(request);
-  if (timing) timingBySignal.set(signal, timing);
-}
-
-type AnyMethod = (input: unknown, options?: { signal?: AbortSignal }) => unknown;
+type AnyMethod = (input: unknown, options?: object) => unknown;
 
 function timedMethod(method: AnyMethod): AnyMethod {
   return (input, options) => {
-    const timing = options?.signal && timingBySignal.get(options.signal);
+    const timing = (options as TimedCall | undefined)?.[CALL_TIMING];
     if (!timing) return method(input, options);
     const started = performance.now();
     const answer = method(input, options);

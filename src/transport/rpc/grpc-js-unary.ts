@@ -6,7 +6,7 @@ import * as grpc from "@grpc/grpc-js";
 import { settleFailure } from "./call-failures.js";
 import { EnvelopeSizes, headerRefusal, MessageHolds, type CallGuardSettings } from "./call-guard.js";
 import type { MethodPolicy } from "./method-policy.js";
-import { LightHandlerContext } from "./light-context.js";
+import { LazyAbort, LightHandlerContext } from "./light-context.js";
 import { edgeFailure, malformedMessage, requestTimedOut } from "./refusals.js";
 
 type UnaryImpl = (request: unknown, context: HandlerContext) => unknown;
@@ -33,6 +33,14 @@ function statusOf(error: ConnectError): grpc.StatusObject {
   });
   return { code: error.code as number as grpc.status, details: error.rawMessage, metadata };
 }
+
+/**
+ * The Headers built from a call's metadata for the credential check, kept on
+ * the metadata for the handler's context (a property, not a WeakMap: weak
+ * tables cost the garbage collector on every call).
+ */
+const HEADERS: unique symbol = Symbol("headers");
+type WithHeaders = grpc.Metadata & { [HEADERS]?: Headers };
 
 /** A call's metadata as the Headers a Connect handler reads (binary values are left out: no handler reads one). */
 function headersOf(metadata: grpc.Metadata): Headers {
@@ -69,8 +77,6 @@ export class GrpcJsUnaryCalls {
     "grpc.max_send_message_length": -1,
   });
   private readonly handleStream: StreamHandler;
-  /** The Headers built for the credential check, handed to the handler's context (keyed by the call's metadata). */
-  private readonly headersByMetadata = new WeakMap<grpc.Metadata, Headers>();
 
   constructor(
     implementations: readonly (readonly [DescService, object])[],
@@ -99,7 +105,7 @@ export class GrpcJsUnaryCalls {
 
   /** Serves one gRPC stream of a unary method (the caller has told its protocol and found its policy). */
   serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, policy: MethodPolicy): void {
-    const guard = new StreamGuard(stream, policy, this.settings, this.headersByMetadata);
+    const guard = new StreamGuard(stream, policy, this.settings);
     this.handleStream.call(this.server, [guard.interceptor], stream, headers);
   }
 
@@ -110,13 +116,13 @@ export class GrpcJsUnaryCalls {
         callback(statusOf(malformedMessage(name)));
         return;
       }
-      const aborter = new AbortController();
+      const aborter = new LazyAbort();
       let answered = false;
       // grpc-js also reports "cancelled" as the stream closes after the answer: only a call still running is aborted.
       call.once("cancelled", () => answered || aborter.abort(CANCELLED));
       const deadline = call.getDeadline();
       const context = new LightHandlerContext(
-        service, method, "grpc", aborter.signal, this.headersByMetadata.get(call.metadata) ?? headersOf(call.metadata),
+        service, method, "grpc", aborter, (call.metadata as WithHeaders)[HEADERS] ?? headersOf(call.metadata),
         () => (deadline instanceof Date || Number.isFinite(deadline) ? Math.max(0, Number(deadline) - Date.now()) : undefined),
       );
       let answer: Promise<unknown>;
@@ -184,7 +190,6 @@ class StreamGuard {
     private readonly stream: ServerHttp2Stream,
     private readonly policy: MethodPolicy,
     private readonly settings: CallGuardSettings,
-    private readonly headersByMetadata: WeakMap<grpc.Metadata, Headers>,
   ) {
     this.holds = new MessageHolds(policy, settings);
     const envelopes = new EnvelopeSizes(
@@ -231,7 +236,7 @@ class StreamGuard {
         next({
           onReceiveMetadata: (metadata, pass) => {
             const headers = headersOf(metadata);
-            this.headersByMetadata.set(metadata, headers);
+            (metadata as WithHeaders)[HEADERS] = headers;
             headerRefusal(this.policy, this.settings, headers).then(
               (refusal) => {
                 if (refusal) this.refuse(refusal);

@@ -2,7 +2,7 @@ import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import {
   ConnectError, createHandlerContext, makeAnyClient, type CallOptions, type Client, type HandlerContext, type ServiceImpl,
 } from "@connectrpc/connect";
-import { LightHandlerContext } from "./light-context.js";
+import { LightHandlerContext, SIGNAL_SOURCE, type SignalSource } from "./light-context.js";
 
 type AnyHandler = (request: unknown, context: HandlerContext) => unknown;
 
@@ -37,8 +37,10 @@ const NEVER = new AbortController().signal;
  */
 function unaryContext(service: DescService, method: DescMethod, options: CallOptions): HandlerContext {
   const header = options.headers;
+  const source = (options as { [SIGNAL_SOURCE]?: SignalSource })[SIGNAL_SOURCE];
   return new LightHandlerContext(
-    service, method, "in-process", options.signal ?? NEVER, header instanceof Headers ? header : new Headers(header), undefined, options.contextValues,
+    service, method, "in-process", source ?? options.signal ?? NEVER, header instanceof Headers ? header : new Headers(header), undefined,
+    options.contextValues,
   );
 }
 

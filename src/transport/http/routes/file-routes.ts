@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { Readable } from "node:stream";
 import type { CoreClients } from "../../../runtime/core-clients.js";
-import { clientGone } from "../call-options.js";
+import { requestCall } from "../call-options.js";
 import { GatewayError } from "../gateway-error.js";
 import { PLATFORM_ERRORS } from "../schemas/common.js";
 
@@ -36,7 +36,7 @@ export function fileRoutes(core: CoreClients) {
         throw new GatewayError(403, "link_bad_signature", "the link is missing its expiry or signature");
       }
       const stream = core.files
-        .readFile({ key: request.params["*"], expires: BigInt(expires), signature }, { signal: clientGone(reply) })
+        .readFile({ key: request.params["*"], expires: BigInt(expires), signature }, requestCall(reply))
         [Symbol.asyncIterator]();
       const first = await stream.next();
       if (first.done) throw new GatewayError(404, "file_not_found", "no such file");

@@ -112,7 +112,7 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
           message.waitSeconds = preferredWait(request, reply);
           message.inputMode = fixed?.inputMode ?? InputMode.UNSPECIFIED;
           if (fixed) message.model = fixed.model;
-          const call = { ...platformCall(request, reply), contextValues: stagedImagesOf(request) };
+          const call = platformCall(request, reply, stagedImagesOf(request));
           return acceptedReply(reply, await core.generation.createGeneration(message, call));
         } finally {
           await discardStaged(request);

@@ -6,7 +6,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { SessionRole, type StartSessionResponse } from "../../../../gen/generation/v1/account_service_pb.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
-import { clientGone, platformHeaders } from "../call-options.js";
+import { platformCall, requestCall } from "../call-options.js";
 import { hasBody, refuseBody } from "../edge/body-guard.js";
 import { cookieValue, SESSION_COOKIE } from "../edge/rpc-admission.js";
 import { GatewayError } from "../gateway-error.js";
@@ -54,7 +54,7 @@ const noBody = async (request: FastifyRequest, reply: FastifyReply) => {
 export function panelRoutes(core: CoreClients, distDir = PANEL_DIST) {
   return async (app: FastifyInstance) => {
     app.post("/panel/session", { schema: PANEL_SIGN_IN_SCHEMA, onRequest: noBody }, async (request, reply) => {
-      const answer = await core.account.startSession({}, { headers: platformHeaders(request), signal: clientGone(reply) });
+      const answer = await core.account.startSession({}, platformCall(request, reply));
       const seconds = Math.max(0, Math.floor((timestampDate(answer.expireTime!).getTime() - Date.now()) / 1000));
       reply.header("set-cookie", sessionCookie(request, answer.session, seconds));
       reply.header("cache-control", "no-store");
@@ -65,7 +65,7 @@ export function panelRoutes(core: CoreClients, distDir = PANEL_DIST) {
       const headers = new Headers();
       const session = cookieValue(request.headers.cookie, SESSION_COOKIE);
       if (session) headers.set("x-panel-session", session);
-      const answer = await core.account.startSession({}, { headers, signal: clientGone(reply) });
+      const answer = await core.account.startSession({}, requestCall(reply, headers));
       reply.header("cache-control", "no-store");
       return sessionJson(answer);
     });
