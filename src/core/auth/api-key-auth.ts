@@ -1,5 +1,5 @@
 import type { KeyLimits } from "../../domain/accounts/key-limits.js";
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { isModelGranted } from "../../domain/accounts/grants.js";
 import type { ModelSpec } from "../../domain/catalog/models.js";
@@ -17,8 +17,25 @@ export interface Caller {
   readonly limits: KeyLimits;
 }
 
+/**
+ * The hashes of the keys presented lately: a call hashes its key twice (the
+ * edge's check, then the handler's). Bounded in entries and in length (a key
+ * is 40-some characters; a header's worth of garbage is hashed, not kept).
+ */
+const recentHashes = new Map<string, string>();
+const MAX_RECENT_HASHES = 1_024;
+const MAX_REMEMBERED_KEY_LENGTH = 128;
+
+/** A key's stored form: its SHA-256, hex. */
 export function hashSecret(secret: string): string {
-  return createHash("sha256").update(secret).digest("hex");
+  let hashed = recentHashes.get(secret);
+  if (hashed === undefined) {
+    hashed = hash("sha256", secret, "hex");
+    if (secret.length > MAX_REMEMBERED_KEY_LENGTH) return hashed;
+    if (recentHashes.size >= MAX_RECENT_HASHES) recentHashes.clear();
+    recentHashes.set(secret, hashed);
+  }
+  return hashed;
 }
 
 /** The platform key from `authorization: Bearer` or `x-vendor-api-key` (spec section 5). */

@@ -1,9 +1,20 @@
 import { signFile } from "../../domain/files/signed-urls.js";
 import type { CoreSettings } from "../core-deps.js";
 
-/** A fresh signed URL for a stored output: regenerated on every read of the job. */
+/** Result URLs signed in the current second, per core's settings: a job polled a thousand times a second is signed once. */
+const signedThisSecond = new WeakMap<CoreSettings, Map<string, { readonly expires: number; readonly url: string }>>();
+const MAX_REMEMBERED = 4_096;
+
+/** A fresh signed URL for a stored output, valid `resultUrlTtlSeconds` from `now` (to the second): regenerated on every read of the job. */
 export function signedResultUrl(settings: CoreSettings, blobKey: string, now: Date): string {
   const expires = Math.floor(now.getTime() / 1000) + settings.resultUrlTtlSeconds;
+  let recent = signedThisSecond.get(settings);
+  if (!recent) signedThisSecond.set(settings, (recent = new Map()));
+  const last = recent.get(blobKey);
+  if (last?.expires === expires) return last.url;
   const signature = signFile(settings.urlSigningSecret, blobKey, expires);
-  return `${settings.publicBaseUrl}/files/${blobKey}?expires=${expires}&signature=${signature}`;
+  const url = `${settings.publicBaseUrl}/files/${blobKey}?expires=${expires}&signature=${signature}`;
+  if (recent.size >= MAX_REMEMBERED) recent.clear();
+  recent.set(blobKey, { expires, url });
+  return url;
 }
