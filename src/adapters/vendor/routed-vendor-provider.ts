@@ -51,6 +51,11 @@ export class RoutedVendorProvider implements GenerationProvider {
     this.random = options.random ?? Math.random;
   }
 
+  /** Closes every route's idle upstream connections. */
+  async close(): Promise<void> {
+    for (const client of this.clients.values()) client.close();
+  }
+
   private async order(model: ModelSpec, imageCount: number, preferred?: string): Promise<Route[]> {
     const candidates = routesForModel(this.options.routes, model.id);
     const ordered = orderRoutes(candidates, {
