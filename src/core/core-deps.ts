@@ -1,3 +1,4 @@
+import type { IntentHolds } from "../ports/intent-holds.js";
 import type { ValidationLimits } from "../domain/validation/limits.js";
 import type { ApiKeyStore } from "../ports/api-key-store.js";
 import type { BlobStore } from "../ports/blob-store.js";
@@ -21,6 +22,8 @@ import type { Tracer } from "../ports/tracer.js";
 export interface CorePorts {
   readonly jobs: JobStore;
   readonly ledger: Ledger;
+  /** Intent and hold in one write, where the stores can (the embedded SQLite file); absent, holds.ts takes the steps one by one. */
+  readonly intentHolds?: IntentHolds;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
   readonly settings: SettingsStore;

@@ -189,6 +189,7 @@ export async function openBackends(config: Config, obs: Observability, persist: 
     ports: {
       jobs: traced(stores.jobs, "jobs"),
       ledger: traced(stores.ledger, "ledger"),
+      intentHolds: stores.intentHolds && traced(stores.intentHolds, "intent_holds"),
       apiKeys: traced(stores.apiKeys, "api_keys"),
       idempotency: traced(stores.idempotency, "idempotency"),
       settings: traced(stores.settings, "settings"),

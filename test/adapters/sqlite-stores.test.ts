@@ -603,3 +603,36 @@ describe("SQLite errors", () => {
     }
   });
 });
+
+describe("SqliteIntentHolds", () => {
+  const MEMO = { memo: { model: "aimodel-3-pro-image", keyId: "key_1" } };
+
+  it("when a hold is reserved with its intent in one write, then the intent is listed unfinished and the amount is held", async () => {
+    const { stores } = await open(freshDir());
+    await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
+    const outcome = await stores.intentHolds!.registerAndReserve("job-1", "acct_1", new Date(1_000), "job:job-1", 400_000n, MEMO);
+    assert.equal(outcome, "reserved");
+    const { entries } = await stores.jobs.listUnfinished(10);
+    assert.deepEqual(entries.map((entry) => [entry.jobId, entry.accountId]), [["job-1", "acct_1"]]);
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 400_000n });
+  });
+
+  it("when the reservation is refused, then neither the intent nor a hold is left behind", async () => {
+    const { stores } = await open(freshDir());
+    await stores.ledger.createAccount("acct_1", "one", 100n);
+    assert.equal(await stores.intentHolds!.registerAndReserve("job-1", "acct_1", new Date(1_000), "job:job-1", 400_000n, MEMO), "insufficient_funds");
+    assert.equal(await stores.intentHolds!.registerAndReserve("job-2", "acct_x", new Date(1_000), "job:job-2", 1n, MEMO), "unknown_account");
+    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 100n, reserved: 0n });
+  });
+
+  it("when the same intent is reserved again, then nothing more is held and it stays listed once", async () => {
+    const { stores } = await open(freshDir());
+    await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
+    for (let i = 0; i < 2; i++) {
+      assert.equal(await stores.intentHolds!.registerAndReserve("job-1", "acct_1", new Date(1_000), "job:job-1", 400_000n, MEMO), "reserved");
+    }
+    assert.equal((await stores.jobs.listUnfinished(10)).entries.length, 1);
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 400_000n });
+  });
+});

@@ -11,7 +11,7 @@ import { cassandraProbe, openSession } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
 import type { Telemetry } from "../../ports/telemetry.js";
 
-export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "apiKeys" | "idempotency" | "settings" | "deliveries">;
+export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "intentHolds" | "apiKeys" | "idempotency" | "settings" | "deliveries">;
 
 export interface OpenStores {
   readonly stores: StorePorts;

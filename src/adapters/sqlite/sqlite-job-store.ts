@@ -158,7 +158,12 @@ export class SqliteJobStore implements JobStore {
   }
 
   async registerIntent(jobId: string, accountId: string, since: Date): Promise<void> {
-    sqliteCall(() => this.ops.s.register.run(jobId, accountId, since.getTime()));
+    sqliteCall(() => this.registerIntentNow(jobId, accountId, since));
+  }
+
+  /** registerIntent's write, synchronous: for a caller's transaction on the same database (SqliteIntentHolds). */
+  registerIntentNow(jobId: string, accountId: string, since: Date): void {
+    this.ops.s.register.run(jobId, accountId, since.getTime());
   }
 
   async create(job: Job): Promise<void> {

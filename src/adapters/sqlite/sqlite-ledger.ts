@@ -293,6 +293,11 @@ export class SqliteLedger implements Ledger {
     return sqliteCall(() => this.ops.reserveTx.immediate(accountId, reservationId, amount, options));
   }
 
+  /** reserve's transaction, synchronous: inside a caller's transaction on the same database it runs as a savepoint of it (SqliteIntentHolds). */
+  reserveNow(accountId: string, reservationId: string, amount: Money, options?: ReserveOptions): ReserveOutcome {
+    return this.ops.reserveTx(accountId, reservationId, amount, options);
+  }
+
   /** The hold names its account; `accountId` is not needed to find it. A repeat answers the hold's recorded charge. */
   async settle(_accountId: string, reservationId: string, amount: Money, tokens?: SettledTokens): Promise<Settlement | undefined> {
     return sqliteCall(() => this.ops.endTx.immediate(reservationId, "settled", amount, tokens));

@@ -9,6 +9,7 @@ import { SqliteDeliveryLog } from "./sqlite-delivery-log.js";
 import { SQLITE_DEPENDENCY, sqliteCall } from "./sqlite-errors.js";
 import { SqliteEventBus, createSqliteEventBus, type SqliteEventBusOptions } from "./sqlite-event-bus.js";
 import { SqliteIdempotencyStore } from "./sqlite-idempotency-store.js";
+import { SqliteIntentHolds } from "./sqlite-intent-holds.js";
 import { SqliteJobStore } from "./sqlite-job-store.js";
 import { SqliteLedger } from "./sqlite-ledger.js";
 import { SqliteSettingsStore } from "./sqlite-settings-store.js";
@@ -86,9 +87,12 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
     const { db } = database;
     const settings = new SqliteSettingsStore(db);
     await settings.seedPrices(options.defaultPrices);
+    const jobs = new SqliteJobStore(db);
+    const ledger = new SqliteLedger(db);
     const stores: StorePorts = {
-      jobs: new SqliteJobStore(db),
-      ledger: new SqliteLedger(db),
+      jobs,
+      ledger,
+      intentHolds: new SqliteIntentHolds(db, jobs, ledger),
       apiKeys: new SqliteApiKeyStore(db),
       idempotency: new SqliteIdempotencyStore(db),
       settings,

@@ -1,4 +1,5 @@
 import { formatMoney, type Money } from "../../domain/money.js";
+import type { IntentHolds } from "../../ports/intent-holds.js";
 import type { JobStore } from "../../ports/job-store.js";
 import type { HoldMemo, Ledger, ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
 import type { KeyRefusal } from "../../domain/accounts/key-limits.js";
@@ -16,6 +17,8 @@ import type { ReserveResult, Telemetry } from "../../ports/telemetry.js";
 export interface HoldPorts {
   readonly jobs: JobStore;
   readonly ledger: Ledger;
+  /** Both steps of takeHold in one write, where the stores offer it. */
+  readonly intentHolds?: IntentHolds;
   /** Where a settlement that fell short is reported to the operator. */
   readonly logger: Logger;
   /** Holds taken, refused, settled and released. */
@@ -38,16 +41,23 @@ export const unfinishedJobsAtMost = (limit: number): ReserveOptions => ({
 
 /**
  * Lists the intent as unfinished first, so a crash between the reservation and
- * whatever follows leaves a trace the reaper can release, then reserves.
- * A refused reservation leaves nothing behind.
+ * whatever follows leaves a trace the reaper can release, then reserves (both
+ * in one write where the stores offer it: IntentHolds). A refused
+ * reservation leaves nothing behind.
  */
 export async function takeHold(
   ports: HoldPorts, accountId: string, intentId: string, amount: Money, now: Date, memo: HoldMemo, options?: ReserveOptions,
 ): Promise<ReserveOutcome> {
-  await ports.jobs.registerIntent(intentId, accountId, now);
-  const outcome = await ports.ledger.reserve(accountId, reservationIdOf(intentId), amount, { ...options, memo });
+  const reservationId = reservationIdOf(intentId);
+  let outcome: ReserveOutcome;
+  if (ports.intentHolds) {
+    outcome = await ports.intentHolds.registerAndReserve(intentId, accountId, now, reservationId, amount, { ...options, memo });
+  } else {
+    await ports.jobs.registerIntent(intentId, accountId, now);
+    outcome = await ports.ledger.reserve(accountId, reservationId, amount, { ...options, memo });
+    if (outcome !== "reserved") await ports.jobs.markFinalized(intentId);
+  }
   ports.telemetry.observe({ kind: "hold_reserved", outcome: reserveResult(outcome) });
-  if (outcome !== "reserved") await ports.jobs.markFinalized(intentId);
   return outcome;
 }
 
