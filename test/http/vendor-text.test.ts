@@ -182,6 +182,8 @@ describe("vendor text API: POST :streamGenerateContent?alt=sse", () => {
     const response = await streamRequest(service, FLASH.model, userTurn(prompt), { key: customer.apiKey });
     assert.equal(response.status, 200);
     assert.match(response.headers.get("content-type") ?? "", /^text\/event-stream/);
+    // The head leaves with the first event: our time so far, and the wait for that event (the upstream's).
+    assert.match(response.headers.get("server-timing") ?? "", /^gateway;dur=\d+\.\d\d, upstream;dur=\d+\.\d\d$/);
     const { chunks, events } = await readSse(response);
 
     assert.ok(chunks.length >= 3, `several chunks, got ${chunks.length}`);

@@ -38,6 +38,26 @@ export class GatewayLogController extends LogController {
 /** A request's route as its template (/api/v1/jobs/:jobId): a bounded label. Unrouted requests share one. */
 const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? "unmatched";
 
+/**
+ * The request's Server-Timing so far: the gateway's own time and the core's
+ * (the upstream, from the client's side). Set on every answer by onSend; a
+ * stream's route, which writes its head itself, sets it when the first
+ * event is ready (its upstream time is then the wait for that event).
+ */
+export function serverTimingOf(request: FastifyRequest): string | undefined {
+  const timing = timingOf(request);
+  if (!timing) return undefined;
+  const core = timing.coreMs;
+  const own = Math.max(0, performance.now() - timing.startedAt - core).toFixed(2);
+  return core > 0 ? `gateway;dur=${own}, upstream;dur=${core.toFixed(2)}` : `gateway;dur=${own}`;
+}
+
+/** serverTimingOf as a header, for a route that writes its head itself (a stream). */
+export function serverTimingHeader(request: FastifyRequest): { "server-timing"?: string } {
+  const timing = serverTimingOf(request);
+  return timing ? { "server-timing": timing } : {};
+}
+
 interface RequestCells { readonly requests: CounterCell; readonly duration: HistogramCell; readonly own: HistogramCell; readonly core: HistogramCell }
 
 const SPAN_CONTEXT = Symbol("spanContext");
@@ -111,13 +131,8 @@ export function observeRequests(app: FastifyInstance, metrics: PrometheusMetrics
     });
   }
   app.addHook("onSend", (request, reply, payload, done) => {
-    const timing = timingOf(request);
-    if (timing && !reply.raw.headersSent) {
-      const total = performance.now() - timing.startedAt;
-      const core = timing.coreMs;
-      const own = Math.max(0, total - core).toFixed(2);
-      reply.header("server-timing", core > 0 ? `gateway;dur=${own}, upstream;dur=${core.toFixed(2)}` : `gateway;dur=${own}`);
-    }
+    const timing = serverTimingOf(request);
+    if (timing && !reply.raw.headersSent) reply.header("server-timing", timing);
     done(null, payload);
   });
 }

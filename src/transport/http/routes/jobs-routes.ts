@@ -10,6 +10,7 @@ import { limitOf, queryRule, timestampOf } from "../query-params.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, platformCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
+import { serverTimingHeader } from "../edge/observe-requests.js";
 import { balanceJson, jobJson, jobStatusName, parseBody, type BodyRules } from "../json-mapping.js";
 import type { OutgoingHttpHeaders } from "node:http";
 import type { WatchJobResponse } from "../../../../gen/generation/v1/generation_service_pb.js";
@@ -79,6 +80,7 @@ async function streamEvents(events: AsyncIterable<WatchJobResponse>, reply: Fast
   const raw = reply.raw;
   raw.writeHead(200, {
     ...(reply.getHeaders() as OutgoingHttpHeaders),
+    ...serverTimingHeader(reply.request),
     "content-type": "text/event-stream; charset=utf-8",
     "cache-control": "no-store",
     connection: "keep-alive",

@@ -9,6 +9,7 @@ import {
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, vendorCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
+import { serverTimingHeader } from "../edge/observe-requests.js";
 import { replyWithError, routeNotFound, sendVendorError, toHttpError, vendorErrorBody } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
 import { parseBody } from "../json-mapping.js";
@@ -124,6 +125,7 @@ async function streamAnswer(
   // The headers the hooks set on the reply (CORS, Vary) go out too: a hijacked reply sends only what it writes.
   raw.writeHead(200, {
     ...(reply.getHeaders() as OutgoingHttpHeaders),
+    ...serverTimingHeader(reply.request),
     "content-type": "text/event-stream",
     "cache-control": "no-cache",
     connection: "keep-alive",
