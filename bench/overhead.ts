@@ -18,7 +18,7 @@
  * BENCH_JOBS (100000: jobs accepted before the second RSS reading), BENCH_RENDER_JOBS (400),
  * BENCH_ONLY (comma list of sections: rest,grpc,streams,memory,render), BENCH_PROFILE (a directory:
  * the service processes run with --cpu-prof and write their profiles into a folder per service,
- * one per thread: the largest is the main thread's), BENCH_OUT (also
+ * one per thread: the largest is the main thread's), BENCH_PROFILE_INTERVAL_US (their sampling interval, 1000), BENCH_OUT (also
  * write the report to this file).
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
@@ -39,6 +39,8 @@ const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const JOBS = Number(process.env.BENCH_JOBS ?? 100_000);
 const RENDER_JOBS = Number(process.env.BENCH_RENDER_JOBS ?? 400);
+/** BENCH_PROFILE_INTERVAL_US: the profiles' sampling interval (V8's default, 1000 µs, is too coarse to follow one stream). */
+const PROFILE_INTERVAL_US = Number(process.env.BENCH_PROFILE_INTERVAL_US ?? 1000);
 const ONLY = new Set((process.env.BENCH_ONLY ?? "rest,grpc,streams,memory,render").split(",").map((s) => s.trim()));
 const PROFILE_DIR = process.env.BENCH_PROFILE;
 const ADMIN_TOKEN = "bench-admin-token";
@@ -71,7 +73,9 @@ interface ServerProcess {
 const running = new Set<ChildProcess>();
 
 async function startServer(kind: string, env: Record<string, string> = {}, name = kind): Promise<ServerProcess> {
-  const profile = PROFILE_DIR && kind === "service" ? ["--cpu-prof", `--cpu-prof-dir=${join(PROFILE_DIR, name)}`] : [];
+  const profile = PROFILE_DIR && kind === "service"
+    ? ["--cpu-prof", `--cpu-prof-dir=${join(PROFILE_DIR, name)}`, `--cpu-prof-interval=${PROFILE_INTERVAL_US}`]
+    : [];
   // Compiled (main() runs `npm run build` first), as `npm start` runs the service: no tsx loader in the measured process.
   const child = spawn(process.execPath, [...profile, join(ROOT, "dist/bench/servers.js"), kind], {
     cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"],
