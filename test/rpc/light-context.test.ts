@@ -27,4 +27,38 @@ describe("LazyAbort", () => {
   it("when nothing aborts the call, then its signal stays unaborted", () => {
     assert.equal(new LazyAbort().signal.aborted, false);
   });
+
+  it("when it follows a parent and the parent aborts, then its signal aborts with the parent's reason", () => {
+    const parent = new AbortController();
+    const abort = new LazyAbort(parent);
+    const signal = abort.signal;
+    const reason = new Error("the client went away");
+    parent.abort(reason);
+    assert.equal(signal.aborted, true);
+    assert.strictEqual(signal.reason, reason);
+  });
+
+  it("when its parent was aborted before the signal was asked for, then the signal is aborted from the start", () => {
+    const parent = new AbortController();
+    parent.abort(new Error("gone"));
+    assert.equal(new LazyAbort(parent).signal.aborted, true);
+  });
+
+  it("when it is aborted itself (the stream ended), then it stops following its parent and the parent is untouched", () => {
+    const parent = new AbortController();
+    const abort = new LazyAbort(parent);
+    const signal = abort.signal;
+    const ended = new Error("call ended");
+    abort.abort(ended);
+    parent.abort(new Error("later"));
+    assert.strictEqual(signal.reason, ended);
+  });
+
+  it("when nobody asks for its signal, then its parent's signal is never read", () => {
+    let read = 0;
+    const parent = { get signal() { read++; return new AbortController().signal; } };
+    const abort = new LazyAbort(parent);
+    abort.abort(new Error("call ended"));
+    assert.equal(read, 0);
+  });
 });

@@ -22,6 +22,9 @@ export interface VideoDownloadOptions {
 
 export const DEFAULT_VIDEO_DOWNLOAD: VideoDownloadOptions = { maxBytes: 512 * 1024 * 1024, allowPrivate: false };
 
+/** Why a stream's own signal is aborted when it is over: one shared reason (an abort without one builds a DOMException per stream). */
+const STREAM_OVER = new Error("the stream is over");
+
 class CallTimeoutError extends Error {
   override name = "TimeoutError";
 }
@@ -129,7 +132,7 @@ export class VendorClient {
     }
     return new Promise((resolve, reject) => {
       const request = this.transport.request(this.url(path), { method, headers, agent: this.agent, signal }, resolve);
-      request.once("error", reject);
+      request.on("error", reject); // every error (a later abort too) is handled: reject is a no-op once settled
       request.end(payload);
     });
   }
@@ -207,7 +210,7 @@ export class VendorClient {
       throw classify(error, signal, this.route, what);
     } finally {
       clearTimeout(stallTimer);
-      local.abort(); // closes the upstream request if the consumer stopped early
+      local.abort(STREAM_OVER); // closes the upstream request if the consumer stopped early
     }
   }
 

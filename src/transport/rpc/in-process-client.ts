@@ -2,7 +2,7 @@ import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import {
   ConnectError, createHandlerContext, makeAnyClient, type CallOptions, type Client, type HandlerContext, type ServiceImpl,
 } from "@connectrpc/connect";
-import { LightHandlerContext, SIGNAL_SOURCE, type SignalSource } from "./light-context.js";
+import { LazyAbort, LightHandlerContext, SIGNAL_SOURCE, type SignalSource } from "./light-context.js";
 
 type AnyHandler = (request: unknown, context: HandlerContext) => unknown;
 
@@ -45,6 +45,17 @@ function unaryContext(service: DescService, method: DescMethod, options: CallOpt
 }
 
 /**
+ * The abort of a server-streaming call without a deadline: a LazyAbort
+ * following the caller's signal source (or signal), made only if the handler
+ * asks for its signal, and aborted when the stream ends, as Connect's context is.
+ */
+function streamAbort(options: CallOptions): LazyAbort {
+  const source = (options as { [SIGNAL_SOURCE]?: SignalSource })[SIGNAL_SOURCE];
+  const given = source ? undefined : options.signal;
+  return new LazyAbort(source ?? (given ? { signal: given } : undefined));
+}
+
+/**
  * A client of the generated service interface that calls the implementation
  * directly: same types, same errors, same context (headers, abort signal) as
  * over the network, but no serialization and no loopback transport.
@@ -73,15 +84,22 @@ export function createInProcessClient<S extends DescService>(service: S, impleme
       };
     }
     if (method.methodKind === "server_streaming") {
-      return async function* (input: unknown, options?: CallOptions) {
-        const context = contextFor(service, method, options);
+      return async function* (input: unknown, options: CallOptions = {}) {
+        // Without a deadline, a light context (as for unary calls) on a LazyAbort.
+        const lazy = options.timeoutMs === undefined ? streamAbort(options) : undefined;
+        const connect = lazy ? undefined : contextFor(service, method, options);
+        const header = options.headers;
+        const context = connect ?? new LightHandlerContext(
+          service, method, "in-process", lazy!, header instanceof Headers ? header : new Headers(header), undefined, options.contextValues,
+        );
         try {
           const stream = handler(create(method.input, input as never), context) as AsyncIterable<unknown>;
           for await (const output of stream) yield create(method.output, output as never);
         } catch (error) {
           throw ConnectError.from(error);
         } finally {
-          context.abort(CALL_ENDED);
+          lazy?.abort(CALL_ENDED);
+          connect?.abort(CALL_ENDED);
         }
       };
     }

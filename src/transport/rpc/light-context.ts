@@ -25,11 +25,24 @@ export class LazyAbort implements SignalSource {
   private controller: AbortController | undefined;
   private reason: unknown;
   private aborted = false;
+  private unlink: (() => void) | undefined;
+
+  /** `parent`: a signal source whose abort aborts this one too (read only when this signal is first asked for). */
+  constructor(private readonly parent?: SignalSource) {}
 
   get signal(): AbortSignal {
     if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.aborted) this.controller.abort(this.reason);
+      const controller = (this.controller = new AbortController());
+      if (this.aborted) controller.abort(this.reason);
+      else if (this.parent) {
+        const parent = this.parent.signal;
+        const follow = () => this.abort(parent.reason);
+        if (parent.aborted) follow();
+        else {
+          parent.addEventListener("abort", follow, { once: true });
+          this.unlink = () => parent.removeEventListener("abort", follow);
+        }
+      }
     }
     return this.controller.signal;
   }
@@ -38,6 +51,7 @@ export class LazyAbort implements SignalSource {
     if (this.aborted) return;
     this.aborted = true;
     this.reason = reason;
+    this.unlink?.();
     this.controller?.abort(reason);
   }
 }
@@ -64,7 +78,7 @@ export class LightHandlerContext implements HandlerContext {
     readonly service: DescService,
     readonly method: DescMethod,
     readonly protocolName: string,
-    private readonly abort: AbortSignal | SignalSource,
+    private readonly signalSource: AbortSignal | SignalSource,
     readonly requestHeader: Headers,
     readonly timeoutMs: () => number | undefined = NO_DEADLINE,
     private givenValues?: ContextValues,
@@ -78,8 +92,8 @@ export class LightHandlerContext implements HandlerContext {
   }
 
   get signal(): AbortSignal {
-    const abort = this.abort;
-    return abort instanceof AbortSignal ? abort : abort.signal;
+    const source = this.signalSource;
+    return source instanceof AbortSignal ? source : source.signal;
   }
 
   get responseHeader(): Headers {
