@@ -82,16 +82,20 @@ export class CounterCell {
   }
 }
 
-export class CounterFamily<L extends string = never> extends Family<L, CounterCell> {
+/** A family whose cells hold one value each (counters, gauges). */
+abstract class ValueFamily<L extends string, C extends { value: number }> extends Family<L, C> {
+  protected samples(labels: Labels<L>, cell: C): Sample[] {
+    return [{ labels, value: cell.value }];
+  }
+  protected zero(cell: C): void {
+    cell.value = 0;
+  }
+}
+
+export class CounterFamily<L extends string = never> extends ValueFamily<L, CounterCell> {
   readonly type = "counter";
   protected newCell(): CounterCell {
     return new CounterCell();
-  }
-  protected samples(labels: Labels<L>, cell: CounterCell): Sample[] {
-    return [{ labels, value: cell.value }];
-  }
-  protected zero(cell: CounterCell): void {
-    cell.value = 0;
   }
 }
 
@@ -108,16 +112,10 @@ export class GaugeCell {
   }
 }
 
-export class GaugeFamily<L extends string = never> extends Family<L, GaugeCell> {
+export class GaugeFamily<L extends string = never> extends ValueFamily<L, GaugeCell> {
   readonly type = "gauge";
   protected newCell(): GaugeCell {
     return new GaugeCell();
-  }
-  protected samples(labels: Labels<L>, cell: GaugeCell): Sample[] {
-    return [{ labels, value: cell.value }];
-  }
-  protected zero(cell: GaugeCell): void {
-    cell.value = 0;
   }
 }
 
