@@ -5,6 +5,7 @@ import type { JobExpectation, JobPage, JobStore, UnfinishedJob } from "../../por
 import { decodeJob, encodeBody } from "../shared/job-codec.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
+import { deepFreeze } from "../../shared/deep-freeze.js";
 
 interface JobRow {
   job_id: string;
@@ -120,15 +121,6 @@ function jobOperations(db: SqliteDb, now: () => number) {
 
 /** How many decoded jobs a store keeps (a few MB): the jobs being polled. */
 const RECENT_JOBS = 2_048;
-
-/** Freezes a decoded job and everything in it, so no reader can change what the next reader gets. */
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === "object" && !Object.isFrozen(value) && !(value instanceof Date)) {
-    Object.freeze(value);
-    for (const inner of Object.values(value)) deepFreeze(inner);
-  }
-  return value;
-}
 
 /**
  * Jobs on SQLite. Every change is one statement or IMMEDIATE transaction whose

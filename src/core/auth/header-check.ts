@@ -2,6 +2,7 @@ import type { Client } from "@connectrpc/connect";
 import type { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
 import type { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
+import { RecentValues } from "../../shared/recent-values.js";
 import type { ApiKeyStore } from "../../ports/api-key-store.js";
 import { rpc } from "../errors/rpc-errors.js";
 import { requireAdmin } from "./admin-auth.js";
@@ -25,19 +26,16 @@ export type Credential = "api_key" | "admin" | "owner";
  */
 export type HeaderCheck = (headers: Headers, needs: Credential) => Promise<void>;
 
-const MAX_REMEMBERED = 10_000;
-
 /** Remembers keys found valid for `ttlMs`, so a busy client costs one key lookup per interval, not one per call. */
 function rememberValid(ttlMs: number) {
-  const valid = new Map<string, number>();
+  const valid = new RecentValues<string, number>(10_000);
   return {
     has(hash: string, now: number) {
       const until = valid.get(hash);
       return until !== undefined && until > now;
     },
     add(hash: string, now: number) {
-      if (valid.size >= MAX_REMEMBERED) valid.clear();
-      valid.set(hash, now + ttlMs);
+      valid.remember(hash, now + ttlMs);
     },
   };
 }

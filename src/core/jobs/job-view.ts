@@ -6,6 +6,7 @@ import { publicState } from "../../domain/jobs/job-state-machine.js";
 import { formatMoney } from "../../domain/money.js";
 import type { CoreSettings } from "../core-deps.js";
 import { signedResultUrl } from "./result-urls.js";
+import { deepFreeze } from "../../shared/deep-freeze.js";
 
 export const STATUS_TO_PROTO: Record<DomainStatus, JobStatus> = {
   queued: JobStatus.QUEUED,
@@ -24,14 +25,6 @@ export const STATUS_TO_PROTO: Record<DomainStatus, JobStatus> = {
  * gets. Making the message was 3 % of a gRPC GetJob (issue 13).
  */
 const recentViews = new WeakMap<Job, { readonly second: number; readonly settings: CoreSettings; readonly view: JobMessage }>();
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const inner of Object.values(value)) deepFreeze(inner);
-  }
-  return value;
-}
 
 /** The public view of a job; the result URL is signed for the current second on every read. */
 export function jobView(stored: Job, settings: CoreSettings, now: Date): JobMessage {
