@@ -117,8 +117,12 @@ describe(`GET /metrics after a scripted run (${BACKEND} backend)`, () => {
   it("when the script ran, then money moved as it expects: 2 holds, 1 refused for funds (the 402), 1 settled, 1 released; 1 replay and 1 reused key", () => {
     assert.equal(delta("ledger_reservations_total", { outcome: "reserved" }), 2);
     assert.equal(delta("ledger_reservations_total", { outcome: "insufficient_funds" }), 1);
-    assert.equal(delta("ledger_settlements_total"), 1);
-    assert.equal(delta("ledger_releases_total"), 1);
+    // On Cassandra + Kafka every test process shares one store, and this service's reaper (every 500 ms) also
+    // finishes what other test processes left behind on purpose (killed acceptances, killed workers): their
+    // settlements and releases count here too. The embedded store is this service's alone: exact there.
+    const atLeastOnShared = BACKEND === "real" ? (actual: number, expected: number) => assert.ok(actual >= expected, `${actual} >= ${expected}`) : assert.equal;
+    atLeastOnShared(delta("ledger_settlements_total"), 1);
+    atLeastOnShared(delta("ledger_releases_total"), 1);
     assert.equal(delta("idempotency_replays_total"), 1);
     assert.equal(delta("idempotency_refusals_total", { reason: "reused" }), 1);
   });
