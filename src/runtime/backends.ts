@@ -82,6 +82,7 @@ async function openStores(config: Config, obs: Observability, persist: Persist):
       defaultPrices: config.prices,
       redeliveryDelayMs: REDELIVERY_DELAY_MS,
       onHandlerError: (topic, error) => failureLog(obs.logger)(`handler of ${topic} failed`, error),
+      onCheckpointError: (message) => obs.logger.warn({ err: message }, "checkpointing the SQLite WAL failed; the store checkpoints on its own past its fallback"),
     });
     return {
       stores: opened.stores,

@@ -14,6 +14,7 @@ import { SqliteJobStore } from "./sqlite-job-store.js";
 import { SqliteLedger } from "./sqlite-ledger.js";
 import { SqliteSettingsStore } from "./sqlite-settings-store.js";
 import { walBarrier } from "./wal-barrier.js";
+import { FALLBACK_AUTOCHECKPOINT_PAGES, startWalCheckpointer } from "./wal-checkpointer.js";
 import { NO_BARRIER, type WriteBarrier } from "../../ports/write-barrier.js";
 
 export { createSqliteEventBus, SqliteEventBus, type SqliteEventBusOptions };
@@ -34,6 +35,10 @@ export interface SqliteStoresOptions {
   readonly onHandlerError?: (topic: Topic, error: unknown) => void;
   /** How long a statement waits for a lock (default 5 s). */
   readonly busyTimeoutMs?: number;
+  /** How often the checkpointer thread checkpoints the WAL (default 100 ms; see wal-checkpointer.ts). */
+  readonly checkpointIntervalMs?: number;
+  /** A checkpoint of the checkpointer thread failed. */
+  readonly onCheckpointError?: (message: string) => void;
 }
 
 export interface SqliteStores {
@@ -104,6 +109,14 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       onHandlerError: options.onHandlerError,
     });
     const wal = groupCommit ? walBarrier(database.path) : undefined;
+    // Checkpoints run on a thread of their own; this connection checkpoints only if that one falls far behind.
+    db.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
+    const checkpointer = startWalCheckpointer({
+      path: database.path,
+      synchronous: groupCommit ? "normal" : options.synchronous,
+      intervalMs: options.checkpointIntervalMs,
+      onError: options.onCheckpointError,
+    });
     let closing: Promise<void> | undefined;
     return {
       stores,
@@ -117,6 +130,7 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
           try {
             await bus.close();
             await wal?.close();
+            await checkpointer.close();
           } finally {
             database.close();
           }

@@ -1,0 +1,90 @@
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+
+/**
+ * The WAL size (in pages) at which the main connection checkpoints by itself
+ * after all: only when the checkpointer thread has fallen that far behind
+ * (SQLite's default, 1,000 pages, would make every few hundredth commit
+ * carry a checkpoint and its fsync of the database file).
+ */
+export const FALLBACK_AUTOCHECKPOINT_PAGES = 16_384;
+
+export interface WalCheckpointer {
+  /** Stops the thread and closes its connection (before the main connection closes, so that one checkpoints last). */
+  close(): Promise<void>;
+}
+
+/**
+ * The thread's code, CommonJS run with `eval`: its own connection to the
+ * database checkpoints the WAL every `intervalMs` (PASSIVE: it never waits
+ * for, nor blocks, the main connection's readers and writers). A checkpoint
+ * syncs the WAL before it copies it and the database file after, like the
+ * checkpoint it replaces.
+ */
+const THREAD = `
+const { parentPort, workerData } = require("node:worker_threads");
+const Database = require(workerData.driver);
+const db = new Database(workerData.path, { fileMustExist: true, timeout: 0 });
+db.pragma("synchronous = " + workerData.synchronous);
+db.pragma("wal_autocheckpoint = 0");
+const checkpoint = db.prepare("PRAGMA wal_checkpoint(PASSIVE)");
+const timer = setInterval(() => {
+  try {
+    checkpoint.get();
+  } catch (error) {
+    parentPort.postMessage({ error: String(error && error.message || error) });
+  }
+}, workerData.intervalMs);
+parentPort.on("message", (message) => {
+  if (message !== "close") return;
+  clearInterval(timer);
+  db.close();
+  parentPort.postMessage({ closed: true });
+  parentPort.close();
+});
+`;
+
+/**
+ * Moves SQLite's checkpoints off the event loop. In WAL mode a commit
+ * appends to the WAL and, once it holds `wal_autocheckpoint` pages, the
+ * committing connection copies it back into the database file and fsyncs
+ * that, inside the commit: a stall of milliseconds on the event loop for
+ * whichever request commits then (the 1 % tail of a text stream's hold).
+ * Here a worker thread with a connection of its own checkpoints instead, and
+ * the main connection's own checkpoints are left for a WAL that the thread
+ * let grow past FALLBACK_AUTOCHECKPOINT_PAGES (the caller sets that pragma).
+ */
+export function startWalCheckpointer(options: {
+  readonly path: string;
+  readonly synchronous: string;
+  /** How often the thread checkpoints (default 100 ms). */
+  readonly intervalMs?: number;
+  /** A checkpoint that failed (the thread goes on; the main connection's fallback still bounds the WAL). */
+  readonly onError?: (message: string) => void;
+}): WalCheckpointer {
+  const worker = new Worker(THREAD, {
+    eval: true,
+    workerData: {
+      driver: createRequire(import.meta.url).resolve("better-sqlite3"),
+      path: options.path,
+      synchronous: options.synchronous.toUpperCase(),
+      intervalMs: options.intervalMs ?? 100,
+    },
+  });
+  // A checkpointer alone must not keep the process alive.
+  worker.unref();
+  const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()));
+  worker.on("message", (message: { error?: string }) => {
+    if (message.error) options.onError?.(message.error);
+  });
+  worker.on("error", (error) => options.onError?.(error.message));
+  let closing: Promise<void> | undefined;
+  return {
+    close: () =>
+      (closing ??= (async () => {
+        worker.ref(); // waiting for it keeps the process alive until it is gone
+        worker.postMessage("close");
+        await exited;
+      })()),
+  };
+}
