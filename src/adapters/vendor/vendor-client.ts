@@ -166,8 +166,12 @@ export class VendorClient {
    */
   async *streamGenerateContent(model: string, body: unknown, signal: AbortSignal): AsyncGenerator<VendorResponse> {
     const what = `${model}:streamGenerateContent`;
+    // The call's own signal: the caller's abort, a stall, or the stream's end (one listener; AbortSignal.any's
+    // weak references cost the garbage collector on every stream).
     const local = new AbortController();
-    const callSignal = AbortSignal.any([signal, local.signal]);
+    const onAbort = () => local.abort(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
     let stallTimer: NodeJS.Timeout | undefined;
     /** Whether the upstream answered 2xx: a failure after that broke a stream that had begun. */
     let answering = false;
@@ -177,7 +181,7 @@ export class VendorClient {
     };
     try {
       armStall();
-      const response = await this.post(`models/${encodeURIComponent(model)}:streamGenerateContent?alt=sse`, body, callSignal);
+      const response = await this.post(`models/${encodeURIComponent(model)}:streamGenerateContent?alt=sse`, body, local.signal);
       await failIfNotOk(response, this.route, what);
       answering = true;
       const events: string[] = [];
@@ -203,13 +207,14 @@ export class VendorClient {
       // The last chunk carries the finish reason (or the block): a stream that ends without one was cut short.
       if (!finished) throw new UpstreamError("dropped", `${this.route.name}: ${what} ended before its last chunk`);
     } catch (error) {
-      if (local.signal.aborted) throw local.signal.reason;
+      if (local.signal.aborted && !signal.aborted) throw local.signal.reason; // a stall
       if (answering && !(error instanceof UpstreamError) && !signal.aborted) {
         throw new UpstreamError("dropped", `${this.route.name}: ${what}: the connection broke (${(error as Error).message})`);
       }
       throw classify(error, signal, this.route, what);
     } finally {
       clearTimeout(stallTimer);
+      signal.removeEventListener("abort", onAbort);
       local.abort(STREAM_OVER); // closes the upstream request if the consumer stopped early
     }
   }
