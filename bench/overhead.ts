@@ -10,7 +10,8 @@
  *            the same message, and a bare connect-node server (Connect's own gRPC floor); the core's
  *            Connect protocol too.
  *   streams  streamGenerateContent?alt=sse through the gateway against the same upstream called
- *            directly: time to first event and to the stream's end, 1 and 64 streams in flight.
+ *            directly: time to first event and to the stream's end, 1 and 64 streams in flight; and the
+ *            floors: a bare Fastify proxy, and the same with a SQLite hold and settlement per stream.
  *   memory   the service's idle RSS, and its RSS after 100k accepted jobs.
  *   render   image jobs completed per second by the simulator with SIMULATED_RENDER_THREADS 1 and 2.
  *
@@ -18,8 +19,9 @@
  * BENCH_JOBS (100000: jobs accepted before the second RSS reading), BENCH_RENDER_JOBS (400),
  * BENCH_ONLY (comma list of sections: rest,grpc,streams,memory,render), BENCH_PROFILE (a directory:
  * the service processes run with --cpu-prof and write their profiles into a folder per service,
- * one per thread: the largest is the main thread's), BENCH_PROFILE_INTERVAL_US (their sampling interval, 1000), BENCH_OUT (also
- * write the report to this file).
+ * one per thread: the largest is the main thread's), BENCH_PROFILE_INTERVAL_US (their sampling interval, 1000),
+ * BENCH_SERVICE_FLAGS (node flags for the service processes, space-separated, e.g. a V8 heap flag to try),
+ * BENCH_OUT (also write the report to this file).
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -77,7 +79,8 @@ async function startServer(kind: string, env: Record<string, string> = {}, name 
     ? ["--cpu-prof", `--cpu-prof-dir=${join(PROFILE_DIR, name)}`, `--cpu-prof-interval=${PROFILE_INTERVAL_US}`]
     : [];
   // Compiled (main() runs `npm run build` first), as `npm start` runs the service: no tsx loader in the measured process.
-  const child = spawn(process.execPath, [...profile, join(ROOT, "dist/bench/servers.js"), kind], {
+  const flags = kind === "service" && process.env.BENCH_SERVICE_FLAGS ? process.env.BENCH_SERVICE_FLAGS.split(" ") : [];
+  const child = spawn(process.execPath, [...flags, ...profile, join(ROOT, "dist/bench/servers.js"), kind], {
     cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"],
   });
   running.add(child);
@@ -360,9 +363,13 @@ async function streamSection(): Promise<void> {
   for (const [concurrency, gapMs] of [[1, 2], [64, 25]] as const) {
     const upstream = await startServer("upstream", { BENCH_UPSTREAM_GAP_MS: String(gapMs) });
     const service = await startServer("service", serviceEnv({ VENDOR_BASE_URL: upstream.url!, VENDOR_API_KEY: "bench-upstream-key" }), `streams-${concurrency}`);
+    const proxy = await startServer("bare-proxy", { BENCH_UPSTREAM_URL: upstream.url! });
+    const floorProxy = await startServer("floor-proxy", { BENCH_UPSTREAM_URL: upstream.url! });
     try {
       const apiKey = await customer(service.url!);
       const direct = await streams(`upstream directly, ${concurrency} in flight`, `${upstream.url}/v1beta/${path}`, { "x-vendor-api-key": "bench-upstream-key" }, concurrency);
+      const bareProxy = await streams(`through a bare Fastify proxy, ${concurrency} in flight`, `${proxy.url}/v1beta/${path}`, {}, concurrency);
+      const moneyProxy = await streams(`through the floor proxy (bare, plus a hold and its settlement), ${concurrency} in flight`, `${floorProxy.url}/v1beta/${path}`, {}, concurrency);
       const gateway = await streams(`through the gateway, ${concurrency} in flight`, `${service.url}/api/aimodel/v1beta/${path}`, { "x-goog-api-key": apiKey }, concurrency);
       const extra = (a: number, b: number) => a - b;
       const firstP50 = extra(gateway.firstEvent.p50, direct.firstEvent.p50);
@@ -389,7 +396,19 @@ async function streamSection(): Promise<void> {
       });
       details.push(`| streams through the gateway, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(gateway.streams / (gateway.elapsedMs / 1000), 0)} | ${fmt(gateway.firstEvent.p50)} (first event) | ${fmt(gateway.firstEvent.p99)} (first event) | ${gateway.streams} | ${gateway.failures} | – |`);
       details.push(`| streams from the upstream directly, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(direct.streams / (direct.elapsedMs / 1000), 0)} | ${fmt(direct.firstEvent.p50)} (first event) | ${fmt(direct.firstEvent.p99)} (first event) | ${direct.streams} | ${direct.failures} | – |`);
+      for (const [label, floor] of [["a bare Fastify proxy (the floor of any gateway in Node)", bareProxy], ["the floor proxy: bare, plus one SQLite hold before the upstream call and one settlement after", moneyProxy]] as const) {
+        details.push(`| streams through ${label}, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(floor.streams / (floor.elapsedMs / 1000), 0)} | ${fmt(floor.firstEvent.p50)} (first event) | ${fmt(floor.firstEvent.p99)} (first event) | ${floor.streams} | ${floor.failures} | – |`);
+        rows.push({
+          route: `\`streamGenerateContent?alt=sse\`, ${concurrency} in flight, ${label}`,
+          ours: `first event p50 ${fmt(floor.firstEvent.p50)} / p99 ${fmt(floor.firstEvent.p99)} ms; whole p50 ${fmt(floor.whole.p50)} / p99 ${fmt(floor.whole.p99)} ms`,
+          bare: "the upstream directly",
+          ratio: `+${fmt(floor.firstEvent.p50 - direct.firstEvent.p50)} / +${fmt(floor.firstEvent.p99 - direct.firstEvent.p99)} ms; whole +${fmt(floor.whole.p50 - direct.whole.p50)} / +${fmt(floor.whole.p99 - direct.whole.p99)} ms`,
+          target: "–", met: undefined,
+        });
+      }
     } finally {
+      await proxy.stop();
+      await floorProxy.stop();
       await service.stop();
       await upstream.stop();
     }

@@ -16,12 +16,19 @@
  *                job needs and nothing else, in ONE SQLite transaction (the balance's reservation, a hold, the
  *                job, its announcement) in WAL mode, made durable by the service's own group commit
  *                (walBarrier) before the 202 leaves. No auth, validation, pricing, idempotency, metrics or logs.
+ *   bare-proxy   the floor of a gateway in front of the upstream: a bare Fastify POST route that parses the
+ *                JSON body, sends it on (JSON.stringify) to BENCH_UPSTREAM_URL through a keep-alive node:http
+ *                Agent, and writes the upstream's SSE bytes back as they come. No auth, money, validation,
+ *                re-encoding, metrics or logs.
+ *   floor-proxy  bare-proxy plus the money a stream's contract needs: one SQLite transaction (WAL, synchronous
+ *                NORMAL, as the service's commits) holding money before the upstream is called, and one settling
+ *                it when the answer ends.
  *   upstream     a minimal vendor upstream: POST /v1beta/models/{model}:streamGenerateContent?alt=sse
  *                answers BENCH_UPSTREAM_EVENTS (8) SSE events BENCH_UPSTREAM_GAP_MS (25) apart (a model's token stream), and
  *                :generateContent the whole answer, in the vendor's wire format.
  */
 import http2 from "node:http2";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { Agent, createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -39,6 +46,7 @@ import {
 import { loadConfig } from "../src/config/config.js";
 import { startService } from "../src/runtime/start-service.js";
 import { walBarrier } from "../src/adapters/sqlite/wal-barrier.js";
+import { FALLBACK_AUTOCHECKPOINT_PAGES, startWalCheckpointer } from "../src/adapters/sqlite/wal-checkpointer.js";
 
 const kind = process.argv[2];
 
@@ -175,6 +183,81 @@ async function bareConnect(): Promise<void> {
   ready({ grpcUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
 }
 
+/** The money of floor-proxy: one account, a hold per stream taken in one transaction and settled in one. */
+function floorLedger(): { hold(id: string): void; settle(id: string, charge: number): void; close(): Promise<void> } {
+  const dir = mkdtempSync(join(tmpdir(), "bench-floor-proxy-"));
+  const path = join(dir, "floor.db");
+  const db = new Database(path);
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  // Checkpoints off the event loop, as the service's store does.
+  db.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
+  const checkpointer = startWalCheckpointer({ path, synchronous: "normal" });
+  db.exec(`
+    CREATE TABLE accounts (account_id TEXT PRIMARY KEY, balance INTEGER NOT NULL, reserved INTEGER NOT NULL);
+    CREATE TABLE holds (reservation_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, amount INTEGER NOT NULL, created_at INTEGER NOT NULL);
+    CREATE TABLE charges (reservation_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, amount INTEGER NOT NULL, at INTEGER NOT NULL);
+    INSERT INTO accounts VALUES ('floor', 9000000000000000000, 0);
+  `);
+  const HOLD = 1_000_000;
+  const reserve = db.prepare("UPDATE accounts SET reserved = reserved + ? WHERE account_id = ? AND balance - reserved >= ?");
+  const insertHold = db.prepare("INSERT INTO holds VALUES (?, 'floor', ?, ?)");
+  const deleteHold = db.prepare("DELETE FROM holds WHERE reservation_id = ?");
+  const charge = db.prepare("UPDATE accounts SET reserved = reserved - ?, balance = balance - ? WHERE account_id = 'floor'");
+  const insertCharge = db.prepare("INSERT INTO charges VALUES (?, 'floor', ?, ?)");
+  const hold = db.transaction((id: string) => {
+    if (reserve.run(HOLD, "floor", HOLD).changes !== 1) throw new Error("insufficient funds");
+    insertHold.run(id, HOLD, Date.now());
+  });
+  const settle = db.transaction((id: string, amount: number) => {
+    deleteHold.run(id);
+    charge.run(HOLD, amount);
+    insertCharge.run(id, amount, Date.now());
+  });
+  return {
+    hold: (id) => hold.immediate(id),
+    settle: (id, amount) => settle.immediate(id, amount),
+    close: async () => {
+      await checkpointer.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** bare-proxy, and floor-proxy (withMoney): a hold before the upstream is called, settled when its answer ends. */
+async function proxy(withMoney: boolean): Promise<void> {
+  const upstreamUrl = process.env.BENCH_UPSTREAM_URL;
+  if (!upstreamUrl) throw new Error("BENCH_UPSTREAM_URL is required");
+  const ledger = withMoney ? floorLedger() : undefined;
+  const agent = new Agent({ keepAlive: true, scheduling: "lifo" });
+  const app = Fastify({ logger: false, forceCloseConnections: true });
+  app.post<{ Params: { model: string } }>("/v1beta/models/:model", (request, reply) => {
+    const id = crypto.randomUUID();
+    ledger?.hold(id);
+    const payload = JSON.stringify(request.body);
+    const upstream = httpRequest(`${upstreamUrl}/v1beta/models/${request.params.model}?alt=sse`, {
+      method: "POST", agent, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+    }, (answer) => {
+      reply.hijack();
+      reply.raw.writeHead(answer.statusCode ?? 502, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      answer.on("data", (chunk: Buffer) => reply.raw.write(chunk));
+      answer.on("end", () => {
+        ledger?.settle(id, 1_000);
+        reply.raw.end();
+      });
+    });
+    upstream.on("error", (error) => reply.code(502).send({ error: error.message }));
+    upstream.end(payload);
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  onStop(async () => {
+    await app.close();
+    await ledger?.close();
+  });
+  ready({ url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` });
+}
+
 /** The vendor's streamed text answer: `events` chunks, cumulative usage, the last with finishReason STOP. */
 function vendorChunks(events: number): string[] {
   const chunks: string[] = [];
@@ -226,7 +309,7 @@ async function upstream(): Promise<void> {
 }
 
 const kinds: Record<string, () => Promise<void>> = {
-  service, "bare-http": bareHttp, "floor-http": floorHttp, "bare-grpc": bareGrpc, "bare-connect": bareConnect, upstream,
+  service, "bare-http": bareHttp, "floor-http": floorHttp, "bare-grpc": bareGrpc, "bare-connect": bareConnect, "bare-proxy": () => proxy(false), "floor-proxy": () => proxy(true), upstream,
 };
 const run = kind ? kinds[kind] : undefined;
 if (!run) {
