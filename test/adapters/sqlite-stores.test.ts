@@ -635,4 +635,39 @@ describe("SqliteIntentHolds", () => {
     assert.equal((await stores.jobs.listUnfinished(10)).entries.length, 1);
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 400_000n });
   });
+
+  it("when a hold is settled with its intent in one write, then the charge is made, the intent is no longer listed, and a repeat answers the same charge", async () => {
+    const { stores } = await open(freshDir());
+    await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
+    await stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
+    const end = { charge: 150_000n, tokens: { promptTokens: 10, candidatesTokens: 20 } };
+    assert.deepEqual(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", end), { charged: 150_000n, shortfall: 0n });
+    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 850_000n, reserved: 0n });
+    assert.deepEqual(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", end), { charged: 150_000n, shortfall: 0n, repeated: true });
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 850_000n, reserved: 0n });
+  });
+
+  it("when a hold is released with its intent in one write, then nothing is charged and the intent is no longer listed", async () => {
+    const { stores } = await open(freshDir());
+    await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
+    await stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
+    assert.equal(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", "release"), undefined);
+    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 0n });
+  });
+
+  it("when ending the intent fails inside the write, then the hold is not ended either", async () => {
+    const opened = await open(freshDir());
+    const { stores } = opened;
+    await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
+    await stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
+    // The intent's row cannot be deleted: the write fails after the settlement moved the money, and takes it back.
+    opened.database.db.exec(
+      "CREATE TRIGGER keep_intent BEFORE DELETE ON unfinished_jobs BEGIN SELECT RAISE(ABORT, 'kept'); END",
+    );
+    await assert.rejects(stores.intentHolds!.endAndFinalize("call-1", "job:call-1", { charge: 150_000n }));
+    assert.equal((await stores.jobs.listUnfinished(10)).entries.length, 1);
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 400_000n });
+  });
 });

@@ -213,7 +213,12 @@ export class SqliteJobStore implements JobStore {
   }
 
   async markFinalized(jobId: string): Promise<void> {
-    sqliteCall(() => this.ops.s.finalize.run(jobId));
+    sqliteCall(() => this.markFinalizedNow(jobId));
+  }
+
+  /** markFinalized's write, synchronous: for a caller's transaction on the same database (SqliteIntentHolds). */
+  markFinalizedNow(jobId: string): void {
+    this.ops.s.finalize.run(jobId);
   }
 
   async listByAccount(query: JobListQuery): Promise<JobPage> {

@@ -298,6 +298,11 @@ export class SqliteLedger implements Ledger {
     return this.ops.reserveTx(accountId, reservationId, amount, options);
   }
 
+  /** settle's (or release's) transaction, synchronous: a savepoint of a caller's transaction on the same database (SqliteIntentHolds). */
+  endNow(reservationId: string, state: "settled" | "released", amount: Money, tokens?: SettledTokens): Settlement | undefined {
+    return this.ops.endTx(reservationId, state, amount, tokens);
+  }
+
   /** The hold names its account; `accountId` is not needed to find it. A repeat answers the hold's recorded charge. */
   async settle(_accountId: string, reservationId: string, amount: Money, tokens?: SettledTokens): Promise<Settlement | undefined> {
     return sqliteCall(() => this.ops.endTx.immediate(reservationId, "settled", amount, tokens));

@@ -1,7 +1,7 @@
 import { formatMoney, type Money } from "../../domain/money.js";
 import type { IntentHolds } from "../../ports/intent-holds.js";
 import type { JobStore } from "../../ports/job-store.js";
-import type { HoldMemo, Ledger, ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
+import type { HoldMemo, Ledger, ReserveOptions, ReserveOutcome, Settlement } from "../../ports/ledger.js";
 import type { KeyRefusal } from "../../domain/accounts/key-limits.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import type { TokenUsage } from "../../domain/pricing/quotes.js";
@@ -76,17 +76,8 @@ export async function settleHold(
   ports: HoldPorts, accountId: string, intentId: string, amount: Money, usage?: TokenUsage,
 ): Promise<Money | undefined> {
   const reservationId = reservationIdOf(intentId);
-  // The statement and usage reports count text tokens: produced ones of every modality are candidates.
-  const tokens = usage && { promptTokens: usage.promptTokens, candidatesTokens: usage.textOutputTokens + usage.videoOutputTokens };
-  const settlement = await ports.ledger.settle(accountId, reservationId, amount, tokens);
-  if (settlement && !settlement.repeated) ports.telemetry.observe({ kind: "hold_settled" });
-  if (settlement && !settlement.repeated && settlement.shortfall > 0n) {
-    ports.logger.warn(
-      { account_id: accountId, reservation_id: reservationId },
-      `billing shortfall: usage cost ${formatMoney(amount)}, charged ${formatMoney(settlement.charged)} (hold + available balance), ` +
-        `${formatMoney(settlement.shortfall)} not charged`,
-    );
-  }
+  const settlement = await ports.ledger.settle(accountId, reservationId, amount, tokensOf(usage));
+  reportSettlement(ports, accountId, reservationId, amount, settlement);
   return settlement?.charged;
 }
 
@@ -94,6 +85,50 @@ export async function settleHold(
 export async function releaseHold(ports: HoldPorts, accountId: string, intentId: string): Promise<void> {
   await ports.ledger.release(accountId, reservationIdOf(intentId));
   ports.telemetry.observe({ kind: "hold_released" });
+}
+
+/**
+ * Ends the hold of an intent that nothing else finishes (a synchronous text
+ * call, an abandoned acceptance): settled for `charge` (with the usage behind it), or released when
+ * `charge` is undefined, and the intent no longer listed; in one write where
+ * the stores offer it (IntentHolds), else the two steps. Returns what was
+ * charged, as settleHold does.
+ */
+export async function endIntentHold(
+  ports: HoldPorts, accountId: string, intentId: string, charge?: { amount: Money; usage?: TokenUsage },
+): Promise<Money | undefined> {
+  if (!ports.intentHolds) {
+    const charged = charge ? await settleHold(ports, accountId, intentId, charge.amount, charge.usage) : await releaseHold(ports, accountId, intentId);
+    await ports.jobs.markFinalized(intentId);
+    return charged ?? undefined;
+  }
+  const reservationId = reservationIdOf(intentId);
+  const settlement = await ports.intentHolds.endAndFinalize(
+    intentId, reservationId, charge ? { charge: charge.amount, tokens: tokensOf(charge.usage) } : "release",
+  );
+  if (!charge) {
+    ports.telemetry.observe({ kind: "hold_released" });
+    return undefined;
+  }
+  reportSettlement(ports, accountId, reservationId, charge.amount, settlement);
+  return settlement?.charged;
+}
+
+/** The statement and usage reports count text tokens: produced ones of every modality are candidates. */
+const tokensOf = (usage: TokenUsage | undefined) =>
+  usage && { promptTokens: usage.promptTokens, candidatesTokens: usage.textOutputTokens + usage.videoOutputTokens };
+
+/** Counts a settlement, and reports once (by the settlement that ended the hold) what it could not charge. */
+function reportSettlement(ports: HoldPorts, accountId: string, reservationId: string, amount: Money, settlement: Settlement | undefined): void {
+  if (!settlement || settlement.repeated) return;
+  ports.telemetry.observe({ kind: "hold_settled" });
+  if (settlement.shortfall > 0n) {
+    ports.logger.warn(
+      { account_id: accountId, reservation_id: reservationId },
+      `billing shortfall: usage cost ${formatMoney(amount)}, charged ${formatMoney(settlement.charged)} (hold + available balance), ` +
+        `${formatMoney(settlement.shortfall)} not charged`,
+    );
+  }
 }
 
 /** A reservation's outcome as the metrics count it. */
@@ -107,8 +142,7 @@ const reserveResult = (outcome: ReserveOutcome): ReserveResult => (typeof outcom
  */
 export async function abandonIntent(ports: HoldPorts, accountId: string, intentId: string): Promise<boolean> {
   if (!(await ports.jobs.abandonIntent(intentId))) return false;
-  await releaseHold(ports, accountId, intentId);
-  await ports.jobs.markFinalized(intentId);
+  await endIntentHold(ports, accountId, intentId);
   ports.telemetry.observe({ kind: "acceptance_fenced" });
   return true;
 }

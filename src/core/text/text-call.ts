@@ -6,7 +6,7 @@ import type { TextSpec } from "../../domain/validation/text-request.js";
 import type { TextChunk } from "../../ports/provider.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { keyRefusalError, releaseHold, settleHold, takeHold, TEXT_CALL_PREFIX } from "../money/holds.js";
+import { endIntentHold, keyRefusalError, takeHold, TEXT_CALL_PREFIX } from "../money/holds.js";
 
 export { TEXT_CALL_PREFIX };
 
@@ -64,14 +64,8 @@ export class TextCall {
   async end(): Promise<Money> {
     if (this.ended) return 0n;
     this.ended = true;
-    let cost = 0n;
-    if (this.delivered) {
-      const usage = this.delivered;
-      cost = (await settleHold(this.deps, this.accountId, this.intentId, tokenCost(this.spec.model.id, this.prices, usage), usage)) ?? 0n;
-    } else {
-      await releaseHold(this.deps, this.accountId, this.intentId);
-    }
-    await this.deps.jobs.markFinalized(this.intentId);
-    return cost;
+    const usage = this.delivered;
+    const charge = usage && { amount: tokenCost(this.spec.model.id, this.prices, usage), usage };
+    return (await endIntentHold(this.deps, this.accountId, this.intentId, charge)) ?? 0n;
   }
 }
