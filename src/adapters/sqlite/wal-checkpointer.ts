@@ -27,6 +27,8 @@ const Database = require(workerData.driver);
 const db = new Database(workerData.path, { fileMustExist: true, timeout: 0 });
 db.pragma("synchronous = " + workerData.synchronous);
 db.pragma("wal_autocheckpoint = 0");
+// A checkpoint copies WAL frames to the database file: it needs no page cache of its own.
+db.pragma("cache_size = -64");
 const checkpoint = db.prepare("PRAGMA wal_checkpoint(PASSIVE)");
 const timer = setInterval(() => {
   try {
@@ -64,6 +66,10 @@ export function startWalCheckpointer(options: {
 }): WalCheckpointer {
   const worker = new Worker(THREAD, {
     eval: true,
+    // A few objects and one prepared statement: the smallest heap V8 allows keeps the thread's memory small.
+    resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 8 },
+    stdout: false,
+    stderr: false,
     workerData: {
       driver: createRequire(import.meta.url).resolve("better-sqlite3"),
       path: options.path,
