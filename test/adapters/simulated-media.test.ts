@@ -1,7 +1,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { PNG } from "pngjs";
-import { renderPng } from "../../src/adapters/provider/simulated/render-png.js";
+import { paintScene, renderPng, sceneFromSeed } from "../../src/adapters/provider/simulated/render-png.js";
 import { DEFAULT_FPS, MAX_VIDEO_SIDE, renderMp4, yuvFrames } from "../../src/adapters/provider/simulated/render-mp4.js";
 import { probeMp4, probePng } from "../support/media-probe.js";
 
@@ -30,6 +30,28 @@ describe("renderPng", () => {
       assert.equal(png.data.length, width * height * 4);
     });
   }
+
+  test("when a PNG is decoded, then its pixels are exactly the painted scene (every row's filter undone)", () => {
+    for (const [width, height] of [[97, 61], [1024, 1024], [2, 1]] as const) {
+      const painted = Buffer.alloc(width * height * 3);
+      paintScene(sceneFromSeed("a lighthouse at dawn"), width, height, painted, 3);
+      const { data } = decode(renderPng({ width, height, seed: "a lighthouse at dawn" }));
+      for (let pixel = 0; pixel < width * height; pixel++) {
+        const rgb = [data[pixel * 4], data[pixel * 4 + 1], data[pixel * 4 + 2]];
+        const expected = [painted[pixel * 3], painted[pixel * 3 + 1], painted[pixel * 3 + 2]];
+        if (rgb.some((v, i) => v !== expected[i])) assert.fail(`${width}x${height}: pixel ${pixel} is ${rgb}, painted ${expected}`);
+      }
+    }
+  });
+
+  test("when the same size is rendered again with another seed, then the first PNG's bytes stay as they were", () => {
+    const first = renderPng({ width: 1024, height: 1024, seed: "first" });
+    const copy = Buffer.from(first);
+    const second = renderPng({ width: 1024, height: 1024, seed: "second" });
+    assert.ok(first.equals(copy), "the first PNG changed when the next one was rendered");
+    assert.ok(!first.equals(second));
+    assert.ok(renderPng({ width: 1024, height: 1024, seed: "first" }).equals(copy));
+  });
 
   test("the same seed gives identical bytes", () => {
     const a = renderPng({ width: 640, height: 480, seed: "same prompt" });

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { PNG } from "pngjs";
+import { deflateSync } from "node:zlib";
 
 /**
  * Deterministic stand-in artwork for the simulated provider.
@@ -168,19 +168,78 @@ export function paintScene(scene: Scene, width: number, height: number, out: Uin
 export function renderPng(options: { width: number; height: number; seed: string }): Buffer {
   const { width, height, seed } = options;
   assertFrameSize(width, height);
-  const data = Buffer.allocUnsafe(width * height * 3);
-  paintScene(sceneFromSeed(seed), width, height, data, 3);
-  // pngjs only reads width/height/data from the PNG it is given, so a plain object avoids its 4-channel buffer allocation.
-  return PNG.sync.write(
-    { width, height, data } as PNG,
-    {
-      colorType: 2,
-      inputColorType: 2,
-      inputHasAlpha: false,
-      // "Sub" turns the smooth gradient into runs of tiny deltas; trying all five
-      // filters per row (pngjs's default) costs ~3x the time for little gain here.
-      filterType: 1,
-      deflateLevel: 1,
-    },
-  );
+  const frame = frameBuffers(width, height);
+  paintScene(sceneFromSeed(seed), width, height, frame.pixels, 3);
+  return encodeRgbPng(width, height, frame);
+}
+
+/**
+ * A frame's pixels and their filtered rows. Kept for the next render of a frame up to 1K square: a render thread
+ * then allocates only the compressed bytes, not two frames' worth of garbage per image (a 1K frame is 3 MiB, and a
+ * busy thread renders dozens per second). Bigger frames are rare and get buffers of their own.
+ */
+interface FrameBuffers {
+  readonly pixels: Buffer;
+  readonly filtered: Buffer;
+}
+
+const KEPT_FRAME_BYTES = 1024 * 1024 * 3;
+let kept: FrameBuffers | undefined;
+
+function frameBuffers(width: number, height: number): FrameBuffers {
+  const bytes = width * height * 3;
+  if (kept?.pixels.length === bytes) return kept;
+  const frame = { pixels: Buffer.allocUnsafeSlow(bytes), filtered: Buffer.allocUnsafeSlow(bytes + height) };
+  if (bytes <= KEPT_FRAME_BYTES) kept = frame;
+  return frame;
+}
+
+/**
+ * An 8-bit RGB PNG (colour type 2): each row filtered with "Sub" (the smooth gradient becomes runs of tiny deltas;
+ * trying all five filters per row costs about 3x the time for little gain here), one IDAT compressed at level 1
+ * with zlib's run-length strategy, as pngjs wrote it before (the same bytes), without its per-image frame copies.
+ */
+function encodeRgbPng(width: number, height: number, { pixels, filtered }: FrameBuffers): Buffer {
+  const rowBytes = width * 3;
+  for (let y = 0; y < height; y++) {
+    const from = y * rowBytes;
+    const to = y * (rowBytes + 1);
+    filtered[to] = 1; // Sub
+    for (let x = 0; x < rowBytes; x++) filtered[to + 1 + x] = pixels[from + x]! - (x >= 3 ? pixels[from + x - 3]! : 0);
+  }
+  const idat = deflateSync(filtered, { level: 1, strategy: 3 /* Z_RLE */, chunkSize: 128 * 1024 });
+  const png = Buffer.allocUnsafeSlow(PNG_SIGNATURE.length + (12 + 13) + (12 + idat.length) + 12);
+  png.set(PNG_SIGNATURE);
+  let at = writeChunk(png, PNG_SIGNATURE.length, "IHDR", 13, (data) => {
+    png.writeUInt32BE(width, data);
+    png.writeUInt32BE(height, data + 4);
+    png.set([8, 2, 0, 0, 0], data + 8); // bit depth 8, RGB, deflate, adaptive filtering, no interlace
+  });
+  at = writeChunk(png, at, "IDAT", idat.length, (data) => idat.copy(png, data));
+  writeChunk(png, at, "IEND", 0, () => {});
+  return png;
+}
+
+const PNG_SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
+
+/** Writes a chunk (length, type, data, CRC of type and data) at `at`; returns where the next one starts. */
+function writeChunk(png: Buffer, at: number, type: string, length: number, writeData: (dataAt: number) => void): number {
+  png.writeUInt32BE(length, at);
+  png.write(type, at + 4, "latin1");
+  writeData(at + 8);
+  png.writeUInt32BE(crc32(png, at + 4, at + 8 + length), at + 8 + length);
+  return at + 12 + length;
+}
+
+const CRC_TABLE = Int32Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c;
+});
+
+/** CRC-32 (ISO 3309), as PNG chunks carry it. */
+function crc32(bytes: Uint8Array, start: number, end: number): number {
+  let c = -1;
+  for (let i = start; i < end; i++) c = CRC_TABLE[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8);
+  return (c ^ -1) >>> 0;
 }

@@ -27,7 +27,9 @@ export class RenderPool {
   constructor(private readonly size: number) {}
 
   private start(): { worker: Worker; pending: Map<number, Pending> } {
-    const worker = new Worker(new URL(RENDER_THREAD_ENTRY, import.meta.url));
+    // A small young generation: a render makes few JS objects, so with V8's default the thread seldom collects,
+    // and the buffers zlib hands out per image (garbage once copied out) would pile up to V8's external limit.
+    const worker = new Worker(new URL(RENDER_THREAD_ENTRY, import.meta.url), { resourceLimits: { maxYoungGenerationSizeMb: 1 } });
     const thread = { worker, pending: new Map<number, Pending>() };
     worker.on("message", (result: RenderResult) => {
       const pending = thread.pending.get(result.id);
