@@ -222,6 +222,8 @@ function report(load: Load): void {
 }
 
 const fmt = (n: number | undefined, digits = 2) => (n !== undefined && Number.isFinite(n) ? n.toFixed(digits) : "–");
+/** Time added over a baseline, signed: a gateway's p99 can come out below the upstream's own in a noisy run. */
+const added = (ms: number) => (ms < 0 ? `−${fmt(-ms)}` : `+${fmt(ms)}`);
 
 // ---------------------------------------------------------------- service setup
 
@@ -382,7 +384,7 @@ async function streamSection(): Promise<void> {
         route: `\`streamGenerateContent?alt=sse\`, ${concurrency} in flight: time to first event`,
         ours: `p50 ${fmt(gateway.firstEvent.p50)} / p99 ${fmt(gateway.firstEvent.p99)} ms`,
         bare: `p50 ${fmt(direct.firstEvent.p50)} / p99 ${fmt(direct.firstEvent.p99)} ms`,
-        ratio: `+${fmt(firstP50)} / +${fmt(firstP99)} ms`,
+        ratio: `${added(firstP50)} / ${added(firstP99)} ms`,
         target: concurrency === 1 ? "≤ +0.5 / +1.5 ms" : "p99 ≤ +3 ms",
         met: clean && firstP50 <= bounds.p50 && firstP99 <= bounds.p99,
       });
@@ -390,7 +392,7 @@ async function streamSection(): Promise<void> {
         route: `\`streamGenerateContent?alt=sse\`, ${concurrency} in flight: whole stream`,
         ours: `p50 ${fmt(gateway.whole.p50)} / p99 ${fmt(gateway.whole.p99)} ms`,
         bare: `p50 ${fmt(direct.whole.p50)} / p99 ${fmt(direct.whole.p99)} ms`,
-        ratio: `+${fmt(wholeP50)} / +${fmt(wholeP99)} ms`,
+        ratio: `${added(wholeP50)} / ${added(wholeP99)} ms`,
         target: concurrency === 1 ? "≤ +0.5 / +1.5 ms" : "p99 ≤ +3 ms",
         met: clean && wholeP50 <= bounds.p50 && wholeP99 <= bounds.p99,
       });
@@ -402,7 +404,7 @@ async function streamSection(): Promise<void> {
           route: `\`streamGenerateContent?alt=sse\`, ${concurrency} in flight, ${label}`,
           ours: `first event p50 ${fmt(floor.firstEvent.p50)} / p99 ${fmt(floor.firstEvent.p99)} ms; whole p50 ${fmt(floor.whole.p50)} / p99 ${fmt(floor.whole.p99)} ms`,
           bare: "the upstream directly",
-          ratio: `+${fmt(floor.firstEvent.p50 - direct.firstEvent.p50)} / +${fmt(floor.firstEvent.p99 - direct.firstEvent.p99)} ms; whole +${fmt(floor.whole.p50 - direct.whole.p50)} / +${fmt(floor.whole.p99 - direct.whole.p99)} ms`,
+          ratio: `${added(floor.firstEvent.p50 - direct.firstEvent.p50)} / ${added(floor.firstEvent.p99 - direct.firstEvent.p99)} ms; whole ${added(floor.whole.p50 - direct.whole.p50)} / ${added(floor.whole.p99 - direct.whole.p99)} ms`,
           target: "–", met: undefined,
         });
       }
