@@ -1,5 +1,6 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { inflateSync } from "node:zlib";
 import { PNG } from "pngjs";
 import { paintScene, renderPng, sceneFromSeed } from "../../src/adapters/provider/simulated/render-png.js";
 import { DEFAULT_FPS, MAX_VIDEO_SIDE, renderMp4, yuvFrames } from "../../src/adapters/provider/simulated/render-mp4.js";
@@ -9,6 +10,17 @@ const MiB = 1024 * 1024;
 
 function decode(bytes: Buffer): PNG {
   return PNG.sync.read(bytes);
+}
+
+/** The length of a PNG's image data once inflated: its IDAT chunks, concatenated. */
+function zlibInflatedLength(png: Buffer): number {
+  const idat: Buffer[] = [];
+  for (let at = 8; at < png.length; ) {
+    const length = png.readUInt32BE(at);
+    if (png.toString("latin1", at + 4, at + 8) === "IDAT") idat.push(png.subarray(at + 8, at + 8 + length));
+    at += 12 + length;
+  }
+  return inflateSync(Buffer.concat(idat)).length;
 }
 
 describe("renderPng", () => {
@@ -41,6 +53,16 @@ describe("renderPng", () => {
         const expected = [painted[pixel * 3], painted[pixel * 3 + 1], painted[pixel * 3 + 2]];
         if (rgb.some((v, i) => v !== expected[i])) assert.fail(`${width}x${height}: pixel ${pixel} is ${rgb}, painted ${expected}`);
       }
+    }
+  });
+
+  test("when frames with as many pixels but other rows follow each other (16:9, 9:16, 1:1), then each PNG decodes whole", () => {
+    for (const [width, height] of [[1024, 576], [576, 1024], [1024, 576], [768, 768], [576, 1024]] as const) {
+      const bytes = renderPng({ width, height, seed: `${width}x${height}` });
+      const fresh = decode(bytes);
+      assert.equal(fresh.width, width);
+      assert.equal(fresh.height, height);
+      assert.equal(zlibInflatedLength(bytes), (width * 3 + 1) * height, `${width}x${height}: the image data is not one row per line`);
     }
   });
 

@@ -179,6 +179,8 @@ export function renderPng(options: { width: number; height: number; seed: string
  * busy thread renders dozens per second). Bigger frames are rare and get buffers of their own.
  */
 interface FrameBuffers {
+  readonly width: number;
+  readonly height: number;
   readonly pixels: Buffer;
   readonly filtered: Buffer;
 }
@@ -187,9 +189,10 @@ const KEPT_FRAME_BYTES = 1024 * 1024 * 3;
 let kept: FrameBuffers | undefined;
 
 function frameBuffers(width: number, height: number): FrameBuffers {
+  // The same size, not only as many pixels: 16:9 and 9:16 have as many, but not as many rows (one filter byte each).
+  if (kept?.width === width && kept.height === height) return kept;
   const bytes = width * height * 3;
-  if (kept?.pixels.length === bytes) return kept;
-  const frame = { pixels: Buffer.allocUnsafeSlow(bytes), filtered: Buffer.allocUnsafeSlow(bytes + height) };
+  const frame = { width, height, pixels: Buffer.allocUnsafeSlow(bytes), filtered: Buffer.allocUnsafeSlow(bytes + height) };
   if (bytes <= KEPT_FRAME_BYTES) kept = frame;
   return frame;
 }
