@@ -130,8 +130,9 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
           try {
             await bus.close();
             await wal?.close();
-            await checkpointer.close();
           } finally {
+            // The thread holds a connection of its own: it stops before the database closes, even after a failure.
+            await checkpointer.close();
             database.close();
           }
         })()),
