@@ -98,9 +98,11 @@ export async function endIntentHold(
   ports: HoldPorts, accountId: string, intentId: string, charge?: { amount: Money; usage?: TokenUsage },
 ): Promise<Money | undefined> {
   if (!ports.intentHolds) {
-    const charged = charge ? await settleHold(ports, accountId, intentId, charge.amount, charge.usage) : await releaseHold(ports, accountId, intentId);
+    let charged: Money | undefined;
+    if (charge) charged = await settleHold(ports, accountId, intentId, charge.amount, charge.usage);
+    else await releaseHold(ports, accountId, intentId);
     await ports.jobs.markFinalized(intentId);
-    return charged ?? undefined;
+    return charged;
   }
   const reservationId = reservationIdOf(intentId);
   const settlement = await ports.intentHolds.endAndFinalize(
