@@ -1,5 +1,6 @@
 import type { FastifyRequest } from "fastify";
 import type { CoreClients } from "../../runtime/core-clients.js";
+import { SteppedStream } from "../../shared/stream-step.js";
 
 /** Where a request's time went: since its arrival, and waiting for the core (and the core's upstream). */
 export interface RequestTiming {
@@ -46,20 +47,20 @@ function timedMethod(method: AnyMethod): AnyMethod {
 }
 
 /** A server stream: the time spent waiting for each next message is the core's. */
-async function* timedStream(stream: AsyncIterable<unknown>, timing: RequestTiming, started: number): AsyncGenerator<unknown> {
-  const iterator = stream[Symbol.asyncIterator]();
+function timedStream(stream: AsyncIterable<unknown>, timing: RequestTiming, started: number): AsyncIterable<unknown> {
+  // The first wait counts from the call; each later one from the pull.
   let waitingSince = started;
-  try {
-    for (;;) {
-      const next = await iterator.next();
+  let pulls = 0;
+  return new SteppedStream<unknown, unknown>({
+    open: () => stream,
+    map: (value) => value,
+    pulling: () => {
+      if (pulls++ > 0) waitingSince = performance.now();
+    },
+    pulled: () => {
       timing.coreMs += performance.now() - waitingSince;
-      if (next.done) return;
-      yield next.value;
-      waitingSince = performance.now();
-    }
-  } finally {
-    await iterator.return?.();
-  }
+    },
+  });
 }
 
 /** The gateway's clients of the core, timing every call made for a request (Server-Timing, http_server_core_duration_seconds). */

@@ -2,6 +2,7 @@ import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import {
   ConnectError, createHandlerContext, makeAnyClient, type CallOptions, type Client, type HandlerContext, type ServiceImpl,
 } from "@connectrpc/connect";
+import { SteppedStream } from "../../shared/stream-step.js";
 import { LazyAbort, LightHandlerContext, SIGNAL_SOURCE, type SignalSource } from "./light-context.js";
 
 type AnyHandler = (request: unknown, context: HandlerContext) => unknown;
@@ -84,23 +85,27 @@ export function createInProcessClient<S extends DescService>(service: S, impleme
       };
     }
     if (method.methodKind === "server_streaming") {
-      return async function* (input: unknown, options: CallOptions = {}) {
-        // Without a deadline, a light context (as for unary calls) on a LazyAbort.
-        const lazy = options.timeoutMs === undefined ? streamAbort(options) : undefined;
-        const connect = lazy ? undefined : contextFor(service, method, options);
-        const header = options.headers;
-        const context = connect ?? new LightHandlerContext(
-          service, method, "in-process", lazy!, header instanceof Headers ? header : new Headers(header), undefined, options.contextValues,
-        );
-        try {
-          const stream = handler(create(method.input, input as never), context) as AsyncIterable<unknown>;
-          for await (const output of stream) yield create(method.output, output as never);
-        } catch (error) {
-          throw ConnectError.from(error);
-        } finally {
-          lazy?.abort(CALL_ENDED);
-          connect?.abort(CALL_ENDED);
-        }
+      return (input: unknown, options: CallOptions = {}) => {
+        let lazy: LazyAbort | undefined;
+        let connect: ReturnType<typeof contextFor> | undefined;
+        return new SteppedStream<unknown, unknown>({
+          open: () => {
+            // Without a deadline, a light context (as for unary calls) on a LazyAbort.
+            lazy = options.timeoutMs === undefined ? streamAbort(options) : undefined;
+            connect = lazy ? undefined : contextFor(service, method, options);
+            const header = options.headers;
+            const context = connect ?? new LightHandlerContext(
+              service, method, "in-process", lazy!, header instanceof Headers ? header : new Headers(header), undefined, options.contextValues,
+            );
+            return handler(create(method.input, input as never), context) as AsyncIterable<unknown>;
+          },
+          map: (output) => create(method.output, output as never),
+          ended: () => {
+            lazy?.abort(CALL_ENDED);
+            connect?.abort(CALL_ENDED);
+          },
+          failure: (error) => ConnectError.from(error),
+        });
       };
     }
     return null;

@@ -3,6 +3,7 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@conn
 import type { CounterCell, HistogramCell } from "../../adapters/observability/metric-cells.js";
 import type { PrometheusMetrics } from "../../adapters/observability/prometheus-metrics.js";
 import { extractTraceContext, failSpan, inSpan, SpanKind, startSpan } from "../../adapters/observability/tracing.js";
+import { SteppedStream } from "../../shared/stream-step.js";
 
 type AnyHandler = (request: unknown, context: HandlerContext) => unknown;
 
@@ -68,30 +69,32 @@ export function instrumentService<S extends DescService>(
             )
         : counted;
     } else if (method.methodKind === "server_streaming") {
-      instrumented[method.localName] = async function* (request: unknown, context: HandlerContext) {
-        const started = performance.now();
-        inFlight.inc();
-        // One span for the whole stream, with an event at its first message and at its end.
-        const span = tracing
-          ? startSpan(spanName, { kind: SpanKind.SERVER, attributes: spanAttributes, parent: extractTraceContext(headersOf(context)) })
-          : undefined;
-        let failure: unknown;
+      instrumented[method.localName] = (request: unknown, context: HandlerContext) => {
+        let started = 0;
+        let span: ReturnType<typeof startSpan> | undefined;
         let first = true;
-        try {
-          for await (const message of handler(request, context) as AsyncIterable<unknown>) {
+        return new SteppedStream<unknown, unknown>({
+          open: () => {
+            started = performance.now();
+            inFlight.inc();
+            // One span for the whole stream, with an event at its first message and at its end.
+            span = tracing
+              ? startSpan(spanName, { kind: SpanKind.SERVER, attributes: spanAttributes, parent: extractTraceContext(headersOf(context)) })
+              : undefined;
+            return handler(request, context) as AsyncIterable<unknown>;
+          },
+          map: (message) => {
             if (first) span?.addEvent(firstEvent);
             first = false;
-            yield message;
-          }
-          span?.addEvent("end");
-        } catch (error) {
-          failure = error;
-          if (span) failSpan(span, error);
-          throw error;
-        } finally {
-          finish(started, failure);
-          span?.end();
-        }
+            return message;
+          },
+          ended: (outcome, error) => {
+            if (outcome === "done") span?.addEvent("end");
+            if (outcome === "failed" && span) failSpan(span, error);
+            finish(started, outcome === "failed" ? error : undefined);
+            span?.end();
+          },
+        });
       };
     } else {
       instrumented[method.localName] = handler;
