@@ -15,6 +15,7 @@ import { GatewayError } from "../gateway-error.js";
 import { parseBody } from "../json-mapping.js";
 import { VENDOR_ERRORS } from "../schemas/common.js";
 import { VENDOR_SCHEMAS } from "../schemas/vendor.js";
+import { generateContentResponseJson } from "../vendor-json.js";
 import { acceptedReply } from "./jobs-routes.js";
 
 export const VENDOR_PREFIX = "/api/aimodel/v1beta";
@@ -26,7 +27,7 @@ export const VENDOR_PREFIX = "/api/aimodel/v1beta";
 export const VENDOR_PREFIXES = [VENDOR_PREFIX, "/api/aimodel/v1"] as const;
 
 /** One SSE event: `data: <json>` and a blank line; no event names, no [DONE], as the vendor streams. */
-const sseEvent = (json: unknown) => `data: ${JSON.stringify(json)}\r\n\r\n`;
+const sseEvent = (json: string) => `data: ${json}\r\n\r\n`;
 
 const vendorJson = (response: GenerateContentResponse) => toJson(GenerateContentResponseSchema, response);
 
@@ -134,10 +135,10 @@ async function streamAnswer(
   try {
     for (let next = first; !next.done; next = await stream.next()) {
       if (raw.destroyed) break;
-      raw.write(sseEvent(vendorJson(next.value.chunk!)));
+      raw.write(sseEvent(generateContentResponseJson(next.value.chunk!)));
     }
   } catch (error) {
-    if (!raw.destroyed) raw.write(sseEvent(vendorErrorBody(toHttpError(error)).body));
+    if (!raw.destroyed) raw.write(sseEvent(JSON.stringify(vendorErrorBody(toHttpError(error)).body)));
   } finally {
     await stream.return?.();
     raw.end();
