@@ -212,7 +212,8 @@ async function streams(name: string, url: string, headers: Record<string, string
   const out = JSON.parse(await run(process.execPath, ["--import", "tsx", join(ROOT, "bench/stream-client.ts"), JSON.stringify(spec)])) as StreamResult;
   process.stderr.write(
     `· ${name}: ${out.streams} streams, first event p50 ${fmt(out.firstEvent.p50)} p99 ${fmt(out.firstEvent.p99)} ms, ` +
-      `whole p50 ${fmt(out.whole.p50)} p99 ${fmt(out.whole.p99)} ms, failures ${out.failures}\n`,
+      `whole p50 ${fmt(out.whole.p50)} p99 ${fmt(out.whole.p99)} ms, failures ${out.failures}` +
+      `${out.own ? `; own time before the first event (its Server-Timing) p50 ${fmt(out.own.p50)} p99 ${fmt(out.own.p99)} ms` : ""}\n`,
   );
   return out;
 }

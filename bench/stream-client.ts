@@ -27,6 +27,8 @@ export interface StreamResult {
   readonly elapsedMs: number;
   readonly firstEvent: Percentiles;
   readonly whole: Percentiles;
+  /** The gateway's own time before its first event (Server-Timing), where the server reports one. */
+  readonly own?: Percentiles;
 }
 
 export interface Percentiles { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number }
@@ -37,7 +39,10 @@ export function percentiles(values: number[]): Percentiles {
   return { p50: at(50), p90: at(90), p99: at(99), max: sorted.length ? sorted[sorted.length - 1]! : NaN };
 }
 
-function oneStream(agent: Agent, run: StreamRun, body: Buffer): Promise<{ first: number; whole: number }> {
+/** The gateway's own time before the first event, as its Server-Timing says (`gateway;dur=`), when it sends one. */
+const gatewayMs = (header: string | string[] | undefined) => Number(/gateway;dur=([0-9.]+)/.exec(String(header ?? ""))?.[1] ?? NaN);
+
+function oneStream(agent: Agent, run: StreamRun, body: Buffer): Promise<{ first: number; whole: number; own: number }> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     let first = NaN;
@@ -53,7 +58,8 @@ function oneStream(agent: Agent, run: StreamRun, body: Buffer): Promise<{ first:
       response.on("data", (chunk: Buffer) => {
         if (Number.isNaN(first) && chunk.includes("data:")) first = performance.now() - t0;
       });
-      response.on("end", () => (Number.isNaN(first) ? reject(new Error("stream ended without an event")) : resolve({ first, whole: performance.now() - t0 })));
+      const own = gatewayMs(response.headers["server-timing"]);
+      response.on("end", () => (Number.isNaN(first) ? reject(new Error("stream ended without an event")) : resolve({ first, whole: performance.now() - t0, own })));
       response.on("error", reject);
     });
     req.on("error", reject);
@@ -65,6 +71,7 @@ export async function runStreams(run: StreamRun): Promise<StreamResult> {
   const body = Buffer.from(run.body);
   const firsts: number[] = [];
   const wholes: number[] = [];
+  const owns: number[] = [];
   const failureSamples: string[] = [];
   let failures = 0;
   const start = performance.now();
@@ -75,8 +82,12 @@ export async function runStreams(run: StreamRun): Promise<StreamResult> {
     try {
       while (performance.now() < end) {
         try {
-          const { first, whole } = await oneStream(agent, run, body);
-          if (performance.now() >= warmEnd) { firsts.push(first); wholes.push(whole); }
+          const { first, whole, own } = await oneStream(agent, run, body);
+          if (performance.now() >= warmEnd) {
+            firsts.push(first);
+            wholes.push(whole);
+            if (!Number.isNaN(own)) owns.push(own);
+          }
         } catch (error) {
           if (performance.now() >= warmEnd) failures++;
           if (failureSamples.length < 5) failureSamples.push((error as Error).message);
@@ -88,7 +99,7 @@ export async function runStreams(run: StreamRun): Promise<StreamResult> {
   }));
   return {
     streams: firsts.length, failures, failureSamples, elapsedMs: performance.now() - warmEnd,
-    firstEvent: percentiles(firsts), whole: percentiles(wholes),
+    firstEvent: percentiles(firsts), whole: percentiles(wholes), ...(owns.length > 0 ? { own: percentiles(owns) } : {}),
   };
 }
 
