@@ -1,11 +1,20 @@
 import {
-  context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span,
+  context, INVALID_SPAN_CONTEXT, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span,
 } from "@opentelemetry/api";
 import type { ActiveSpan, SpanAttributes, TraceContext, Tracer } from "../../ports/tracer.js";
 
 /** The instrumentation scope of every span this service makes. */
 const SCOPE = "generation-service";
 const tracer = () => trace.getTracer(SCOPE);
+
+/**
+ * Whether startTracing has run. Until then every span is the API's no-op,
+ * and inSpan hands its work the one no-op span without making a span and a
+ * context per call (an upstream call's span was a measurable share of a text
+ * stream's setup with tracing off, issue 13).
+ */
+let tracingStarted = false;
+const NO_SPAN: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
 export interface TracingSettings {
   /** OTEL_EXPORTER_OTLP_ENDPOINT: the collector's base URL; spans go to `<endpoint>/v1/traces` as OTLP protobuf over HTTP. */
@@ -39,6 +48,7 @@ export async function startTracing(settings: TracingSettings): Promise<{ shutdow
     spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 500 })],
   });
   provider.register();
+  tracingStarted = true;
   return { shutdown: () => provider.shutdown() };
 }
 
@@ -60,6 +70,7 @@ export async function inSpan<T>(
   name: string, options: { kind?: SpanKind; attributes?: SpanAttributes; parent?: Context },
   work: (span: Span) => Promise<T>,
 ): Promise<T> {
+  if (!tracingStarted) return work(NO_SPAN);
   const parent = options.parent ?? context.active();
   return tracer().startActiveSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: attributesOf(options.attributes) }, parent, async (span) => {
     try {
