@@ -98,6 +98,9 @@ async function json<T>(response: IncomingMessage, route: Route, what: string): P
   }
 }
 
+/** A request path as a URL would carry it: ours are already escaped; a name an upstream gave back is escaped as a URL escapes it. */
+const requestPath = (path: string) => (/^[\x21-\x7e]*$/.test(path) ? path : (({ pathname, search }) => pathname + search)(new URL(path, "http://upstream")));
+
 /**
  * One route of the vendor's public REST API (authenticated with
  * `x-vendor-api-key`). Calls go through node:http on a keep-alive pool of
@@ -107,19 +110,20 @@ async function json<T>(response: IncomingMessage, route: Route, what: string): P
 export class VendorClient {
   private readonly agent: http.Agent;
   private readonly transport: typeof http | typeof https;
+  /** The route's base URL taken apart once: a request is made from these and its path, without parsing a URL per call. */
+  private readonly target: { readonly protocol: string; readonly hostname: string; readonly port: string; readonly basePath: string };
 
   constructor(
     readonly route: Route,
     private readonly videoDownload: VideoDownloadOptions = DEFAULT_VIDEO_DOWNLOAD,
   ) {
-    const secure = new URL(route.baseUrl).protocol === "https:";
-    this.transport = secure ? https : http;
+    const base = new URL(route.baseUrl);
+    this.transport = base.protocol === "https:" ? https : http;
+    // An IPv6 literal's brackets belong to the URL, not to the address to connect to.
+    const hostname = base.hostname.startsWith("[") ? base.hostname.slice(1, -1) : base.hostname;
+    this.target = { protocol: base.protocol, hostname, port: base.port, basePath: `${base.pathname.replace(/\/+$/, "")}/${API_VERSION}/` };
     // Connections kept open between calls (idle ones do not hold the process open), newest reused first.
     this.agent = new this.transport.Agent({ keepAlive: true, scheduling: "lifo" });
-  }
-
-  private url(path: string): string {
-    return `${this.route.baseUrl}/${API_VERSION}/${path}`;
   }
 
   /** One exchange with the route: resolves with the answer's head; its body is read by the caller. `signal` aborts either. */
@@ -131,7 +135,8 @@ export class VendorClient {
       headers["content-length"] = Buffer.byteLength(payload);
     }
     return new Promise((resolve, reject) => {
-      const request = this.transport.request(this.url(path), { method, headers, agent: this.agent, signal }, resolve);
+      const { protocol, hostname, port, basePath } = this.target;
+      const request = this.transport.request({ protocol, hostname, port, path: requestPath(basePath + path), method, headers, agent: this.agent, signal }, resolve);
       request.on("error", reject); // every error (a later abort too) is handled: reject is a no-op once settled
       request.end(payload);
     });
