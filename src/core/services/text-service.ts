@@ -17,6 +17,8 @@ import type { CoreDeps } from "../core-deps.js";
 import { rpc, toConnectError, toRpcError } from "../errors/rpc-errors.js";
 import { requireAvailable } from "../jobs/availability.js";
 import { TextCall } from "../text/text-call.js";
+import { UPSTREAM_TIME, type UpstreamTime } from "../text/upstream-time.js";
+import { SteppedStream } from "../../shared/stream-step.js";
 
 type ResponseInit = MessageInitShape<typeof GenerateContentResponseSchema>;
 
@@ -31,6 +33,22 @@ function usageMetadata(chunk: TextChunk) {
     promptTokensDetails: [{ modality: "TEXT", tokenCount: chunk.usage.promptTokens }],
     candidatesTokensDetails: details,
   };
+}
+
+/** The provider's chunks, with the time spent waiting for each added to `sink` when the caller asked for it (UPSTREAM_TIME). */
+function timedChunks(chunks: AsyncIterable<TextChunk>, sink: UpstreamTime | undefined): AsyncIterable<TextChunk> {
+  if (!sink) return chunks;
+  let since = 0;
+  return new SteppedStream<TextChunk, TextChunk>({
+    open: () => chunks,
+    map: (chunk) => chunk,
+    pulling: () => {
+      since = performance.now();
+    },
+    pulled: () => {
+      sink.upstreamMs = (sink.upstreamMs ?? 0) + (performance.now() - since);
+    },
+  });
 }
 
 function chunkResponse(spec: TextSpec, responseId: string, chunk: TextChunk): ResponseInit {
@@ -110,10 +128,10 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     const inputImages = request.contents.flatMap((c) =>
       c.parts.flatMap((p) => (p.data.case === "inlineData" ? [{ mimeType: p.data.value.mimeType, bytes: p.data.value.data }] : [])),
     );
-    const chunks = deps.provider.streamText(
+    const chunks = timedChunks(deps.provider.streamText(
       { model: spec.model, route: plan.route, promptText: spec.promptText, maxOutputTokens: spec.maxOutputTokens, inputImages, wire },
       context.signal,
-    );
+    ), context.values.get(UPSTREAM_TIME));
     return { spec, call, chunks };
   }
 

@@ -1,4 +1,5 @@
-import type { CallOptions, ContextValues } from "@connectrpc/connect";
+import { createContextValues, type CallOptions, type ContextValues } from "@connectrpc/connect";
+import { UPSTREAM_TIME } from "../../core/text/upstream-time.js";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { SIGNAL_SOURCE, type SignalSource } from "../rpc/light-context.js";
 import { CALL_TIMING, timingOf, type RequestTiming } from "./request-timing.js";
@@ -82,8 +83,10 @@ export function platformCall(request: FastifyRequest, reply: FastifyReply, conte
   return new RequestCall(reply, platformHeaders(request), contextValues);
 }
 
+/** The vendor surface's calls: the core also reports the provider's time into the request's timing (Server-Timing's upstream). */
 export function vendorCall(request: FastifyRequest, reply: FastifyReply): CallOptions {
-  return new RequestCall(reply, vendorHeaders(request));
+  const timing = timingOf(request);
+  return new RequestCall(reply, vendorHeaders(request), timing && createContextValues().set(UPSTREAM_TIME, timing));
 }
 
 /** Idempotency-Key may come bare or as an RFC 8941 string ("..."). */

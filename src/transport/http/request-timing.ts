@@ -1,9 +1,14 @@
 import type { FastifyRequest } from "fastify";
+import type { UpstreamTime } from "../../core/text/upstream-time.js";
 import type { CoreClients } from "../../runtime/core-clients.js";
 import { SteppedStream } from "../../shared/stream-step.js";
 
-/** Where a request's time went: since its arrival, and waiting for the core (and the core's upstream). */
-export interface RequestTiming {
+/**
+ * Where a request's time went: since its arrival, waiting for the core, and
+ * (a text call's) waiting for the provider, which the core reports through
+ * the call's UPSTREAM_TIME (set only when the provider was called).
+ */
+export interface RequestTiming extends UpstreamTime {
   readonly startedAt: number;
   coreMs: number;
 }

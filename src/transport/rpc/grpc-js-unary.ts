@@ -1,8 +1,10 @@
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import * as grpc from "@grpc/grpc-js";
+import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/text/upstream-time.js";
+import { serverTiming } from "../server-timing.js";
 import { settleFailure } from "./call-failures.js";
 import { EnvelopeSizes, headerRefusal, MessageHolds, type CallGuardSettings } from "./call-guard.js";
 import type { MethodPolicy } from "./method-policy.js";
@@ -23,9 +25,10 @@ const CANCELLED = new ConnectError("the client cancelled the call or its deadlin
 /** Sent by grpc-js from the status itself, not as metadata. */
 const statusMetadataKeys = new Set(["grpc-status", "grpc-message"]);
 
-/** A ConnectError as grpc-js sends a status: code, message, ErrorDetail in grpc-status-details-bin, the error's metadata. */
-function statusOf(error: ConnectError): grpc.StatusObject {
+/** A ConnectError as grpc-js sends a status: code, message, ErrorDetail in grpc-status-details-bin, the error's metadata (and Server-Timing, when given). */
+function statusOf(error: ConnectError, timing?: string): grpc.StatusObject {
   const metadata = new grpc.Metadata();
+  if (timing) metadata.set("server-timing", timing);
   setTrailerStatus(new Headers(), error).forEach((value, key) => {
     if (statusMetadataKeys.has(key)) return;
     if (key.endsWith("-bin")) metadata.add(key, Buffer.from(value, "base64"));
@@ -40,7 +43,9 @@ function statusOf(error: ConnectError): grpc.StatusObject {
  * tables cost the garbage collector on every call).
  */
 const HEADERS: unique symbol = Symbol("headers");
-type WithHeaders = grpc.Metadata & { [HEADERS]?: Headers };
+/** When the call's metadata arrived (performance.now()): its Server-Timing counts from there. */
+const ARRIVED: unique symbol = Symbol("arrived");
+type WithHeaders = grpc.Metadata & { [HEADERS]?: Headers; [ARRIVED]?: number };
 
 /** A call's metadata as the Headers a Connect handler reads (binary values are left out: no handler reads one). */
 function headersOf(metadata: grpc.Metadata): Headers {
@@ -111,19 +116,26 @@ export class GrpcJsUnaryCalls {
 
   private unaryHandler(service: DescService, method: DescMethod, impl: UnaryImpl): grpc.handleUnaryCall<unknown, unknown> {
     const name = `${service.typeName}/${method.name}`;
+    const providerCalled = PROVIDER_METHODS.has(method);
     return (call, callback) => {
+      const metadata = call.metadata as WithHeaders;
+      const arrived = metadata[ARRIVED] ?? performance.now();
       if (call.request === MALFORMED) {
-        callback(statusOf(malformedMessage(name)));
+        callback(statusOf(malformedMessage(name), serverTiming(performance.now() - arrived, undefined)));
         return;
       }
+      // A text call's provider time, reported by the core (Server-Timing's upstream).
+      const upstream: UpstreamTime | undefined = providerCalled ? {} : undefined;
+      const timing = () => serverTiming(performance.now() - arrived, upstream?.upstreamMs);
       const aborter = new LazyAbort();
       let answered = false;
       // grpc-js also reports "cancelled" as the stream closes after the answer: only a call still running is aborted.
       call.once("cancelled", () => answered || aborter.abort(CANCELLED));
       const deadline = call.getDeadline();
       const context = new LightHandlerContext(
-        service, method, "grpc", aborter, (call.metadata as WithHeaders)[HEADERS] ?? headersOf(call.metadata),
+        service, method, "grpc", aborter, metadata[HEADERS] ?? headersOf(call.metadata),
         () => (deadline instanceof Date || Number.isFinite(deadline) ? Math.max(0, Number(deadline) - Date.now()) : undefined),
+        upstream && createContextValues().set(UPSTREAM_TIME, upstream),
       );
       let answer: Promise<unknown>;
       try {
@@ -134,13 +146,15 @@ export class GrpcJsUnaryCalls {
       answer.then(
         (output) => {
           answered = true;
-          if (context.setHeader) call.sendMetadata(metadataOf(context.setHeader));
+          const header = context.setHeader ? metadataOf(context.setHeader) : new grpc.Metadata();
+          header.set("server-timing", timing());
+          call.sendMetadata(header);
           callback(null, create(method.output, output as never), context.setTrailer && metadataOf(context.setTrailer));
         },
         (error: unknown) => {
           answered = true;
           const settled = settleFailure(aborter.signal, method.name, error, this.settings.log);
-          callback(statusOf(ConnectError.from(settled)));
+          callback(statusOf(ConnectError.from(settled), timing()));
         },
       );
     };
@@ -181,6 +195,8 @@ function methodDefinition(service: DescService, method: DescMethod): grpc.Method
  * handler, which therefore never runs for a refused call.
  */
 class StreamGuard {
+  /** When the stream reached the core port. */
+  readonly arrived = performance.now();
   private call: grpc.ServerInterceptingCallInterface | undefined;
   private refused = false;
   private readonly holds: MessageHolds;
@@ -220,7 +236,7 @@ class StreamGuard {
     if (this.refused) return;
     this.refused = true;
     this.bodyRead();
-    this.call?.sendStatus(statusOf(refusal));
+    this.call?.sendStatus(statusOf(refusal, serverTiming(performance.now() - this.arrived, undefined)));
     setImmediate(() => {
       const stream = this.stream;
       if (stream.readableEnded || stream.closed || stream.destroyed) return;
@@ -237,6 +253,7 @@ class StreamGuard {
           onReceiveMetadata: (metadata, pass) => {
             const headers = headersOf(metadata);
             (metadata as WithHeaders)[HEADERS] = headers;
+            (metadata as WithHeaders)[ARRIVED] = this.arrived;
             headerRefusal(this.policy, this.settings, headers).then(
               (refusal) => {
                 if (refusal) this.refuse(refusal);

@@ -2,7 +2,7 @@ import { setMaxListeners } from "node:events";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
-import { createConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { ConnectError, createConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
@@ -17,6 +17,9 @@ import type { Readiness } from "../../core/health/readiness.js";
 import { DEFAULT_LIMITS, MIB, type ValidationLimits } from "../../domain/validation/limits.js";
 import type { Core } from "../../runtime/core.js";
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
+import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/text/upstream-time.js";
+import { SteppedStream } from "../../shared/stream-step.js";
+import { serverTiming } from "../server-timing.js";
 import { guardedListener, type DebugLog } from "./connection-guard.js";
 import { settleFailure } from "./call-failures.js";
 import { createEdgeHandler, splitStreams } from "./edge-handler.js";
@@ -58,6 +61,49 @@ async function* settlingFailures<T>(messages: AsyncIterable<T>, settle: (error: 
   } catch (error) {
     throw settle(error);
   }
+}
+
+/**
+ * Server-Timing on the answers Connect serves on the core port (the Connect
+ * and gRPC-Web protocols, and gRPC's streaming methods; grpc-js's unary calls
+ * set theirs): this service's own time and, for a text call, the provider's,
+ * as on the REST gateway. In the headers of a unary answer and of a failure;
+ * in the trailers of a stream, which then covers the whole stream.
+ */
+function serverTimingOnAnswers(): Interceptor {
+  return (next) => async (request) => {
+    const started = performance.now();
+    const upstream: UpstreamTime | undefined = PROVIDER_METHODS.has(request.method) ? {} : undefined;
+    if (upstream) request.contextValues.set(UPSTREAM_TIME, upstream);
+    const timing = () => serverTiming(performance.now() - started, upstream?.upstreamMs);
+    const failed = (error: unknown) => {
+      const failure = ConnectError.from(error);
+      failure.metadata.set("server-timing", timing());
+      return failure;
+    };
+    let response;
+    try {
+      response = await next(request);
+    } catch (error) {
+      throw failed(error);
+    }
+    if (!response.stream) {
+      response.header.set("server-timing", timing());
+      return response;
+    }
+    const trailer = response.trailer;
+    return {
+      ...response,
+      message: new SteppedStream<unknown, unknown>({
+        open: () => response.message,
+        map: (message) => message,
+        ended: (outcome) => {
+          if (outcome === "done") trailer.set("server-timing", timing());
+        },
+        failure: failed,
+      }) as typeof response.message,
+    };
+  };
 }
 
 /**
@@ -143,7 +189,7 @@ export async function listenRpc(
   const health = createHealthService(readiness, served, { shutdownSignal: closing.signal });
   const policies = methodPolicies(options.limits, edge.maxBodyBytes);
   const router = createConnectRouter({
-    interceptors: [answerFailures(log), readinessGate(readiness)],
+    interceptors: [serverTimingOnAnswers(), answerFailures(log), readinessGate(readiness)],
     acceptCompression: [compressionGzip, compressionBrotli],
   });
   const implementations: [DescService, object][] = [

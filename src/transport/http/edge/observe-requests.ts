@@ -5,6 +5,7 @@ import { LogController, type FastifyInstance, type FastifyReply, type FastifyReq
 import type { CounterCell, HistogramCell } from "../../../adapters/observability/metric-cells.js";
 import type { PrometheusMetrics } from "../../../adapters/observability/prometheus-metrics.js";
 import { extractTraceContext, SpanKind, startSpan } from "../../../adapters/observability/tracing.js";
+import { serverTiming } from "../../server-timing.js";
 import { startTiming, timingOf } from "../request-timing.js";
 
 /** An incoming X-Request-Id is kept when it is short and plain; otherwise the gateway makes one. */
@@ -39,18 +40,18 @@ export class GatewayLogController extends LogController {
 const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? "unmatched";
 
 /**
- * The request's Server-Timing so far: the gateway's own time and the core's
- * (the upstream, from the client's side). Set on every answer by onSend; a
- * stream's route, which writes its head itself, sets it when the first
- * event is ready (its upstream time is then the wait for that event).
+ * The request's Server-Timing so far: this service's own time (`gateway`:
+ * the edge, the core, the store, the money) and, when the request called the
+ * provider, the time spent waiting for it (`upstream`), so a client can tell
+ * our cost from the provider's. Set on every answer by onSend; a stream's
+ * route, which writes its head itself, sets it when the first event is ready
+ * (its upstream time is then the wait for that event).
  */
 export function serverTimingOf(request: FastifyRequest): string | undefined {
   const timing = timingOf(request);
-  if (!timing) return undefined;
-  const core = timing.coreMs;
-  const own = Math.max(0, performance.now() - timing.startedAt - core).toFixed(2);
-  return core > 0 ? `gateway;dur=${own}, upstream;dur=${core.toFixed(2)}` : `gateway;dur=${own}`;
+  return timing && serverTiming(performance.now() - timing.startedAt, timing.upstreamMs);
 }
+
 
 /** serverTimingOf as a header, for a route that writes its head itself (a stream). */
 export function serverTimingHeader(request: FastifyRequest): { "server-timing"?: string } {
