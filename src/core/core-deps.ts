@@ -1,4 +1,5 @@
 import type { IntentHolds } from "../ports/intent-holds.js";
+import type { AcceptanceWrites } from "../ports/acceptance-writes.js";
 import type { ValidationLimits } from "../domain/validation/limits.js";
 import type { ApiKeyStore } from "../ports/api-key-store.js";
 import type { BlobStore } from "../ports/blob-store.js";
@@ -24,6 +25,8 @@ export interface CorePorts {
   readonly ledger: Ledger;
   /** Intent and hold in one write, where the stores can (the embedded SQLite file); absent, holds.ts takes the steps one by one. */
   readonly intentHolds?: IntentHolds;
+  /** An accepted job's intent, hold, job and announcement in one write, where the stores and the bus can (the embedded file with its own bus). */
+  readonly acceptanceWrites?: AcceptanceWrites;
   readonly apiKeys: ApiKeyStore;
   readonly idempotency: IdempotencyStore;
   readonly settings: SettingsStore;

@@ -14,7 +14,7 @@ import { MemorySettingsStore } from "../adapters/memory/memory-settings-store.js
 import { SimulatedProvider } from "../adapters/provider/simulated/simulated-provider.js";
 import { openSqliteStores } from "../adapters/sqlite/sqlite-stores.js";
 import { RoutedVendorProvider } from "../adapters/vendor/routed-vendor-provider.js";
-import { withSimulatedQueueTime } from "../adapters/provider/simulated/simulated-queue-time.js";
+import { acceptanceWithSimulatedQueueTime, withSimulatedQueueTime } from "../adapters/provider/simulated/simulated-queue-time.js";
 import type { Config } from "../config/config.js";
 import type { CorePorts } from "../core/core-deps.js";
 import type { DependencyProbe } from "../ports/dependency.js";
@@ -26,6 +26,7 @@ import { failureLog } from "./logger.js";
 import { tracedPort } from "../adapters/observability/tracing.js";
 import { observedUpstream } from "../adapters/observability/observed-provider.js";
 import { NO_BARRIER, type WriteBarrier } from "../ports/write-barrier.js";
+import type { AcceptanceWrites } from "../ports/acceptance-writes.js";
 
 /** Delay before a failed event handler sees its event again. */
 const REDELIVERY_DELAY_MS = 1000;
@@ -53,6 +54,8 @@ interface OpenedStores {
   readonly stores: StorePorts;
   readonly barrier?: WriteBarrier;
   readonly bus?: EventBus;
+  /** An accepted job's writes in one transaction, announcing on `bus` (the embedded file's own bus only). */
+  readonly acceptanceWrites?: AcceptanceWrites;
   readonly dependency?: WatchedDependency;
   readonly description: string;
   readonly ownsStore: boolean;
@@ -89,6 +92,7 @@ async function openStores(config: Config, obs: Observability, persist: Persist):
       barrier: opened.barrier,
       // Kafka, when configured, carries the events; otherwise the durable bus in the same file.
       bus: config.kafka ? undefined : opened.bus,
+      acceptanceWrites: config.kafka ? undefined : opened.acceptanceWrites,
       dependency: { probe: opened.probe, neededByRequests: true },
       description: `SQLite ${opened.path} (synchronous=${config.sqliteSynchronous})`,
       ownsStore: true,
@@ -191,6 +195,10 @@ export async function openBackends(config: Config, obs: Observability, persist: 
       jobs: traced(stores.jobs, "jobs"),
       ledger: traced(stores.ledger, "ledger"),
       intentHolds: stores.intentHolds && traced(stores.intentHolds, "intent_holds"),
+      acceptanceWrites: opened.acceptanceWrites && traced(
+        config.routes ? opened.acceptanceWrites : acceptanceWithSimulatedQueueTime(opened.acceptanceWrites, config.simulatedLatencyMs),
+        "acceptance_writes",
+      ),
       apiKeys: traced(stores.apiKeys, "api_keys"),
       idempotency: traced(stores.idempotency, "idempotency"),
       settings: traced(stores.settings, "settings"),

@@ -671,3 +671,93 @@ describe("SqliteIntentHolds", () => {
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 400_000n });
   });
 });
+
+describe("SqliteAcceptanceWrites", () => {
+  const HOLD = { amount: 134_000_000_000n, options: { memo: { model: "aimodel-3-pro-image", keyId: "key_1" } } };
+  const announcementOf = (jobId: string) => ({ topic: "generation.requested" as const, key: jobId, event: { jobId } });
+
+  /** The generation workers' announcements as a subscriber of the file's bus receives them. */
+  async function announcementsHeard(opened: SqliteStores) {
+    const heard: string[] = [];
+    await opened.bus.subscribe<{ jobId: string }>("generation.requested", "workers", async (event) => {
+      heard.push(event.jobId);
+    });
+    // The subscription's first look at the table is over: from here only a publish's wake-up delivers.
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    return heard;
+  }
+
+  async function waitFor(probe: () => boolean, what: string) {
+    const deadline = Date.now() + 5_000;
+    while (!probe()) {
+      if (Date.now() > deadline) throw new Error(`not within 5 s: ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  it("when a job is accepted in one write, then its hold is held, its intent listed, the job stored, and its announcement heard once", async () => {
+    const opened = await open(freshDir());
+    const { stores } = opened;
+    const heard = await announcementsHeard(opened);
+    await stores.ledger.createAccount("acct", "one", 200_000_000_000n);
+    const job = aJob();
+    assert.equal(await opened.acceptanceWrites.accept(job, HOLD, announcementOf(job.id)), "reserved");
+    assert.deepEqual(await stores.ledger.balance("acct"), { balance: 200_000_000_000n, reserved: 134_000_000_000n });
+    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries.map((entry) => entry.jobId), [job.id]);
+    assert.deepEqual(defined(await stores.jobs.get(job.id)), defined(job));
+    await waitFor(() => heard.length === 1, "the announcement");
+    assert.deepEqual(heard, [job.id]);
+  });
+
+  it("when the reservation is refused, then nothing is written: no hold, no intent, no job, no announcement", async () => {
+    const opened = await open(freshDir());
+    const { stores } = opened;
+    await stores.ledger.createAccount("acct", "one", 100n);
+    const job = aJob();
+    assert.equal(await opened.acceptanceWrites.accept(job, HOLD, announcementOf(job.id)), "insufficient_funds");
+    const unknown = aJob({ accountId: "nobody" });
+    assert.equal(await opened.acceptanceWrites.accept(unknown, HOLD, announcementOf(unknown.id)), "unknown_account");
+    assert.deepEqual(await stores.ledger.balance("acct"), { balance: 100n, reserved: 0n });
+    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
+    assert.equal(await stores.jobs.get(job.id), undefined);
+    assert.equal(opened.database.db.prepare("SELECT count(*) FROM bus_events").pluck().get(), 0);
+  });
+
+  it("when the job id was fenced off by a retry, then the reservation is taken back and nothing else is written", async () => {
+    const opened = await open(freshDir());
+    const { stores } = opened;
+    await stores.ledger.createAccount("acct", "one", 200_000_000_000n);
+    const job = aJob();
+    assert.equal(await stores.jobs.abandonIntent(job.id), true);
+    assert.equal(await opened.acceptanceWrites.accept(job, HOLD, announcementOf(job.id)), "fenced");
+    assert.deepEqual(await stores.ledger.balance("acct"), { balance: 200_000_000_000n, reserved: 0n });
+    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
+    assert.equal(await stores.jobs.get(job.id), undefined);
+    assert.equal(opened.database.db.prepare("SELECT count(*) FROM bus_events").pluck().get(), 0);
+  });
+
+  it("when the job is stored already, then the answer says so and nothing more is held or announced", async () => {
+    const opened = await open(freshDir());
+    const { stores } = opened;
+    await stores.ledger.createAccount("acct", "one", 500_000_000_000n);
+    const job = aJob();
+    await stores.jobs.create(job);
+    assert.equal(await opened.acceptanceWrites.accept(job, HOLD, announcementOf(job.id)), "exists");
+    assert.deepEqual(await stores.ledger.balance("acct"), { balance: 500_000_000_000n, reserved: 0n });
+    assert.equal(opened.database.db.prepare("SELECT count(*) FROM bus_events").pluck().get(), 0);
+  });
+
+  it("when storing the announcement fails inside the write, then the hold, the intent and the job are not written either", async () => {
+    const opened = await open(freshDir());
+    const { stores } = opened;
+    await stores.ledger.createAccount("acct", "one", 200_000_000_000n);
+    await announcementsHeard(opened);
+    opened.database.db.exec("CREATE TRIGGER refuse_event BEFORE INSERT ON bus_events BEGIN SELECT RAISE(ABORT, 'refused'); END");
+    const job = aJob();
+    await assert.rejects(opened.acceptanceWrites.accept(job, HOLD, announcementOf(job.id)), /refused/);
+    assert.deepEqual(await stores.ledger.balance("acct"), { balance: 200_000_000_000n, reserved: 0n });
+    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
+    assert.equal(await stores.jobs.get(job.id), undefined);
+  });
+});

@@ -94,16 +94,29 @@ export class SqliteEventBus implements EventBus {
   }
 
   async publish<T>(topic: Topic, key: string, event: T, options: PublishOptions = {}): Promise<void> {
+    const groups = sqliteCall(() => this.publishNow(topic, key, event, options));
+    this.published(topic, groups);
+  }
+
+  /**
+   * publish's write, synchronous, for a caller's transaction on the same
+   * database (SqliteAcceptanceWrites): returns the groups it reached, whose
+   * consumers the caller wakes with `published` once the transaction has committed.
+   */
+  publishNow<T>(topic: Topic, key: string, event: T, options: PublishOptions = {}): string[] {
     if (this.closed) throw new Error("event bus is closed");
     const publishedAt = this.now();
     const dueAt = publishedAt + Math.max(0, options.delayMs ?? 0);
     const carried = injectTraceContext({});
     const trace = Object.keys(carried).length > 0 ? JSON.stringify(carried) : null;
-    const rows = sqliteCall(() =>
-      this.statements.publish.all({ topic, key, payload: JSON.stringify(event), due_at: dueAt, published_at: publishedAt, trace }),
-    ) as { group_name: string }[];
-    for (const row of rows) {
-      const consumer = this.consumers.get(groupKey(topic, row.group_name));
+    const rows = this.statements.publish.all({ topic, key, payload: JSON.stringify(event), due_at: dueAt, published_at: publishedAt, trace }) as { group_name: string }[];
+    return rows.map((row) => row.group_name);
+  }
+
+  /** Wakes the consumers of `groups` (publishNow's answer), for events committed on `topic`. */
+  published(topic: Topic, groups: readonly string[]): void {
+    for (const group of groups) {
+      const consumer = this.consumers.get(groupKey(topic, group));
       if (consumer) this.kick(consumer);
     }
   }

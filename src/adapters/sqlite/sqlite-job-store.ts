@@ -163,6 +163,19 @@ export class SqliteJobStore implements JobStore {
     sqliteCall(() => this.ops.createTx.immediate(job));
   }
 
+  /**
+   * create's write, synchronous, for a caller's transaction on the same
+   * database (SqliteAcceptanceWrites): "fenced" or "exists" where create
+   * would throw, and nothing written then.
+   */
+  createNow(job: Job): "created" | "fenced" | "exists" {
+    this.forget(job.id);
+    if (this.ops.s.fenced.get(job.id)) return "fenced";
+    if (this.ops.s.exists.get(job.id)) return "exists";
+    this.ops.s.insert.run(this.ops.row(job));
+    return "created";
+  }
+
   async abandonIntent(jobId: string): Promise<boolean> {
     return sqliteCall(() => this.ops.abandonTx.immediate(jobId));
   }

@@ -10,6 +10,7 @@ import { SQLITE_DEPENDENCY, sqliteCall } from "./sqlite-errors.js";
 import { SqliteEventBus, createSqliteEventBus, type SqliteEventBusOptions } from "./sqlite-event-bus.js";
 import { SqliteIdempotencyStore } from "./sqlite-idempotency-store.js";
 import { SqliteIntentHolds } from "./sqlite-intent-holds.js";
+import { SqliteAcceptanceWrites } from "./sqlite-acceptance-writes.js";
 import { SqliteJobStore } from "./sqlite-job-store.js";
 import { SqliteLedger } from "./sqlite-ledger.js";
 import { SqliteSettingsStore } from "./sqlite-settings-store.js";
@@ -51,6 +52,8 @@ export interface SqliteStores {
   readonly barrier: WriteBarrier;
   /** The durable in-process bus on the same file (unused, and idle, when another bus is chosen). */
   readonly bus: SqliteEventBus;
+  /** An accepted job's writes in one transaction, announcing on `bus`: only for a service whose bus that is. */
+  readonly acceptanceWrites: SqliteAcceptanceWrites;
   /** "sqlite": `SELECT 1` on the database. */
   readonly probe: DependencyProbe;
   /** Absolute path of the database file. */
@@ -122,6 +125,7 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       stores,
       barrier: wal ?? NO_BARRIER,
       bus,
+      acceptanceWrites: new SqliteAcceptanceWrites(db, jobs, ledger, bus),
       probe: sqliteProbe(db),
       path: database.path,
       database,

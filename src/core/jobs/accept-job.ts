@@ -6,7 +6,11 @@ import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { isDependencyUnavailable } from "../../ports/dependency.js";
 import { OutcomeUnknown } from "./idempotent.js";
-import { keyRefusalError, releaseHold, reservationIdOf, takeHold, unfinishedJobsAtMost } from "../money/holds.js";
+import { keyRefusalError, releaseHold, reservationIdOf, takeHold, takeHoldWithJob, unfinishedJobsAtMost } from "../money/holds.js";
+import type { Announcement } from "../../ports/acceptance-writes.js";
+import { TOPICS } from "../../ports/event-bus.js";
+import type { HoldMemo, ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
+import type { Money } from "../../domain/money.js";
 
 /** Retry-After of a refusal for too many unfinished jobs: a job takes seconds, so a slot frees up soon. */
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
@@ -14,6 +18,11 @@ export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
 export interface GenerationRequested {
   readonly jobId: string;
 }
+
+/** A stored job's announcement to the generation workers (keyed by its id: one partition per job's events). */
+export const generationRequested = (jobId: string): Announcement & { readonly event: GenerationRequested } => ({
+  topic: TOPICS.generationRequested, key: jobId, event: { jobId },
+});
 
 async function ingestInlineImages(deps: CoreDeps, jobId: string, spec: GenerationSpec): Promise<string[]> {
   const keys: string[] = [];
@@ -55,31 +64,18 @@ export async function acceptJob(
   // After the (possibly long) ingest, so the reaper's age of an unfinished acceptance starts at its hold.
   const createdAt = deps.clock.now();
   const reservationId = reservationIdOf(jobId);
-  const undo = async () => {
+  const dropInputs = async () => {
     await Promise.allSettled(inputBlobKeys.map((key) => deps.blobs.delete(key)));
+  };
+  const undo = async () => {
+    await dropInputs();
     await deps.jobs.markFinalized(jobId);
   };
 
   const cap = deps.settingsOf.maxQueuedJobsPerAccount;
   const memo = { jobId, model: spec.model.id, keyId: caller.keyId };
   const key = { keyId: caller.keyId, limits: caller.limits, isJob: true };
-  const outcome = await takeHold(deps, caller.accountId, jobId, price, createdAt, memo, { ...unfinishedJobsAtMost(cap), key });
-  if (outcome !== "reserved") {
-    await undo();
-    if (typeof outcome === "object") throw keyRefusalError(outcome.key);
-    if (outcome === "unknown_account") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
-    if (outcome === "too_many_open_holds") {
-      throw new DomainError(
-        "rate_limited", "too_many_queued_jobs",
-        `this account already has ${cap} jobs queued or running; retry when some have finished`,
-        { limit: cap }, QUEUE_FULL_RETRY_AFTER_SECONDS,
-      );
-    }
-    throw new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
-      required: price.toString(),
-    });
-  }
-
+  const holdOptions = { ...unfinishedJobsAtMost(cap), key };
   const job: Job = {
     id: jobId,
     accountId: caller.accountId,
@@ -105,27 +101,76 @@ export async function acceptJob(
     callbackUrl: spec.callbackUrl,
     metadata: spec.metadata,
   };
+
+  // One write where the stores and the bus offer it: hold, job and announcement together.
+  const written = await takeHoldWithJob(deps, job, memo, holdOptions, generationRequested(jobId));
+  if (written === undefined) await takeHoldThenStore(deps, caller, job, memo, holdOptions, undo, cap);
+  else if (written === "fenced") {
+    // Nothing was written but the inputs.
+    await dropInputs();
+    throw supersededError();
+  } else if (written !== "reserved" && written !== "exists") {
+    await dropInputs();
+    throw refusalError(written, cap, price);
+  }
+  deps.telemetry.observe({ kind: "job_accepted", model: job.model });
+  // Announced by the one write; otherwise now (a job found stored already is announced again).
+  if (written !== "reserved") await announce(jobId);
+  return job;
+}
+
+/**
+ * The acceptance's writes one by one, where the stores offer no single write:
+ * the hold (intent and reservation), then the job. Throws the client's error
+ * for a refused hold, and for a job id a retry fenced off in between (the
+ * hold then released); a job found stored already counts as stored.
+ */
+async function takeHoldThenStore(
+  deps: CoreDeps, caller: Caller, job: Job, memo: HoldMemo, holdOptions: ReserveOptions, undo: () => Promise<void>, cap: number,
+): Promise<void> {
+  const outcome = await takeHold(deps, caller.accountId, job.id, job.reserved, job.createdAt, memo, holdOptions);
+  if (outcome !== "reserved") {
+    await undo();
+    throw refusalError(outcome, cap, job.reserved);
+  }
   try {
     await deps.jobs.create(job);
   } catch (error) {
     if (isDependencyUnavailable(error)) throw new OutcomeUnknown(error.dependency, { cause: error });
     let stored: boolean;
     try {
-      stored = (await deps.jobs.get(jobId)) !== undefined;
+      stored = (await deps.jobs.get(job.id)) !== undefined;
     } catch (readError) {
       if (isDependencyUnavailable(readError)) throw new OutcomeUnknown(readError.dependency, { cause: error });
       throw readError;
     }
     if (!stored) {
       // Fenced off: a retry with the same key found this acceptance dead and took the key over.
-      await releaseHold(deps, caller.accountId, jobId);
+      await releaseHold(deps, caller.accountId, job.id);
       await undo();
-      throw new DomainError(
-        "conflict", "idempotency_key_in_use", "this request was superseded by a retry with the same Idempotency-Key; retry to get its job", {}, 1,
-      );
+      throw supersededError();
     }
   }
-  deps.telemetry.observe({ kind: "job_accepted", model: job.model });
-  await announce(jobId);
-  return job;
 }
+
+/** A refused reservation as the client's error: 401 for a deleted account, 402 for money or a key's limit, 429 for a full queue. */
+function refusalError(outcome: Exclude<ReserveOutcome, "reserved">, cap: number, price: Money): DomainError {
+  if (typeof outcome === "object") return keyRefusalError(outcome.key);
+  if (outcome === "unknown_account") return new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
+  if (outcome === "too_many_open_holds") {
+    return new DomainError(
+      "rate_limited", "too_many_queued_jobs",
+      `this account already has ${cap} jobs queued or running; retry when some have finished`,
+      { limit: cap }, QUEUE_FULL_RETRY_AFTER_SECONDS,
+    );
+  }
+  return new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
+    required: price.toString(),
+  });
+}
+
+/** The acceptance whose Idempotency-Key a retry took over (it found this one dead): 409, retry to get the job. */
+const supersededError = () =>
+  new DomainError(
+    "conflict", "idempotency_key_in_use", "this request was superseded by a retry with the same Idempotency-Key; retry to get its job", {}, 1,
+  );

@@ -1,6 +1,6 @@
-import { TOPICS, type EventBus } from "../../ports/event-bus.js";
+import type { EventBus } from "../../ports/event-bus.js";
 import { isDependencyUnavailable } from "../../ports/dependency.js";
-import type { GenerationRequested } from "./accept-job.js";
+import { generationRequested, type GenerationRequested } from "./accept-job.js";
 import type { Logger } from "../../ports/logger.js";
 
 /** Announcements published at once while a backlog drains. */
@@ -32,7 +32,10 @@ export function createAnnouncer(
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
 
-  const publish = (jobId: string) => bus.publish<GenerationRequested>(TOPICS.generationRequested, jobId, { jobId });
+  const publish = (jobId: string) => {
+    const { topic, key, event } = generationRequested(jobId);
+    return bus.publish<GenerationRequested>(topic, key, event);
+  };
 
   function schedule(): void {
     if (timer || closed || backlog.size === 0) return;

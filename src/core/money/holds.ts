@@ -1,5 +1,7 @@
 import { formatMoney, type Money } from "../../domain/money.js";
 import type { IntentHolds } from "../../ports/intent-holds.js";
+import type { AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
+import type { Job } from "../../domain/jobs/job.js";
 import type { JobStore } from "../../ports/job-store.js";
 import type { HoldMemo, Ledger, ReserveOptions, ReserveOutcome, Settlement } from "../../ports/ledger.js";
 import type { KeyRefusal } from "../../domain/accounts/key-limits.js";
@@ -19,6 +21,8 @@ export interface HoldPorts {
   readonly ledger: Ledger;
   /** Both steps of takeHold in one write, where the stores offer it. */
   readonly intentHolds?: IntentHolds;
+  /** takeHold with the job stored and announced, in one write, where the stores and the bus offer it. */
+  readonly acceptanceWrites?: AcceptanceWrites;
   /** Where a settlement that fell short is reported to the operator. */
   readonly logger: Logger;
   /** Holds taken, refused, settled and released. */
@@ -58,6 +62,23 @@ export async function takeHold(
     if (outcome !== "reserved") await ports.jobs.markFinalized(intentId);
   }
   ports.telemetry.observe({ kind: "hold_reserved", outcome: reserveResult(outcome) });
+  return outcome;
+}
+
+/**
+ * A job's acceptance in one write where the stores and the bus offer it
+ * (AcceptanceWrites): the hold taken as takeHold takes it (the intent listed,
+ * the reservation), with the job stored and announced in the same
+ * transaction. Its outcome is takeHold's, or "fenced" / "exists" (nothing
+ * written: see the port). Undefined where the port is absent: the caller
+ * takes the steps one by one (takeHold, JobStore.create, the announcement).
+ */
+export async function takeHoldWithJob(
+  ports: HoldPorts, job: Job, memo: HoldMemo, options: ReserveOptions, announcement: Announcement,
+): Promise<ReserveOutcome | "fenced" | "exists" | undefined> {
+  if (!ports.acceptanceWrites) return undefined;
+  const outcome = await ports.acceptanceWrites.accept(job, { amount: job.reserved, options: { ...options, memo } }, announcement);
+  if (outcome !== "fenced" && outcome !== "exists") ports.telemetry.observe({ kind: "hold_reserved", outcome: reserveResult(outcome) });
   return outcome;
 }
 

@@ -1,3 +1,4 @@
+import type { AcceptanceWrites } from "../../../ports/acceptance-writes.js";
 import { TOPICS, type EventBus, type PublishOptions, type Topic } from "../../../ports/event-bus.js";
 
 /**
@@ -15,5 +16,16 @@ export function withSimulatedQueueTime(bus: EventBus, queueMs: number): EventBus
     },
     subscribe: (topic, group, handler) => bus.subscribe(topic, group, handler),
     close: () => bus.close(),
+  };
+}
+
+/** The same queue time for announcements that an accepted job's one write publishes (AcceptanceWrites). */
+export function acceptanceWithSimulatedQueueTime(writes: AcceptanceWrites, queueMs: number): AcceptanceWrites {
+  if (queueMs <= 0) return writes;
+  return {
+    accept: (job, hold, announcement) =>
+      writes.accept(job, hold, announcement.topic === TOPICS.generationRequested
+        ? { ...announcement, options: { ...announcement.options, delayMs: Math.max(announcement.options?.delayMs ?? 0, queueMs) } }
+        : announcement),
   };
 }

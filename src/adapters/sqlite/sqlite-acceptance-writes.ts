@@ -1,0 +1,53 @@
+import type { Job } from "../../domain/jobs/job.js";
+import type { Money } from "../../domain/money.js";
+import type { AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
+import type { ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
+import type { SqliteDb } from "./sqlite-database.js";
+import { sqliteCall } from "./sqlite-errors.js";
+import type { SqliteEventBus } from "./sqlite-event-bus.js";
+import type { SqliteJobStore } from "./sqlite-job-store.js";
+import type { SqliteLedger } from "./sqlite-ledger.js";
+
+/** Thrown inside the transaction to roll back a reservation whose job cannot be stored. */
+class NotStored extends Error {
+  constructor(readonly reason: "fenced" | "exists") {
+    super(reason);
+  }
+}
+
+/**
+ * An accepted job's writes in one IMMEDIATE transaction of the embedded
+ * file: the hold reserved, the intent listed, the job stored and its
+ * announcement in the bus's table; then, once committed, the bus's consumers
+ * woken. One commit where the steps one by one make three (issue 13: the
+ * accept's durable floor is one transaction).
+ */
+export class SqliteAcceptanceWrites implements AcceptanceWrites {
+  private readonly transaction: (job: Job, amount: Money, options: ReserveOptions, announcement: Announcement) => { outcome: ReserveOutcome; groups: string[] };
+
+  constructor(db: SqliteDb, jobs: SqliteJobStore, ledger: SqliteLedger, private readonly bus: SqliteEventBus) {
+    this.transaction = db.transaction((job: Job, amount: Money, options: ReserveOptions, announcement: Announcement) => {
+      const outcome = ledger.reserveNow(job.accountId, job.reservationId, amount, options);
+      if (outcome !== "reserved") return { outcome, groups: [] };
+      jobs.registerIntentNow(job.id, job.accountId, job.createdAt);
+      const stored = jobs.createNow(job);
+      if (stored !== "created") throw new NotStored(stored);
+      const groups = bus.publishNow(announcement.topic, announcement.key, announcement.event, announcement.options);
+      return { outcome, groups };
+    }).immediate;
+  }
+
+  async accept(
+    job: Job, hold: { readonly amount: Money; readonly options: ReserveOptions }, announcement: Announcement,
+  ): Promise<ReserveOutcome | "fenced" | "exists"> {
+    let written: { outcome: ReserveOutcome; groups: string[] };
+    try {
+      written = sqliteCall(() => this.transaction(job, hold.amount, hold.options, announcement));
+    } catch (error) {
+      if (error instanceof NotStored) return error.reason;
+      throw error;
+    }
+    this.bus.published(announcement.topic, written.groups);
+    return written.outcome;
+  }
+}
