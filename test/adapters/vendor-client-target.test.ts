@@ -65,3 +65,98 @@ describe("VendorClient request targets", () => {
     assert.equal(seen[0]?.url, "/v1beta/operations/a%20b?x=%C3%BC");
   });
 });
+
+/*
+ * How a VendorClient reads an SSE answer: each piece that arrives pushes the
+ * stall bound back, so a stream longer than the bound is fine while one that
+ * goes silent for the bound fails as a stall, and an answer that closes before
+ * its last chunk fails as a drop.
+ */
+describe("VendorClient stream reading", () => {
+  let server: Server;
+  let origin: string;
+  /** How the next stream is answered: events every `gapMs`, then stop (`silentAfter`), cut (`cutAfter`) or finish. */
+  let plan: { events: number; gapMs: number; silentAfter?: number; cutAfter?: number } = { events: 1, gapMs: 0 };
+  const chunk = (i: number, last: boolean) =>
+    `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text: `w${i} ` }] }, ...(last ? { finishReason: "STOP" } : {}) }] })}\r\n\r\n`;
+
+  before(async () => {
+    server = createServer((request, response) => {
+      request.resume();
+      request.on("end", async () => {
+        const { events, gapMs, silentAfter, cutAfter } = plan;
+        response.writeHead(200, { "content-type": "text/event-stream" });
+        for (let i = 0; i < events; i++) {
+          if (i > 0) await new Promise((resolve) => setTimeout(resolve, gapMs));
+          if (i === silentAfter) return; // keeps the connection open, sends nothing more
+          if (i === cutAfter) {
+            response.socket?.destroy(); // a gap after the last write: what was written has left
+            return;
+          }
+          response.write(chunk(i, i === events - 1));
+        }
+        response.end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(() => new Promise<void>((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  }));
+
+  const client = () => new VendorClient({ name: "r", baseUrl: origin, apiKey: "k", weight: 1, timeoutMs: 300, maxInputImages: 0, models: ["*"] });
+
+  async function read(vendor: VendorClient) {
+    const texts: string[] = [];
+    for await (const response of vendor.streamGenerateContent("m", { contents: [] }, new AbortController().signal)) {
+      texts.push(String(response.candidates?.[0]?.content?.parts?.[0]?.text));
+    }
+    return texts;
+  }
+
+  it("when a stream lasts longer than the stall bound but something arrives within each bound, then it is read whole", async () => {
+    plan = { events: 5, gapMs: 150 }; // 600 ms in all, bound 300 ms
+    const vendor = client();
+    try {
+      assert.deepEqual(await read(vendor), ["w0 ", "w1 ", "w2 ", "w3 ", "w4 "]);
+    } finally {
+      vendor.close();
+    }
+  });
+
+  it("when a stream goes silent for the stall bound after some chunks, then reading fails as a stall after those chunks", async () => {
+    plan = { events: 5, gapMs: 20, silentAfter: 2 };
+    const vendor = client();
+    const texts: string[] = [];
+    const started = Date.now();
+    try {
+      await assert.rejects(async () => {
+        for await (const response of vendor.streamGenerateContent("m", { contents: [] }, new AbortController().signal)) {
+          texts.push(String(response.candidates?.[0]?.content?.parts?.[0]?.text));
+        }
+      }, (error: unknown) => (error as { failure?: string }).failure === "stalled");
+    } finally {
+      vendor.close();
+    }
+    assert.deepEqual(texts, ["w0 ", "w1 "]);
+    assert.ok(Date.now() - started >= 300, "not before the bound");
+  });
+
+  it("when the answer is cut before its last chunk, then reading fails as a drop after the chunks that came", async () => {
+    plan = { events: 5, gapMs: 20, cutAfter: 3 };
+    const vendor = client();
+    const texts: string[] = [];
+    try {
+      await assert.rejects(async () => {
+        for await (const response of vendor.streamGenerateContent("m", { contents: [] }, new AbortController().signal)) {
+          texts.push(String(response.candidates?.[0]?.content?.parts?.[0]?.text));
+        }
+      }, (error: unknown) => (error as { failure?: string }).failure === "dropped");
+    } finally {
+      vendor.close();
+    }
+    assert.deepEqual(texts, ["w0 ", "w1 ", "w2 "]);
+  });
+});

@@ -98,6 +98,67 @@ async function json<T>(response: IncomingMessage, route: Route, what: string): P
   }
 }
 
+/**
+ * The `data` of each SSE event of an answer, taken one at a time as the
+ * parser finds them in what arrives ('data' events; reading pauses while
+ * parsed events wait to be taken). Reading a response with `for await` made
+ * an async iterator's promises per piece that arrived (issue 13: a text
+ * stream's garbage per event). A response that closes before its end fails
+ * the next take, as the iterator's premature close did.
+ */
+class SseEvents {
+  private readonly waiting: string[] = [];
+  private ended = false;
+  private failure: Error | undefined;
+  private wake: (() => void) | undefined;
+
+  /** `arrived`: called for each piece of the body that arrives (the stall timer's refresh). */
+  constructor(private readonly response: IncomingMessage, arrived: () => void) {
+    const parser = createParser({ onEvent: (event) => this.waiting.push(event.data) });
+    response.setEncoding("utf8");
+    response.on("data", (text: string) => {
+      arrived();
+      parser.feed(text);
+      if (this.waiting.length > 0) {
+        response.pause();
+        this.notify();
+      }
+    });
+    response.once("end", () => {
+      this.ended = true;
+      this.notify();
+    });
+    response.once("error", (error: Error) => {
+      this.failure ??= error;
+      this.notify();
+    });
+    response.once("close", () => {
+      if (!this.ended) this.failure ??= new Error("the answer closed before its end");
+      this.notify();
+    });
+  }
+
+  /** The next event's data; undefined once the answer has ended. */
+  async next(): Promise<string | undefined> {
+    for (;;) {
+      const data = this.waiting.shift();
+      if (data !== undefined) {
+        if (this.waiting.length === 0 && this.response.isPaused()) this.response.resume();
+        return data;
+      }
+      if (this.failure) throw this.failure;
+      if (this.ended) return undefined;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+}
+
 /** A request path as a URL would carry it: ours are already escaped; a name an upstream gave back is escaped as a URL escapes it. */
 const requestPath = (path: string) => (/^[\x21-\x7e]*$/.test(path) ? path : (({ pathname, search }) => pathname + search)(new URL(path, "http://upstream")));
 
@@ -177,37 +238,29 @@ export class VendorClient {
     const onAbort = () => local.abort(signal.reason);
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
-    let stallTimer: NodeJS.Timeout | undefined;
     /** Whether the upstream answered 2xx: a failure after that broke a stream that had begun. */
     let answering = false;
-    const armStall = () => {
-      clearTimeout(stallTimer);
-      stallTimer = setTimeout(() => local.abort(new UpstreamError("stalled", `${this.route.name}: ${what} sent nothing for ${this.route.timeoutMs} ms`)), this.route.timeoutMs);
-    };
+    // One timer, pushed back by each piece that arrives (refresh: no timer made per chunk).
+    const stallTimer = setTimeout(
+      () => local.abort(new UpstreamError("stalled", `${this.route.name}: ${what} sent nothing for ${this.route.timeoutMs} ms`)),
+      this.route.timeoutMs,
+    );
     try {
-      armStall();
       const response = await this.post(`models/${encodeURIComponent(model)}:streamGenerateContent?alt=sse`, body, local.signal);
       await failIfNotOk(response, this.route, what);
       answering = true;
-      const events: string[] = [];
-      const parser = createParser({ onEvent: (event) => events.push(event.data) });
-      response.setEncoding("utf8");
+      const events = new SseEvents(response, () => stallTimer.refresh());
       let finished = false;
-      for await (const text of response as AsyncIterable<string>) {
-        armStall();
-        parser.feed(text);
-        while (events.length > 0) {
-          const data = events.shift()!;
-          let chunk: VendorResponse & { error?: { message?: string; code?: number } };
-          try {
-            chunk = JSON.parse(data);
-          } catch {
-            throw new UpstreamError("malformed", `${this.route.name}: ${what} sent an event that is not JSON`);
-          }
-          if (chunk.error) throw new UpstreamError("dropped", `${this.route.name}: ${what} failed mid-stream: ${chunk.error.message ?? chunk.error.code}`);
-          if (chunk.candidates?.[0]?.finishReason || chunk.promptFeedback?.blockReason) finished = true;
-          yield chunk;
+      for (let data = await events.next(); data !== undefined; data = await events.next()) {
+        let chunk: VendorResponse & { error?: { message?: string; code?: number } };
+        try {
+          chunk = JSON.parse(data);
+        } catch {
+          throw new UpstreamError("malformed", `${this.route.name}: ${what} sent an event that is not JSON`);
         }
+        if (chunk.error) throw new UpstreamError("dropped", `${this.route.name}: ${what} failed mid-stream: ${chunk.error.message ?? chunk.error.code}`);
+        if (chunk.candidates?.[0]?.finishReason || chunk.promptFeedback?.blockReason) finished = true;
+        yield chunk;
       }
       // The last chunk carries the finish reason (or the block): a stream that ends without one was cut short.
       if (!finished) throw new UpstreamError("dropped", `${this.route.name}: ${what} ended before its last chunk`);
