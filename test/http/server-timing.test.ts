@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
 import { TextService } from "../../gen/generation/v1/text_service_pb.js";
@@ -125,6 +125,29 @@ describe("Server-Timing: our time and the provider's", () => {
       const refused = await rpcError(unary(generation, "GetJob", { jobId: "00000000-0000-4000-8000-000000000000" }, bearer("not-a-key")));
       assert.equal(refused.code, grpc.status.UNAUTHENTICATED);
       assert.equal(parseTiming(String(refused.metadata.get("server-timing")[0])).upstream, undefined);
+    });
+
+    it("when a handler crashes, then gRPC and Connect clients get INTERNAL \"internal error\" with Server-Timing, never the crash's message", async () => {
+      const jobs = service.running.core!.deps.jobs;
+      const get = jobs.get;
+      jobs.get = async () => {
+        throw new TypeError("secret detail of /var/lib/store");
+      };
+      try {
+        const overGrpc = await unaryWithHeaders(generation, "GetJob", { jobId: "00000000-0000-4000-8000-000000000001" }, bearer(customer.apiKey));
+        assert.equal(overGrpc.error?.code, grpc.status.INTERNAL);
+        assert.equal(overGrpc.error?.details, "internal error");
+        assert.equal(parseTiming(String(overGrpc.error?.metadata.get("server-timing")[0])).upstream, undefined);
+
+        const client = createClient(GenerationService, createConnectTransport({ baseUrl: service.grpcUrl, httpVersion: "2" }));
+        const failure = await client.getJob({ jobId: "00000000-0000-4000-8000-000000000001" }, { headers: { authorization: `Bearer ${customer.apiKey}` } })
+          .then(() => undefined, (error: unknown) => ConnectError.from(error));
+        assert.equal(failure?.code, Code.Internal);
+        assert.equal(failure?.rawMessage, "internal error");
+        assert.equal(parseTiming(failure?.metadata.get("server-timing")).upstream, undefined);
+      } finally {
+        jobs.get = get;
+      }
     });
 
     it("when GenerateContent is called with the Connect protocol, then its response header carries the split too", async () => {

@@ -31,3 +31,13 @@ export function settleFailure(signal: AbortSignal, method: string, error: unknow
   if (crash) log(`${method} failed`, error);
   return error;
 }
+
+/**
+ * A failure as it may leave for the client: a ConnectError as it is; anything
+ * else (a crash) as INTERNAL "internal error", its message kept out of the
+ * wire, as Connect's handlers answer it. For the edges that touch a failure
+ * before Connect does (grpc-js's statuses, the core port's Server-Timing).
+ */
+export function wireError(error: unknown): ConnectError {
+  return error instanceof ConnectError ? error : new ConnectError("internal error", Code.Internal, undefined, undefined, error);
+}

@@ -5,7 +5,7 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import * as grpc from "@grpc/grpc-js";
 import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/text/upstream-time.js";
 import { serverTiming } from "../server-timing.js";
-import { settleFailure } from "./call-failures.js";
+import { settleFailure, wireError } from "./call-failures.js";
 import { EnvelopeSizes, headerRefusal, MessageHolds, type CallGuardSettings } from "./call-guard.js";
 import type { MethodPolicy } from "./method-policy.js";
 import { LazyAbort, LightHandlerContext } from "./light-context.js";
@@ -154,7 +154,7 @@ export class GrpcJsUnaryCalls {
         (error: unknown) => {
           answered = true;
           const settled = settleFailure(aborter.signal, method.name, error, this.settings.log);
-          callback(statusOf(ConnectError.from(settled), timing()));
+          callback(statusOf(wireError(settled), timing()));
         },
       );
     };

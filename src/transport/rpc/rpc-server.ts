@@ -2,7 +2,7 @@ import { setMaxListeners } from "node:events";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
-import { ConnectError, createConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { createConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
@@ -21,7 +21,7 @@ import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/t
 import { SteppedStream } from "../../shared/stream-step.js";
 import { serverTiming } from "../server-timing.js";
 import { guardedListener, type DebugLog } from "./connection-guard.js";
-import { settleFailure } from "./call-failures.js";
+import { settleFailure, wireError } from "./call-failures.js";
 import { createEdgeHandler, splitStreams } from "./edge-handler.js";
 import { GrpcJsUnaryCalls } from "./grpc-js-unary.js";
 import type { UploadSlotsLike } from "./call-guard.js";
@@ -77,7 +77,7 @@ function serverTimingOnAnswers(): Interceptor {
     if (upstream) request.contextValues.set(UPSTREAM_TIME, upstream);
     const timing = () => serverTiming(performance.now() - started, upstream?.upstreamMs);
     const failed = (error: unknown) => {
-      const failure = ConnectError.from(error);
+      const failure = wireError(error);
       failure.metadata.set("server-timing", timing());
       return failure;
     };
