@@ -133,6 +133,17 @@ describe("a gateway in front of a remote core (CORE_URL)", () => {
     assert.equal(remote.chunks.at(-1)!.candidates![0]!.finishReason, "STOP");
   });
 
+  it("when a text call goes through the remote hop, then its Server-Timing still names the provider's time apart from ours", async () => {
+    const customer = await createCustomer(core, "1.00");
+    const answer = await call(gateway, "POST", `${VENDOR}/models/aimodel-3.5-flash:generateContent`, {
+      headers: { "x-vendor-api-key": customer.apiKey }, body: userTurn("name a river"),
+    });
+    assert.equal(answer.status, 200, answer.text);
+    assert.match(answer.headers.get("server-timing") ?? "", /^gateway;dur=\d+\.\d\d, upstream;dur=\d+\.\d\d$/);
+    const balance = await call(gateway, "GET", "/api/v1/balance", { key: customer.apiKey });
+    assert.match(balance.headers.get("server-timing") ?? "", /^gateway;dur=\d+\.\d\d$/, "no provider, no upstream");
+  });
+
   it("creates a video interaction through the remote gateway", async () => {
     const customer = await createCustomer(core, "5.00");
     const created = await call(gateway, "POST", `${VENDOR}/interactions`, {

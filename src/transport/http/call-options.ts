@@ -4,6 +4,15 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { SIGNAL_SOURCE, type SignalSource } from "../rpc/light-context.js";
 import { CALL_TIMING, timingOf, type RequestTiming } from "./request-timing.js";
 
+/** `upstream;dur=<ms>` in a Server-Timing value. */
+const UPSTREAM_DURATION = /(?:^|,)\s*upstream;dur=([0-9.]+)/;
+
+/** Adds the provider's time a remote core's Server-Timing names (if any) to `timing`. */
+function addUpstreamTime(timing: RequestTiming, headers: Headers): void {
+  const named = UPSTREAM_DURATION.exec(headers.get("server-timing") ?? "");
+  if (named) timing.upstreamMs = (timing.upstreamMs ?? 0) + Number(named[1]);
+}
+
 /** Why a request's core calls are aborted when its client went away before the answer was complete. */
 const CLIENT_GONE = new Error("client disconnected");
 
@@ -26,6 +35,20 @@ class RequestCall implements CallOptions, SignalSource {
     readonly contextValues?: ContextValues,
   ) {
     this[CALL_TIMING] = timingOf(reply.request);
+  }
+
+  /**
+   * A remote core (CORE_URL) reports the provider's time in its answer's
+   * Server-Timing (a stream's in its trailers): it is added to the request's
+   * as the in-process core adds it through UPSTREAM_TIME.
+   */
+  onHeader(headers: Headers): void {
+    const timing = this[CALL_TIMING];
+    if (timing) addUpstreamTime(timing, headers);
+  }
+
+  onTrailer(trailers: Headers): void {
+    this.onHeader(trailers);
   }
 
   get signal(): AbortSignal {

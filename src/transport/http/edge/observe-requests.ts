@@ -52,7 +52,6 @@ export function serverTimingOf(request: FastifyRequest): string | undefined {
   return timing && serverTiming(performance.now() - timing.startedAt, timing.upstreamMs);
 }
 
-
 /** serverTimingOf as a header, for a route that writes its head itself (a stream). */
 export function serverTimingHeader(request: FastifyRequest): { "server-timing"?: string } {
   const timing = serverTimingOf(request);
