@@ -13,11 +13,14 @@ import { VendorClient } from "../../src/adapters/vendor/vendor-client.js";
 describe("VendorClient request targets", () => {
   let server: Server;
   let origin: string;
-  const seen: { method?: string; url?: string; key?: string }[] = [];
+  const seen: { method?: string; url?: string; key?: string; authorization?: string }[] = [];
 
   before(async () => {
     server = createServer((request, response) => {
-      seen.push({ method: request.method, url: request.url, key: request.headers["x-vendor-api-key"] as string | undefined });
+      seen.push({
+        method: request.method, url: request.url, key: request.headers["x-vendor-api-key"] as string | undefined,
+        ...(request.headers.authorization ? { authorization: request.headers.authorization } : {}),
+      });
       request.resume();
       request.on("end", () => {
         response.writeHead(200, { "content-type": "application/json" });
@@ -63,6 +66,31 @@ describe("VendorClient request targets", () => {
       vendor.close();
     }
     assert.equal(seen[0]?.url, "/v1beta/operations/a%20b?x=%C3%BC");
+  });
+
+  it("when an operation name holds characters a URL changes (braces, a fragment, dot segments), then it arrives as a URL would carry it", async () => {
+    seen.length = 0;
+    const names = ["operations/a{b}|c\"d<e>`f#fragment", "operations/x/../../y", "operations/./z/.", "operations/a\\b"];
+    const vendor = client(origin);
+    try {
+      for (const name of names) await vendor.getOperation(name, new AbortController().signal);
+    } finally {
+      vendor.close();
+    }
+    const asUrl = (name: string) => (({ pathname, search }) => pathname + search)(new URL(`${origin}/v1beta/${name}`));
+    assert.deepEqual(seen.map((request) => request.url), names.map(asUrl));
+    assert.equal(asUrl(names[0]!), "/v1beta/operations/a%7Bb%7D|c%22d%3Ce%3E%60f", "the fragment dropped, the rest escaped");
+  });
+
+  it("when the base URL carries credentials, then they go as Basic auth, as a request made from the URL sends them", async () => {
+    seen.length = 0;
+    const vendor = client(origin.replace("http://", "http://user%40corp:p%3Ass@"));
+    try {
+      await vendor.generateContent("m", { contents: [] }, new AbortController().signal);
+    } finally {
+      vendor.close();
+    }
+    assert.equal(seen[0]?.authorization, `Basic ${Buffer.from("user@corp:p:ss").toString("base64")}`);
   });
 });
 

@@ -159,8 +159,15 @@ class SseEvents {
   }
 }
 
-/** A request path as a URL would carry it: ours are already escaped; a name an upstream gave back is escaped as a URL escapes it. */
-const requestPath = (path: string) => (/^[\x21-\x7e]*$/.test(path) ? path : (({ pathname, search }) => pathname + search)(new URL(path, "http://upstream")));
+/** A path a URL carries unchanged: characters it never escapes in a path or query, and no dot segment. */
+const PLAIN_PATH = /^(?:[A-Za-z0-9\-_~!$&'()*+,;=:@/%?]|\.(?![./]|$))*$/;
+
+/**
+ * A request path as a URL would carry it: ours are escaped already (the fast
+ * path); a name an upstream gave back goes through a URL (escaped, its
+ * fragment dropped, dot segments resolved), as when every call parsed one.
+ */
+const requestPath = (path: string) => (PLAIN_PATH.test(path) ? path : (({ pathname, search }) => pathname + search)(new URL(path, "http://upstream")));
 
 /**
  * One route of the vendor's public REST API (authenticated with
@@ -172,7 +179,7 @@ export class VendorClient {
   private readonly agent: http.Agent;
   private readonly transport: typeof http | typeof https;
   /** The route's base URL taken apart once: a request is made from these and its path, without parsing a URL per call. */
-  private readonly target: { readonly protocol: string; readonly hostname: string; readonly port: string; readonly basePath: string };
+  private readonly target: { readonly protocol: string; readonly hostname: string; readonly port: string; readonly basePath: string; readonly auth?: string };
 
   constructor(
     readonly route: Route,
@@ -182,7 +189,11 @@ export class VendorClient {
     this.transport = base.protocol === "https:" ? https : http;
     // An IPv6 literal's brackets belong to the URL, not to the address to connect to.
     const hostname = base.hostname.startsWith("[") ? base.hostname.slice(1, -1) : base.hostname;
-    this.target = { protocol: base.protocol, hostname, port: base.port, basePath: `${base.pathname.replace(/\/+$/, "")}/${API_VERSION}/` };
+    this.target = {
+      protocol: base.protocol, hostname, port: base.port, basePath: `${base.pathname.replace(/\/+$/, "")}/${API_VERSION}/`,
+      // Credentials in the base URL go as Basic auth, as a request made from the URL sends them.
+      ...(base.username || base.password ? { auth: `${decodeURIComponent(base.username)}:${decodeURIComponent(base.password)}` } : {}),
+    };
     // Connections kept open between calls (idle ones do not hold the process open), newest reused first.
     this.agent = new this.transport.Agent({ keepAlive: true, scheduling: "lifo" });
   }
@@ -196,8 +207,8 @@ export class VendorClient {
       headers["content-length"] = Buffer.byteLength(payload);
     }
     return new Promise((resolve, reject) => {
-      const { protocol, hostname, port, basePath } = this.target;
-      const request = this.transport.request({ protocol, hostname, port, path: requestPath(basePath + path), method, headers, agent: this.agent, signal }, resolve);
+      const { protocol, hostname, port, basePath, auth } = this.target;
+      const request = this.transport.request({ protocol, hostname, port, auth, path: requestPath(basePath + path), method, headers, agent: this.agent, signal }, resolve);
       request.on("error", reject); // every error (a later abort too) is handled: reject is a no-op once settled
       request.end(payload);
     });
