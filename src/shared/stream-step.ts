@@ -48,11 +48,7 @@ export class SteppedStream<T, U> implements AsyncIterableIterator<U> {
     let pulled: Promise<IteratorResult<T>>;
     try {
       this.source ??= this.step.open()[Symbol.asyncIterator]();
-    } catch (error) {
-      return this.fail(error, false);
-    }
-    this.step.pulling?.();
-    try {
+      this.step.pulling?.();
       pulled = this.source.next();
     } catch (error) {
       return this.fail(error, false);
@@ -60,16 +56,21 @@ export class SteppedStream<T, U> implements AsyncIterableIterator<U> {
     return pulled.then(this.onResult, this.onError);
   }
 
-  /** The consumer stopped early: the source is closed (its cleanup awaited), then the stream is over. */
+  /**
+   * The consumer stopped early: the source is closed (its cleanup awaited),
+   * then the stream is over; a cleanup that fails ends it as failed.
+   */
   async return(): Promise<IteratorResult<U>> {
     if (this.over) return DONE;
     this.over = true;
     if (!this.source) return DONE; // never pulled
     try {
       await this.source.return?.();
-    } finally {
-      this.step.ended?.("returned");
+    } catch (error) {
+      this.step.ended?.("failed", error);
+      throw this.step.failure ? this.step.failure(error) : error;
     }
+    this.step.ended?.("returned");
     return DONE;
   }
 

@@ -118,6 +118,21 @@ describe("SteppedStream", () => {
     await assert.rejects(stream.next(), /^Error: wrapped: cannot map$/);
   });
 
+  it("when the consumer stops early and the source's cleanup fails, then it ends once as failed and the failure passes through `failure`", async () => {
+    const failingCleanup: AsyncIterable<number> = {
+      [Symbol.asyncIterator]: () => ({
+        next: async () => ({ done: false, value: 1 }),
+        return: async () => {
+          throw new Error("cleanup failed");
+        },
+      }),
+    };
+    const { calls, stream } = recorded(() => failingCleanup);
+    assert.deepEqual(await stream.next(), { done: false, value: "1" });
+    await assert.rejects(stream.return(), /^Error: wrapped: cleanup failed$/);
+    assert.deepEqual(calls.filter((c) => c.startsWith("ended")), ["ended failed (cleanup failed)"]);
+  });
+
   it("when open throws, then the first pull fails through `failure` and it ends once as failed", async () => {
     const { calls, stream } = recorded(() => {
       throw new Error("cannot open");
