@@ -21,8 +21,9 @@ export interface Announcement {
  *
  * Reserved: all four are done. Refused: none is. "fenced": none is; a retry
  * with the same Idempotency-Key found this acceptance dead and abandoned its
- * job id (JobStore.abandonIntent). "exists": none is; the job was stored
- * before (JobStore.create would have failed on it).
+ * job id (JobStore.abandonIntent). "exists": none is, because the job was
+ * stored before, with its hold (JobStore.create would have failed on it); it
+ * counts as accepted, and is announced again.
  */
 export interface AcceptanceWrites {
   accept(job: Job, hold: { readonly amount: Money; readonly options: ReserveOptions }, announcement: Announcement): Promise<ReserveOutcome | "fenced" | "exists">;
