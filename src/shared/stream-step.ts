@@ -111,3 +111,21 @@ export class SteppedStream<T, U> implements AsyncIterableIterator<U> {
     throw this.step.failure ? this.step.failure(error) : error;
   }
 }
+
+/**
+ * `stream` as it is, with the time spent waiting for each of its values (and
+ * for its end) handed to `waited`, in ms. The first wait counts from
+ * `firstSince` when given (the call that made the stream), each later one from its pull.
+ */
+export function timedWaits<T>(stream: AsyncIterable<T>, waited: (ms: number) => void, firstSince?: number): AsyncIterableIterator<T> {
+  let since = firstSince ?? 0;
+  let pulls = firstSince === undefined ? 1 : 0;
+  return new SteppedStream<T, T>({
+    open: () => stream,
+    map: (value) => value,
+    pulling: () => {
+      if (pulls++ > 0) since = performance.now();
+    },
+    pulled: () => waited(performance.now() - since),
+  });
+}

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { SteppedStream, type StreamStep } from "../../src/shared/stream-step.js";
+import { SteppedStream, timedWaits, type StreamStep } from "../../src/shared/stream-step.js";
 
 /** A source that records what happened to it: how far it got, and whether its cleanup (finally) ran. */
 function source(values: number[], failAt?: number) {
@@ -157,5 +157,23 @@ describe("SteppedStream", () => {
     assert.deepEqual(await pending, { done: true, value: undefined });
     assert.ok(!calls.includes("map 7"));
     assert.deepEqual(calls.filter((c) => c.startsWith("ended")), ["ended returned"]);
+  });
+
+  it("when a stream is timed, then each wait for a value and for its end is handed over once, the first from the given start", async () => {
+    const gaps = [30, 0, 30];
+    async function* slow() {
+      for (const [i, gap] of gaps.entries()) {
+        if (gap) await new Promise((resolve) => setTimeout(resolve, gap));
+        if (i < gaps.length - 1) yield i;
+      }
+    }
+    const waits: number[] = [];
+    const started = performance.now();
+    const values = await collect(timedWaits(slow(), (ms) => waits.push(ms), started - 100));
+    assert.deepEqual(values, [0, 1]);
+    assert.equal(waits.length, 3, "two values and the end");
+    assert.ok(waits[0]! >= 125, `the first wait counts from the given start: ${waits[0]}`);
+    assert.ok(waits[1]! < waits[0]! - 50, `a value ready at once waits from its own pull, not from the start: ${waits[1]}`);
+    assert.ok(waits[2]! >= 25, `the wait for the end: ${waits[2]}`);
   });
 });

@@ -18,7 +18,7 @@ import { rpc, toConnectError, toRpcError } from "../errors/rpc-errors.js";
 import { requireAvailable } from "../jobs/availability.js";
 import { TextCall } from "../text/text-call.js";
 import { UPSTREAM_TIME, type UpstreamTime } from "../text/upstream-time.js";
-import { SteppedStream } from "../../shared/stream-step.js";
+import { timedWaits } from "../../shared/stream-step.js";
 
 type ResponseInit = MessageInitShape<typeof GenerateContentResponseSchema>;
 
@@ -37,18 +37,7 @@ function usageMetadata(chunk: TextChunk) {
 
 /** The provider's chunks, with the time spent waiting for each added to `sink` when the caller asked for it (UPSTREAM_TIME). */
 function timedChunks(chunks: AsyncIterable<TextChunk>, sink: UpstreamTime | undefined): AsyncIterable<TextChunk> {
-  if (!sink) return chunks;
-  let since = 0;
-  return new SteppedStream<TextChunk, TextChunk>({
-    open: () => chunks,
-    map: (chunk) => chunk,
-    pulling: () => {
-      since = performance.now();
-    },
-    pulled: () => {
-      sink.upstreamMs = (sink.upstreamMs ?? 0) + (performance.now() - since);
-    },
-  });
+  return sink ? timedWaits(chunks, (ms) => (sink.upstreamMs = (sink.upstreamMs ?? 0) + ms)) : chunks;
 }
 
 function chunkResponse(spec: TextSpec, responseId: string, chunk: TextChunk): ResponseInit {

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from "fastify";
 import type { UpstreamTime } from "../../core/text/upstream-time.js";
 import type { CoreClients } from "../../runtime/core-clients.js";
-import { SteppedStream } from "../../shared/stream-step.js";
+import { timedWaits } from "../../shared/stream-step.js";
 
 /**
  * Where a request's time went: since its arrival, waiting for the core, and
@@ -52,21 +52,8 @@ function timedMethod(method: AnyMethod): AnyMethod {
 }
 
 /** A server stream: the time spent waiting for each next message is the core's. */
-function timedStream(stream: AsyncIterable<unknown>, timing: RequestTiming, started: number): AsyncIterable<unknown> {
-  // The first wait counts from the call; each later one from the pull.
-  let waitingSince = started;
-  let pulls = 0;
-  return new SteppedStream<unknown, unknown>({
-    open: () => stream,
-    map: (value) => value,
-    pulling: () => {
-      if (pulls++ > 0) waitingSince = performance.now();
-    },
-    pulled: () => {
-      timing.coreMs += performance.now() - waitingSince;
-    },
-  });
-}
+const timedStream = (stream: AsyncIterable<unknown>, timing: RequestTiming, started: number) =>
+  timedWaits(stream, (ms) => (timing.coreMs += ms), started);
 
 /** The gateway's clients of the core, timing every call made for a request (Server-Timing, http_server_core_duration_seconds). */
 export function timedClients(clients: CoreClients): CoreClients {
