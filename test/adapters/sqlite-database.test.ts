@@ -151,6 +151,48 @@ describe("openSqliteDatabase", () => {
     }
   });
 
+  it("when a version-10 database is upgraded, then its statement, open holds and unfinished intents read the same, entries keep numbering on, and open holds are found by index", async () => {
+    const dir = freshDir();
+    const old = join(dir, "migrations");
+    mkdirSync(old);
+    const shipped = join(REPO, "src/adapters/sqlite/migrations");
+    for (const file of readdirSync(shipped).filter((f) => f < "0011")) writeFileSync(join(old, file), readFileSync(join(shipped, file)));
+    const legacy = openSqliteDatabase({ path: join(dir, "service.db"), synchronous: "normal", migrationsDir: old });
+    legacy.db.exec(`
+      INSERT INTO accounts (account_id, name, balance, reserved, created_at) VALUES ('a', 'a', '700', '200', 1);
+      INSERT INTO holds (reservation_id, account_id, amount, state, charged, created_at, ended_at, key_id) VALUES ('job:1', 'a', '300', 'settled', '300', 2, 3, 'k');
+      INSERT INTO holds (reservation_id, account_id, amount, state, created_at, key_id) VALUES ('job:2', 'a', '200', 'held', 4, 'k');
+      INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, at) VALUES ('a', 'credit', '1000', '1000', '0', '0', 1);
+      INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id, at) VALUES ('a', 'hold', '0', '1000', '300', '300', 'job:1', 2);
+      INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id, at) VALUES ('a', 'charge', '-300', '700', '-300', '0', 'job:1', 3);
+      INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id, at) VALUES ('a', 'hold', '0', '700', '200', '200', 'job:2', 4);
+      INSERT INTO unfinished_jobs (job_id, account_id, since) VALUES ('2', 'a', 4);
+    `);
+    legacy.close();
+    const stores = await openSqliteStores({ dataDir: dir, synchronous: "normal", defaultPrices: new Map() });
+    try {
+      const { ledger, jobs } = stores.stores;
+      const db = stores.database.db;
+      const page = await ledger.entries({ accountId: "a", limit: 10 });
+      assert.deepEqual(page.entries.map((e) => [e.seq, e.type, e.amount, e.reservedAfter]), [
+        [4n, "hold", 0n, 200n], [3n, "charge", -300n, 0n], [2n, "hold", 0n, 300n], [1n, "credit", 1_000n, 0n],
+      ]);
+      assert.deepEqual((await jobs.listUnfinished(10)).entries.map((entry) => [entry.jobId, entry.accountId, entry.since.getTime()]), [["2", "a", 4]]);
+      assert.deepEqual(await ledger.keyAccount("a", "k"), { spending: (await ledger.keyAccount("a", "nobody")).spending, held: 200n, openJobs: 0 });
+      // The next movement numbers on from the largest entry, and no longer writes sqlite_sequence.
+      await ledger.release("a", "job:2");
+      const [release] = (await ledger.entries({ accountId: "a", limit: 1 })).entries;
+      assert.deepEqual([release!.seq, release!.type, release!.reservedAfter], [5n, "release", 0n]);
+      assert.equal(db.prepare("SELECT COUNT(*) FROM sqlite_sequence WHERE name = 'ledger_entries'").pluck().get(), 0);
+      assert.deepEqual(await ledger.keyAccount("a", "k"), { spending: (await ledger.keyAccount("a", "nobody")).spending, held: 0n, openJobs: 0 });
+      const plan = (sql: string) => (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[]).map((row) => row.detail).join("; ");
+      assert.match(plan("SELECT COUNT(*) FROM holds WHERE account_id = 'a' AND state = 'held'"), /USING (COVERING )?INDEX holds_by_account/);
+      assert.match(plan("SELECT amount FROM holds WHERE key_id = 'k' AND account_id = 'a' AND state = 'held'"), /USING INDEX holds_by_key/);
+    } finally {
+      await stores.close();
+    }
+  });
+
   it("when the same data directory is opened twice in one process, then the second open fails until the first closes", () => {
     const path = join(freshDir(), "service.db");
     const first = openSqliteDatabase({ path, synchronous: "normal" });
