@@ -748,6 +748,43 @@ describe("SqliteAcceptanceWrites", () => {
     assert.equal(opened.database.db.prepare("SELECT count(*) FROM bus_events").pluck().get(), 0);
   });
 
+  it("when 200 jobs are accepted at once against funds for 50, then they share commits, exactly 50 are written whole and the others leave nothing", async () => {
+    const commits: number[] = [];
+    const opened = await openSqliteStores({ dataDir: freshDir(), synchronous: "full", defaultPrices: PRICES, onGroupCommit: (writes) => commits.push(writes) });
+    const { stores } = opened;
+    const heard = await announcementsHeard(opened);
+    await stores.ledger.createAccount("acct", "one", 50n * HOLD.amount);
+    const jobs = Array.from({ length: 200 }, () => aJob());
+    const outcomes = await Promise.all(jobs.map((job) => opened.acceptanceWrites.accept(job, HOLD, announcementOf(job.id))));
+    const accepted = jobs.filter((_, i) => outcomes[i] === "reserved");
+    assert.equal(accepted.length, 50);
+    assert.ok(outcomes.every((outcome) => outcome === "reserved" || outcome === "insufficient_funds"), String(outcomes));
+    assert.deepEqual(await stores.ledger.balance("acct"), { balance: 50n * HOLD.amount, reserved: 50n * HOLD.amount });
+    assert.deepEqual(
+      (await stores.jobs.listUnfinished(500)).entries.map((entry) => entry.jobId).sort(),
+      accepted.map((job) => job.id).sort(),
+    );
+    for (const job of jobs) assert.equal((await stores.jobs.get(job.id)) !== undefined, accepted.includes(job), job.id);
+    await waitFor(() => heard.length === 50, "50 announcements");
+    assert.deepEqual([...heard].sort(), accepted.map((job) => job.id).sort());
+    // Asked in one turn of the event loop: 200 acceptances in two commits (at most 128 in one).
+    assert.deepEqual(commits, [128, 72]);
+    await opened.close();
+  });
+
+  it("when the store closes while an acceptance waits for its group commit, then it is committed first and found after reopening", async () => {
+    const dir = freshDir();
+    const first = await openSqliteStores({ dataDir: dir, synchronous: "full", defaultPrices: PRICES });
+    await first.stores.ledger.createAccount("acct", "one", 200_000_000_000n);
+    const job = aJob();
+    const accepted = first.acceptanceWrites.accept(job, HOLD, announcementOf(job.id));
+    await first.close();
+    assert.equal(await accepted, "reserved");
+    const second = await open(dir);
+    assert.deepEqual(await second.stores.ledger.balance("acct"), { balance: 200_000_000_000n, reserved: HOLD.amount });
+    assert.deepEqual(defined(await second.stores.jobs.get(job.id)), defined(job));
+  });
+
   it("when storing the announcement fails inside the write, then the hold, the intent and the job are not written either", async () => {
     const opened = await open(freshDir());
     const { stores } = opened;

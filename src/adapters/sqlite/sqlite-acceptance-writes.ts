@@ -3,7 +3,7 @@ import type { Money } from "../../domain/money.js";
 import type { AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
 import type { ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
 import type { SqliteDb } from "./sqlite-database.js";
-import { sqliteCall } from "./sqlite-errors.js";
+import type { GroupedWrites } from "./grouped-writes.js";
 import type { SqliteEventBus } from "./sqlite-event-bus.js";
 import type { SqliteJobStore } from "./sqlite-job-store.js";
 import type { SqliteLedger } from "./sqlite-ledger.js";
@@ -19,13 +19,16 @@ class NotStored extends Error {
  * An accepted job's writes in one IMMEDIATE transaction of the embedded
  * file: the hold reserved, the intent listed, the job stored and its
  * announcement in the bus's table; then, once committed, the bus's consumers
- * woken. One commit where the steps one by one make three (issue 13: the
- * accept's durable floor is one transaction).
+ * woken. One write where the steps one by one make three commits (issue 13:
+ * the accept's durable floor is one transaction), and that write runs in the
+ * store's group commit (GroupedWrites): concurrent accepts share a commit.
  */
 export class SqliteAcceptanceWrites implements AcceptanceWrites {
   private readonly transaction: (job: Job, amount: Money, options: ReserveOptions, announcement: Announcement) => { outcome: ReserveOutcome; groups: string[] };
 
-  constructor(db: SqliteDb, jobs: SqliteJobStore, ledger: SqliteLedger, private readonly bus: SqliteEventBus) {
+  constructor(
+    db: SqliteDb, jobs: SqliteJobStore, ledger: SqliteLedger, private readonly bus: SqliteEventBus, private readonly writes: GroupedWrites,
+  ) {
     this.transaction = db.transaction((job: Job, amount: Money, options: ReserveOptions, announcement: Announcement) => {
       const outcome = ledger.reserveNow(job.accountId, job.reservationId, amount, options);
       if (outcome !== "reserved") return { outcome, groups: [] };
@@ -42,7 +45,7 @@ export class SqliteAcceptanceWrites implements AcceptanceWrites {
   ): Promise<ReserveOutcome | "fenced" | "exists"> {
     let written: { outcome: ReserveOutcome; groups: string[] };
     try {
-      written = sqliteCall(() => this.transaction(job, hold.amount, hold.options, announcement));
+      written = await this.writes.run(() => this.transaction(job, hold.amount, hold.options, announcement));
     } catch (error) {
       if (error instanceof NotStored) return error.reason;
       throw error;

@@ -15,6 +15,7 @@ import { SqliteJobStore } from "./sqlite-job-store.js";
 import { SqliteLedger } from "./sqlite-ledger.js";
 import { SqliteSettingsStore } from "./sqlite-settings-store.js";
 import { walBarrier } from "./wal-barrier.js";
+import { GroupedWrites } from "./grouped-writes.js";
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startWalCheckpointer } from "./wal-checkpointer.js";
 import { NO_BARRIER, type WriteBarrier } from "../../ports/write-barrier.js";
 
@@ -38,6 +39,8 @@ export interface SqliteStoresOptions {
   readonly busyTimeoutMs?: number;
   /** How often the checkpointer thread checkpoints the WAL (default 100 ms; see wal-checkpointer.ts). */
   readonly checkpointIntervalMs?: number;
+  /** Told how many writes each group commit carried (GroupedWrites: acceptances; tests, telemetry). */
+  readonly onGroupCommit?: (writes: number) => void;
   /** A checkpoint of the checkpointer thread failed. */
   readonly onCheckpointError?: (message: string) => void;
 }
@@ -97,6 +100,7 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
     await settings.seedPrices(options.defaultPrices);
     const jobs = new SqliteJobStore(db);
     const ledger = new SqliteLedger(db);
+    const writes = new GroupedWrites(db, { onCommit: options.onGroupCommit });
     const stores: StorePorts = {
       jobs,
       ledger,
@@ -125,13 +129,15 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       stores,
       barrier: wal ?? NO_BARRIER,
       bus,
-      acceptanceWrites: new SqliteAcceptanceWrites(db, jobs, ledger, bus),
+      acceptanceWrites: new SqliteAcceptanceWrites(db, jobs, ledger, bus, writes),
       probe: sqliteProbe(db),
       path: database.path,
       database,
       close: () =>
         (closing ??= (async () => {
           try {
+            // Writes still waiting for their group commit (an acceptance publishes on the bus: before it closes).
+            writes.drain();
             await bus.close();
             await wal?.close();
           } finally {
