@@ -207,15 +207,23 @@ async function ghz(name: string, grpcUrl: string, apiKey: string, jobId: string,
   return load;
 }
 
-async function streams(name: string, url: string, headers: Record<string, string>, concurrency: number): Promise<StreamResult> {
+/** A stream run, with the server's CPU over it: in cores, and in milliseconds per stream (at the run's steady rate). */
+type StreamLoad = StreamResult & { readonly serverCores: number; readonly cpuMsPerStream: number };
+
+async function streams(name: string, url: string, headers: Record<string, string>, concurrency: number, server: ServerProcess): Promise<StreamLoad> {
   const spec: StreamRun = { url, headers, body: TEXT_BODY, concurrency, durationMs: DURATION_S * 1000, warmupMs: WARMUP_S * 1000 };
+  const cpu0 = cpuSeconds(server.pid);
+  const t0 = performance.now();
   const out = JSON.parse(await run(process.execPath, ["--import", "tsx", join(ROOT, "bench/stream-client.ts"), JSON.stringify(spec)])) as StreamResult;
+  const serverCores = (cpuSeconds(server.pid) - cpu0) / ((performance.now() - t0) / 1000);
+  const cpuMsPerStream = (serverCores * 1000) / (out.streams / (out.elapsedMs / 1000));
   process.stderr.write(
     `· ${name}: ${out.streams} streams, first event p50 ${fmt(out.firstEvent.p50)} p99 ${fmt(out.firstEvent.p99)} ms, ` +
-      `whole p50 ${fmt(out.whole.p50)} p99 ${fmt(out.whole.p99)} ms, failures ${out.failures}` +
+      `whole p50 ${fmt(out.whole.p50)} p99 ${fmt(out.whole.p99)} ms, failures ${out.failures}, server ${fmt(serverCores)} cores, ` +
+      `${fmt(cpuMsPerStream)} ms CPU per stream` +
       `${out.own ? `; own time before the first event (its Server-Timing) p50 ${fmt(out.own.p50)} p99 ${fmt(out.own.p99)} ms` : ""}\n`,
   );
-  return out;
+  return { ...out, serverCores, cpuMsPerStream };
 }
 
 function report(load: Load): void {
@@ -370,10 +378,10 @@ async function streamSection(): Promise<void> {
     const floorProxy = await startServer("floor-proxy", { BENCH_UPSTREAM_URL: upstream.url! });
     try {
       const apiKey = await customer(service.url!);
-      const direct = await streams(`upstream directly, ${concurrency} in flight`, `${upstream.url}/v1beta/${path}`, { "x-vendor-api-key": "bench-upstream-key" }, concurrency);
-      const bareProxy = await streams(`through a bare Fastify proxy, ${concurrency} in flight`, `${proxy.url}/v1beta/${path}`, {}, concurrency);
-      const moneyProxy = await streams(`through the floor proxy (bare, plus a hold and its settlement), ${concurrency} in flight`, `${floorProxy.url}/v1beta/${path}`, {}, concurrency);
-      const gateway = await streams(`through the gateway, ${concurrency} in flight`, `${service.url}/api/aimodel/v1beta/${path}`, { "x-goog-api-key": apiKey }, concurrency);
+      const direct = await streams(`upstream directly, ${concurrency} in flight`, `${upstream.url}/v1beta/${path}`, { "x-vendor-api-key": "bench-upstream-key" }, concurrency, upstream);
+      const bareProxy = await streams(`through a bare Fastify proxy, ${concurrency} in flight`, `${proxy.url}/v1beta/${path}`, {}, concurrency, proxy);
+      const moneyProxy = await streams(`through the floor proxy (bare, plus a hold and its settlement), ${concurrency} in flight`, `${floorProxy.url}/v1beta/${path}`, {}, concurrency, floorProxy);
+      const gateway = await streams(`through the gateway, ${concurrency} in flight`, `${service.url}/api/aimodel/v1beta/${path}`, { "x-goog-api-key": apiKey }, concurrency, service);
       const extra = (a: number, b: number) => a - b;
       const firstP50 = extra(gateway.firstEvent.p50, direct.firstEvent.p50);
       const firstP99 = extra(gateway.firstEvent.p99, direct.firstEvent.p99);
@@ -397,10 +405,10 @@ async function streamSection(): Promise<void> {
         target: concurrency === 1 ? "≤ +0.5 / +1.5 ms" : "p99 ≤ +3 ms",
         met: clean && wholeP50 <= bounds.p50 && wholeP99 <= bounds.p99,
       });
-      details.push(`| streams through the gateway, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(gateway.streams / (gateway.elapsedMs / 1000), 0)} | ${fmt(gateway.firstEvent.p50)} (first event) | ${fmt(gateway.firstEvent.p99)} (first event) | ${gateway.streams} | ${gateway.failures} | – |`);
-      details.push(`| streams from the upstream directly, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(direct.streams / (direct.elapsedMs / 1000), 0)} | ${fmt(direct.firstEvent.p50)} (first event) | ${fmt(direct.firstEvent.p99)} (first event) | ${direct.streams} | ${direct.failures} | – |`);
+      details.push(`| streams through the gateway, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(gateway.streams / (gateway.elapsedMs / 1000), 0)} | ${fmt(gateway.firstEvent.p50)} (first event) | ${fmt(gateway.firstEvent.p99)} (first event) | ${gateway.streams} | ${gateway.failures} | ${fmt(gateway.serverCores)} (${fmt(gateway.cpuMsPerStream)} ms per stream) |`);
+      details.push(`| streams from the upstream directly, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(direct.streams / (direct.elapsedMs / 1000), 0)} | ${fmt(direct.firstEvent.p50)} (first event) | ${fmt(direct.firstEvent.p99)} (first event) | ${direct.streams} | ${direct.failures} | ${fmt(direct.serverCores)} (${fmt(direct.cpuMsPerStream)} ms per stream) |`);
       for (const [label, floor] of [["a bare Fastify proxy (the floor of any gateway in Node)", bareProxy], ["the floor proxy: bare, plus one SQLite hold before the upstream call and one settlement after", moneyProxy]] as const) {
-        details.push(`| streams through ${label}, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(floor.streams / (floor.elapsedMs / 1000), 0)} | ${fmt(floor.firstEvent.p50)} (first event) | ${fmt(floor.firstEvent.p99)} (first event) | ${floor.streams} | ${floor.failures} | – |`);
+        details.push(`| streams through ${label}, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(floor.streams / (floor.elapsedMs / 1000), 0)} | ${fmt(floor.firstEvent.p50)} (first event) | ${fmt(floor.firstEvent.p99)} (first event) | ${floor.streams} | ${floor.failures} | ${fmt(floor.serverCores)} (${fmt(floor.cpuMsPerStream)} ms per stream) |`);
         rows.push({
           route: `\`streamGenerateContent?alt=sse\`, ${concurrency} in flight, ${label}`,
           ours: `first event p50 ${fmt(floor.firstEvent.p50)} / p99 ${fmt(floor.firstEvent.p99)} ms; whole p50 ${fmt(floor.whole.p50)} / p99 ${fmt(floor.whole.p99)} ms`,
