@@ -7,7 +7,9 @@
  *   tsx bench/ab.ts <checkout A> <checkout B> <load> [rounds=4] [seconds=6]
  *
  * Each checkout must have been built (`npm run build`: its dist/). Loads:
- *   post        POST /api/v1/generations, no worker, autocannon with 32 connections: req/s, p99, server CPU per request
+ *   get         GET /api/v1/jobs/{id} of a queued job, no worker, autocannon with 32 connections: req/s, p99, server CPU
+ *               per request
+ *   post        POST /api/v1/generations, no worker, the same
  *   streams-1   streamGenerateContent?alt=sse, one stream in flight (8 events 2 ms apart)
  *   streams-64  the same, 64 in flight (8 events 25 ms apart): first event and whole stream p50/p99, the service's
  *               own time before its first event (Server-Timing), server CPU per stream
@@ -22,8 +24,8 @@ import { createInterface } from "node:readline";
 import type { StreamResult, StreamRun } from "./stream-client.js";
 
 const [dirA, dirB, load, roundsText = "4", secondsText = "6"] = process.argv.slice(2);
-if (!dirA || !dirB || !["post", "streams-1", "streams-64"].includes(load ?? "")) {
-  console.error("usage: tsx bench/ab.ts <checkout A> <checkout B> post|streams-1|streams-64 [rounds] [seconds]");
+if (!dirA || !dirB || !["get", "post", "streams-1", "streams-64"].includes(load ?? "")) {
+  console.error("usage: tsx bench/ab.ts <checkout A> <checkout B> get|post|streams-1|streams-64 [rounds] [seconds]");
   process.exit(2);
 }
 const ADMIN_TOKEN = "bench-admin-token";
@@ -77,15 +79,27 @@ async function withCpu<T>(server: Server, measure: () => Promise<T>): Promise<{ 
 
 const fmt = (n: number | undefined) => (n === undefined ? "–" : n.toFixed(2));
 
-async function postRound(server: Server & { apiKey: string }): Promise<string> {
-  const body = JSON.stringify({ model: "aimodel-2.5-flash-image", prompt: "a lighthouse at dusk, oil painting" });
+const GENERATION_BODY = JSON.stringify({ model: "aimodel-2.5-flash-image", prompt: "a lighthouse at dusk, oil painting" });
+
+/** autocannon, 32 connections, against one of the service's routes. */
+async function httpRound(server: Server & { apiKey: string }, method: "GET" | "POST", path: string): Promise<string> {
   const args = [
-    join(tools, "node_modules/autocannon/autocannon.js"), "--json", "-c", "32", "-m", "POST", "-d", String(seconds),
-    "-H", `authorization=Bearer ${server.apiKey}`, "-H", "content-type=application/json", "-b", body, `${server.url}/api/v1/generations`,
+    join(tools, "node_modules/autocannon/autocannon.js"), "--json", "-c", "32", "-m", method, "-d", String(seconds),
+    "-H", `authorization=Bearer ${server.apiKey}`,
+    ...(method === "POST" ? ["-H", "content-type=application/json", "-b", GENERATION_BODY] : []),
+    `${server.url}${path}`,
   ];
   const { result, cores } = await withCpu(server, async () => JSON.parse(execFileSync(process.execPath, args, { encoding: "utf8", maxBuffer: 1 << 26 })));
   const rps = result.requests.average as number;
   return `${rps.toFixed(0)} req/s, p99 ${result.latency.p99} ms, non-2xx ${result.non2xx}, ${(cores * 1e6 / rps).toFixed(0)} µs CPU per request`;
+}
+
+/** A queued job of the service's customer (no worker takes it). */
+async function queuedJob(server: Server & { apiKey: string }): Promise<string> {
+  const answer = await fetch(`${server.url}/api/v1/generations`, {
+    method: "POST", headers: { authorization: `Bearer ${server.apiKey}`, "content-type": "application/json" }, body: GENERATION_BODY,
+  });
+  return ((await answer.json()) as { job_id: string }).job_id;
 }
 
 async function streamRound(server: Server & { apiKey: string }, concurrency: number): Promise<string> {
@@ -105,13 +119,18 @@ async function streamRound(server: Server & { apiKey: string }, concurrency: num
 
 try {
   const concurrency = load === "streams-64" ? 64 : 1;
-  const upstream = load === "post" ? undefined : await start(tools, "upstream", { BENCH_UPSTREAM_GAP_MS: concurrency === 64 ? "25" : "2" });
+  const upstream = !load!.startsWith("streams") ? undefined : await start(tools, "upstream", { BENCH_UPSTREAM_GAP_MS: concurrency === 64 ? "25" : "2" });
   const env: Record<string, string> = upstream ? { VENDOR_BASE_URL: upstream.url, VENDOR_API_KEY: "bench-upstream-key" } : { BENCH_NO_WORKERS: "1" };
   const a = await service(dirA, env);
   const b = await service(dirB, env);
+  const jobs = load === "get" ? new Map([[a, await queuedJob(a)], [b, await queuedJob(b)]]) : undefined;
+  const measure = (server: typeof a) =>
+    load === "get" ? httpRound(server, "GET", `/api/v1/jobs/${jobs!.get(server)}`)
+      : load === "post" ? httpRound(server, "POST", "/api/v1/generations")
+        : streamRound(server, concurrency);
   for (let round = 0; round < rounds; round++) {
     for (const [name, server] of round % 2 === 0 ? ([["A", a], ["B", b]] as const) : ([["B", b], ["A", a]] as const)) {
-      console.log(`round ${round} ${name}: ${load === "post" ? await postRound(server) : await streamRound(server, concurrency)}`);
+      console.log(`round ${round} ${name}: ${await measure(server)}`);
     }
   }
 } finally {
