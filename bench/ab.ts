@@ -14,7 +14,8 @@
  *   streams-64  the same, 64 in flight (8 events 25 ms apart): first event and whole stream p50/p99, the service's
  *               own time before its first event (Server-Timing), server CPU per stream
  * The load generators and the upstream run from checkout B; each service in a process of its own, the one not
- * under load idle.
+ * under load idle. BENCH_AB_FLAGS_A / BENCH_AB_FLAGS_B: node flags for that side's service (space-separated), to
+ * compare one build with two settings (e.g. a V8 heap flag).
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -38,8 +39,8 @@ const dataDirs: string[] = [];
 
 interface Server { readonly child: ChildProcess; readonly url: string }
 
-async function start(root: string, kind: string, env: Record<string, string>): Promise<Server> {
-  const child = spawn(process.execPath, [join(resolve(root), "dist/bench/servers.js"), kind], {
+async function start(root: string, kind: string, env: Record<string, string>, flags: string[] = []): Promise<Server> {
+  const child = spawn(process.execPath, [...flags, join(resolve(root), "dist/bench/servers.js"), kind], {
     cwd: resolve(root), env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"],
   });
   children.push(child);
@@ -56,13 +57,13 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
 
-async function service(root: string, env: Record<string, string>): Promise<Server & { apiKey: string }> {
+async function service(root: string, env: Record<string, string>, flags: string[]): Promise<Server & { apiKey: string }> {
   const dataDir = mkdtempSync(join(os.tmpdir(), "bench-ab-"));
   dataDirs.push(dataDir);
   const server = await start(root, "service", {
     HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", ADMIN_TOKEN, DATA_DIR: dataDir, SIMULATED_LATENCY_MS: "0",
     LOG_LEVEL: "warn", DRAIN_DELAY: "0ms", SHUTDOWN_GRACE: "2s", MAX_QUEUED_JOBS_PER_ACCOUNT: "10000000", ...env,
-  });
+  }, flags);
   const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };
   const account = (await (await fetch(`${server.url}/admin/v1/accounts`, { method: "POST", headers: admin, body: JSON.stringify({ name: "ab", balance: "100000000" }) })).json()) as { account_id: string };
   const key = (await (await fetch(`${server.url}/admin/v1/accounts/${account.account_id}/keys`, { method: "POST", headers: admin, body: JSON.stringify({ models: ["*"] }) })).json()) as { api_key: string };
@@ -121,8 +122,9 @@ try {
   const concurrency = load === "streams-64" ? 64 : 1;
   const upstream = !load!.startsWith("streams") ? undefined : await start(tools, "upstream", { BENCH_UPSTREAM_GAP_MS: concurrency === 64 ? "25" : "2" });
   const env: Record<string, string> = upstream ? { VENDOR_BASE_URL: upstream.url, VENDOR_API_KEY: "bench-upstream-key" } : { BENCH_NO_WORKERS: "1" };
-  const a = await service(dirA, env);
-  const b = await service(dirB, env);
+  const flagsOf = (name: string) => (process.env[name] ?? "").split(" ").filter(Boolean);
+  const a = await service(dirA, env, flagsOf("BENCH_AB_FLAGS_A"));
+  const b = await service(dirB, env, flagsOf("BENCH_AB_FLAGS_B"));
   const jobs = load === "get" ? new Map([[a, await queuedJob(a)], [b, await queuedJob(b)]]) : undefined;
   const measure = (server: typeof a) =>
     load === "get" ? httpRound(server, "GET", `/api/v1/jobs/${jobs!.get(server)}`)

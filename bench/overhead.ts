@@ -20,7 +20,8 @@
  * BENCH_ONLY (comma list of sections: rest,grpc,streams,memory,render), BENCH_PROFILE (a directory:
  * the service processes run with --cpu-prof and write their profiles into a folder per service,
  * one per thread: the largest is the main thread's), BENCH_PROFILE_INTERVAL_US (their sampling interval, 1000),
- * BENCH_SERVICE_FLAGS (node flags for the service processes, space-separated, e.g. a V8 heap flag to try),
+ * BENCH_SERVICE_FLAGS (node flags for the service processes, space-separated, e.g. a V8 heap flag to try; by default
+ * those of `npm start`),
  * BENCH_OUT (also write the report to this file).
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
@@ -52,6 +53,9 @@ const GENERATION_BODY = JSON.stringify({ model: IMAGE_MODEL, prompt: "a lighthou
 const TEXT_BODY = JSON.stringify({ contents: [{ role: "user", parts: [{ text: "Say something short." }] }] });
 const ROOT = new URL("..", import.meta.url).pathname;
 const GHZ = process.env.GHZ ?? findGoTool("ghz");
+/** The node flags `npm start` runs the service with (package.json's start script), so the service is measured as it runs. */
+const START_FLAGS = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts.start as string)
+  .replace(/^node\s+/, "").split(/\s+/).filter((word) => word.startsWith("--"));
 
 function findGoTool(name: string): string {
   try {
@@ -79,7 +83,7 @@ async function startServer(kind: string, env: Record<string, string> = {}, name 
     ? ["--cpu-prof", `--cpu-prof-dir=${join(PROFILE_DIR, name)}`, `--cpu-prof-interval=${PROFILE_INTERVAL_US}`]
     : [];
   // Compiled (main() runs `npm run build` first), as `npm start` runs the service: no tsx loader in the measured process.
-  const flags = kind === "service" && process.env.BENCH_SERVICE_FLAGS ? process.env.BENCH_SERVICE_FLAGS.split(" ") : [];
+  const flags = kind === "service" ? (process.env.BENCH_SERVICE_FLAGS?.split(" ") ?? START_FLAGS) : [];
   const child = spawn(process.execPath, [...flags, ...profile, join(ROOT, "dist/bench/servers.js"), kind], {
     cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"],
   });
