@@ -59,6 +59,8 @@ interface OpenedStores {
   readonly dependency?: WatchedDependency;
   readonly description: string;
   readonly ownsStore: boolean;
+  /** Commits what waits for a group commit and refuses later writes: before the bus closes (the embedded file's). */
+  stopWrites?(): void;
   close(): Promise<void>;
 }
 
@@ -96,6 +98,7 @@ async function openStores(config: Config, obs: Observability, persist: Persist):
       dependency: { probe: opened.probe, neededByRequests: true },
       description: `SQLite ${opened.path} (synchronous=${config.sqliteSynchronous})`,
       ownsStore: true,
+      stopWrites: opened.stopWrites,
       close: opened.close,
     };
   }
@@ -221,6 +224,8 @@ export async function openBackends(config: Config, obs: Observability, persist: 
     dependencies,
     ownsStore: opened.ownsStore,
     async close() {
+      // An acceptance waiting for its group commit publishes on the bus: it commits (or is refused) before the bus closes.
+      opened.stopWrites?.();
       await feed.close();
       await bus!.close();
       await provider.close?.();

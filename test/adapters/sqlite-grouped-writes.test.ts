@@ -4,6 +4,7 @@
  * outcome, and a failed group keeps nothing.
  */
 import { after, describe, it } from "node:test";
+import { AsyncLocalStorage } from "node:async_hooks";
 import assert from "node:assert/strict";
 import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -57,14 +58,15 @@ describe("GroupedWrites", () => {
     db.close();
   });
 
-  it("when one write of a group throws, then only its changes are undone and only its caller gets the error", async () => {
+  it("when one write of a group throws halfway, then all of its changes and only its are undone and only its caller gets the error", async () => {
     const { db, note, texts } = freshDb();
     const commits: number[] = [];
     const writes = new GroupedWrites(db, { onCommit: (n) => commits.push(n) });
-    const twoThenFail = db.transaction(() => {
+    // A plain function, not a transaction of its own: the group makes it a savepoint.
+    const twoThenFail = () => {
       note("half of a failed write");
       note("a"); // UNIQUE: throws, and the whole write is undone, its first note too
-    });
+    };
     const outcomes = await Promise.allSettled([writes.run(() => note("a")), writes.run(twoThenFail), writes.run(() => note("b"))]);
     assert.equal(outcomes[0].status, "fulfilled");
     assert.equal(outcomes[1].status, "rejected");
@@ -110,6 +112,40 @@ describe("GroupedWrites", () => {
       const text = ["small", "one", "two"][i]!;
       assert.equal(kept.some((t) => t.startsWith(text)), outcome.status === "fulfilled", `${text}: ${outcome.status}`);
     });
+    db.close();
+  });
+
+  it("when writes are asked from different async contexts, then each runs in its caller's (a request's trace), not the first caller's", async () => {
+    const { db, note } = freshDb();
+    const writes = new GroupedWrites(db);
+    const request = new AsyncLocalStorage<string>();
+    const seen = await Promise.all(["first", "second", "third"].map((name) =>
+      request.run(name, () => writes.run(() => {
+        note(name);
+        return request.getStore();
+      })),
+    ));
+    assert.deepEqual(seen, ["first", "second", "third"]);
+    db.close();
+  });
+
+  it("when the writes are closed, then those waiting commit at once and later ones are refused as unavailable", async () => {
+    const { db, note, texts } = freshDb();
+    const writes = new GroupedWrites(db);
+    const waiting = writes.run(() => note("waiting"));
+    writes.close();
+    assert.deepEqual(texts(), ["waiting"], "committed by close, before the turn ended");
+    assert.equal(await waiting, 1);
+    await assert.rejects(writes.run(() => note("late")), (error: unknown) => error instanceof DependencyUnavailableError);
+    assert.deepEqual(texts(), ["waiting"]);
+    db.close();
+  });
+
+  it("when the commit's observer throws, then the writes are committed and their callers still get their results", async () => {
+    const { db, note, texts } = freshDb();
+    const writes = new GroupedWrites(db, { onCommit: () => { throw new Error("telemetry broke"); } });
+    assert.deepEqual(await Promise.all([writes.run(() => note("a")), writes.run(() => note("b"))]), [1, 2]);
+    assert.deepEqual(texts(), ["a", "b"]);
     db.close();
   });
 

@@ -3,6 +3,8 @@ import assert from "node:assert/strict";
 import Database from "better-sqlite3";
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { context, propagation, trace } from "@opentelemetry/api";
+import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
 import { join } from "node:path";
 import { MemoryIdempotencyStore } from "../../src/adapters/memory/memory-idempotency-store.js";
 import { MemoryJobStore } from "../../src/adapters/memory/memory-job-store.js";
@@ -770,6 +772,32 @@ describe("SqliteAcceptanceWrites", () => {
     // Asked in one turn of the event loop: 200 acceptances in two commits (at most 128 in one).
     assert.deepEqual(commits, [128, 72]);
     await opened.close();
+  });
+
+  it("when jobs are accepted at once under different traces, then each announcement carries its own request's trace", async () => {
+    // Tracing on as the service turns it on: an async-local context and W3C trace context on the bus's events.
+    new NodeTracerProvider().register();
+    const tracer = trace.getTracer("test");
+    try {
+      const opened = await open(freshDir());
+      await opened.stores.ledger.createAccount("acct", "one", 10n * HOLD.amount);
+      await announcementsHeard(opened);
+      const spans = [1, 2, 3].map((n) => tracer.startSpan(`request ${n}`));
+      const jobs = spans.map(() => aJob());
+      await Promise.all(jobs.map((job, i) =>
+        context.with(trace.setSpan(context.active(), spans[i]!), () => opened.acceptanceWrites.accept(job, HOLD, announcementOf(job.id))),
+      ));
+      const rows = opened.database.db.prepare("SELECT event_key, trace FROM bus_events").all() as { event_key: string; trace: string }[];
+      assert.equal(rows.length, 3);
+      for (const row of rows) {
+        const span = spans[jobs.findIndex((job) => job.id === row.event_key)]!;
+        assert.ok(row.trace.includes(span.spanContext().spanId), `${row.event_key}: ${row.trace} should name span ${span.spanContext().spanId}`);
+      }
+    } finally {
+      trace.disable();
+      context.disable();
+      propagation.disable();
+    }
   });
 
   it("when the store closes while an acceptance waits for its group commit, then it is committed first and found after reopening", async () => {

@@ -1,5 +1,7 @@
+import { AsyncResource } from "node:async_hooks";
+import { DependencyUnavailableError } from "../../ports/dependency.js";
 import type { SqliteDb } from "./sqlite-database.js";
-import { mapSqliteError } from "./sqlite-errors.js";
+import { mapSqliteError, SQLITE_DEPENDENCY } from "./sqlite-errors.js";
 
 interface Pending {
   readonly write: () => unknown;
@@ -31,9 +33,10 @@ export interface GroupedWritesOptions {
  * path to the stream's first event, which grouping delayed (the service's own
  * time before it, 0.29 → 0.51 ms at p50 with 64 streams in flight).
  *
- * Each write is a better-sqlite3 transaction function, so inside the group it
- * runs as a savepoint: one that throws is rolled back alone and its caller
- * gets the error, while the others commit. If the group's transaction itself
+ * Each write runs as a savepoint of the group: one that throws is rolled back
+ * alone and its caller gets the error, while the others commit. It runs in
+ * its caller's async context (the trace an acceptance's bus event records is
+ * its own request's, not the first of the turn's). If the group's transaction itself
  * fails (the commit, or an error after which SQLite rolled the whole
  * transaction back), every write in it fails with that error and none of
  * them is kept. Errors reach callers as the store's other calls give them
@@ -44,15 +47,17 @@ export interface GroupedWritesOptions {
 export class GroupedWrites {
   private pending: Pending[] = [];
   private scheduled = false;
+  private closed = false;
   private readonly maxPerTransaction: number;
   private readonly group: { immediate(writes: readonly Pending[], outcomes: Outcome[]): void };
 
   constructor(db: SqliteDb, private readonly options: GroupedWritesOptions = {}) {
     this.maxPerTransaction = Math.max(1, options.maxPerTransaction ?? 128);
+    const savepoint = db.transaction((write: () => unknown) => write());
     this.group = db.transaction((writes: readonly Pending[], outcomes: Outcome[]) => {
       for (const pending of writes) {
         try {
-          outcomes.push({ ok: true, value: pending.write() });
+          outcomes.push({ ok: true, value: savepoint(pending.write) });
         } catch (error) {
           // SQLite ended the whole transaction (a full disk, an I/O error): the group fails as one.
           if (!db.inTransaction) throw error;
@@ -62,10 +67,11 @@ export class GroupedWrites {
     });
   }
 
-  /** Runs `write` (a transaction function of this database) in the next group; settles once the group committed. */
+  /** Runs `write` (synchronous work on this database) in the next group; settles once the group committed. */
   run<T>(write: () => T): Promise<T> {
+    if (this.closed) return Promise.reject(new DependencyUnavailableError(SQLITE_DEPENDENCY, "the SQLite store is closing"));
     return new Promise<T>((resolve, reject) => {
-      this.pending.push({ write, resolve: resolve as (value: unknown) => void, reject });
+      this.pending.push({ write: AsyncResource.bind(write), resolve: resolve as (value: unknown) => void, reject });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => this.commit());
@@ -73,8 +79,9 @@ export class GroupedWrites {
     });
   }
 
-  /** Commits what is waiting now, at once (before the database closes). */
-  drain(): void {
+  /** Commits what is waiting now, at once, and refuses later writes as unavailable (the store is closing). Idempotent. */
+  close(): void {
+    this.closed = true;
     while (this.pending.length > 0) this.commit();
   }
 
@@ -92,12 +99,16 @@ export class GroupedWrites {
       for (const pending of writes) pending.reject(failure);
       return;
     }
-    this.options.onCommit?.(writes.length);
     writes.forEach((pending, i) => {
       const outcome = outcomes[i]!;
       if (outcome.ok) pending.resolve(outcome.value);
       else pending.reject(mapSqliteError(outcome.error));
     });
+    try {
+      this.options.onCommit?.(writes.length);
+    } catch {
+      // Telemetry's failure is not the writes': they committed, and their callers know it.
+    }
   }
 }
 

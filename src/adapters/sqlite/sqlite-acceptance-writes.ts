@@ -2,7 +2,6 @@ import type { Job } from "../../domain/jobs/job.js";
 import type { Money } from "../../domain/money.js";
 import type { AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
 import type { ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
-import type { SqliteDb } from "./sqlite-database.js";
 import type { GroupedWrites } from "./grouped-writes.js";
 import type { SqliteEventBus } from "./sqlite-event-bus.js";
 import type { SqliteJobStore } from "./sqlite-job-store.js";
@@ -16,20 +15,18 @@ class NotStored extends Error {
 }
 
 /**
- * An accepted job's writes in one IMMEDIATE transaction of the embedded
- * file: the hold reserved, the intent listed, the job stored and its
- * announcement in the bus's table; then, once committed, the bus's consumers
- * woken. One write where the steps one by one make three commits (issue 13:
+ * An accepted job's writes in one transaction of the embedded file: the hold
+ * reserved, the intent listed, the job stored and its announcement in the
+ * bus's table; then, once committed, the bus's consumers woken. One write where the steps one by one make three commits (issue 13:
  * the accept's durable floor is one transaction), and that write runs in the
  * store's group commit (GroupedWrites): concurrent accepts share a commit.
  */
 export class SqliteAcceptanceWrites implements AcceptanceWrites {
-  private readonly transaction: (job: Job, amount: Money, options: ReserveOptions, announcement: Announcement) => { outcome: ReserveOutcome; groups: string[] };
+  /** The write, run by the group commit as a savepoint of its transaction (a NotStored thrown undoes it). */
+  private readonly write: (job: Job, amount: Money, options: ReserveOptions, announcement: Announcement) => { outcome: ReserveOutcome; groups: string[] };
 
-  constructor(
-    db: SqliteDb, jobs: SqliteJobStore, ledger: SqliteLedger, private readonly bus: SqliteEventBus, private readonly writes: GroupedWrites,
-  ) {
-    this.transaction = db.transaction((job: Job, amount: Money, options: ReserveOptions, announcement: Announcement) => {
+  constructor(jobs: SqliteJobStore, ledger: SqliteLedger, private readonly bus: SqliteEventBus, private readonly writes: GroupedWrites) {
+    this.write = (job, amount, options, announcement) => {
       const outcome = ledger.reserveNow(job.accountId, job.reservationId, amount, options);
       if (outcome !== "reserved") return { outcome, groups: [] };
       jobs.registerIntentNow(job.id, job.accountId, job.createdAt);
@@ -37,7 +34,7 @@ export class SqliteAcceptanceWrites implements AcceptanceWrites {
       if (stored !== "created") throw new NotStored(stored);
       const groups = bus.publishNow(announcement.topic, announcement.key, announcement.event, announcement.options);
       return { outcome, groups };
-    }).immediate;
+    };
   }
 
   async accept(
@@ -45,7 +42,7 @@ export class SqliteAcceptanceWrites implements AcceptanceWrites {
   ): Promise<ReserveOutcome | "fenced" | "exists"> {
     let written: { outcome: ReserveOutcome; groups: string[] };
     try {
-      written = await this.writes.run(() => this.transaction(job, hold.amount, hold.options, announcement));
+      written = await this.writes.run(() => this.write(job, hold.amount, hold.options, announcement));
     } catch (error) {
       if (error instanceof NotStored) return error.reason;
       throw error;

@@ -63,7 +63,13 @@ export interface SqliteStores {
   readonly path: string;
   /** The open database (for tools and tests). */
   readonly database: SqliteDatabase;
-  /** Closes the bus (waiting for running handlers), then the database, then frees the process lock. Idempotent. */
+  /**
+   * Commits the writes waiting for their group commit, and refuses later ones
+   * as unavailable: the first step of closing, for a caller that closes the
+   * bus itself before close(). Idempotent.
+   */
+  stopWrites(): void;
+  /** Stops the writes, closes the bus (waiting for running handlers), then the database, then frees the process lock. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -129,15 +135,16 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       stores,
       barrier: wal ?? NO_BARRIER,
       bus,
-      acceptanceWrites: new SqliteAcceptanceWrites(db, jobs, ledger, bus, writes),
+      acceptanceWrites: new SqliteAcceptanceWrites(jobs, ledger, bus, writes),
       probe: sqliteProbe(db),
       path: database.path,
       database,
+      stopWrites: () => writes.close(),
       close: () =>
         (closing ??= (async () => {
           try {
             // Writes still waiting for their group commit (an acceptance publishes on the bus: before it closes).
-            writes.drain();
+            writes.close();
             await bus.close();
             await wal?.close();
           } finally {
