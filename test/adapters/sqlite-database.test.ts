@@ -162,10 +162,10 @@ describe("openSqliteDatabase", () => {
       INSERT INTO accounts (account_id, name, balance, reserved, created_at) VALUES ('a', 'a', '700', '200', 1);
       INSERT INTO holds (reservation_id, account_id, amount, state, charged, created_at, ended_at, key_id) VALUES ('job:1', 'a', '300', 'settled', '300', 2, 3, 'k');
       INSERT INTO holds (reservation_id, account_id, amount, state, created_at, key_id) VALUES ('job:2', 'a', '200', 'held', 4, 'k');
-      INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, at) VALUES ('a', 'credit', '1000', '1000', '0', '0', 1);
-      INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id, at) VALUES ('a', 'hold', '0', '1000', '300', '300', 'job:1', 2);
-      INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id, at) VALUES ('a', 'charge', '-300', '700', '-300', '0', 'job:1', 3);
-      INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id, at) VALUES ('a', 'hold', '0', '700', '200', '200', 'job:2', 4);
+      INSERT INTO ledger_entries (entry_id, account_id, kind, amount, balance_after, reserved_change, reserved_after, at) VALUES (1, 'a', 'credit', '1000', '1000', '0', '0', 1);
+      INSERT INTO ledger_entries (entry_id, account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id, at) VALUES (2, 'a', 'hold', '0', '1000', '300', '300', 'job:1', 2);
+      INSERT INTO ledger_entries (entry_id, account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id, at) VALUES (7, 'a', 'charge', '-300', '700', '-300', '0', 'job:1', 3);
+      INSERT INTO ledger_entries (entry_id, account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id, at) VALUES (10, 'a', 'hold', '0', '700', '200', '200', 'job:2', 4);
       INSERT INTO unfinished_jobs (job_id, account_id, since) VALUES ('2', 'a', 4);
     `);
     legacy.close();
@@ -175,14 +175,14 @@ describe("openSqliteDatabase", () => {
       const db = stores.database.db;
       const page = await ledger.entries({ accountId: "a", limit: 10 });
       assert.deepEqual(page.entries.map((e) => [e.seq, e.type, e.amount, e.reservedAfter]), [
-        [4n, "hold", 0n, 200n], [3n, "charge", -300n, 0n], [2n, "hold", 0n, 300n], [1n, "credit", 1_000n, 0n],
+        [10n, "hold", 0n, 200n], [7n, "charge", -300n, 0n], [2n, "hold", 0n, 300n], [1n, "credit", 1_000n, 0n],
       ]);
       assert.deepEqual((await jobs.listUnfinished(10)).entries.map((entry) => [entry.jobId, entry.accountId, entry.since.getTime()]), [["2", "a", 4]]);
       assert.deepEqual(await ledger.keyAccount("a", "k"), { spending: (await ledger.keyAccount("a", "nobody")).spending, held: 200n, openJobs: 0 });
       // The next movement numbers on from the largest entry, and no longer writes sqlite_sequence.
       await ledger.release("a", "job:2");
       const [release] = (await ledger.entries({ accountId: "a", limit: 1 })).entries;
-      assert.deepEqual([release!.seq, release!.type, release!.reservedAfter], [5n, "release", 0n]);
+      assert.deepEqual([release!.seq, release!.type, release!.reservedAfter], [11n, "release", 0n]);
       assert.equal(db.prepare("SELECT COUNT(*) FROM sqlite_sequence WHERE name = 'ledger_entries'").pluck().get(), 0);
       assert.deepEqual(await ledger.keyAccount("a", "k"), { spending: (await ledger.keyAccount("a", "nobody")).spending, held: 0n, openJobs: 0 });
       const plan = (sql: string) => (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[]).map((row) => row.detail).join("; ");
