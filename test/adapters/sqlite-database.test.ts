@@ -30,6 +30,15 @@ async function eventually(probe: () => boolean, what: string, timeoutMs = 15_000
   }
 }
 
+/** `<dir>/service.db` as a build that shipped only the migrations before `version` left it (e.g. "0004": schema 3). */
+function databaseBefore(dir: string, version: string) {
+  const old = join(dir, "migrations");
+  mkdirSync(old);
+  const shipped = join(REPO, "src/adapters/sqlite/migrations");
+  for (const file of readdirSync(shipped).filter((f) => f < version)) writeFileSync(join(old, file), readFileSync(join(shipped, file)));
+  return openSqliteDatabase({ path: join(dir, "service.db"), synchronous: "normal", migrationsDir: old });
+}
+
 /**
  * A child process of node that opens the stores in `dataDir`, reports "ready <pid>" and stays until killed.
  * It drops every reference to the stores and collects garbage first: the lock must hold all the same.
@@ -115,12 +124,7 @@ describe("openSqliteDatabase", () => {
 
   it("when a version-3 database is upgraded, then its jobs keep their rows and may be canceled, and its ledger becomes a statement that still reconciles", async () => {
     const dir = freshDir();
-    const old = join(dir, "migrations");
-    mkdirSync(old);
-    const shipped = join(REPO, "src/adapters/sqlite/migrations");
-    for (const file of readdirSync(shipped).filter((f) => f < "0004")) writeFileSync(join(old, file), readFileSync(join(shipped, file)));
-    const path = join(dir, "service.db");
-    const legacy = openSqliteDatabase({ path, synchronous: "normal", migrationsDir: old });
+    const legacy = databaseBefore(dir, "0004");
     legacy.db.exec(`
       INSERT INTO accounts (account_id, name, balance, reserved, created_at) VALUES ('a', 'a', '750', '200', 1);
       INSERT INTO holds (reservation_id, account_id, amount, state, charged, created_at, ended_at) VALUES ('job:1', 'a', '300', 'settled', '250', 2, 3);
@@ -153,11 +157,7 @@ describe("openSqliteDatabase", () => {
 
   it("when a version-10 database is upgraded, then its statement, open holds and unfinished intents read the same, entries keep numbering on, and open holds are found by index", async () => {
     const dir = freshDir();
-    const old = join(dir, "migrations");
-    mkdirSync(old);
-    const shipped = join(REPO, "src/adapters/sqlite/migrations");
-    for (const file of readdirSync(shipped).filter((f) => f < "0011")) writeFileSync(join(old, file), readFileSync(join(shipped, file)));
-    const legacy = openSqliteDatabase({ path: join(dir, "service.db"), synchronous: "normal", migrationsDir: old });
+    const legacy = databaseBefore(dir, "0011");
     legacy.db.exec(`
       INSERT INTO accounts (account_id, name, balance, reserved, created_at) VALUES ('a', 'a', '700', '200', 1);
       INSERT INTO holds (reservation_id, account_id, amount, state, charged, created_at, ended_at, key_id) VALUES ('job:1', 'a', '300', 'settled', '300', 2, 3, 'k');
