@@ -36,10 +36,10 @@ export interface GroupedWritesOptions {
  * Each write runs as a savepoint of the group: one that throws is rolled back
  * alone and its caller gets the error, while the others commit. It runs in
  * its caller's async context (the trace an acceptance's bus event records is
- * its own request's, not the first of the turn's). If the group's transaction itself
- * fails (the commit, or an error after which SQLite rolled the whole
- * transaction back), every write in it fails with that error and none of
- * them is kept. Errors reach callers as the store's other calls give them
+ * its own request's, not the first of the turn's). If the group's
+ * transaction itself fails (the commit, or an error after which SQLite rolled
+ * the whole transaction back), every write in it fails with that error and
+ * none of them is kept. Errors reach callers as the store's other calls give them
  * (`mapSqliteError`: 503 material for a busy, full or unreadable file).
  * Nothing else writes between a write and its commit: the group runs
  * synchronously from BEGIN to COMMIT.

@@ -17,9 +17,10 @@ class NotStored extends Error {
 /**
  * An accepted job's writes in one transaction of the embedded file: the hold
  * reserved, the intent listed, the job stored and its announcement in the
- * bus's table; then, once committed, the bus's consumers woken. One write where the steps one by one make three commits (issue 13:
- * the accept's durable floor is one transaction), and that write runs in the
- * store's group commit (GroupedWrites): concurrent accepts share a commit.
+ * bus's table; then, once committed, the bus's consumers woken. One write
+ * where the steps one by one make three commits (issue 13: the accept's
+ * durable floor is one transaction), and that write runs in the store's group
+ * commit (GroupedWrites): concurrent accepts share a commit.
  */
 export class SqliteAcceptanceWrites implements AcceptanceWrites {
   /** The write, run by the group commit as a savepoint of its transaction (a NotStored thrown undoes it). */
