@@ -87,7 +87,9 @@ async function openStores(config: Config, obs: Observability, persist: Persist):
       defaultPrices: config.prices,
       redeliveryDelayMs: REDELIVERY_DELAY_MS,
       onHandlerError: (topic, error) => failureLog(obs.logger)(`handler of ${topic} failed`, error),
-      onCheckpointError: (message) => obs.logger.warn({ err: message }, "checkpointing the SQLite WAL failed; the store checkpoints on its own past its fallback"),
+      onCheckpointError: (message, failures) =>
+        obs.logger.warn({ err: message, failures }, "checkpointing the SQLite WAL fails (told again at most once a minute while it does); the store checkpoints on its own past its fallback"),
+      onCheckpointRecovered: (failures) => obs.logger.info({ failures }, "checkpointing the SQLite WAL works again"),
     });
     return {
       stores: opened.stores,

@@ -5,7 +5,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openSqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
-import { FALLBACK_AUTOCHECKPOINT_PAGES } from "../../src/adapters/sqlite/wal-checkpointer.js";
+import Database from "better-sqlite3";
+import { FALLBACK_AUTOCHECKPOINT_PAGES, startWalCheckpointer } from "../../src/adapters/sqlite/wal-checkpointer.js";
 import { parsePriceTable } from "../../src/domain/pricing/price-table.js";
 
 const PRICES = parsePriceTable({ "aimodel-3-pro-image": { per_image: { "1K": "0.134", "2K": "0.134", "4K": "0.24" } } });
@@ -54,6 +55,40 @@ describe("SQLite checkpoints on a thread of their own", () => {
         await reopened.close();
       }
     } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("when checkpoints keep failing, then the failure is told when it starts and then at most once per period with its count, and its end once", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "wal-checkpointer-"));
+    const path = join(dir, "test.db");
+    const db = new Database(path);
+    db.pragma("journal_mode = WAL");
+    const errors: { message: string; failures: number }[] = [];
+    const recoveries: number[] = [];
+    // The statement fails until the test creates its table: a checkpoint failing at every attempt, 10 ms apart.
+    const checkpointer = startWalCheckpointer({
+      path, synchronous: "normal", intervalMs: 10, reportEveryMs: 300, statement: "SELECT COUNT(*) FROM checkpoints_allowed",
+      onError: (message, failures) => errors.push({ message, failures }),
+      onRecovered: (failures) => recoveries.push(failures),
+    });
+    try {
+      await until(() => errors.length >= 2, "a second report");
+      assert.equal(errors[0]!.failures, 1, "told when it starts");
+      assert.match(errors[0]!.message, /no such table/);
+      // Reported once per 300 ms while attempts run every 10 ms: the second report counts many failures.
+      assert.ok(errors[1]!.failures >= 10, `the second report counts ${errors[1]!.failures} failures`);
+      db.exec("CREATE TABLE checkpoints_allowed (id INTEGER)");
+      await until(() => recoveries.length === 1, "the recovery");
+      assert.ok(recoveries[0]! >= errors[1]!.failures, `recovered after ${recoveries[0]} failures`);
+      const reports = errors.length;
+      // Working again: no more reports (the next failure would be told at once, as a start).
+      db.exec("DROP TABLE checkpoints_allowed");
+      await until(() => errors.length === reports + 1, "the next failure, told at once");
+      assert.equal(errors[reports]!.failures, 1);
+    } finally {
+      await checkpointer.close();
+      db.close();
       await rm(dir, { recursive: true, force: true });
     }
   });

@@ -41,8 +41,10 @@ export interface SqliteStoresOptions {
   readonly checkpointIntervalMs?: number;
   /** Told how many writes each group commit carried (GroupedWrites: acceptances; tests, telemetry). */
   readonly onGroupCommit?: (writes: number) => void;
-  /** A checkpoint of the checkpointer thread failed. */
-  readonly onCheckpointError?: (message: string) => void;
+  /** Checkpoints of the checkpointer thread fail: when they start, then at most once a minute with the count (wal-checkpointer.ts). */
+  readonly onCheckpointError?: (message: string, failures: number) => void;
+  /** Checkpoints work again after `failures` failed ones. */
+  readonly onCheckpointRecovered?: (failures: number) => void;
 }
 
 export interface SqliteStores {
@@ -129,6 +131,7 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       synchronous: groupCommit ? "normal" : options.synchronous,
       intervalMs: options.checkpointIntervalMs,
       onError: options.onCheckpointError,
+      onRecovered: options.onCheckpointRecovered,
     });
     let closing: Promise<void> | undefined;
     return {

@@ -14,12 +14,16 @@ export interface WalCheckpointer {
   close(): Promise<void>;
 }
 
+/** What the thread runs: PASSIVE never waits for, nor blocks, the main connection's readers and writers. */
+const CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)";
+
 /**
  * The thread's code, CommonJS run with `eval`: its own connection to the
- * database checkpoints the WAL every `intervalMs` (PASSIVE: it never waits
- * for, nor blocks, the main connection's readers and writers). A checkpoint
- * syncs the WAL before it copies it and the database file after, like the
- * checkpoint it replaces.
+ * database checkpoints the WAL every `intervalMs`. A checkpoint syncs the WAL
+ * before it copies it and the database file after, like the checkpoint it
+ * replaces. Failures are reported when they start, then at most once per
+ * `reportEveryMs` with how many there were, and their end once: a file that
+ * cannot be checkpointed would otherwise log ten lines a second.
  */
 const THREAD = `
 const { parentPort, workerData } = require("node:worker_threads");
@@ -29,12 +33,21 @@ db.pragma("synchronous = " + workerData.synchronous);
 db.pragma("wal_autocheckpoint = 0");
 // A checkpoint copies WAL frames to the database file: it needs no page cache of its own.
 db.pragma("cache_size = -64");
-const checkpoint = db.prepare("PRAGMA wal_checkpoint(PASSIVE)");
+let checkpoint;
+let failures = 0;
+let reportedAt = 0;
 const timer = setInterval(() => {
   try {
-    checkpoint.get();
+    (checkpoint ??= db.prepare(workerData.statement)).get();
+    if (failures > 0) parentPort.postMessage({ recovered: failures });
+    failures = 0;
   } catch (error) {
-    parentPort.postMessage({ error: String(error && error.message || error) });
+    failures++;
+    const now = Date.now();
+    if (failures === 1 || now - reportedAt >= workerData.reportEveryMs) {
+      reportedAt = now;
+      parentPort.postMessage({ error: String(error && error.message || error), failures });
+    }
   }
 }, workerData.intervalMs);
 parentPort.on("message", (message) => {
@@ -61,8 +74,18 @@ export function startWalCheckpointer(options: {
   readonly synchronous: string;
   /** How often the thread checkpoints (default 100 ms). */
   readonly intervalMs?: number;
-  /** A checkpoint that failed (the thread goes on; the main connection's fallback still bounds the WAL). */
-  readonly onError?: (message: string) => void;
+  /**
+   * Checkpoints fail (the thread goes on; the main connection's fallback still
+   * bounds the WAL): told when they start failing, then at most once per
+   * `reportEveryMs` while they go on, with the failures since they last worked.
+   */
+  readonly onError?: (message: string, failures: number) => void;
+  /** Checkpoints work again after `failures` failed ones. */
+  readonly onRecovered?: (failures: number) => void;
+  /** Default 60 s. */
+  readonly reportEveryMs?: number;
+  /** The statement the thread runs (tests give one that fails); default a PASSIVE checkpoint. */
+  readonly statement?: string;
 }): WalCheckpointer {
   const worker = new Worker(THREAD, {
     eval: true,
@@ -75,15 +98,18 @@ export function startWalCheckpointer(options: {
       path: options.path,
       synchronous: options.synchronous.toUpperCase(),
       intervalMs: options.intervalMs ?? 100,
+      reportEveryMs: options.reportEveryMs ?? 60_000,
+      statement: options.statement ?? CHECKPOINT,
     },
   });
   // A checkpointer alone must not keep the process alive.
   worker.unref();
   const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()));
-  worker.on("message", (message: { error?: string }) => {
-    if (message.error) options.onError?.(message.error);
+  worker.on("message", (message: { error?: string; failures?: number; recovered?: number }) => {
+    if (message.error) options.onError?.(message.error, message.failures ?? 1);
+    if (message.recovered) options.onRecovered?.(message.recovered);
   });
-  worker.on("error", (error) => options.onError?.(error.message));
+  worker.on("error", (error) => options.onError?.(error.message, 1));
   let closing: Promise<void> | undefined;
   return {
     close: () =>
