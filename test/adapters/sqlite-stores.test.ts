@@ -712,6 +712,14 @@ describe("SqliteAcceptanceWrites", () => {
     assert.deepEqual(heard, [job.id]);
   });
 
+  /** Nothing of the acceptance was written: no money held, no intent listed, the job not stored, nothing announced. */
+  async function assertNothingWritten(opened: SqliteStores, job: Job, balance: bigint) {
+    assert.deepEqual(await opened.stores.ledger.balance("acct"), { balance, reserved: 0n });
+    assert.deepEqual((await opened.stores.jobs.listUnfinished(10)).entries, []);
+    assert.equal(await opened.stores.jobs.get(job.id), undefined);
+    assert.equal(opened.database.db.prepare("SELECT count(*) FROM bus_events").pluck().get(), 0);
+  }
+
   it("when the reservation is refused, then nothing is written: no hold, no intent, no job, no announcement", async () => {
     const opened = await open(freshDir());
     const { stores } = opened;
@@ -720,10 +728,7 @@ describe("SqliteAcceptanceWrites", () => {
     assert.equal(await opened.acceptanceWrites.accept(job, HOLD, announcementOf(job.id)), "insufficient_funds");
     const unknown = aJob({ accountId: "nobody" });
     assert.equal(await opened.acceptanceWrites.accept(unknown, HOLD, announcementOf(unknown.id)), "unknown_account");
-    assert.deepEqual(await stores.ledger.balance("acct"), { balance: 100n, reserved: 0n });
-    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
-    assert.equal(await stores.jobs.get(job.id), undefined);
-    assert.equal(opened.database.db.prepare("SELECT count(*) FROM bus_events").pluck().get(), 0);
+    await assertNothingWritten(opened, job, 100n);
   });
 
   it("when the job id was fenced off by a retry, then the reservation is taken back and nothing else is written", async () => {
@@ -733,10 +738,7 @@ describe("SqliteAcceptanceWrites", () => {
     const job = aJob();
     assert.equal(await stores.jobs.abandonIntent(job.id), true);
     assert.equal(await opened.acceptanceWrites.accept(job, HOLD, announcementOf(job.id)), "fenced");
-    assert.deepEqual(await stores.ledger.balance("acct"), { balance: 200_000_000_000n, reserved: 0n });
-    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
-    assert.equal(await stores.jobs.get(job.id), undefined);
-    assert.equal(opened.database.db.prepare("SELECT count(*) FROM bus_events").pluck().get(), 0);
+    await assertNothingWritten(opened, job, 200_000_000_000n);
   });
 
   it("when the job is stored already, then the answer says so and nothing more is held or announced", async () => {

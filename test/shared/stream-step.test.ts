@@ -21,6 +21,18 @@ function source(values: number[], failAt?: number) {
 }
 
 /** A step that records its hooks' calls, in order. */
+/** A source that never ends and whose close (`return`) throws `message`. */
+function endlessWithFailingReturn(message: string): AsyncIterable<number> {
+  return {
+    [Symbol.asyncIterator]: () => ({
+      next: async () => ({ done: false, value: 1 }),
+      return: async () => {
+        throw new Error(message);
+      },
+    }),
+  };
+}
+
 function recorded(open: () => AsyncIterable<number>, map: (value: number) => string = String) {
   const calls: string[] = [];
   const step: StreamStep<number, string> = {
@@ -104,14 +116,7 @@ describe("SteppedStream", () => {
   });
 
   it("when the source's close fails after map threw, then the stream still fails with map's error", async () => {
-    const failingClose: AsyncIterable<number> = {
-      [Symbol.asyncIterator]: () => ({
-        next: async () => ({ done: false, value: 1 }),
-        return: async () => {
-          throw new Error("close failed");
-        },
-      }),
-    };
+    const failingClose = endlessWithFailingReturn("close failed");
     const { stream } = recorded(() => failingClose, () => {
       throw new Error("cannot map");
     });
@@ -119,14 +124,7 @@ describe("SteppedStream", () => {
   });
 
   it("when the consumer stops early and the source's cleanup fails, then it ends once as failed and the failure passes through `failure`", async () => {
-    const failingCleanup: AsyncIterable<number> = {
-      [Symbol.asyncIterator]: () => ({
-        next: async () => ({ done: false, value: 1 }),
-        return: async () => {
-          throw new Error("cleanup failed");
-        },
-      }),
-    };
+    const failingCleanup = endlessWithFailingReturn("cleanup failed");
     const { calls, stream } = recorded(() => failingCleanup);
     assert.deepEqual(await stream.next(), { done: false, value: "1" });
     await assert.rejects(stream.return(), /^Error: wrapped: cleanup failed$/);
