@@ -6,14 +6,11 @@ import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { isDependencyUnavailable } from "../../ports/dependency.js";
 import { OutcomeUnknown } from "./idempotent.js";
-import { keyRefusalError, releaseHold, reservationIdOf, takeHold, takeHoldWithJob, unfinishedJobsAtMost } from "../money/holds.js";
+import { refusalError, releaseHold, reservationIdOf, takeHold, takeHoldWithJob, unfinishedJobsAtMost } from "../money/holds.js";
 import type { Announcement } from "../../ports/acceptance-writes.js";
 import { TOPICS } from "../../ports/event-bus.js";
-import type { HoldMemo, ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
-import type { Money } from "../../domain/money.js";
+import type { HoldMemo, ReserveOptions } from "../../ports/ledger.js";
 
-/** Retry-After of a refusal for too many unfinished jobs: a job takes seconds, so a slot frees up soon. */
-export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
 
 export interface GenerationRequested {
   readonly jobId: string;
@@ -111,7 +108,7 @@ export async function acceptJob(
     throw supersededError();
   } else if (written !== "reserved" && written !== "exists") {
     await dropInputs();
-    throw refusalError(written, cap, price);
+    throw refusalError(written, price, cap);
   }
   deps.telemetry.observe({ kind: "job_accepted", model: job.model });
   // Announced by the one write; otherwise now (a job found stored already is announced again).
@@ -131,7 +128,7 @@ async function takeHoldThenStore(
   const outcome = await takeHold(deps, caller.accountId, job.id, job.reserved, job.createdAt, memo, holdOptions);
   if (outcome !== "reserved") {
     await undo();
-    throw refusalError(outcome, cap, job.reserved);
+    throw refusalError(outcome, job.reserved, cap);
   }
   try {
     await deps.jobs.create(job);
@@ -151,22 +148,6 @@ async function takeHoldThenStore(
       throw supersededError();
     }
   }
-}
-
-/** A refused reservation as the client's error: 401 for a deleted account, 402 for money or a key's limit, 429 for a full queue. */
-function refusalError(outcome: Exclude<ReserveOutcome, "reserved">, cap: number, price: Money): DomainError {
-  if (typeof outcome === "object") return keyRefusalError(outcome.key);
-  if (outcome === "unknown_account") return new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
-  if (outcome === "too_many_open_holds") {
-    return new DomainError(
-      "rate_limited", "too_many_queued_jobs",
-      `this account already has ${cap} jobs queued or running; retry when some have finished`,
-      { limit: cap }, QUEUE_FULL_RETRY_AFTER_SECONDS,
-    );
-  }
-  return new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
-    required: price.toString(),
-  });
 }
 
 /** The acceptance whose Idempotency-Key a retry took over (it found this one dead): 409, retry to get the job. */

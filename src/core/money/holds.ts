@@ -178,7 +178,31 @@ export const KEY_CONCURRENCY_RETRY_AFTER_SECONDS = 5;
  * key_spend_limit_exceeded (naming the limit), a rate 429 with Retry-After
  * (the end of the minute, or a job's time).
  */
-export function keyRefusalError(refusal: KeyRefusal): DomainError {
+/** Retry-After of a refusal for too many unfinished jobs: a job takes seconds, so a slot frees up soon. */
+export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * A refused reservation as the client's error: 401 for a deleted account, 402
+ * for money or a key's spend limit, 429 for a key's rate or concurrency limit
+ * and for a full queue (`queueCap`: the account's unfinished-jobs limit the
+ * reservation was asked to respect).
+ */
+export function refusalError(outcome: Exclude<ReserveOutcome, "reserved">, amount: Money, queueCap?: number): DomainError {
+  if (typeof outcome === "object") return keyRefusalError(outcome.key);
+  if (outcome === "unknown_account") return new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
+  if (outcome === "too_many_open_holds") {
+    return new DomainError(
+      "rate_limited", "too_many_queued_jobs",
+      `this account already has ${queueCap} jobs queued or running; retry when some have finished`,
+      { limit: queueCap ?? 0 }, QUEUE_FULL_RETRY_AFTER_SECONDS,
+    );
+  }
+  return new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
+    required: amount.toString(),
+  });
+}
+
+function keyRefusalError(refusal: KeyRefusal): DomainError {
   switch (refusal.kind) {
     case "spend":
       return new DomainError("insufficient_funds", "key_spend_limit_exceeded", `this request would take the API key past its ${refusal.limit}`, {

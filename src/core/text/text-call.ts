@@ -1,12 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { DomainError } from "../../domain/errors/domain-error.js";
 import type { Money } from "../../domain/money.js";
 import { tokenCost, tokenEstimate, type TokenUsage } from "../../domain/pricing/quotes.js";
 import type { TextSpec } from "../../domain/validation/text-request.js";
 import type { TextChunk } from "../../ports/provider.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { endIntentHold, keyRefusalError, takeHold, TEXT_CALL_PREFIX } from "../money/holds.js";
+import { endIntentHold, refusalError, takeHold, TEXT_CALL_PREFIX } from "../money/holds.js";
 
 export { TEXT_CALL_PREFIX };
 
@@ -41,13 +40,7 @@ export class TextCall {
     const outcome = await takeHold(deps, caller.accountId, intentId, estimate, deps.clock.now(), { model: spec.model.id, keyId: caller.keyId }, {
       key: { keyId: caller.keyId, limits: caller.limits, isJob: false },
     });
-    if (typeof outcome === "object") throw keyRefusalError(outcome.key);
-    if (outcome === "insufficient_funds") {
-      throw new DomainError("insufficient_funds", "insufficient_funds", "the available balance does not cover this request", {
-        required: estimate.toString(),
-      });
-    }
-    if (outcome !== "reserved") throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
+    if (outcome !== "reserved") throw refusalError(outcome, estimate);
     return new TextCall(deps, caller.accountId, intentId, spec, prices);
   }
 
