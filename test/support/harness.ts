@@ -8,6 +8,10 @@ import type { Config } from "../../src/config/config.js";
 import cassandra from "cassandra-driver";
 import kafkajs from "kafkajs";
 import { testServiceLogger } from "./log-capture.js";
+import { watchExit } from "./exit-watch.js";
+
+// Every file that starts services names what kept its process alive, if anything did (test/support/exit-watch.ts).
+watchExit();
 
 export const ADMIN_TOKEN = "test-admin-token";
 
