@@ -322,6 +322,19 @@ async function restSection(): Promise<{ apiKey: string; job: any; service: Serve
     const bareGet = await autocannon("bare Fastify GET /baseline/:id", { url: `${bare.url}/baseline/${job.job_id}`, expect: 200 }, bare);
     const get = await autocannon("GET /api/v1/jobs/{id}", { url: `${service.url}/api/v1/jobs/${job.job_id}`, headers: auth, expect: 200 }, service);
     ratioRow("`GET /api/v1/jobs/{id}`", get, bareGet, 0.5, "≥ 0.5×");
+    // The floor: the key looked up, the job's row read and its owner compared, its stored JSON answered; nothing else.
+    const floorGet = await startServer("floor-get", { BENCH_JOB_JSON: JSON.stringify(job), BENCH_API_KEY: apiKey });
+    try {
+      const floor = await autocannon("floor: Fastify GET /floor/:id, key looked up, job row read from SQLite", { url: `${floorGet.url}/floor/${job.job_id}`, headers: auth, expect: 200 }, floorGet);
+      rows.push({
+        route: "`GET /api/v1/jobs/{id}` against its floor", ours: `${fmt(get.rps, 0)} req/s`,
+        bare: `${fmt(floor.rps, 0)} req/s (${fmt(floor.rps / bareGet.rps)}× bare)`, ratio: `${fmt(get.rps / floor.rps)}×`,
+        target: "– (what the 0.5× target leaves room for)", met: undefined,
+      });
+      details.push(`| ${floor.name} | ${fmt(floor.rps, 0)} | ${fmt(floor.p50)} | ${fmt(floor.p99)} | ${floor.requests} | ${floor.failed} | ${fmt(floor.serverCores)} |`);
+    } finally {
+      await floorGet.stop();
+    }
 
     const noWorker = await startServer("service", serviceEnv({ BENCH_NO_WORKERS: "1" }), "rest-post");
     try {

@@ -9,6 +9,11 @@
  *                consumers are stopped once ready, so accepted jobs stay queued: the accept path alone.
  *   bare-http    a bare Fastify app: POST /baseline answers the same 202 body and Location as the
  *                service; GET /baseline/:id answers BENCH_JOB_JSON (the real job's JSON) with the id.
+ *   floor-get    the floor of answering a job over durable state: a bare Fastify GET /floor/:id that does what any
+ *                such answer needs and nothing else: the bearer key looked up (a Map of the keys seen, as the
+ *                service caches them), the job's row read from SQLite by id and its owner compared, and the row's
+ *                stored JSON (BENCH_JOB_JSON with the id) answered as it is. No schema serializer, core call, metrics
+ *                or logs. BENCH_API_KEY is the one key it knows.
  *   bare-grpc    a plain @grpc/grpc-js server answering GenerationService.GetJob with BENCH_JOB_MESSAGE
  *                (the real GetJobResponse, base64 binary) under the requested id. No auth, no lookup.
  *   bare-connect the same on a bare connect-node h2c server: the floor of Connect's own gRPC.
@@ -135,6 +140,34 @@ async function floorHttp(): Promise<void> {
   onStop(async () => {
     await app.close();
     await barrier.close();
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  ready({ url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` });
+}
+
+async function floorGet(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "bench-floor-get-"));
+  const db = new Database(join(dir, "floor.db"));
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  db.exec("CREATE TABLE jobs (job_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, body TEXT NOT NULL)");
+  const job = JSON.parse(process.env.BENCH_JOB_JSON ?? "{}") as { job_id: string };
+  db.prepare("INSERT INTO jobs VALUES (?, 'floor', ?)").run(job.job_id, JSON.stringify(job));
+  const read = db.prepare<[string], { account_id: string; body: string }>("SELECT account_id, body FROM jobs WHERE job_id = ?");
+  const keys = new Map([[process.env.BENCH_API_KEY ?? "", "floor"]]);
+  const app = Fastify({ logger: false, forceCloseConnections: true });
+  app.get<{ Params: { id: string } }>("/floor/:id", async (request, reply) => {
+    const account = keys.get(/^Bearer (\S+)$/.exec(request.headers.authorization ?? "")?.[1] ?? "");
+    if (!account) return reply.code(401).send({ error: { code: "invalid_api_key" } });
+    const row = read.get(request.params.id);
+    if (!row || row.account_id !== account) return reply.code(404).send({ error: { code: "job_not_found" } });
+    reply.header("cache-control", "no-store").type("application/json");
+    return row.body;
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  onStop(async () => {
+    await app.close();
     db.close();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -309,7 +342,7 @@ async function upstream(): Promise<void> {
 }
 
 const kinds: Record<string, () => Promise<void>> = {
-  service, "bare-http": bareHttp, "floor-http": floorHttp, "bare-grpc": bareGrpc, "bare-connect": bareConnect, "bare-proxy": () => proxy(false), "floor-proxy": () => proxy(true), upstream,
+  service, "bare-http": bareHttp, "floor-http": floorHttp, "floor-get": floorGet, "bare-grpc": bareGrpc, "bare-connect": bareConnect, "bare-proxy": () => proxy(false), "floor-proxy": () => proxy(true), upstream,
 };
 const run = kind ? kinds[kind] : undefined;
 if (!run) {
