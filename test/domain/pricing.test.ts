@@ -4,7 +4,7 @@ import { findModel } from "../../src/domain/catalog/models.js";
 import { formatMoney, parseMoney } from "../../src/domain/money.js";
 import { parseModelPrices, parsePriceTable } from "../../src/domain/pricing/price-table.js";
 import { imagePrice, tokenCost, tokenEstimate, videoPrice } from "../../src/domain/pricing/quotes.js";
-import { quoteGeneration } from "../../src/domain/pricing/quote-generation.js";
+import { chargeFor, quoteGeneration } from "../../src/domain/pricing/quote-generation.js";
 import { validateGenerationRequest } from "../../src/domain/validation/generation-request.js";
 import { DEFAULT_LIMITS } from "../../src/domain/validation/limits.js";
 
@@ -49,6 +49,34 @@ describe("pricing", () => {
       DEFAULT_LIMITS,
     );
     assert.equal(formatMoney(quoteGeneration(spec, table.get("videomodel-3.1-generate-001"))), "4.80");
+  });
+
+  describe("when a finished job is charged", () => {
+    const usage = { promptTokens: 1000, textOutputTokens: 200, videoOutputTokens: 0 };
+    it("then an image is charged its resolution's price from the prices it was accepted under, whatever it used", () => {
+      const job = { kind: "image" as const, model: "aimodel-3-pro-image", input: { prompt: "x", resolution: "4K", inputImageUrls: [], inputBlobKeys: [], prices: table.get("aimodel-3-pro-image") } };
+      assert.equal(formatMoney(chargeFor(job, usage)), "0.24");
+      assert.equal(formatMoney(chargeFor({ ...job, input: { ...job.input, resolution: "1K" } }, usage)), "0.134");
+    });
+    it("then a video is charged its resolution's price per second of its duration", () => {
+      const input = { prompt: "x", resolution: "720p", durationSeconds: 5, inputImageUrls: [], inputBlobKeys: [], prices: table.get("videomodel-3.1-generate-001") };
+      assert.equal(formatMoney(chargeFor({ kind: "video", model: "videomodel-3.1-generate-001", input }, usage)), "2.00");
+      assert.equal(formatMoney(chargeFor({ kind: "video", model: "videomodel-3.1-generate-001", input: { ...input, durationSeconds: 8 } }, usage)), "3.20");
+    });
+    it("then text and the multimodal model are charged the tokens they used, at the job's prices, not today's", () => {
+      const input = { prompt: "x", inputImageUrls: [], inputBlobKeys: [], prices: table.get("aimodel-3.5-flash") };
+      assert.equal(formatMoney(chargeFor({ kind: "text", model: "aimodel-3.5-flash", input }, usage)), "0.0008");
+      const omni = { prompt: "x", inputImageUrls: [], inputBlobKeys: [], prices: table.get("aimodel-omni-1.1-flash") };
+      assert.equal(
+        chargeFor({ kind: "multimodal_realtime", model: "aimodel-omni-1.1-flash", input: omni }, { promptTokens: 100, textOutputTokens: 10, videoOutputTokens: 1000 }),
+        parseMoney("0.00005") + parseMoney("0.00002") + parseMoney("0.012"),
+      );
+    });
+    it("then a job accepted without a price for what it made is refused, never charged nothing", () => {
+      const input = { prompt: "x", resolution: "4K", inputImageUrls: [], inputBlobKeys: [] };
+      assert.throws(() => chargeFor({ kind: "image", model: "m", input }, usage), /no 4K image price/);
+      assert.throws(() => chargeFor({ kind: "text", model: "m", input }, usage), /no token price/);
+    });
   });
 
   it("refuses per-1M prices with more than six decimals so that one token's price stays exact", () => {

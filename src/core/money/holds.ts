@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { formatMoney, type Money } from "../../domain/money.js";
 import type { IntentHolds } from "../../ports/intent-holds.js";
 import type { AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
@@ -31,6 +32,20 @@ export interface HoldPorts {
 
 /** Intent ids of synchronous text calls (job ids are UUIDs, so the two never meet). */
 export const TEXT_CALL_PREFIX = "text-call-";
+
+/** A new synchronous text call's intent id. */
+export const newTextCallIntentId = () => `${TEXT_CALL_PREFIX}${randomUUID()}`;
+
+/**
+ * The reaper's rule for an intent that holds money and left no job: it is
+ * abandoned (its hold released, abandonIntent) once it is older than any
+ * live owner could still be working on it. A synchronous text call lasts at
+ * most TEXT_CALL_LIMIT; an acceptance stores its job within moments, so one
+ * older than REQUEUE_AFTER died.
+ */
+export function intentAbandoned(intentId: string, ageMs: number, limits: { readonly textCallLimitMs: number; readonly requeueAfterMs: number }): boolean {
+  return ageMs > (intentId.startsWith(TEXT_CALL_PREFIX) ? limits.textCallLimitMs : limits.requeueAfterMs);
+}
 
 /** A hold's id in the ledger, derived from its intent id alone (the reaper has nothing else). */
 export const reservationIdOf = (intentId: string) => `job:${intentId}`;
@@ -173,11 +188,6 @@ export async function abandonIntent(ports: HoldPorts, accountId: string, intentI
 /** Retry-After of a key's concurrency refusal: about the time a job takes to finish. */
 export const KEY_CONCURRENCY_RETRY_AFTER_SECONDS = 5;
 
-/**
- * A key's limit refused the reservation: a spend limit is 402
- * key_spend_limit_exceeded (naming the limit), a rate 429 with Retry-After
- * (the end of the minute, or a job's time).
- */
 /** Retry-After of a refusal for too many unfinished jobs: a job takes seconds, so a slot frees up soon. */
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
 
@@ -202,6 +212,11 @@ export function refusalError(outcome: Exclude<ReserveOutcome, "reserved">, amoun
   });
 }
 
+/**
+ * A key's limit refused the reservation: a spend limit is 402
+ * key_spend_limit_exceeded (naming the limit), a rate 429 with Retry-After
+ * (the end of the minute, or a job's time).
+ */
 function keyRefusalError(refusal: KeyRefusal): DomainError {
   switch (refusal.kind) {
     case "spend":

@@ -1,13 +1,10 @@
-import { randomUUID } from "node:crypto";
 import type { Money } from "../../domain/money.js";
 import { tokenCost, tokenEstimate, type TokenUsage } from "../../domain/pricing/quotes.js";
 import type { TextSpec } from "../../domain/validation/text-request.js";
 import type { TextChunk } from "../../ports/provider.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { endIntentHold, refusalError, takeHold, TEXT_CALL_PREFIX } from "../money/holds.js";
-
-export { TEXT_CALL_PREFIX };
+import { endIntentHold, newTextCallIntentId, refusalError, takeHold } from "../money/holds.js";
 
 /**
  * One synchronous text call's money: the estimate is held while the answer
@@ -36,7 +33,7 @@ export class TextCall {
     const prices = (await deps.settings.prices()).get(spec.model.id);
     const estimate: Money = tokenEstimate(spec.model.id, prices, spec.reservedPromptTokens + extraPromptTokens, spec.maxOutputTokens);
     // Registered like a job's acceptance, so that a process dying mid-call leaves a hold the reaper releases.
-    const intentId = `${TEXT_CALL_PREFIX}${randomUUID()}`;
+    const intentId = newTextCallIntentId();
     const outcome = await takeHold(deps, caller.accountId, intentId, estimate, deps.clock.now(), { model: spec.model.id, keyId: caller.keyId }, {
       key: { keyId: caller.keyId, limits: caller.limits, isJob: false },
     });

@@ -2,14 +2,13 @@ import { findModel } from "../../domain/catalog/models.js";
 import { cancelJob, completeJob, failJob, isTerminal, leaseExpired, startJob, takeOverJob } from "../../domain/jobs/job-state-machine.js";
 import type { Job, JobResult, JobUsage } from "../../domain/jobs/job.js";
 import { FairQueue } from "../../domain/scheduling/fair-queue.js";
-import { imagePrice, tokenCost, videoPrice } from "../../domain/pricing/quotes.js";
+import { chargeFor } from "../../domain/pricing/quote-generation.js";
 import { TOPICS } from "../../ports/event-bus.js";
 import { ProviderError, type GenerationOutput, type InputImage } from "../../ports/provider.js";
 import type { CoreDeps } from "../core-deps.js";
 import type { GenerationRequested } from "../jobs/accept-job.js";
 import type { JobSignal } from "../../ports/job-feed.js";
-import { abandonIntent } from "../money/holds.js";
-import { TEXT_CALL_PREFIX } from "../text/text-call.js";
+import { abandonIntent, intentAbandoned } from "../money/holds.js";
 import { finishJob, observeEnd, signalChange } from "../jobs/finish-job.js";
 import type { TraceContext } from "../../ports/tracer.js";
 
@@ -123,18 +122,6 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
     return { text, usage };
   }
 
-  /** Image and video are charged their reserved price; text what it used, at the prices it was accepted under. */
-  function chargeFor(job: Job, output: GenerationOutput): bigint {
-    switch (job.kind) {
-      case "image":
-        return imagePrice(job.model, job.input.prices, job.input.resolution!);
-      case "video":
-        return videoPrice(job.model, job.input.prices, job.input.resolution!, job.input.durationSeconds!);
-      default:
-        return tokenCost(job.model, job.input.prices, output.usage);
-    }
-  }
-
   /** After the outcome is recorded: money, the shown state, watchers, webhooks (see finishJob). */
   const finalize = (job: Job) => finishJob(deps, job);
 
@@ -193,14 +180,14 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
         result = { ...result, blobKey, mimeType: output.media.mimeType };
       }
       const usage = job.kind === "text" || job.kind === "multimodal_realtime" ? output.usage : undefined;
-      next = completeJob(job, deps.clock.now(), result, chargeFor(job, output), usage);
+      next = completeJob(job, deps.clock.now(), result, chargeFor(job, output.usage), usage);
     } catch (error) {
       if (error instanceof LeaseLostError) return; // someone else finishes it
       if (error instanceof CanceledError) {
         // A text job is charged what the upstream reported before the abort; an image or video job produced nothing.
         const partial = job.kind === "text" || job.kind === "multimodal_realtime";
         next = partial
-          ? cancelJob(job, deps.clock.now(), tokenCost(job.model, job.input.prices, progress.usage), progress.usage)
+          ? cancelJob(job, deps.clock.now(), chargeFor(job, progress.usage), progress.usage)
           : cancelJob(job, deps.clock.now());
       } else {
         const [code, message] =
@@ -355,8 +342,7 @@ export function createGenerationWorker(deps: CoreDeps, options: WorkerOptions) {
       const age = now.getTime() - since.getTime();
       if (!job) {
         // An acceptance (or a synchronous text call) died holding money and left no job: give the money back.
-        const grace = jobId.startsWith(TEXT_CALL_PREFIX) ? options.textCallLimitMs : options.requeueAfterMs;
-        if (age > grace || deadBefore(since)) await abandonIntent(deps, accountId, jobId);
+        if (intentAbandoned(jobId, age, options) || deadBefore(since)) await abandonIntent(deps, accountId, jobId);
       } else if (isTerminal(job.status)) {
         await finalize(job);
       } else if (abandoned(job, now) && running.size < options.concurrency) {

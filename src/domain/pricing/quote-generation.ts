@@ -1,9 +1,10 @@
 import type { Money } from "../money.js";
+import type { Job } from "../jobs/job.js";
 import type { GenerationSpec } from "../validation/generation-request.js";
 import { base64Head, imagePromptTokens, imageSizeOf } from "../text/media-tokens.js";
 import { countTokens } from "../text/tokens.js";
 import type { ModelPrices } from "./price-table.js";
-import { imagePrice, tokenEstimate, videoPrice } from "./quotes.js";
+import { imagePrice, tokenCost, tokenEstimate, videoPrice, type TokenUsage } from "./quotes.js";
 
 /**
  * Prompt tokens a text job's input may cost: the prompt by our rule, each
@@ -41,5 +42,22 @@ export function quoteGeneration(spec: GenerationSpec, prices: ModelPrices | unde
     case "text":
     case "multimodal_realtime":
       return tokenEstimate(model.id, prices, jobPromptTokenBound(spec), model.maxOutputTokens!);
+  }
+}
+
+/**
+ * What a finished job is charged (billing rule 3), at the prices it was
+ * accepted under (job.input.prices), never today's: an image or a video its
+ * quoted price, which its reservation holds; text (and the multimodal model)
+ * the tokens it used, which its reservation bounds.
+ */
+export function chargeFor(job: Pick<Job, "kind" | "model" | "input">, usage: TokenUsage): Money {
+  switch (job.kind) {
+    case "image":
+      return imagePrice(job.model, job.input.prices, job.input.resolution!);
+    case "video":
+      return videoPrice(job.model, job.input.prices, job.input.resolution!, job.input.durationSeconds!);
+    default:
+      return tokenCost(job.model, job.input.prices, usage);
   }
 }
