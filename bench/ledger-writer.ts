@@ -1,0 +1,104 @@
+/**
+ * One writer process of bench/hot-account.ts: closed loops against one
+ * account's money on Cassandra, started at an agreed moment so that several
+ * such processes load the account together. Prints one JSON line with what it
+ * measured (successes and their latencies inside the window, other outcomes,
+ * its own CPU) and exits.
+ *
+ * Environment: WRITER_MODE (`ledger`: reserve-and-release pairs through
+ * CassandraLedger; `cas`: the bare baseline, one `UPDATE … IF v = ?` on one row
+ * per operation, retried with the value a lost round answers until applied),
+ * CASSANDRA_CONTACT_POINTS, CASSANDRA_KEYSPACE (migrated already), ACCOUNT_ID,
+ * CALLERS, START_AT (epoch ms the measured window opens), WARMUP_MS, DURATION_MS.
+ */
+import { randomUUID } from "node:crypto";
+import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
+import cassandra from "cassandra-driver";
+import { CassandraLedger } from "../src/adapters/cassandra/cassandra-ledger.js";
+import { openSession } from "../src/adapters/cassandra/cassandra-session.js";
+
+const env = (name: string) => {
+  const value = process.env[name];
+  if (value === undefined) throw new Error(`${name} is required`);
+  return value;
+};
+const mode = env("WRITER_MODE");
+const contactPoints = env("CASSANDRA_CONTACT_POINTS").split(",");
+const keyspace = env("CASSANDRA_KEYSPACE");
+const accountId = env("ACCOUNT_ID");
+const callers = Number(env("CALLERS"));
+const startAt = Number(env("START_AT"));
+const warmupMs = Number(env("WARMUP_MS"));
+const durationMs = Number(env("DURATION_MS"));
+/** The price of one image job (0.039 in pico-units): what each reservation holds. */
+const AMOUNT = 39_000_000_000n;
+
+type Operation = () => Promise<string>;
+
+async function ledgerOperation(): Promise<{ op: Operation; close: () => Promise<void> }> {
+  const session = await openSession({ contactPoints, keyspace, localDataCenter: "datacenter1", replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}" });
+  const ledger = new CassandraLedger(session);
+  return {
+    op: async () => {
+      const id = `job:${randomUUID()}`;
+      const outcome = await ledger.reserve(accountId, id, AMOUNT);
+      if (outcome !== "reserved") return typeof outcome === "string" ? outcome : "key_limit";
+      await ledger.release(accountId, id);
+      return "ok";
+    },
+    close: () => session.shutdown(),
+  };
+}
+
+async function casOperation(): Promise<{ op: Operation; close: () => Promise<void> }> {
+  const client = new cassandra.Client({ contactPoints, localDataCenter: "datacenter1", keyspace, encoding: { useBigIntAsLong: true } });
+  await client.connect();
+  const serial = { prepare: true, consistency: cassandra.types.consistencies.localQuorum, serialConsistency: cassandra.types.consistencies.serial };
+  return {
+    op: async () => {
+      let current = (await client.execute("SELECT v FROM bench_cas WHERE id = ?", [accountId], { ...serial, consistency: cassandra.types.consistencies.serial })).first()?.v as bigint;
+      for (;;) {
+        const result = await client.execute("UPDATE bench_cas SET v = ? WHERE id = ? IF v = ?", [current + 1n, accountId, current], serial);
+        if (result.wasApplied()) return "ok";
+        current = result.first().v as bigint; // a lost round answers the value that won
+      }
+    },
+    close: () => client.shutdown(),
+  };
+}
+
+const { op, close } = mode === "cas" ? await casOperation() : await ledgerOperation();
+const begin = startAt - warmupMs;
+const end = startAt + durationMs;
+if (begin > Date.now()) await sleep(begin - Date.now());
+const latencies: number[] = [];
+const outcomes: Record<string, number> = {};
+const errors: string[] = [];
+const cpuBefore = process.cpuUsage();
+let cpuAtStart: NodeJS.CpuUsage | undefined;
+const startTimer = setTimeout(() => (cpuAtStart = process.cpuUsage()), Math.max(0, startAt - Date.now()));
+await Promise.all(
+  Array.from({ length: callers }, async () => {
+    while (Date.now() < end) {
+      const beganAt = Date.now();
+      const began = performance.now();
+      let outcome: string;
+      try {
+        outcome = await op();
+      } catch (error) {
+        outcome = "exception";
+        if (errors.length < 3) errors.push((error as Error).message.slice(0, 300));
+      }
+      const finishedAt = Date.now();
+      if (beganAt < startAt || finishedAt > end) continue;
+      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+      if (outcome === "ok") latencies.push(performance.now() - began);
+    }
+  }),
+);
+clearTimeout(startTimer);
+const cpu = process.cpuUsage(cpuAtStart ?? cpuBefore);
+process.stdout.write(`${JSON.stringify({ outcomes, latencies, errors, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`);
+await close();
+process.exit(0);
