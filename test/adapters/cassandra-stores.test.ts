@@ -96,6 +96,25 @@ describe("Cassandra stores against a real server", { skip }, () => {
     assert.deepEqual(await a.balance("acct-hot"), { balance: 50n, reserved: 50n });
   });
 
+  it("ledger: when another writer changed the account since this writer's last round, then this writer judges by the row as it is now, not as it left it", async () => {
+    const a = new CassandraLedger(client);
+    const b = new CassandraLedger(client);
+    await a.createAccount("acct-moved", "x", 100n);
+    assert.equal(await a.reserve("acct-moved", "a-1", 40n), "reserved"); // a now knows the row it wrote
+    assert.equal(await b.reserve("acct-moved", "b-1", 60n), "reserved"); // the row moved under a
+    assert.equal(await a.reserve("acct-moved", "a-2", 1n), "insufficient_funds");
+    await b.credit("acct-moved", 30n);
+    assert.equal(await a.reserve("acct-moved", "a-3", 30n), "reserved");
+    assert.deepEqual(await a.settle("acct-moved", "b-1", 60n), { charged: 60n, shortfall: 0n }); // a hold b took, ended by a
+    assert.equal(await b.reserve("acct-moved", "b-2", 1n), "insufficient_funds"); // b's own last row is stale now
+    await b.release("acct-moved", "a-1");
+    assert.deepEqual(await a.balance("acct-moved"), { balance: 70n, reserved: 30n });
+    const { entries } = await a.entries({ accountId: "acct-moved", limit: 20 });
+    assert.deepEqual(entries.map((e) => [e.type, e.balanceAfter, e.reservedAfter]).reverse(), [
+      ["credit", 100n, 0n], ["hold", 100n, 40n], ["hold", 100n, 100n], ["credit", 130n, 100n], ["hold", 130n, 130n], ["charge", 70n, 70n], ["release", 70n, 30n],
+    ]);
+  });
+
   it("jobs: a transition whose answer was lost reports applied, and a second transition from the old state fails", async () => {
     const store = new CassandraJobStore(losingAnswers(client, "jobs", 1), 86_400);
     const job: Job = {

@@ -80,6 +80,8 @@ const ENTRY_COLUMNS =
  * write and the re-read that looks for it.
  */
 const REMEMBERED_OPS = 2048;
+/** Accounts whose last written row a process keeps (CassandraLedger.written). */
+const MAX_WRITTEN_ACCOUNTS = 1_000;
 /** Operations folded into one conditional write. */
 const MAX_BATCH = 128;
 const MAX_ATTEMPTS = 60;
@@ -101,6 +103,13 @@ export class CassandraLedger implements Ledger {
   private readonly queues = new Map<string, Pending[]>();
   /** Per account: the journal version known to be copied into ledger_entries, and a copy under way. */
   private readonly copied = new Map<string, { version: string; done: Promise<void> }>();
+  /**
+   * Per account: the row as this process's last round wrote it. The next
+   * round starts from it instead of reading the row again (a serial read is a
+   * Paxos round of its own); a round that finds the row changed by another
+   * writer (its version check fails) reads it.
+   */
+  private readonly written = new Map<string, AccountState>();
 
   constructor(
     private readonly client: CassandraClient,
@@ -227,6 +236,12 @@ export class CassandraLedger implements Ledger {
     const done = this.copy(accountId, journal);
     done.catch(() => undefined); // whoever needs it next copies it again
     this.remember(accountId, journal.version, done);
+  }
+
+  /** Keeps the row a round left, for a bounded number of accounts (the longest unwritten is forgotten first). */
+  private keepWritten(accountId: string, state: AccountState): void {
+    if (this.written.size >= MAX_WRITTEN_ACCOUNTS) this.written.delete(this.written.keys().next().value!);
+    this.written.set(accountId, state);
   }
 
   private remember(accountId: string, version: string, done: Promise<void>): void {
@@ -448,7 +463,10 @@ export class CassandraLedger implements Ledger {
 
   private async commit(accountId: string, batch: readonly Pending[]): Promise<Outcome[]> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const state = await this.read(accountId);
+      // Taken out while the round runs: put back only as the row this round leaves.
+      const known = this.written.get(accountId);
+      this.written.delete(accountId);
+      const state = known ?? (await this.read(accountId));
       if (!state) return batch.map(() => "unknown_account");
       if (batch.some((p) => state.lastOps.includes(p.id))) {
         // An earlier attempt of this very batch was applied after all (unknown outcome).
@@ -460,7 +478,13 @@ export class CassandraLedger implements Ledger {
       const previous = state.journal;
       if (previous) await this.ensureCopied(accountId, previous);
       const { outcomes, changed, shortfalls, entries } = CassandraLedger.apply(state, batch, this.now());
-      if (changed.length === 0) return outcomes;
+      if (changed.length === 0) {
+        // Nothing to write, so no version check would tell whether the row this was judged on is still the row:
+        // a refusal judged on the row this process last wrote is judged again on the row as read now.
+        if (known) continue;
+        if (state.journal !== null) this.keepWritten(accountId, state);
+        return outcomes;
+      }
       const lastOps = [...changed, ...state.lastOps].slice(0, REMEMBERED_OPS);
       const journal: Journal = { version: (before + 1n).toString(), entries };
       const params = [
@@ -483,6 +507,7 @@ export class CassandraLedger implements Ledger {
           );
         if (result.applied) {
           this.copyInBackground(accountId, journal);
+          this.keepWritten(accountId, { ...state, version: before + 1n, lastOps, journal });
           return outcomes;
         }
         this.telemetry.observe({ kind: "ledger_conflict" });
