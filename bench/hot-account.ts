@@ -56,7 +56,7 @@ async function writers(mode: "ledger" | "cas", keyspace: string, accountId: stri
     const child = spawn(process.execPath, ["--import", "tsx", "bench/ledger-writer.ts"], {
       cwd: ROOT,
       env: {
-        PATH: process.env.PATH ?? "", WRITER_MODE: mode, CASSANDRA_CONTACT_POINTS: CASSANDRA, CASSANDRA_KEYSPACE: keyspace, ACCOUNT_ID: accountId,
+        ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("X_"))), PATH: process.env.PATH ?? "", WRITER_MODE: mode, CASSANDRA_CONTACT_POINTS: CASSANDRA, CASSANDRA_KEYSPACE: keyspace, ACCOUNT_ID: accountId,
         CALLERS: String(callers), START_AT: String(startAt), WARMUP_MS: String(WARMUP_MS), DURATION_MS: String(LEDGER_MS),
       },
       stdio: ["ignore", "pipe", "inherit"],
@@ -64,7 +64,7 @@ async function writers(mode: "ledger" | "cas", keyspace: string, accountId: stri
     let out = "";
     child.stdout!.on("data", (chunk) => (out += chunk));
     return new Promise<{ outcomes: Record<string, number>; latencies: number[]; errors: string[]; cpuSeconds: number }>((resolve, reject) => {
-      child.once("exit", (code) => (code === 0 ? resolve(JSON.parse(out.trim().split("\n").at(-1)!)) : reject(new Error(`writer exited ${code}: ${out}`))));
+      child.once("close", (code) => (code === 0 ? resolve(JSON.parse(out.trim().split("\n").at(-1)!)) : reject(new Error(`writer exited ${code}: ${out}`))));
     });
   });
   const results = await Promise.all(runs);

@@ -99,6 +99,7 @@ await Promise.all(
 );
 clearTimeout(startTimer);
 const cpu = process.cpuUsage(cpuAtStart ?? cpuBefore);
-process.stdout.write(`${JSON.stringify({ outcomes, latencies, errors, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`);
+// A pipe's write is asynchronous: the process exits once the line is out, not before.
+await new Promise<void>((resolve) => process.stdout.write(`${JSON.stringify({ outcomes, latencies, errors, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`, () => resolve()));
 await close();
 process.exit(0);
