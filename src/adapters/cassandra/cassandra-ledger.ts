@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Money } from "../../domain/money.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
@@ -75,11 +75,18 @@ const ENTRY_COLUMNS =
   "seq, type, amount, balance_after, reserved_change, reserved_after, job_id, model, key_id, prompt_tokens, candidates_tokens, at";
 
 /**
- * Operation ids remembered per account to resolve writes of unknown outcome:
- * enough for several full batches of other writers to land between a timed-out
- * write and the re-read that looks for it.
+ * Operation ids remembered per account (last_ops) to resolve writes of
+ * unknown outcome: four full batches of other writers may land between a
+ * timed-out write and the re-read that looks for it (this process's own next
+ * round waits for that re-read). An id pushed out by more makes the batch
+ * apply again, which a reservation, a settlement and a release survive (they
+ * are keyed by reservation id: a repeat moves nothing); only a credit would
+ * count twice. The list is rewritten by every round: at 2048 ids it was most
+ * of a round's bytes, and a hot account's rounds took twice as long (issue 14).
  */
-const REMEMBERED_OPS = 2048;
+const REMEMBERED_OPS = 512;
+/** An operation's id in last_ops: 96 random bits, 16 characters (a UUID's 36 made the list twice the bytes). */
+const newOperationId = () => randomBytes(12).toString("base64url");
 /** Accounts whose last written row a process keeps (CassandraLedger.written). */
 const MAX_WRITTEN_ACCOUNTS = 1_000;
 /** Operations folded into one conditional write. */
@@ -280,7 +287,7 @@ export class CassandraLedger implements Ledger {
   private enqueue(accountId: string, operation: Operation): Promise<Outcome> {
     return new Promise((resolve, reject) => {
       const queue = this.queues.get(accountId);
-      const pending = { id: randomUUID(), operation, resolve, reject };
+      const pending = { id: newOperationId(), operation, resolve, reject };
       if (queue) {
         queue.push(pending);
         return;
