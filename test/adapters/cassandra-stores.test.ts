@@ -115,6 +115,47 @@ describe("Cassandra stores against a real server", { skip }, () => {
     ]);
   });
 
+  it("ledger: when an account holds more open holds than a round rewrites whole, then its rounds write only the holds they took and ended, and the row stays exact", async () => {
+    const ledger = new CassandraLedger(client);
+    await ledger.createAccount("acct-deep", "x", 1_000_000n);
+    const rowHolds = async () => {
+      const row = (await client.execute("SELECT holds, hold_memos FROM accounts WHERE account_id = ?", ["acct-deep"])).first()!;
+      return { holds: (row.holds ?? {}) as Record<string, bigint>, memos: Object.keys(row.hold_memos ?? {}).sort() };
+    };
+    const ids = Array.from({ length: 400 }, (_, i) => `deep-${String(i).padStart(3, "0")}`);
+    // 400 holds arrive together: rounds of up to 128, crossing the line while the account fills.
+    const taken = await Promise.all(ids.map((id) => ledger.reserve("acct-deep", id, 10n, { memo: { jobId: id, model: "m" } })));
+    assert.ok(taken.every((o) => o === "reserved"));
+    // Deep now: releases, settlements and new holds in the same rounds; a hold taken and released within one round.
+    await Promise.all([
+      ...ids.slice(0, 100).map((id) => ledger.release("acct-deep", id)),
+      ...ids.slice(100, 150).map((id) => ledger.settle("acct-deep", id, 7n)),
+      ...Array.from({ length: 20 }, (_, i) => ledger.reserve("acct-deep", `late-${i}`, 5n, { memo: { model: "m" } })),
+      ledger.reserve("acct-deep", "fleeting", 1n).then(() => ledger.release("acct-deep", "fleeting")),
+    ]);
+    const open = [...ids.slice(150), ...Array.from({ length: 20 }, (_, i) => `late-${i}`)].sort();
+    let row = await rowHolds();
+    assert.deepEqual(Object.keys(row.holds).sort(), open);
+    assert.deepEqual(row.memos, open);
+    assert.equal(row.holds["deep-399"], 10n);
+    assert.equal(row.holds["late-3"], 5n);
+    assert.deepEqual(await ledger.balance("acct-deep"), { balance: 1_000_000n - 50n * 7n, reserved: 250n * 10n + 20n * 5n });
+    // A writer that never saw the account reads the row: it agrees, to the last unit.
+    const fresh = new CassandraLedger(client);
+    assert.equal(await fresh.reserve("acct-deep", "too-much", 1_000_000n - 350n - 2_600n + 1n), "insufficient_funds");
+    assert.equal(await fresh.reserve("acct-deep", "all-of-it", 1_000_000n - 350n - 2_600n), "reserved");
+    assert.equal(await fresh.release("acct-deep", "all-of-it"), undefined);
+    // Back below the line: the whole map is written again, as the open holds are.
+    await Promise.all(ids.slice(150, 390).map((id) => ledger.release("acct-deep", id)));
+    row = await rowHolds();
+    const left = [...ids.slice(390), ...Array.from({ length: 20 }, (_, i) => `late-${i}`)].sort();
+    assert.deepEqual(Object.keys(row.holds).sort(), left);
+    assert.deepEqual(row.memos, left);
+    const { entries } = await ledger.entries({ accountId: "acct-deep", limit: 1000 });
+    assert.equal(entries.filter((e) => e.type === "hold").length, 400 + 20 + 1 + 1);
+    assert.equal(entries.reduce((sum, e) => sum + e.reservedChange, 0n), 10n * 10n + 20n * 5n);
+  });
+
   it("jobs: a transition whose answer was lost reports applied, and a second transition from the old state fails", async () => {
     const store = new CassandraJobStore(losingAnswers(client, "jobs", 1), 86_400);
     const job: Job = {

@@ -194,6 +194,22 @@ export async function conditional(client: CassandraClient, query: string, params
   }
 }
 
+/**
+ * Several writes to one partition as one lightweight transaction: the batch's
+ * conditions decide for all of them. Throws AmbiguousWriteError when the
+ * outcome cannot be known.
+ */
+export async function conditionalBatch(client: CassandraClient, queries: { query: string; params: unknown[] }[]): Promise<ConditionalResult> {
+  try {
+    const result = await client.driver.batch(queries, { prepare: true });
+    return { applied: result.wasApplied(), current: result.first() ?? undefined };
+  } catch (error) {
+    if (isAmbiguous(error)) throw new AmbiguousWriteError(`outcome of a conditional write is unknown: ${(error as Error).message}`, { cause: error });
+    if (isUnreachable(error)) throw new DependencyUnavailableError("cassandra", `Cassandra is unreachable: ${(error as Error).message}`, { cause: error });
+    throw error;
+  }
+}
+
 /** A read that sees every committed (and completes every in-flight) lightweight transaction. */
 export async function serialRead(client: CassandraClient, query: string, params: unknown[]): Promise<Row | undefined> {
   const result = await client.execute(query, params, { consistency: types.consistencies.localSerial });
