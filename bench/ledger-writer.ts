@@ -12,11 +12,11 @@
  * CALLERS, START_AT (epoch ms the measured window opens), WARMUP_MS, DURATION_MS.
  */
 import { randomUUID } from "node:crypto";
-import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import cassandra from "cassandra-driver";
 import { CassandraLedger } from "../src/adapters/cassandra/cassandra-ledger.js";
 import { openSession } from "../src/adapters/cassandra/cassandra-session.js";
+import { closedLoop } from "./load-kit.js";
 
 const env = (name: string) => {
   const value = process.env[name];
@@ -69,37 +69,14 @@ async function casOperation(): Promise<{ op: Operation; close: () => Promise<voi
 }
 
 const { op, close } = mode === "cas" ? await casOperation() : await ledgerOperation();
+// Every writer process starts its warm-up at the agreed moment, so their measured windows coincide.
 const begin = startAt - warmupMs;
-const end = startAt + durationMs;
 if (begin > Date.now()) await sleep(begin - Date.now());
-const latencies: number[] = [];
-const outcomes: Record<string, number> = {};
-const errors: string[] = [];
-const cpuBefore = process.cpuUsage();
-let cpuAtStart: NodeJS.CpuUsage | undefined;
-const startTimer = setTimeout(() => (cpuAtStart = process.cpuUsage()), Math.max(0, startAt - Date.now()));
-await Promise.all(
-  Array.from({ length: callers }, async () => {
-    while (Date.now() < end) {
-      const beganAt = Date.now();
-      const began = performance.now();
-      let outcome: string;
-      try {
-        outcome = await op();
-      } catch (error) {
-        outcome = "exception";
-        if (errors.length < 3) errors.push((error as Error).message.slice(0, 300));
-      }
-      const finishedAt = Date.now();
-      if (beganAt < startAt || finishedAt > end) continue;
-      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
-      if (outcome === "ok") latencies.push(performance.now() - began);
-    }
-  }),
-);
-clearTimeout(startTimer);
-const cpu = process.cpuUsage(cpuAtStart ?? cpuBefore);
+const result = await closedLoop(`${mode}, ${callers} callers`, callers, op, warmupMs, durationMs);
+const line = JSON.stringify({
+  outcomes: result.outcomes, latencies: [...result.latencies], errors: result.errorSamples, cpuSeconds: (result.cores["bench client"]! * result.measuredMs) / 1000,
+});
 // A pipe's write is asynchronous: the process exits once the line is out, not before.
-await new Promise<void>((resolve) => process.stdout.write(`${JSON.stringify({ outcomes, latencies, errors, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`, () => resolve()));
+await new Promise<void>((resolve) => process.stdout.write(`${line}\n`, () => resolve()));
 await close();
 process.exit(0);

@@ -312,6 +312,15 @@ function ratioRow(route: string, ours: Load, bare: Load, target: number, targetT
   details.push(`| ${bare.name} | ${fmt(bare.rps, 0)} | ${fmt(bare.p50)} | ${fmt(bare.p99)} | ${bare.requests} | ${bare.failed} | ${fmt(bare.serverCores)} |`);
 }
 
+/** A route against its floor (the least its work costs), beside the floor against bare: what a ratio target leaves room for. */
+function floorRow(route: string, ours: Load, floor: Load, bare: Load, target: string): void {
+  rows.push({
+    route, ours: `${fmt(ours.rps, 0)} req/s`, bare: `${fmt(floor.rps, 0)} req/s (${fmt(floor.rps / bare.rps)}× bare)`, ratio: `${fmt(ours.rps / floor.rps)}×`,
+    target: `– (what the ${target} target leaves room for)`, met: undefined,
+  });
+  details.push(`| ${floor.name} | ${fmt(floor.rps, 0)} | ${fmt(floor.p50)} | ${fmt(floor.p99)} | ${floor.requests} | ${floor.failed} | ${fmt(floor.serverCores)} |`);
+}
+
 async function restSection(): Promise<{ apiKey: string; job: any; service: ServerProcess }> {
   const service = await startServer("service", serviceEnv(), "rest-get");
   const apiKey = await customer(service.url!);
@@ -326,12 +335,7 @@ async function restSection(): Promise<{ apiKey: string; job: any; service: Serve
     const floorGet = await startServer("floor-get", { BENCH_JOB_JSON: JSON.stringify(job), BENCH_API_KEY: apiKey });
     try {
       const floor = await autocannon("floor: Fastify GET /floor/:id, key looked up, job row read from SQLite", { url: `${floorGet.url}/floor/${job.job_id}`, headers: auth, expect: 200 }, floorGet);
-      rows.push({
-        route: "`GET /api/v1/jobs/{id}` against its floor", ours: `${fmt(get.rps, 0)} req/s`,
-        bare: `${fmt(floor.rps, 0)} req/s (${fmt(floor.rps / bareGet.rps)}× bare)`, ratio: `${fmt(get.rps / floor.rps)}×`,
-        target: "– (what the 0.5× target leaves room for)", met: undefined,
-      });
-      details.push(`| ${floor.name} | ${fmt(floor.rps, 0)} | ${fmt(floor.p50)} | ${fmt(floor.p99)} | ${floor.requests} | ${floor.failed} | ${fmt(floor.serverCores)} |`);
+      floorRow("`GET /api/v1/jobs/{id}` against its floor", get, floor, bareGet, "0.5×");
     } finally {
       await floorGet.stop();
     }
@@ -348,12 +352,7 @@ async function restSection(): Promise<{ apiKey: string; job: any; service: Serve
       const floor = await startServer("floor-http");
       try {
         const floorPost = await autocannon("floor: Fastify POST /floor, one durable SQLite transaction", { url: `${floor.url}/floor`, method: "POST", body: GENERATION_BODY, expect: 202 }, floor);
-        rows.push({
-          route: "`POST /api/v1/generations`, no worker, against its durable floor", ours: `${fmt(post.rps, 0)} req/s`,
-          bare: `${fmt(floorPost.rps, 0)} req/s (${fmt(floorPost.rps / barePost.rps)}× bare)`, ratio: `${fmt(post.rps / floorPost.rps)}×`,
-          target: "– (what the 0.4× target leaves room for)", met: undefined,
-        });
-        details.push(`| ${floorPost.name} | ${fmt(floorPost.rps, 0)} | ${fmt(floorPost.p50)} | ${fmt(floorPost.p99)} | ${floorPost.requests} | ${floorPost.failed} | ${fmt(floorPost.serverCores)} |`);
+        floorRow("`POST /api/v1/generations`, no worker, against its durable floor", post, floorPost, barePost, "0.4×");
       } finally {
         await floor.stop();
       }

@@ -10,8 +10,9 @@ import kafkajs from "kafkajs";
 import { testServiceLogger } from "./log-capture.js";
 import { watchExit } from "./exit-watch.js";
 
-// Every file that starts services names what kept its process alive, if anything did (test/support/exit-watch.ts).
-watchExit();
+// Every test file that starts services names what kept its process alive, if anything did (test/support/exit-watch.ts).
+// Only under the test runner (which sets NODE_TEST_CONTEXT in a file's process): the benchmarks import this module too.
+if (process.env.NODE_TEST_CONTEXT) watchExit();
 
 export const ADMIN_TOKEN = "test-admin-token";
 

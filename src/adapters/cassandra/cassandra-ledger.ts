@@ -113,10 +113,11 @@ const MAX_ATTEMPTS = 60;
 /**
  * The ledger on Cassandra. An account is one row changed only by
  * `UPDATE ... IF version = ?`. Within a process, operations on one account
- * queue and are group-committed: one read and one Paxos round apply a whole
- * batch, so a hot account is limited by round trips, not by contention. Across
- * processes the version check keeps every batch serial; a loser re-reads and
- * retries. A write of unknown outcome is settled by reading the account's
+ * queue and are group-committed: one Paxos round applies a whole batch, so a
+ * hot account is limited by round trips, not by contention. A round starts
+ * from the row this process's last round wrote (no read); across processes
+ * the version check keeps every batch serial, and a loser reads the row and
+ * is judged again. A write of unknown outcome is settled by reading the account's
  * recent operation ids, never by writing again blindly. The open holds are in
  * the row, so a reservation's open-hold limit is checked in the same round as
  * its funds; a settlement charges at most hold + available and records the
