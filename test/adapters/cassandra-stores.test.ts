@@ -24,19 +24,46 @@ const skip = !contactPoints && "needs CASSANDRA_CONTACT_POINTS (real Cassandra)"
  */
 function losingAnswers(client: CassandraClient, table: string, times: number): CassandraClient {
   let left = times;
+  const lose = (query: string) => {
+    if (left > 0 && query.startsWith(`UPDATE ${table}`) && query.includes(" IF ")) {
+      left--;
+      throw new cassandra.errors.ResponseError(cassandra.types.responseErrorCodes.writeTimeout, "simulated: answer lost");
+    }
+  };
   return new Proxy(client, {
     get(target, property, receiver) {
-      if (property !== "execute") return Reflect.get(target, property, receiver);
-      return async (query: string, params?: unknown[], options?: object) => {
-        const result = await target.execute(query, params as never, options as never);
-        if (left > 0 && query.startsWith(`UPDATE ${table}`) && query.includes(" IF ")) {
-          left--;
-          throw new cassandra.errors.ResponseError(cassandra.types.responseErrorCodes.writeTimeout, "simulated: answer lost");
-        }
-        return result;
+      if (property === "execute") {
+        return async (query: string, params?: unknown[], options?: object) => {
+          const result = await target.execute(query, params as never, options as never);
+          lose(query);
+          return result;
+        };
+      }
+      if (property === "executeBatch") {
+        return async (queries: { query: string; params: unknown[] }[]) => {
+          const result = await target.executeBatch(queries as never);
+          lose(queries[0]!.query);
+          return result;
+        };
+      }
+      return Reflect.get(target, property, receiver);
+    },
+  });
+}
+
+/** The client, counting the conditional batches it runs (a deep account's rounds). */
+function countingBatches(client: CassandraClient): { client: CassandraClient; batches: () => number } {
+  let batches = 0;
+  const counted = new Proxy(client, {
+    get(target, property, receiver) {
+      if (property !== "executeBatch") return Reflect.get(target, property, receiver);
+      return (queries: never) => {
+        batches++;
+        return target.executeBatch(queries);
       };
     },
   });
+  return { client: counted, batches: () => batches };
 }
 
 describe("Cassandra stores against a real server", { skip }, () => {
@@ -116,7 +143,8 @@ describe("Cassandra stores against a real server", { skip }, () => {
   });
 
   it("ledger: when an account holds more open holds than a round rewrites whole, then its rounds write only the holds they took and ended, and the row stays exact", async () => {
-    const ledger = new CassandraLedger(client);
+    const counting = countingBatches(client);
+    const ledger = new CassandraLedger(counting.client);
     await ledger.createAccount("acct-deep", "x", 1_000_000n);
     const rowHolds = async () => {
       const row = (await client.execute("SELECT holds, hold_memos FROM accounts WHERE account_id = ?", ["acct-deep"])).first()!;
@@ -126,34 +154,69 @@ describe("Cassandra stores against a real server", { skip }, () => {
     // 400 holds arrive together: rounds of up to 128, crossing the line while the account fills.
     const taken = await Promise.all(ids.map((id) => ledger.reserve("acct-deep", id, 10n, { memo: { jobId: id, model: "m" } })));
     assert.ok(taken.every((o) => o === "reserved"));
-    // Deep now: releases, settlements and new holds in the same rounds; a hold taken and released within one round.
+    // Deep now: releases, settlements and new holds in the same rounds (asked in one turn, so they share rounds);
+    // holds ended and taken again within one round, with and without a memo; a hold taken and ended in one round.
     await Promise.all([
       ...ids.slice(0, 100).map((id) => ledger.release("acct-deep", id)),
       ...ids.slice(100, 150).map((id) => ledger.settle("acct-deep", id, 7n)),
       ...Array.from({ length: 20 }, (_, i) => ledger.reserve("acct-deep", `late-${i}`, 5n, { memo: { model: "m" } })),
-      ledger.reserve("acct-deep", "fleeting", 1n).then(() => ledger.release("acct-deep", "fleeting")),
+      ledger.release("acct-deep", "deep-398"), ledger.reserve("acct-deep", "deep-398", 3n), ledger.release("acct-deep", "deep-398"),
+      ledger.release("acct-deep", "deep-397"), ledger.reserve("acct-deep", "deep-397", 4n),
+      ledger.release("acct-deep", "deep-396"), ledger.reserve("acct-deep", "deep-396", 6n, { memo: { jobId: "again", model: "m2" } }),
+      ledger.reserve("acct-deep", "fleeting", 1n), ledger.release("acct-deep", "fleeting"),
     ]);
-    const open = [...ids.slice(150), ...Array.from({ length: 20 }, (_, i) => `late-${i}`)].sort();
+    assert.ok(counting.batches() > 0, "the deep rounds wrote elements");
+    const open = [...ids.slice(150, 398), "deep-399", ...Array.from({ length: 20 }, (_, i) => `late-${i}`)].sort();
     let row = await rowHolds();
     assert.deepEqual(Object.keys(row.holds).sort(), open);
-    assert.deepEqual(row.memos, open);
+    assert.deepEqual(row.memos, open.filter((id) => id !== "deep-397")); // taken again without a memo: the old one left
     assert.equal(row.holds["deep-399"], 10n);
+    assert.equal(row.holds["deep-397"], 4n);
+    assert.equal(row.holds["deep-396"], 6n);
     assert.equal(row.holds["late-3"], 5n);
-    assert.deepEqual(await ledger.balance("acct-deep"), { balance: 1_000_000n - 50n * 7n, reserved: 250n * 10n + 20n * 5n });
+    const held = 247n * 10n + 4n + 6n + 20n * 5n; // deep-150..395 and deep-399 at 10; deep-396 and deep-397 taken again; late-*
+    assert.deepEqual(await ledger.balance("acct-deep"), { balance: 1_000_000n - 50n * 7n, reserved: held });
+    assert.equal(Object.values(row.holds).reduce((sum, amount) => sum + amount, 0n), held);
     // A writer that never saw the account reads the row: it agrees, to the last unit.
     const fresh = new CassandraLedger(client);
-    assert.equal(await fresh.reserve("acct-deep", "too-much", 1_000_000n - 350n - 2_600n + 1n), "insufficient_funds");
-    assert.equal(await fresh.reserve("acct-deep", "all-of-it", 1_000_000n - 350n - 2_600n), "reserved");
+    const available = 1_000_000n - 350n - held;
+    assert.equal(await fresh.reserve("acct-deep", "too-much", available + 1n), "insufficient_funds");
+    assert.equal(await fresh.reserve("acct-deep", "all-of-it", available), "reserved");
     assert.equal(await fresh.release("acct-deep", "all-of-it"), undefined);
     // Back below the line: the whole map is written again, as the open holds are.
     await Promise.all(ids.slice(150, 390).map((id) => ledger.release("acct-deep", id)));
     row = await rowHolds();
-    const left = [...ids.slice(390), ...Array.from({ length: 20 }, (_, i) => `late-${i}`)].sort();
+    const left = [...ids.slice(390, 398), "deep-399", ...Array.from({ length: 20 }, (_, i) => `late-${i}`)].sort();
     assert.deepEqual(Object.keys(row.holds).sort(), left);
-    assert.deepEqual(row.memos, left);
+    assert.deepEqual(row.memos, left.filter((id) => id !== "deep-397"));
     const { entries } = await ledger.entries({ accountId: "acct-deep", limit: 1000 });
-    assert.equal(entries.filter((e) => e.type === "hold").length, 400 + 20 + 1 + 1);
-    assert.equal(entries.reduce((sum, e) => sum + e.reservedChange, 0n), 10n * 10n + 20n * 5n);
+    assert.equal(entries.filter((e) => e.type === "hold").length, 400 + 20 + 3 + 1 + 1);
+    assert.equal(entries.reduce((sum, e) => sum + e.reservedChange, 0n), 7n * 10n + 6n + 4n + 20n * 5n);
+  });
+
+  it("ledger: when a deep account's round loses its answer, then it is resolved by reading and applied once", async () => {
+    const setup = new CassandraLedger(client);
+    await setup.createAccount("acct-deep-lost", "x", 1_000_000n);
+    await Promise.all(Array.from({ length: 300 }, (_, i) => setup.reserve("acct-deep-lost", `h-${i}`, 10n)));
+    const ledger = new CassandraLedger(losingAnswers(client, "accounts", 1));
+    await Promise.all([ledger.settle("acct-deep-lost", "h-0", 9n), ledger.release("acct-deep-lost", "h-1"), ledger.reserve("acct-deep-lost", "new", 5n)]);
+    assert.deepEqual(await ledger.balance("acct-deep-lost"), { balance: 1_000_000n - 9n, reserved: 298n * 10n + 5n });
+    const row = (await client.execute("SELECT holds FROM accounts WHERE account_id = ?", ["acct-deep-lost"])).first()!;
+    assert.equal(Object.keys(row.holds).length, 299);
+    assert.deepEqual(await ledger.settle("acct-deep-lost", "h-0", 9n), undefined); // a repeat moves nothing
+  });
+
+  it("ledger: when a credit's id is older than the operations an account remembers, then it is still remembered", async () => {
+    const ledger = new CassandraLedger(client);
+    await ledger.createAccount("acct-credit-kept", "x", 1_000_000n);
+    await ledger.credit("acct-credit-kept", 7n);
+    for (let round = 0; round < 5; round++) {
+      await Promise.all(Array.from({ length: 128 }, (_, i) => ledger.reserve("acct-credit-kept", `r-${round}-${i}`, 1n)));
+    }
+    const row = (await client.execute("SELECT last_ops FROM accounts WHERE account_id = ?", ["acct-credit-kept"])).first()!;
+    const ops = row.last_ops as string[];
+    assert.equal(ops.filter((id) => id.startsWith("~")).length, 1, "the credit's id");
+    assert.equal(ops.length, 513);
   });
 
   it("jobs: a transition whose answer was lost reports applied, and a second transition from the old state fails", async () => {

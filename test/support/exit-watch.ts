@@ -7,9 +7,11 @@ import type { Socket } from "node:net";
  * only notices that at its file timeout, minutes later, and says nothing of
  * what was held. This names it: if the process is still alive `graceMs` after
  * the file's last test, the resources keeping it alive are written to stderr,
- * and the process exits with a failure.
+ * and the process exits with a failure. The clock starts with the first root
+ * after-hook (this one, registered when the harness is imported), so the
+ * grace also covers a file's own root hooks closing its services.
  */
-export function watchExit(graceMs = 30_000): void {
+export function watchExit(graceMs = 120_000): void {
   after(() => {
     setTimeout(() => {
       const sockets = (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles()

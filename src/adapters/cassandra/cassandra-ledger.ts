@@ -45,12 +45,29 @@ interface AccountState {
   keys: Map<string, string>;
 }
 
-/** The open holds a round changed, for a row whose holds are written element by element (see DEEP_HOLDS). */
-interface HoldChanges {
-  readonly taken: Map<string, Money>;
-  readonly memos: Map<string, string>;
-  /** Holds the row had and the round ended. */
-  readonly ended: Set<string>;
+/**
+ * The holds a round touched, each with whether it (and a memo of it) was in
+ * the row when the round began: compared with the round's end, what to add to
+ * the row's maps and what to take from them, for a row written element by
+ * element (see DEEP_HOLDS). A hold may be ended and taken again in one round.
+ */
+type TouchedHolds = Map<string, { readonly held: boolean; readonly memo: boolean }>;
+
+/** What a round writes to the maps of a deep row: the holds and memos as they are now, and those that left. */
+function holdWrites(state: AccountState, touched: TouchedHolds) {
+  const holds: Record<string, Money> = {};
+  const memos: Record<string, string> = {};
+  const endedHolds: string[] = [];
+  const endedMemos: string[] = [];
+  for (const [id, before] of touched) {
+    const amount = state.holds.get(id);
+    if (amount !== undefined) holds[id] = amount;
+    else if (before.held) endedHolds.push(id);
+    const memo = state.memos.get(id);
+    if (memo !== undefined) memos[id] = memo;
+    else if (before.memo) endedMemos.push(id);
+  }
+  return { holds, memos, endedHolds, endedMemos };
 }
 
 /** An entry as the row's journal keeps it (JSON: money and seq as decimal strings, time in ms). */
@@ -83,18 +100,40 @@ const ENTRY_COLUMNS =
   "seq, type, amount, balance_after, reserved_change, reserved_after, job_id, model, key_id, prompt_tokens, candidates_tokens, at";
 
 /**
- * Operation ids remembered per account (last_ops) to resolve writes of
- * unknown outcome: four full batches of other writers may land between a
- * timed-out write and the re-read that looks for it (this process's own next
- * round waits for that re-read). An id pushed out by more makes the batch
- * apply again, which a reservation, a settlement and a release survive (they
- * are keyed by reservation id: a repeat moves nothing); only a credit would
- * count twice. The list is rewritten by every round: at 2048 ids it was most
- * of a round's bytes, and a hot account's rounds took twice as long (issue 14).
+ * Operation ids remembered per account (last_ops) to resolve a write of
+ * unknown outcome: the re-read that looks for them comes after the write
+ * timed out (seconds), and other processes' rounds push ids out meanwhile, up
+ * to 128 each. An id pushed out makes its batch apply again. A reservation,
+ * settlement or release survives that: keyed by reservation id, a repeat
+ * moves nothing (a settlement answers what the row recorded; a reservation is
+ * "reserved" while its hold is open, and its caller is still waiting, so only
+ * the reaper could have ended it, not before REQUEUE_AFTER). A credit would
+ * count twice: its ids are kept beyond the window (CREDIT_OPS). The list is
+ * rewritten by every round: at 2048 UUIDs it was most of a round's bytes, and
+ * a hot account's rounds took twice as long (issue 14).
  */
 const REMEMBERED_OPS = 512;
-/** An operation's id in last_ops: 96 random bits, 16 characters (a UUID's 36 made the list twice the bytes). */
-const newOperationId = () => randomBytes(12).toString("base64url");
+/** Credits' operation ids kept in last_ops beyond REMEMBERED_OPS (credits are rare; each would count twice if applied again). */
+const CREDIT_OPS = 64;
+/** A credit's operation id starts with this (never the first character of a base64url id): last_ops keeps those longer. */
+const CREDIT_OP = "~";
+/** An operation's id in last_ops: 96 random bits, 16 characters (a UUID's 36 made the list twice the bytes); a credit's with a mark. */
+const newOperationId = (operation: Operation) => (operation.kind === "credit" ? CREDIT_OP : "") + randomBytes(12).toString("base64url");
+
+/** last_ops after a round: its own ids first, then the newest REMEMBERED_OPS in all, and older credits' up to CREDIT_OPS. */
+function rememberedOps(changed: readonly string[], previous: readonly string[]): string[] {
+  const all = [...changed, ...previous];
+  const kept = all.slice(0, REMEMBERED_OPS);
+  let credits = kept.filter((id) => id.startsWith(CREDIT_OP)).length;
+  for (let i = REMEMBERED_OPS; i < all.length && credits < CREDIT_OPS; i++) {
+    if (all[i]!.startsWith(CREDIT_OP)) {
+      kept.push(all[i]!);
+      credits++;
+    }
+  }
+  return kept;
+}
+
 /**
  * Open holds beyond which a round writes the holds it took and ended, element
  * by element, instead of the row's whole map of holds (and of their memos).
@@ -104,6 +143,13 @@ const newOperationId = () => randomBytes(12).toString("base64url");
  * rewrite them all on every round: 10,000 holds cut its rounds to a fifth.
  */
 const DEEP_HOLDS = 256;
+/**
+ * A deep row's maps are written whole every this many versions: each ended
+ * hold leaves up to two tombstones (its amount, its memo), which reads count
+ * until a whole map shadows them. At most 32 rounds of 128 operations: 8,192
+ * tombstones, well under Cassandra's failure threshold (100,000).
+ */
+const REWRITE_EVERY = 32n;
 /** Accounts whose last written row a process keeps (CassandraLedger.written). */
 const MAX_WRITTEN_ACCOUNTS = 1_000;
 /** Operations folded into one conditional write. */
@@ -305,7 +351,7 @@ export class CassandraLedger implements Ledger {
   private enqueue(accountId: string, operation: Operation): Promise<Outcome> {
     return new Promise((resolve, reject) => {
       const queue = this.queues.get(accountId);
-      const pending = { id: newOperationId(), operation, resolve, reject };
+      const pending = { id: newOperationId(operation), operation, resolve, reject };
       if (queue) {
         queue.push(pending);
         return;
@@ -389,8 +435,11 @@ export class CassandraLedger implements Ledger {
    */
   private static apply(
     state: AccountState, batch: readonly Pending[], now: number,
-  ): { outcomes: Outcome[]; changed: string[]; shortfalls: Record<string, Money>; entries: JournalEntry[]; holdChanges: HoldChanges } {
-    const holdChanges: HoldChanges = { taken: new Map(), memos: new Map(), ended: new Set() };
+  ): { outcomes: Outcome[]; changed: string[]; shortfalls: Record<string, Money>; entries: JournalEntry[]; touched: TouchedHolds } {
+    const touched: TouchedHolds = new Map();
+    const touch = (id: string) => {
+      if (!touched.has(id)) touched.set(id, { held: state.holds.has(id), memo: state.memos.has(id) });
+    };
     const outcomes: Outcome[] = [];
     const changed: string[] = [];
     const shortfalls: Record<string, Money> = {};
@@ -431,15 +480,11 @@ export class CassandraLedger implements Ledger {
           } else {
             const key = operation.options?.key;
             if (key?.limits.ratePerMinute !== undefined) state.keys.set(key.keyId, encodeKeySpending(countReservation(spendingOf(state, key.keyId), new Date(now))));
+            touch(operation.reservationId);
             state.holds.set(operation.reservationId, operation.amount);
-            holdChanges.taken.set(operation.reservationId, operation.amount);
-            holdChanges.ended.delete(operation.reservationId);
             state.reserved += operation.amount;
             const memo = operation.options?.memo;
-            if (memo) {
-              state.memos.set(operation.reservationId, JSON.stringify(memo));
-              holdChanges.memos.set(operation.reservationId, JSON.stringify(memo));
-            }
+            if (memo) state.memos.set(operation.reservationId, JSON.stringify(memo));
             record("hold", 0n, operation.amount, memo);
             outcomes.push("reserved");
             changed.push(id);
@@ -456,11 +501,9 @@ export class CassandraLedger implements Ledger {
           // Bounded before the hold leaves `reserved`: at most hold + available is charged.
           const settlement = operation.kind === "settle" ? boundedCharge(operation.amount, held, state) : undefined;
           const memo = memoOf(state, operation.reservationId);
+          touch(operation.reservationId);
           state.holds.delete(operation.reservationId);
           state.memos.delete(operation.reservationId);
-          // A hold taken in this very round never reached the row: it is simply not written.
-          if (holdChanges.taken.delete(operation.reservationId)) holdChanges.memos.delete(operation.reservationId);
-          else holdChanges.ended.add(operation.reservationId);
           state.reserved -= held;
           if (settlement) {
             state.balance -= settlement.charged;
@@ -482,7 +525,7 @@ export class CassandraLedger implements Ledger {
           break;
       }
     }
-    return { outcomes, changed, shortfalls, entries, holdChanges };
+    return { outcomes, changed, shortfalls, entries, touched };
   }
 
   private static keyRefusal(state: AccountState, amount: Money, key: KeyReservation, now: number) {
@@ -512,7 +555,7 @@ export class CassandraLedger implements Ledger {
       const previous = state.journal;
       if (previous) await this.ensureCopied(accountId, previous);
       const held = state.holds.size;
-      const { outcomes, changed, shortfalls, entries, holdChanges } = CassandraLedger.apply(state, batch, this.now());
+      const { outcomes, changed, shortfalls, entries, touched } = CassandraLedger.apply(state, batch, this.now());
       if (changed.length === 0) {
         // Nothing to write, so no version check would tell whether the row this was judged on is still the row:
         // a refusal judged on the row this process last wrote is judged again on the row as read now.
@@ -520,22 +563,25 @@ export class CassandraLedger implements Ledger {
         if (state.journal !== null) this.keepWritten(accountId, state);
         return outcomes;
       }
-      const lastOps = [...changed, ...state.lastOps].slice(0, REMEMBERED_OPS);
+      const lastOps = rememberedOps(changed, state.lastOps);
       const journal: Journal = { version: (before + 1n).toString(), entries };
       // Shortfalls are added to the row by the same conditional write that charges.
       const common = [state.balance, state.reserved, JSON.stringify(journal), Object.fromEntries(state.keys), before + 1n, lastOps, shortfalls];
-      const deep = held > DEEP_HOLDS || state.holds.size > DEEP_HOLDS;
-      const writes = deep
+      // Deep rows are written element by element, except every REWRITE_EVERY-th version, whose whole maps shadow the
+      // tombstones the removed elements left (a read counts them, and Cassandra fails one past 100,000).
+      const deep = (held > DEEP_HOLDS || state.holds.size > DEEP_HOLDS) && (before + 1n) % REWRITE_EVERY !== 0n;
+      const elements = deep ? holdWrites(state, touched) : undefined;
+      const writes = elements
         ? [
           {
             query:
               "UPDATE accounts SET balance = ?, reserved = ?, journal = ?, key_spending = ?, version = ?, last_ops = ?, shortfalls = shortfalls + ?, " +
               "holds = holds + ?, hold_memos = hold_memos + ? WHERE account_id = ? IF version = ?",
-            params: [...common, Object.fromEntries(holdChanges.taken), Object.fromEntries(holdChanges.memos), accountId, before],
+            params: [...common, elements.holds, elements.memos, accountId, before],
           },
-          // A map cannot be added to and taken from in one statement: the ended holds leave by a second one of the same transaction.
-          ...(holdChanges.ended.size > 0
-            ? [{ query: "UPDATE accounts SET holds = holds - ?, hold_memos = hold_memos - ? WHERE account_id = ?", params: [[...holdChanges.ended], [...holdChanges.ended], accountId] }]
+          // A map cannot be added to and taken from in one statement: what left goes by a second one of the same transaction.
+          ...(elements.endedHolds.length + elements.endedMemos.length > 0
+            ? [{ query: "UPDATE accounts SET holds = holds - ?, hold_memos = hold_memos - ? WHERE account_id = ?", params: [elements.endedHolds, elements.endedMemos, accountId] }]
             : []),
         ]
         : [{

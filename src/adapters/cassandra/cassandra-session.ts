@@ -49,6 +49,16 @@ export class CassandraClient {
     }
   }
 
+  /** A batch of writes to one partition that carries conditions (a lightweight transaction), with the same outage mapping as execute. */
+  async executeBatch(queries: { query: string; params: Params }[]): Promise<cassandra.types.ResultSet> {
+    try {
+      return await this.driver.batch(queries, { prepare: true });
+    } catch (error) {
+      if (isUnreachable(error)) throw new DependencyUnavailableError("cassandra", `Cassandra is unreachable: ${(error as Error).message}`, { cause: error });
+      throw error;
+    }
+  }
+
   shutdown(): Promise<void> {
     return this.driver.shutdown();
   }
@@ -201,11 +211,10 @@ export async function conditional(client: CassandraClient, query: string, params
  */
 export async function conditionalBatch(client: CassandraClient, queries: { query: string; params: unknown[] }[]): Promise<ConditionalResult> {
   try {
-    const result = await client.driver.batch(queries, { prepare: true });
+    const result = await client.executeBatch(queries as { query: string; params: Params }[]);
     return { applied: result.wasApplied(), current: result.first() ?? undefined };
   } catch (error) {
     if (isAmbiguous(error)) throw new AmbiguousWriteError(`outcome of a conditional write is unknown: ${(error as Error).message}`, { cause: error });
-    if (isUnreachable(error)) throw new DependencyUnavailableError("cassandra", `Cassandra is unreachable: ${(error as Error).message}`, { cause: error });
     throw error;
   }
 }
