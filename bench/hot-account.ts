@@ -45,7 +45,6 @@ interface WriterResult {
   readonly p99: number;
   readonly notOk: Record<string, number>;
   readonly errors: string[];
-  readonly cpuSeconds: number;
 }
 
 /** Runs `processes` writer processes of `mode` on one account together; merges what they measured. */
@@ -63,17 +62,20 @@ async function writers(mode: "ledger" | "cas", keyspace: string, accountId: stri
     });
     let out = "";
     child.stdout!.on("data", (chunk) => (out += chunk));
-    return new Promise<{ outcomes: Record<string, number>; latencies: number[]; errors: string[]; cpuSeconds: number }>((resolve, reject) => {
+    return new Promise<{ outcomes: Record<string, number>; latencies: number[]; errors: string[]; windowStart: number }>((resolve, reject) => {
       child.once("close", (code) => (code === 0 ? resolve(JSON.parse(out.trim().split("\n").at(-1)!)) : reject(new Error(`writer exited ${code}: ${out}`))));
     });
   });
   const results = await Promise.all(runs);
+  // The processes' measured windows must coincide: one that started late would measure a quieter account.
+  const skew = Math.max(...results.map((r) => r.windowStart)) - Math.min(...results.map((r) => r.windowStart));
+  if (skew > 50) throw new Error(`the writer processes' windows began ${skew} ms apart: raise the start-up allowance`);
   const latencies = Float64Array.from(results.flatMap((r) => r.latencies)).sort();
   const notOk: Record<string, number> = {};
   for (const r of results) for (const [k, v] of Object.entries(r.outcomes)) if (k !== "ok") notOk[k] = (notOk[k] ?? 0) + v;
   return {
     ok: latencies.length, perSecond: (latencies.length / LEDGER_MS) * 1000, p50: pct(latencies, 50), p99: pct(latencies, 99), notOk,
-    errors: results.flatMap((r) => r.errors), cpuSeconds: results.reduce((sum, r) => sum + r.cpuSeconds, 0),
+    errors: results.flatMap((r) => r.errors),
   };
 }
 

@@ -34,7 +34,7 @@ const durationMs = Number(env("DURATION_MS"));
 /** The price of one image job (0.039 in pico-units): what each reservation holds. */
 const AMOUNT = 39_000_000_000n;
 
-type Operation = () => Promise<string>;
+type Operation = (caller: number) => Promise<string>;
 
 async function ledgerOperation(): Promise<{ op: Operation; close: () => Promise<void> }> {
   const session = await openSession({ contactPoints, keyspace, localDataCenter: "datacenter1", replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}" });
@@ -54,14 +54,20 @@ async function ledgerOperation(): Promise<{ op: Operation; close: () => Promise<
 async function casOperation(): Promise<{ op: Operation; close: () => Promise<void> }> {
   const client = new cassandra.Client({ contactPoints, localDataCenter: "datacenter1", keyspace, encoding: { useBigIntAsLong: true } });
   await client.connect();
+  const seen: bigint[] = [];
   const serial = { prepare: true, consistency: cassandra.types.consistencies.localQuorum, serialConsistency: cassandra.types.consistencies.serial };
   return {
-    op: async () => {
-      let current = (await client.execute("SELECT v FROM bench_cas WHERE id = ?", [accountId], { ...serial, consistency: cassandra.types.consistencies.serial })).first()?.v as bigint;
+    // Each caller keeps the value it last saw (read once): an applied round knows what it wrote, and a lost
+    // round answers the value that won. No read per operation, as the ledger makes none.
+    op: async (caller: number) => {
+      let current = seen[caller] ??= (await client.execute("SELECT v FROM bench_cas WHERE id = ?", [accountId], { ...serial, consistency: cassandra.types.consistencies.serial })).first()?.v as bigint;
       for (;;) {
         const result = await client.execute("UPDATE bench_cas SET v = ? WHERE id = ? IF v = ?", [current + 1n, accountId, current], serial);
-        if (result.wasApplied()) return "ok";
-        current = result.first().v as bigint; // a lost round answers the value that won
+        if (result.wasApplied()) {
+          seen[caller] = current + 1n;
+          return "ok";
+        }
+        current = seen[caller] = result.first().v as bigint;
       }
     },
     close: () => client.shutdown(),
@@ -72,10 +78,9 @@ const { op, close } = mode === "cas" ? await casOperation() : await ledgerOperat
 // Every writer process starts its warm-up at the agreed moment, so their measured windows coincide.
 const begin = startAt - warmupMs;
 if (begin > Date.now()) await sleep(begin - Date.now());
+const windowStart = Date.now() + warmupMs;
 const result = await closedLoop(`${mode}, ${callers} callers`, callers, op, warmupMs, durationMs);
-const line = JSON.stringify({
-  outcomes: result.outcomes, latencies: [...result.latencies], errors: result.errorSamples, cpuSeconds: (result.cores["bench client"]! * result.measuredMs) / 1000,
-});
+const line = JSON.stringify({ outcomes: result.outcomes, latencies: [...result.latencies], errors: result.errorSamples, windowStart });
 // A pipe's write is asynchronous: the process exits once the line is out, not before.
 await new Promise<void>((resolve) => process.stdout.write(`${line}\n`, () => resolve()));
 await close();
