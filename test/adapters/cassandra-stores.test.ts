@@ -13,6 +13,7 @@ import { CassandraDeliveryLog } from "../../src/adapters/cassandra/cassandra-del
 import { CassandraApiKeyStore } from "../../src/adapters/cassandra/cassandra-api-key-store.js";
 import { copyKeysByAccount } from "../../src/adapters/cassandra/cassandra-session.js";
 import { randomUUID } from "node:crypto";
+import { DependencyUnavailableError } from "../../src/ports/dependency.js";
 
 const contactPoints = process.env.CASSANDRA_CONTACT_POINTS;
 const skip = !contactPoints && "needs CASSANDRA_CONTACT_POINTS (real Cassandra)";
@@ -204,6 +205,22 @@ describe("Cassandra stores against a real server", { skip }, () => {
     const row = (await client.execute("SELECT holds FROM accounts WHERE account_id = ?", ["acct-deep-lost"])).first()!;
     assert.equal(Object.keys(row.holds).length, 299);
     assert.deepEqual(await ledger.settle("acct-deep-lost", "h-0", 9n), undefined); // a repeat moves nothing
+  });
+
+  it("ledger: when other writers win every round of an account, then the operation gives up as a dependency outage (503), having moved nothing", async () => {
+    const setup = new CassandraLedger(client);
+    await setup.createAccount("acct-contended", "x", 100n);
+    // Every conditional write of this client expects a version the row never has: as if another writer won each round.
+    const losing = new Proxy(client, {
+      get(target, property, receiver) {
+        if (property !== "execute") return Reflect.get(target, property, receiver);
+        return (query: string, params?: unknown[], options?: object) =>
+          target.execute(query, query.startsWith("UPDATE accounts") && query.includes(" IF version = ?") ? [...params!.slice(0, -1), -1n] : (params as never), options as never);
+      },
+    });
+    const ledger = new CassandraLedger(losing);
+    await assert.rejects(ledger.reserve("acct-contended", "r", 10n), (error: Error) => error instanceof DependencyUnavailableError && /too much contention/.test(error.message));
+    assert.deepEqual(await setup.balance("acct-contended"), { balance: 100n, reserved: 0n });
   });
 
   it("ledger: when a credit's id is older than the operations an account remembers, then it is still remembered", async () => {

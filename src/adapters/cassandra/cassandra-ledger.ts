@@ -10,6 +10,7 @@ import type {
 } from "../../ports/ledger.js";
 import { AmbiguousWriteError, conditional, conditionalBatch, serialRead, type CassandraClient, type Row } from "./cassandra-session.js";
 import { noTelemetry, type Telemetry } from "../../ports/telemetry.js";
+import { DependencyUnavailableError } from "../../ports/dependency.js";
 
 type Operation =
   | { kind: "reserve"; reservationId: string; amount: Money; options?: ReserveOptions }
@@ -604,7 +605,8 @@ export class CassandraLedger implements Ledger {
       }
       await sleep(Math.floor(Math.random() * Math.min(50, 2 + attempt * 5)));
     }
-    throw new Error(`account ${accountId}: too much contention, gave up after ${MAX_ATTEMPTS} attempts`);
+    // Other writers won every round: a moment's overload of this account, not a fault (503 with Retry-After, never 500).
+    throw new DependencyUnavailableError("cassandra", `account ${accountId}: too much contention, gave up after ${MAX_ATTEMPTS} attempts`);
   }
 
   /**
