@@ -223,6 +223,30 @@ describe("Cassandra stores against a real server", { skip }, () => {
     assert.deepEqual(await setup.balance("acct-contended"), { balance: 100n, reserved: 0n });
   });
 
+  it("ledger: when the rows a process keeps would pass their bound of open holds, then a deeper row is read by its next round and a shallow one is not", async () => {
+    let reads = 0;
+    const counting = new Proxy(client, {
+      get(target, property, receiver) {
+        if (property !== "execute") return Reflect.get(target, property, receiver);
+        return (query: string, params?: never, options?: never) => {
+          if (query.startsWith("SELECT balance, reserved, holds")) reads++;
+          return target.execute(query, params, options);
+        };
+      },
+    });
+    const ledger = new CassandraLedger(counting, Date.now, undefined, 10);
+    await ledger.createAccount("acct-kept-shallow", "x", 1_000n);
+    await ledger.createAccount("acct-kept-deep", "x", 1_000n);
+    await Promise.all(Array.from({ length: 5 }, (_, i) => ledger.reserve("acct-kept-shallow", `s-${i}`, 1n)));
+    await Promise.all(Array.from({ length: 20 }, (_, i) => ledger.reserve("acct-kept-deep", `d-${i}`, 1n)));
+    const before = reads;
+    assert.equal(await ledger.reserve("acct-kept-shallow", "s-next", 1n), "reserved");
+    assert.equal(reads, before, "the shallow row was kept: its round read nothing");
+    assert.equal(await ledger.reserve("acct-kept-deep", "d-next", 1n), "reserved");
+    assert.equal(reads, before + 1, "the row deeper than the bound was read");
+    assert.deepEqual(await ledger.balance("acct-kept-deep"), { balance: 1_000n, reserved: 21n });
+  });
+
   it("ledger: when a credit's id is older than the operations an account remembers, then it is still remembered", async () => {
     const ledger = new CassandraLedger(client);
     await ledger.createAccount("acct-credit-kept", "x", 1_000_000n);

@@ -151,8 +151,41 @@ const DEEP_HOLDS = 256;
  * tombstones, well under Cassandra's failure threshold (100,000).
  */
 const REWRITE_EVERY = 32n;
-/** Accounts whose last written row a process keeps (CassandraLedger.written). */
+/**
+ * What a process keeps of the rows its rounds last wrote (CassandraLedger's
+ * WrittenRows): at most this many accounts, and this many open holds over
+ * them all (each some 200 bytes with its memo: about 40 MB), the account
+ * written longest ago forgotten first. A row alone deeper than that is not
+ * kept: its rounds read it.
+ */
 const MAX_WRITTEN_ACCOUNTS = 1_000;
+const MAX_WRITTEN_HOLDS = 200_000;
+
+/** The rows this process's rounds last wrote, bounded by accounts and by open holds. */
+class WrittenRows {
+  private readonly rows = new Map<string, AccountState>();
+  private holds = 0;
+
+  constructor(private readonly maxHolds: number) {}
+
+  /** The account's row as last written here, taken out (a round puts back the row it leaves). */
+  take(accountId: string): AccountState | undefined {
+    const row = this.rows.get(accountId);
+    if (row) {
+      this.rows.delete(accountId);
+      this.holds -= row.holds.size;
+    }
+    return row;
+  }
+
+  keep(accountId: string, row: AccountState): void {
+    this.take(accountId);
+    if (row.holds.size > this.maxHolds) return;
+    while (this.rows.size >= MAX_WRITTEN_ACCOUNTS || this.holds + row.holds.size > this.maxHolds) this.take(this.rows.keys().next().value!);
+    this.rows.set(accountId, row);
+    this.holds += row.holds.size;
+  }
+}
 /** Operations folded into one conditional write. */
 const MAX_BATCH = 128;
 const MAX_ATTEMPTS = 60;
@@ -181,14 +214,18 @@ export class CassandraLedger implements Ledger {
    * Paxos round of its own); a round that finds the row changed by another
    * writer (its version check fails) reads it.
    */
-  private readonly written = new Map<string, AccountState>();
+  private readonly written: WrittenRows;
 
   constructor(
     private readonly client: CassandraClient,
     private readonly now: () => number = Date.now,
     /** Compare-and-set conflicts and writes of unknown outcome resolved. */
     private readonly telemetry: Telemetry = noTelemetry,
-  ) {}
+    /** Open holds the kept rows may hold in all (MAX_WRITTEN_HOLDS). */
+    maxWrittenHolds = MAX_WRITTEN_HOLDS,
+  ) {
+    this.written = new WrittenRows(maxWrittenHolds);
+  }
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
     const at = this.now();
@@ -310,10 +347,8 @@ export class CassandraLedger implements Ledger {
     this.remember(accountId, journal.version, done);
   }
 
-  /** Keeps the row a round left, for a bounded number of accounts (the longest unwritten is forgotten first). */
   private keepWritten(accountId: string, state: AccountState): void {
-    if (this.written.size >= MAX_WRITTEN_ACCOUNTS) this.written.delete(this.written.keys().next().value!);
-    this.written.set(accountId, state);
+    this.written.keep(accountId, state);
   }
 
   private remember(accountId: string, version: string, done: Promise<void>): void {
@@ -542,8 +577,7 @@ export class CassandraLedger implements Ledger {
   private async commit(accountId: string, batch: readonly Pending[]): Promise<Outcome[]> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       // Taken out while the round runs: put back only as the row this round leaves.
-      const known = this.written.get(accountId);
-      this.written.delete(accountId);
+      const known = this.written.take(accountId);
       const state = known ?? (await this.read(accountId));
       if (!state) return batch.map(() => "unknown_account");
       if (batch.some((p) => state.lastOps.includes(p.id))) {
