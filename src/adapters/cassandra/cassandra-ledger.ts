@@ -347,10 +347,6 @@ export class CassandraLedger implements Ledger {
     this.remember(accountId, journal.version, done);
   }
 
-  private keepWritten(accountId: string, state: AccountState): void {
-    this.written.keep(accountId, state);
-  }
-
   private remember(accountId: string, version: string, done: Promise<void>): void {
     if (this.copied.size > 100_000) this.copied.clear();
     this.copied.set(accountId, { version, done });
@@ -595,7 +591,7 @@ export class CassandraLedger implements Ledger {
         // Nothing to write, so no version check would tell whether the row this was judged on is still the row:
         // a refusal judged on the row this process last wrote is judged again on the row as read now.
         if (known) continue;
-        if (state.journal !== null) this.keepWritten(accountId, state);
+        if (state.journal !== null) this.written.keep(accountId, state);
         return outcomes;
       }
       const lastOps = rememberedOps(changed, state.lastOps);
@@ -629,7 +625,7 @@ export class CassandraLedger implements Ledger {
         const result = writes.length === 1 ? await conditional(this.client, writes[0]!.query, writes[0]!.params) : await conditionalBatch(this.client, writes);
         if (result.applied) {
           this.copyInBackground(accountId, journal);
-          this.keepWritten(accountId, { ...state, version: before + 1n, lastOps, journal });
+          this.written.keep(accountId, { ...state, version: before + 1n, lastOps, journal });
           return outcomes;
         }
         this.telemetry.observe({ kind: "ledger_conflict" });
