@@ -96,7 +96,7 @@ describe("Cassandra stores against a real server", { skip }, () => {
   });
 
   it("ledger: a reservation whose answer was lost is resolved by reading, and held exactly once", async () => {
-    const ledger = new CassandraLedger(losingAnswers(client, "accounts", 1));
+    const ledger = new CassandraLedger(losingAnswers(client, "account_ledger", 1));
     await ledger.createAccount("acct-lost", "x", 1_000n);
     assert.equal(await ledger.reserve("acct-lost", "r1", 300n), "reserved");
     assert.deepEqual(await ledger.balance("acct-lost"), { balance: 1_000n, reserved: 300n });
@@ -106,7 +106,7 @@ describe("Cassandra stores against a real server", { skip }, () => {
   });
 
   it("ledger: a credit whose answer was lost is applied once", async () => {
-    const ledger = new CassandraLedger(losingAnswers(client, "accounts", 1));
+    const ledger = new CassandraLedger(losingAnswers(client, "account_ledger", 1));
     await ledger.createAccount("acct-credit", "x", 0n);
     await ledger.credit("acct-credit", 500n);
     assert.deepEqual(await ledger.balance("acct-credit"), { balance: 500n, reserved: 0n });
@@ -143,13 +143,16 @@ describe("Cassandra stores against a real server", { skip }, () => {
     ]);
   });
 
-  it("ledger: when an account holds more open holds than a round rewrites whole, then its rounds write only the holds they took and ended, and the row stays exact", async () => {
+  it("ledger: when an account's holds come and go in rounds that end and take them again, then its hold rows are exactly its open holds and the tallies agree", async () => {
     const counting = countingBatches(client);
     const ledger = new CassandraLedger(counting.client);
     await ledger.createAccount("acct-deep", "x", 1_000_000n);
     const rowHolds = async () => {
-      const row = (await client.execute("SELECT holds, hold_memos FROM accounts WHERE account_id = ?", ["acct-deep"])).first()!;
-      return { holds: (row.holds ?? {}) as Record<string, bigint>, memos: Object.keys(row.hold_memos ?? {}).sort() };
+      const rows = (await client.execute("SELECT hold_id, amount, memo FROM account_ledger WHERE account_id = ?", ["acct-deep"])).rows.filter((r) => r.hold_id !== null);
+      return {
+        holds: Object.fromEntries(rows.map((r) => [r.hold_id as string, r.amount as bigint])),
+        memos: rows.filter((r) => r.memo !== null).map((r) => r.hold_id as string).sort(),
+      };
     };
     const ids = Array.from({ length: 400 }, (_, i) => `deep-${String(i).padStart(3, "0")}`);
     // 400 holds arrive together: rounds of up to 128, crossing the line while the account fills.
@@ -166,7 +169,7 @@ describe("Cassandra stores against a real server", { skip }, () => {
       ledger.release("acct-deep", "deep-396"), ledger.reserve("acct-deep", "deep-396", 6n, { memo: { jobId: "again", model: "m2" } }),
       ledger.reserve("acct-deep", "fleeting", 1n), ledger.release("acct-deep", "fleeting"),
     ]);
-    assert.ok(counting.batches() > 0, "the deep rounds wrote elements");
+    assert.ok(counting.batches() > 0, "the rounds wrote hold rows with the account's money");
     const open = [...ids.slice(150, 398), "deep-399", ...Array.from({ length: 20 }, (_, i) => `late-${i}`)].sort();
     let row = await rowHolds();
     assert.deepEqual(Object.keys(row.holds).sort(), open);
@@ -184,7 +187,6 @@ describe("Cassandra stores against a real server", { skip }, () => {
     assert.equal(await fresh.reserve("acct-deep", "too-much", available + 1n), "insufficient_funds");
     assert.equal(await fresh.reserve("acct-deep", "all-of-it", available), "reserved");
     assert.equal(await fresh.release("acct-deep", "all-of-it"), undefined);
-    // Back below the line: the whole map is written again, as the open holds are.
     await Promise.all(ids.slice(150, 390).map((id) => ledger.release("acct-deep", id)));
     row = await rowHolds();
     const left = [...ids.slice(390, 398), "deep-399", ...Array.from({ length: 20 }, (_, i) => `late-${i}`)].sort();
@@ -199,11 +201,11 @@ describe("Cassandra stores against a real server", { skip }, () => {
     const setup = new CassandraLedger(client);
     await setup.createAccount("acct-deep-lost", "x", 1_000_000n);
     await Promise.all(Array.from({ length: 300 }, (_, i) => setup.reserve("acct-deep-lost", `h-${i}`, 10n)));
-    const ledger = new CassandraLedger(losingAnswers(client, "accounts", 1));
+    const ledger = new CassandraLedger(losingAnswers(client, "account_ledger", 1));
     await Promise.all([ledger.settle("acct-deep-lost", "h-0", 9n), ledger.release("acct-deep-lost", "h-1"), ledger.reserve("acct-deep-lost", "new", 5n)]);
     assert.deepEqual(await ledger.balance("acct-deep-lost"), { balance: 1_000_000n - 9n, reserved: 298n * 10n + 5n });
-    const row = (await client.execute("SELECT holds FROM accounts WHERE account_id = ?", ["acct-deep-lost"])).first()!;
-    assert.equal(Object.keys(row.holds).length, 299);
+    const rows = (await client.execute("SELECT hold_id FROM account_ledger WHERE account_id = ?", ["acct-deep-lost"])).rows;
+    assert.equal(rows.length, 299);
     assert.deepEqual(await ledger.settle("acct-deep-lost", "h-0", 9n), undefined); // a repeat moves nothing
   });
 
@@ -211,11 +213,18 @@ describe("Cassandra stores against a real server", { skip }, () => {
     const setup = new CassandraLedger(client);
     await setup.createAccount("acct-contended", "x", 100n);
     // Every conditional write of this client expects a version the row never has: as if another writer won each round.
+    const expectingNever = (query: string, params: unknown[]) =>
+      query.startsWith("UPDATE account_ledger") && query.includes(" IF version = ?") ? [...params.slice(0, -1), -1n] : params;
     const losing = new Proxy(client, {
       get(target, property, receiver) {
-        if (property !== "execute") return Reflect.get(target, property, receiver);
-        return (query: string, params?: unknown[], options?: object) =>
-          target.execute(query, query.startsWith("UPDATE accounts") && query.includes(" IF version = ?") ? [...params!.slice(0, -1), -1n] : (params as never), options as never);
+        if (property === "execute") {
+          return (query: string, params?: unknown[], options?: object) => target.execute(query, expectingNever(query, params ?? []) as never, options as never);
+        }
+        if (property === "executeBatch") {
+          return (queries: { query: string; params: unknown[] }[]) =>
+            target.executeBatch(queries.map(({ query, params }) => ({ query, params: expectingNever(query, params) })) as never);
+        }
+        return Reflect.get(target, property, receiver);
       },
     });
     const ledger = new CassandraLedger(losing);
@@ -229,7 +238,7 @@ describe("Cassandra stores against a real server", { skip }, () => {
       get(target, property, receiver) {
         if (property !== "execute") return Reflect.get(target, property, receiver);
         return (query: string, params?: never, options?: never) => {
-          if (query.startsWith("SELECT balance, reserved, holds")) reads++;
+          if (query.startsWith("SELECT balance, reserved, version")) reads++;
           return target.execute(query, params, options);
         };
       },
@@ -254,10 +263,86 @@ describe("Cassandra stores against a real server", { skip }, () => {
     for (let round = 0; round < 5; round++) {
       await Promise.all(Array.from({ length: 128 }, (_, i) => ledger.reserve("acct-credit-kept", `r-${round}-${i}`, 1n)));
     }
-    const row = (await client.execute("SELECT last_ops FROM accounts WHERE account_id = ?", ["acct-credit-kept"])).first()!;
+    const row = (await client.execute("SELECT last_ops FROM account_ledger WHERE account_id = ?", ["acct-credit-kept"])).first()!;
     const ops = row.last_ops as string[];
     assert.equal(ops.filter((id) => id.startsWith("~")).length, 1, "the credit's id");
     assert.equal(ops.length, 513);
+  });
+
+  it("ledger: when an account of the table before version 10 is first used, then it moves to account_ledger once, with its money, holds, memos, tallies and history", async () => {
+    const id = `acct-old-${randomUUID().slice(0, 8)}`;
+    const memo = (jobId: string | undefined) => JSON.stringify({ ...(jobId ? { jobId } : {}), model: "m", keyId: "k1" });
+    // As version 9 left it: open holds in maps of the row; no journal (the row predates the statement).
+    await client.execute(
+      "INSERT INTO accounts (account_id, name, balance, reserved, holds, hold_memos, version, last_ops, created_at, shortfalls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      [id, "old", 1_000n, 70n, { "job:a": 30n, "job:b": 25n, "text:c": 15n }, { "job:a": memo("a"), "job:b": memo("b"), "text:c": memo(undefined) }, 41n, [], new Date(), { "job:z": 5n }],
+    );
+    const one = new CassandraLedger(client);
+    const two = new CassandraLedger(client);
+    assert.deepEqual(await one.balance(id), { balance: 1_000n, reserved: 70n }, "read from the old row before the move");
+    await assert.rejects(one.createAccount(id, "again", 1n), /exists/);
+    // Two writers move it at once: one move applies, both see one account.
+    const limit = { limit: 3, countedPrefix: "job:" };
+    const [first, second] = await Promise.all([
+      one.reserve(id, "job:d", 100n, { maxOpenHolds: limit, memo: { jobId: "d", model: "m", keyId: "k1" } }),
+      two.reserve(id, "job:e", 100n, { maxOpenHolds: limit, memo: { jobId: "e", model: "m", keyId: "k1" } }),
+    ]);
+    const won = first === "reserved" ? "job:d" : "job:e";
+    assert.deepEqual([first, second].sort(), ["reserved", "too_many_open_holds"], "job:a and job:b were counted from the moved rows");
+    assert.deepEqual(await two.settle(id, "job:a", 40n), { charged: 40n, shortfall: 0n });
+    await one.release(id, "text:c");
+    assert.deepEqual(await two.keyAccount(id, "k1"), { spending: (await two.keyAccount(id, "k1")).spending, held: 125n, openJobs: 2 });
+    assert.deepEqual(await one.balance(id), { balance: 960n, reserved: 125n });
+    assert.deepEqual(await one.shortfalls(id), [{ reservationId: "job:z", amount: 5n }]);
+    const holdRows = (await client.execute("SELECT hold_id, amount FROM account_ledger WHERE account_id = ?", [id])).rows;
+    assert.deepEqual(holdRows.map((r) => [r.hold_id, r.amount]), [["job:b", 25n], [won, 100n]]);
+    const { entries } = await one.entries({ accountId: id, limit: 20 });
+    assert.deepEqual(entries.map((e) => [e.type, e.amount, e.reservedAfter]).reverse(), [
+      ["credit", 1_000n, 0n], ["hold", 0n, 30n], ["hold", 0n, 55n], ["hold", 0n, 70n], // carried forward
+      ["hold", 0n, 170n], ["charge", -40n, 140n], ["release", 0n, 125n],
+    ]);
+    assert.equal(entries.reduce((sum, e) => sum + e.amount, 0n), 960n);
+  });
+
+  it("ledger: when a writer that never read an account repeats a reservation whose hold is open, then it answers reserved and moves nothing, even without the funds for it", async () => {
+    const id = `acct-repeat-${randomUUID().slice(0, 8)}`;
+    const first = new CassandraLedger(client);
+    await first.createAccount(id, "x", 100n);
+    assert.equal(await first.reserve(id, "r-1", 60n), "reserved");
+    assert.equal(await new CassandraLedger(client).reserve(id, "r-1", 60n), "reserved", "funds for it: the new hold's IF NOT EXISTS failed, and the read found it");
+    assert.equal(await new CassandraLedger(client).reserve(id, "r-1", 90n), "reserved", "no funds for it: the refusal was judged again with its hold read");
+    await Promise.all([first.reserve(id, "r-1", 60n), first.reserve(id, "r-2", 10n), first.reserve(id, "r-2", 10n)]);
+    assert.deepEqual(await first.balance(id), { balance: 100n, reserved: 70n });
+  });
+
+  it("ledger: when a writer that never read a deep account settles one hold, then it reads the static row and that hold, not the backlog", async () => {
+    const id = `acct-backlog-${randomUUID().slice(0, 8)}`;
+    const setup = new CassandraLedger(client);
+    await setup.createAccount(id, "x", 1_000_000n);
+    for (let round = 0; round < 4; round++) {
+      await Promise.all(Array.from({ length: 128 }, (_, i) => setup.reserve(id, `b-${round}-${i}`, 1n, { memo: { jobId: `${round}-${i}`, model: "m" } })));
+    }
+    // Values read: each column of each row, a collection's entries each (but last_ops, the ids of the latest operations, which any round reads).
+    let valuesRead = 0;
+    const counting = new Proxy(client, {
+      get(target, property, receiver) {
+        if (property !== "execute") return Reflect.get(target, property, receiver);
+        return async (query: string, params?: never, options?: never) => {
+          const result = await target.execute(query, params, options);
+          for (const row of query.startsWith("SELECT") ? result.rows : []) {
+            for (const [column, value] of Object.entries(row)) {
+              if (column !== "last_ops") valuesRead += value !== null && typeof value === "object" && !(value instanceof Date) ? Object.keys(value).length : 1;
+            }
+          }
+          return result;
+        };
+      },
+    });
+    const fresh = new CassandraLedger(counting);
+    assert.deepEqual(await fresh.settle(id, "b-2-7", 1n), { charged: 1n, shortfall: 0n });
+    assert.equal(await fresh.reserve(id, "b-new", 1n), "reserved");
+    assert.ok(valuesRead < 50, `read ${valuesRead} values of an account with 512 open holds`);
+    assert.deepEqual(await fresh.balance(id), { balance: 999_999n, reserved: 512n });
   });
 
   it("jobs: a transition whose answer was lost reports applied, and a second transition from the old state fails", async () => {

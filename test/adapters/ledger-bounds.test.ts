@@ -336,7 +336,7 @@ function losingNextUpdate(client: CassandraClient): CassandraClient {
       if (property !== "execute") return Reflect.get(target, property, receiver);
       return async (query: string, params?: unknown[], options?: object) => {
         const result = await target.execute(query, params as never, options as never);
-        if (left > 0 && query.startsWith("UPDATE accounts") && query.includes(" IF ")) {
+        if (left > 0 && query.startsWith("UPDATE account_ledger") && query.includes(" IF ")) {
           left--;
           throw new cassandra.errors.ResponseError(cassandra.types.responseErrorCodes.writeTimeout, "simulated: answer lost");
         }

@@ -32,43 +32,73 @@ interface Pending {
   reject(error: unknown): void;
 }
 
+/** An open hold, as its row keeps it. */
+interface Hold {
+  readonly amount: Money;
+  /** What it is for (JSON HoldMemo). */
+  readonly memo?: string;
+}
+
+/** Per key of the account: the sum of its open holds and how many of them are jobs. */
+interface KeyHolds {
+  readonly held: Money;
+  readonly openJobs: number;
+}
+
 interface AccountState {
   balance: Money;
   reserved: Money;
-  holds: Map<string, Money>;
-  /** What each open hold is for (JSON HoldMemo). */
-  memos: Map<string, string>;
   version: bigint;
   lastOps: string[];
   /** The entries of the last write (null on a row from before the statement existed). */
   journal: Journal | null;
   /** Per key of the account: its spending (JSON KeySpending). */
   keys: Map<string, string>;
+  /** Per key: its open holds' sum and open jobs, kept by every round (static key_holds). */
+  keyHolds: Map<string, KeyHolds>;
+  /** Per open-hold rule (ruleKey): the holds it counts, kept by every round once a round has counted it (static open_counts). */
+  openCounts: Map<string, number>;
+  /**
+   * The hold rows known at this version: an open hold, or null for one known
+   * to be absent (within a round only). Never all of them: a round knows the
+   * holds it read or wrote, and reads the others it names.
+   */
+  holds: Map<string, Hold | null>;
 }
 
 /**
- * The holds a round touched, each with whether it (and a memo of it) was in
- * the row when the round began: compared with the round's end, what to add to
- * the row's maps and what to take from them, for a row written element by
- * element (see DEEP_HOLDS). A hold may be ended and taken again in one round.
+ * What a round knew of each hold row it touched when it began: open, absent
+ * (read), or assumed absent (a reservation's new id, not read: its row is
+ * written IF NOT EXISTS, so the round applies only if it was absent).
  */
-type TouchedHolds = Map<string, { readonly held: boolean; readonly memo: boolean }>;
+type Before = "open" | "absent" | "assumed";
+type TouchedHolds = Map<string, Before>;
 
-/** What a round writes to the maps of a deep row: the holds and memos as they are now, and those that left. */
-function holdWrites(state: AccountState, touched: TouchedHolds) {
-  const holds: Record<string, Money> = {};
-  const memos: Record<string, string> = {};
-  const endedHolds: string[] = [];
-  const endedMemos: string[] = [];
-  for (const [id, before] of touched) {
-    const amount = state.holds.get(id);
-    if (amount !== undefined) holds[id] = amount;
-    else if (before.held) endedHolds.push(id);
-    const memo = state.memos.get(id);
-    if (memo !== undefined) memos[id] = memo;
-    else if (before.memo) endedMemos.push(id);
+/** An open-hold rule's key in open_counts. */
+const ruleKey = (countedPrefix: string, exceptPrefix?: string) => JSON.stringify([countedPrefix, exceptPrefix ?? null]);
+const ruleOf = (key: string) => JSON.parse(key) as [string, string | null];
+
+function encodeKeyHolds(holds: KeyHolds): string {
+  return JSON.stringify({ held: holds.held.toString(), openJobs: holds.openJobs });
+}
+
+function decodeKeyHolds(text: string): KeyHolds {
+  const parsed = JSON.parse(text) as { held: string; openJobs: number };
+  return { held: BigInt(parsed.held), openJobs: parsed.openJobs };
+}
+
+/** The account's tallies with a hold added (+1) or taken away (-1). */
+function tally(state: AccountState, reservationId: string, hold: Hold, sign: 1 | -1): void {
+  for (const [key, count] of state.openCounts) {
+    const [counted, except] = ruleOf(key);
+    if (countsAsOpenHold(reservationId, counted, except ?? undefined)) state.openCounts.set(key, count + sign);
   }
-  return { holds, memos, endedHolds, endedMemos };
+  const memo = hold.memo === undefined ? undefined : (JSON.parse(hold.memo) as HoldMemo);
+  if (memo?.keyId === undefined) return;
+  const was = state.keyHolds.get(memo.keyId) ?? { held: 0n, openJobs: 0 };
+  const now = { held: was.held + (sign > 0 ? hold.amount : -hold.amount), openJobs: was.openJobs + (memo.jobId !== undefined ? sign : 0) };
+  if (now.held === 0n && now.openJobs === 0) state.keyHolds.delete(memo.keyId);
+  else state.keyHolds.set(memo.keyId, now);
 }
 
 /** An entry as the row's journal keeps it (JSON: money and seq as decimal strings, time in ms). */
@@ -136,27 +166,11 @@ function rememberedOps(changed: readonly string[], previous: readonly string[]):
 }
 
 /**
- * Open holds beyond which a round writes the holds it took and ended, element
- * by element, instead of the row's whole map of holds (and of their memos).
- * Rewriting a whole map is the cheaper write while it is small: one
- * collection tombstone shadows everything before it, where element removals
- * leave a tombstone each. An account with thousands of queued jobs would
- * rewrite them all on every round: 10,000 holds cut its rounds to a fifth.
- */
-const DEEP_HOLDS = 256;
-/**
- * A deep row's maps are written whole every this many versions: each ended
- * hold leaves up to two tombstones (its amount, its memo), which reads count
- * until a whole map shadows them. At most 32 rounds of 128 operations: 8,192
- * tombstones, well under Cassandra's failure threshold (100,000).
- */
-const REWRITE_EVERY = 32n;
-/**
  * What a process keeps of the rows its rounds last wrote (CassandraLedger's
- * WrittenRows): at most this many accounts, and this many open holds over
+ * WrittenRows): at most this many accounts, and this many known holds over
  * them all (each some 200 bytes with its memo: about 40 MB), the account
- * written longest ago forgotten first. A row alone deeper than that is not
- * kept: its rounds read it.
+ * written longest ago forgotten first. An account that alone knows more is
+ * not kept: its next round reads its static row and the holds it names.
  */
 const MAX_WRITTEN_ACCOUNTS = 1_000;
 const MAX_WRITTEN_HOLDS = 200_000;
@@ -191,28 +205,33 @@ const MAX_BATCH = 128;
 const MAX_ATTEMPTS = 60;
 
 /**
- * The ledger on Cassandra. An account is one row changed only by
- * `UPDATE ... IF version = ?`. Within a process, operations on one account
- * queue and are group-committed: one Paxos round applies a whole batch, so a
- * hot account is limited by round trips, not by contention. A round starts
- * from the row this process's last round wrote (no read); across processes
- * the version check keeps every batch serial, and a loser reads the row and
- * is judged again. A write of unknown outcome is settled by reading the account's
- * recent operation ids, never by writing again blindly. The open holds are in
- * the row, so a reservation's open-hold limit is checked in the same round as
- * its funds; a settlement charges at most hold + available and records the
- * rest in the row's `shortfalls` by the same write. That map is also what a
- * repeated settle answers from (see resolveRepeats).
+ * The ledger on Cassandra. An account is one partition of account_ledger: its
+ * money in the static row, changed only by `UPDATE ... IF version = ?`, and
+ * one row per open hold, added and removed in the same conditional batch.
+ * Within a process, operations on one account queue and are group-committed:
+ * one Paxos round applies a whole batch, so a hot account is limited by round
+ * trips, not by contention. A round starts from the row this process's last
+ * round wrote (no read) and reads only the hold rows it names and does not
+ * know; a reservation's new id is not read but written IF NOT EXISTS. Across
+ * processes the version check keeps every batch serial, and a loser reads the
+ * static row and is judged again. A write of unknown outcome is settled by
+ * reading the account's recent operation ids, never by writing again blindly.
+ * The open-hold counts and per-key held sums are tallies in the static row,
+ * kept by the rounds that add and remove holds, so a reservation's limits are
+ * checked in the same round as its funds, however deep the backlog; a
+ * settlement charges at most hold + available and records the rest in
+ * `shortfalls` by the same write. That map is also what a repeated settle
+ * answers from (see resolveRepeats).
  */
 export class CassandraLedger implements Ledger {
   private readonly queues = new Map<string, Pending[]>();
   /** Per account: the journal version known to be copied into ledger_entries, and a copy under way. */
   private readonly copied = new Map<string, { version: string; done: Promise<void> }>();
   /**
-   * Per account: the row as this process's last round wrote it. The next
-   * round starts from it instead of reading the row again (a serial read is a
-   * Paxos round of its own); a round that finds the row changed by another
-   * writer (its version check fails) reads it.
+   * Per account: the static row as this process's last round wrote it, and
+   * the holds it knows. The next round starts from it instead of reading the
+   * row again (a serial read is a Paxos round of its own); a round that finds
+   * the row changed by another writer (its version check fails) reads it.
    */
   private readonly written: WrittenRows;
 
@@ -221,13 +240,17 @@ export class CassandraLedger implements Ledger {
     private readonly now: () => number = Date.now,
     /** Compare-and-set conflicts and writes of unknown outcome resolved. */
     private readonly telemetry: Telemetry = noTelemetry,
-    /** Open holds the kept rows may hold in all (MAX_WRITTEN_HOLDS). */
+    /** Holds the kept rows may know in all (MAX_WRITTEN_HOLDS). */
     maxWrittenHolds = MAX_WRITTEN_HOLDS,
   ) {
     this.written = new WrittenRows(maxWrittenHolds);
   }
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
+    // An account of the table before version 10 is moved here by its first operation: its id is taken.
+    if ((await this.client.execute("SELECT account_id FROM accounts WHERE account_id = ?", [accountId])).rowLength > 0) {
+      throw new Error(`account ${accountId} exists`);
+    }
     const at = this.now();
     const entries: JournalEntry[] = initialBalance > 0n
       ? [{ seq: "0", type: "credit", amount: initialBalance.toString(), balanceAfter: initialBalance.toString(), reservedChange: "0", reservedAfter: "0", at }]
@@ -235,8 +258,8 @@ export class CassandraLedger implements Ledger {
     const journal: Journal = { version: "0", entries };
     const result = await conditional(
       this.client,
-      "INSERT INTO accounts (account_id, name, balance, reserved, holds, version, last_ops, created_at, journal) VALUES (?, ?, ?, 0, {}, 0, [], ?, ?) IF NOT EXISTS",
-      [accountId, name, initialBalance, new Date(at), JSON.stringify(journal)],
+      "INSERT INTO account_ledger (account_id, name, created_at, balance, reserved, version, last_ops, journal) VALUES (?, ?, ?, ?, 0, 0, [], ?) IF NOT EXISTS",
+      [accountId, name, new Date(at), initialBalance, JSON.stringify(journal)],
     );
     if (!result.applied) throw new Error(`account ${accountId} exists`);
     this.copyInBackground(accountId, journal);
@@ -248,7 +271,7 @@ export class CassandraLedger implements Ledger {
   }
 
   async balance(accountId: string): Promise<BalanceSnapshot | undefined> {
-    const row = (await this.client.execute("SELECT balance, reserved FROM accounts WHERE account_id = ?", [accountId])).first();
+    const row = await this.staticRow(accountId, "balance, reserved");
     return row ? { balance: row.balance as bigint, reserved: row.reserved as bigint } : undefined;
   }
 
@@ -266,13 +289,16 @@ export class CassandraLedger implements Ledger {
   }
 
   async shortfalls(accountId: string): Promise<Shortfall[]> {
-    const row = (await this.client.execute("SELECT shortfalls FROM accounts WHERE account_id = ?", [accountId])).first();
+    const row = await this.staticRow(accountId, "shortfalls");
     const recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
     return Object.entries(recorded).map(([reservationId, amount]) => ({ reservationId, amount }));
   }
 
   async hasAnyAccount(): Promise<boolean> {
-    return (await this.client.execute("SELECT account_id FROM accounts LIMIT 1")).rowLength > 0;
+    return (
+      (await this.client.execute("SELECT account_id FROM account_ledger LIMIT 1")).rowLength > 0 ||
+      (await this.client.execute("SELECT account_id FROM accounts LIMIT 1")).rowLength > 0
+    );
   }
 
   async keyAccount(accountId: string, keyId: string): Promise<KeyAccount> {
@@ -282,12 +308,22 @@ export class CassandraLedger implements Ledger {
   }
 
   /**
+   * Columns of the account's static row (of its row in `accounts` while it
+   * has not moved yet), or undefined for an unknown account. Serial when the
+   * answer decides money (LOCAL_SERIAL completes a round in flight).
+   */
+  private async staticRow(accountId: string, columns: string, serial = false): Promise<Row | undefined> {
+    const read = (query: string) => (serial ? serialRead(this.client, query, [accountId]) : this.client.execute(query, [accountId]).then((r) => r.first() ?? undefined));
+    return (await read(`SELECT ${columns} FROM account_ledger WHERE account_id = ? LIMIT 1`)) ?? (await read(`SELECT ${columns} FROM accounts WHERE account_id = ?`));
+  }
+
+  /**
    * Newest first. The row's current journal is copied first (it may not be
    * yet: its writer may have died right after writing it), then the days
    * that hold entries are read newest first, each a slice below the cursor.
    */
   async entries(query: LedgerEntryQuery): Promise<LedgerEntryPage> {
-    const row = await serialRead(this.client, "SELECT journal FROM accounts WHERE account_id = ?", [query.accountId]);
+    const row = await this.staticRow(query.accountId, "journal", true);
     if (!row) return { entries: [] };
     const journal = parseJournal(row.journal);
     if (journal) await this.ensureCopied(query.accountId, journal);
@@ -423,7 +459,7 @@ export class CassandraLedger implements Ledger {
     let readError: unknown;
     if (outcomes.includes("no_hold")) {
       try {
-        const row = await serialRead(this.client, "SELECT shortfalls FROM accounts WHERE account_id = ?", [accountId]);
+        const row = await this.staticRow(accountId, "shortfalls", true);
         recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
       } catch (error) {
         readError = error;
@@ -441,41 +477,152 @@ export class CassandraLedger implements Ledger {
     });
   }
 
+  /**
+   * The account's static row, read serially, with no hold known; an account
+   * still in `accounts` (from before version 10) is moved here first.
+   */
   private async read(accountId: string): Promise<AccountState | undefined> {
-    const row = await serialRead(
-      this.client,
-      "SELECT balance, reserved, holds, hold_memos, version, last_ops, journal, key_spending FROM accounts WHERE account_id = ?",
-      [accountId],
-    );
-    if (!row) return undefined;
-    return {
-      balance: row.balance as bigint,
-      reserved: row.reserved as bigint,
-      holds: new Map(Object.entries((row.holds as Record<string, bigint> | null) ?? {})),
-      memos: new Map(Object.entries((row.hold_memos as Record<string, string> | null) ?? {})),
-      version: row.version as bigint,
-      lastOps: (row.last_ops as string[] | null) ?? [],
-      journal: parseJournal(row.journal),
-      keys: new Map(Object.entries((row.key_spending as Record<string, string> | null) ?? {})),
-    };
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const row = await serialRead(
+        this.client,
+        "SELECT balance, reserved, version, last_ops, journal, key_spending, key_holds, open_counts FROM account_ledger WHERE account_id = ? LIMIT 1",
+        [accountId],
+      );
+      if (row) {
+        return {
+          balance: row.balance as bigint,
+          reserved: row.reserved as bigint,
+          version: row.version as bigint,
+          lastOps: (row.last_ops as string[] | null) ?? [],
+          journal: parseJournal(row.journal),
+          keys: new Map(Object.entries((row.key_spending as Record<string, string> | null) ?? {})),
+          keyHolds: new Map(Object.entries((row.key_holds as Record<string, string> | null) ?? {}).map(([key, text]) => [key, decodeKeyHolds(text)])),
+          openCounts: new Map(Object.entries((row.open_counts as Record<string, number> | null) ?? {})),
+          holds: new Map(),
+        };
+      }
+      if (!(await this.move(accountId))) return undefined;
+    }
+    throw new DependencyUnavailableError("cassandra", `account ${accountId}: its move to account_ledger did not complete`);
   }
 
   /**
-   * Applies the batch to a copy of the state; returns each operation's
-   * outcome, the ids of the operations that changed something, and the
-   * shortfalls the batch's settlements recorded.
+   * Moves an account of `accounts` (written before version 10) into
+   * account_ledger: its money into the static row, each open hold into a row,
+   * and the tallies counted from them, in one conditional batch (IF NOT EXISTS
+   * on the static row: a second mover changes nothing). A row from before the
+   * statement gets its history carried forward as the journal of its version:
+   * a credit of its balance and a hold per open hold. False when there is no
+   * such account.
    */
-  private static apply(
-    state: AccountState, batch: readonly Pending[], now: number,
-  ): { outcomes: Outcome[]; changed: string[]; shortfalls: Record<string, Money>; entries: JournalEntry[]; touched: TouchedHolds } {
+  private async move(accountId: string): Promise<boolean> {
+    const old = await serialRead(
+      this.client,
+      "SELECT name, created_at, balance, reserved, holds, hold_memos, version, last_ops, journal, key_spending, shortfalls FROM accounts WHERE account_id = ?",
+      [accountId],
+    );
+    if (!old) return false;
+    const holds = Object.entries((old.holds as Record<string, bigint> | null) ?? {});
+    const memos = (old.hold_memos as Record<string, string> | null) ?? {};
+    const balance = old.balance as bigint;
+    const version = old.version as bigint;
+    let journal = parseJournal(old.journal);
+    if (!journal) {
+      const at = this.now();
+      const entries: JournalEntry[] = [];
+      const seqBase = version * SEQ_PER_VERSION;
+      const add = (type: LedgerEntryType, amount: Money, reservedChange: Money, reservedAfter: Money, memo?: string) =>
+        entries.push({
+          seq: (seqBase + BigInt(entries.length)).toString(), type, amount: amount.toString(), balanceAfter: balance.toString(),
+          reservedChange: reservedChange.toString(), reservedAfter: reservedAfter.toString(), ...(memo ? { memo: JSON.parse(memo) as HoldMemo } : {}), at,
+        });
+      if (balance !== 0n) add("credit", balance, 0n, 0n);
+      let reserved = 0n;
+      for (const [id, amount] of holds) add("hold", 0n, amount, (reserved += amount), memos[id]);
+      journal = { version: version.toString(), entries };
+    }
+    const tallies: AccountState = {
+      balance, reserved: 0n, version, lastOps: [], journal, keys: new Map(), keyHolds: new Map(), openCounts: new Map(), holds: new Map(),
+    };
+    for (const [id, amount] of holds) tally(tallies, id, { amount, memo: memos[id] }, 1);
+    const statics =
+      "INSERT INTO account_ledger (account_id, name, created_at, balance, reserved, version, last_ops, journal, key_spending, key_holds, shortfalls) " +
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS";
+    try {
+      await conditionalBatch(this.client, [
+        {
+          query: statics,
+          params: [
+            accountId, old.name, old.created_at, balance, old.reserved, version, old.last_ops ?? [], JSON.stringify(journal), old.key_spending ?? {},
+            Object.fromEntries([...tallies.keyHolds].map(([key, held]) => [key, encodeKeyHolds(held)])), old.shortfalls ?? {},
+          ],
+        },
+        ...holds.map(([id, amount]) => ({
+          query: "INSERT INTO account_ledger (account_id, hold_id, amount, memo) VALUES (?, ?, ?, ?)",
+          params: [accountId, id, amount, memos[id] ?? null],
+        })),
+      ]);
+    } catch (error) {
+      if (!(error instanceof AmbiguousWriteError)) throw error;
+      // The serial read that follows completes it, or finds it missing and moves again.
+    }
+    return true;
+  }
+
+  /**
+   * Reads the named hold rows into the state. False when they are of another
+   * version than the state's (another writer changed the account since): the
+   * state is stale. Not serial: a round's version check proves what it read.
+   */
+  private async readHolds(accountId: string, state: AccountState, ids: readonly string[]): Promise<boolean> {
+    const rows = (await this.client.execute("SELECT version, hold_id, amount, memo FROM account_ledger WHERE account_id = ? AND hold_id IN ?", [accountId, ids])).rows;
+    for (const id of ids) state.holds.set(id, null);
+    for (const row of rows) state.holds.set(row.hold_id as string, { amount: row.amount as bigint, ...(row.memo === null ? {} : { memo: row.memo as string }) });
+    return rows.every((row) => row.version === state.version);
+  }
+
+  /**
+   * Counts the holds an open-hold rule counts, from the hold rows (once per
+   * rule and account: the rounds keep the count from then on). False when the
+   * rows are of another version than the state's.
+   */
+  private async countHolds(accountId: string, state: AccountState, key: string): Promise<boolean> {
+    const [counted, except] = ruleOf(key);
+    let open = 0;
+    let pageState: string | undefined;
+    do {
+      const page = await this.client.execute("SELECT version, hold_id FROM account_ledger WHERE account_id = ?", [accountId], {
+        fetchSize: 5_000, ...(pageState ? { pageState } : {}),
+      });
+      for (const row of page.rows) {
+        if (row.version !== state.version) return false;
+        if (row.hold_id !== null && countsAsOpenHold(row.hold_id as string, counted, except ?? undefined)) open++;
+      }
+      pageState = page.pageState ?? undefined;
+    } while (pageState);
+    state.openCounts.set(key, open);
+    return true;
+  }
+
+  /**
+   * Applies the batch to the state; returns each operation's outcome, the ids
+   * of the operations that changed something, the shortfalls the batch's
+   * settlements recorded, the hold rows it touched, and the reservations
+   * refused whose id was not read (an open hold of that id would make the
+   * answer "reserved": the round must read them and judge again).
+   */
+  private static apply(state: AccountState, batch: readonly Pending[], now: number) {
     const touched: TouchedHolds = new Map();
     const touch = (id: string) => {
-      if (!touched.has(id)) touched.set(id, { held: state.holds.has(id), memo: state.memos.has(id) });
+      if (touched.has(id)) return;
+      const known = state.holds.get(id);
+      touched.set(id, known ? "open" : known === null ? "absent" : "assumed");
     };
     const outcomes: Outcome[] = [];
     const changed: string[] = [];
     const shortfalls: Record<string, Money> = {};
     const entries: JournalEntry[] = [];
+    const unsure: string[] = [];
     const seqBase = (state.version + 1n) * SEQ_PER_VERSION;
     // Entry times never go back along an account's entries (they order its statement and bucket its days).
     const at = Math.max(now, state.journal?.entries.at(-1)?.at ?? 0);
@@ -485,25 +632,17 @@ export class CassandraLedger implements Ledger {
         reservedChange: reservedChange.toString(), reservedAfter: state.reserved.toString(), ...(memo ? { memo } : {}), ...(tokens ? { tokens } : {}), at,
       });
     };
-    if (state.journal === null) {
-      // A row from before the statement: its history is carried forward as a credit of its balance and its open holds.
-      const reserved = state.reserved;
-      state.reserved = 0n;
-      if (state.balance !== 0n) record("credit", state.balance, 0n);
-      for (const [reservationId, amount] of state.holds) {
-        state.reserved += amount;
-        record("hold", 0n, amount, memoOf(state, reservationId));
-      }
-      state.reserved = reserved;
-    }
     for (const { id, operation } of batch) {
       switch (operation.kind) {
         case "reserve": {
           let refusal: KeyRefusal | undefined;
           const cap = operation.options?.maxOpenHolds;
-          if (state.holds.has(operation.reservationId)) {
+          const known = state.holds.get(operation.reservationId);
+          if (known) {
             outcomes.push("reserved");
-          } else if (cap && CassandraLedger.openHolds(state, cap.countedPrefix, cap.exceptPrefix) >= cap.limit) {
+            break;
+          }
+          if (cap && state.openCounts.get(ruleKey(cap.countedPrefix, cap.exceptPrefix))! >= cap.limit) {
             outcomes.push("too_many_open_holds");
           } else if (state.balance - state.reserved < operation.amount) {
             outcomes.push("insufficient_funds");
@@ -513,37 +652,40 @@ export class CassandraLedger implements Ledger {
             const key = operation.options?.key;
             if (key?.limits.ratePerMinute !== undefined) state.keys.set(key.keyId, encodeKeySpending(countReservation(spendingOf(state, key.keyId), new Date(now))));
             touch(operation.reservationId);
-            state.holds.set(operation.reservationId, operation.amount);
-            state.reserved += operation.amount;
             const memo = operation.options?.memo;
-            if (memo) state.memos.set(operation.reservationId, JSON.stringify(memo));
+            const hold: Hold = { amount: operation.amount, ...(memo ? { memo: JSON.stringify(memo) } : {}) };
+            state.holds.set(operation.reservationId, hold);
+            state.reserved += operation.amount;
+            tally(state, operation.reservationId, hold, 1);
             record("hold", 0n, operation.amount, memo);
             outcomes.push("reserved");
             changed.push(id);
+            break;
           }
+          if (known === undefined) unsure.push(operation.reservationId);
           break;
         }
         case "settle":
         case "release": {
           const held = state.holds.get(operation.reservationId);
-          if (held === undefined) {
+          if (!held) {
             outcomes.push(operation.kind === "settle" ? "no_hold" : "done");
             break;
           }
           // Bounded before the hold leaves `reserved`: at most hold + available is charged.
-          const settlement = operation.kind === "settle" ? boundedCharge(operation.amount, held, state) : undefined;
-          const memo = memoOf(state, operation.reservationId);
+          const settlement = operation.kind === "settle" ? boundedCharge(operation.amount, held.amount, state) : undefined;
+          const memo = held.memo === undefined ? undefined : (JSON.parse(held.memo) as HoldMemo);
           touch(operation.reservationId);
-          state.holds.delete(operation.reservationId);
-          state.memos.delete(operation.reservationId);
-          state.reserved -= held;
+          state.holds.set(operation.reservationId, null);
+          state.reserved -= held.amount;
+          tally(state, operation.reservationId, held, -1);
           if (settlement) {
             state.balance -= settlement.charged;
             if (settlement.shortfall > 0n) shortfalls[operation.reservationId] = settlement.shortfall;
             if (memo?.keyId !== undefined) state.keys.set(memo.keyId, encodeKeySpending(countCharge(spendingOf(state, memo.keyId), settlement.charged, new Date(now))));
-            record("charge", -settlement.charged, -held, memo, operation.kind === "settle" ? operation.tokens : undefined);
+            record("charge", -settlement.charged, -held.amount, memo, operation.kind === "settle" ? operation.tokens : undefined);
           } else {
-            record("release", 0n, -held, memo);
+            record("release", 0n, -held.amount, memo);
           }
           changed.push(id);
           outcomes.push(settlement ?? "done");
@@ -557,20 +699,37 @@ export class CassandraLedger implements Ledger {
           break;
       }
     }
-    return { outcomes, changed, shortfalls, entries, touched };
+    return { outcomes, changed, shortfalls, entries, touched, unsure };
   }
 
   private static keyRefusal(state: AccountState, amount: Money, key: KeyReservation, now: number) {
     return keyAdmission(key.limits, spendingOf(state, key.keyId), keyHolds(state, key.keyId), amount, key.isJob, new Date(now));
   }
 
-  private static openHolds(state: AccountState, countedPrefix: string, exceptPrefix?: string): number {
-    let open = 0;
-    for (const id of state.holds.keys()) if (countsAsOpenHold(id, countedPrefix, exceptPrefix)) open++;
-    return open;
+  /**
+   * Gets the state ready for the batch: reads the hold rows it names that the
+   * state does not know (a settlement's or release's hold; a reservation's
+   * too when `readReservations`, after a round that could not be sure of
+   * them) and counts the open-hold rules it asks for that the row does not
+   * count yet. False when what it read is of a newer version: the state is stale.
+   */
+  private async prepare(accountId: string, state: AccountState, batch: readonly Pending[], readReservations: boolean): Promise<boolean> {
+    const unknown = new Set<string>();
+    for (const { operation } of batch) {
+      if (operation.kind === "credit" || state.holds.has(operation.reservationId)) continue;
+      if (operation.kind !== "reserve" || readReservations) unknown.add(operation.reservationId);
+    }
+    if (unknown.size > 0 && !(await this.readHolds(accountId, state, [...unknown]))) return false;
+    for (const { operation } of batch) {
+      const cap = operation.kind === "reserve" ? operation.options?.maxOpenHolds : undefined;
+      const key = cap && ruleKey(cap.countedPrefix, cap.exceptPrefix);
+      if (key && !state.openCounts.has(key) && !(await this.countHolds(accountId, state, key))) return false;
+    }
+    return true;
   }
 
   private async commit(accountId: string, batch: readonly Pending[]): Promise<Outcome[]> {
+    let readReservations = false;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       // Taken out while the round runs: put back only as the row this round leaves.
       const known = this.written.take(accountId);
@@ -581,53 +740,50 @@ export class CassandraLedger implements Ledger {
         this.telemetry.observe({ kind: "ledger_outcome_resolved" });
         return this.replay(accountId, batch, state);
       }
+      if (!(await this.prepare(accountId, state, batch, readReservations))) continue;
       const before = state.version;
       // The journal this write replaces must be in ledger_entries first (its writer may have died before copying it).
       const previous = state.journal;
       if (previous) await this.ensureCopied(accountId, previous);
-      const held = state.holds.size;
-      const { outcomes, changed, shortfalls, entries, touched } = CassandraLedger.apply(state, batch, this.now());
+      const { outcomes, changed, shortfalls, entries, touched, unsure } = CassandraLedger.apply(state, batch, this.now());
+      if (unsure.length > 0) {
+        // A refusal of a reservation whose hold may be open (a repeat): judged again with its hold row read.
+        readReservations = true;
+        continue;
+      }
       if (changed.length === 0) {
         // Nothing to write, so no version check would tell whether the row this was judged on is still the row:
         // a refusal judged on the row this process last wrote is judged again on the row as read now.
         if (known) continue;
-        if (state.journal !== null) this.written.keep(accountId, state);
+        this.written.keep(accountId, state);
         return outcomes;
       }
       const lastOps = rememberedOps(changed, state.lastOps);
       const journal: Journal = { version: (before + 1n).toString(), entries };
       // Shortfalls are added to the row by the same conditional write that charges.
-      const common = [state.balance, state.reserved, JSON.stringify(journal), Object.fromEntries(state.keys), before + 1n, lastOps, shortfalls];
-      // Deep rows are written element by element, except every REWRITE_EVERY-th version, whose whole maps shadow the
-      // tombstones the removed elements left (a read counts them, and Cassandra fails one past 100,000).
-      const deep = (held > DEEP_HOLDS || state.holds.size > DEEP_HOLDS) && (before + 1n) % REWRITE_EVERY !== 0n;
-      const elements = deep ? holdWrites(state, touched) : undefined;
-      const writes = elements
-        ? [
-          {
-            query:
-              "UPDATE accounts SET balance = ?, reserved = ?, journal = ?, key_spending = ?, version = ?, last_ops = ?, shortfalls = shortfalls + ?, " +
-              "holds = holds + ?, hold_memos = hold_memos + ? WHERE account_id = ? IF version = ?",
-            params: [...common, elements.holds, elements.memos, accountId, before],
-          },
-          // A map cannot be added to and taken from in one statement: what left goes by a second one of the same transaction.
-          ...(elements.endedHolds.length + elements.endedMemos.length > 0
-            ? [{ query: "UPDATE accounts SET holds = holds - ?, hold_memos = hold_memos - ? WHERE account_id = ?", params: [elements.endedHolds, elements.endedMemos, accountId] }]
-            : []),
-        ]
-        : [{
+      const writes = [
+        {
           query:
-            "UPDATE accounts SET balance = ?, reserved = ?, journal = ?, key_spending = ?, version = ?, last_ops = ?, shortfalls = shortfalls + ?, " +
-            "holds = ?, hold_memos = ? WHERE account_id = ? IF version = ?",
-          params: [...common, Object.fromEntries(state.holds), Object.fromEntries(state.memos), accountId, before],
-        }];
+            "UPDATE account_ledger SET balance = ?, reserved = ?, journal = ?, key_spending = ?, key_holds = ?, open_counts = ?, version = ?, last_ops = ?, " +
+            "shortfalls = shortfalls + ? WHERE account_id = ? IF version = ?",
+          params: [
+            state.balance, state.reserved, JSON.stringify(journal), Object.fromEntries(state.keys),
+            Object.fromEntries([...state.keyHolds].map(([key, held]) => [key, encodeKeyHolds(held)])), Object.fromEntries(state.openCounts),
+            before + 1n, lastOps, shortfalls, accountId, before,
+          ],
+        },
+        ...holdWrites(accountId, state, touched),
+      ];
       try {
         const result = writes.length === 1 ? await conditional(this.client, writes[0]!.query, writes[0]!.params) : await conditionalBatch(this.client, writes);
         if (result.applied) {
           this.copyInBackground(accountId, journal);
+          for (const [id, hold] of state.holds) if (hold === null) state.holds.delete(id);
           this.written.keep(accountId, { ...state, version: before + 1n, lastOps, journal });
           return outcomes;
         }
+        // Another writer moved the row, or a new reservation's hold was open after all: read both.
+        readReservations = true;
         this.telemetry.observe({ kind: "ledger_conflict" });
       } catch (error) {
         if (!(error instanceof AmbiguousWriteError)) throw error;
@@ -647,24 +803,26 @@ export class CassandraLedger implements Ledger {
    * the shortfall the row recorded for its reservation.
    */
   private async replay(accountId: string, batch: readonly Pending[], state: AccountState): Promise<Outcome[]> {
+    const reservations = batch.flatMap(({ operation }) => (operation.kind === "reserve" ? [operation.reservationId] : []));
+    // Read at the state's version: a serial read just completed every round in flight, and this account's queue is ours.
+    if (reservations.length > 0) await this.readHolds(accountId, state, reservations);
     const settled = batch.some((p) => p.operation.kind === "settle" && state.lastOps.includes(p.id));
-    const row = settled ? await serialRead(this.client, "SELECT shortfalls FROM accounts WHERE account_id = ?", [accountId]) : undefined;
+    const row = settled ? await this.staticRow(accountId, "shortfalls", true) : undefined;
     const recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
     return batch.map(({ id, operation }): Outcome => {
       switch (operation.kind) {
-        case "reserve":
-          if (state.holds.has(operation.reservationId)) return "reserved";
+        case "reserve": {
+          if (state.holds.get(operation.reservationId)) return "reserved";
           // Refused by a key limit: the state that refused it is gone; judged again on today's (refused either way).
           if (operation.options?.key && state.balance - state.reserved >= operation.amount) {
             const refusal = CassandraLedger.keyRefusal(state, operation.amount, operation.options.key, Date.now());
             if (refusal) return { key: refusal };
           }
           // Refused: for the open-hold limit or for funds; a refusal of either kind reserved nothing.
-          return operation.options?.maxOpenHolds &&
-            CassandraLedger.openHolds(state, operation.options.maxOpenHolds.countedPrefix, operation.options.maxOpenHolds.exceptPrefix) >=
-              operation.options.maxOpenHolds.limit
-            ? "too_many_open_holds"
-            : "insufficient_funds";
+          const cap = operation.options?.maxOpenHolds;
+          const counted = cap && state.openCounts.get(ruleKey(cap.countedPrefix, cap.exceptPrefix));
+          return cap && counted !== undefined && counted >= cap.limit ? "too_many_open_holds" : "insufficient_funds";
+        }
         case "settle": {
           if (!state.lastOps.includes(id)) return "no_hold"; // it found no hold: a repeat
           const shortfall = recorded[operation.reservationId] ?? 0n;
@@ -677,13 +835,28 @@ export class CassandraLedger implements Ledger {
   }
 }
 
-function parseJournal(value: unknown): Journal | null {
-  return typeof value === "string" && value !== "" ? (JSON.parse(value) as Journal) : null;
+/**
+ * The hold rows a round writes: each hold it leaves open (written IF NOT
+ * EXISTS when the round assumed its row absent without reading it), each hold
+ * that was open and is no longer deleted. A hold taken and ended in one round
+ * whose row was absent leaves nothing to write.
+ */
+function holdWrites(accountId: string, state: AccountState, touched: TouchedHolds): { query: string; params: unknown[] }[] {
+  const writes: { query: string; params: unknown[] }[] = [];
+  for (const [id, before] of touched) {
+    const hold = state.holds.get(id);
+    if (hold) {
+      const ifAbsent = before === "assumed" ? " IF NOT EXISTS" : "";
+      writes.push({ query: `INSERT INTO account_ledger (account_id, hold_id, amount, memo) VALUES (?, ?, ?, ?)${ifAbsent}`, params: [accountId, id, hold.amount, hold.memo ?? null] });
+    } else if (before === "open") {
+      writes.push({ query: "DELETE FROM account_ledger WHERE account_id = ? AND hold_id = ?", params: [accountId, id] });
+    }
+  }
+  return writes;
 }
 
-function memoOf(state: AccountState, reservationId: string): HoldMemo | undefined {
-  const text = state.memos.get(reservationId);
-  return text === undefined ? undefined : (JSON.parse(text) as HoldMemo);
+function parseJournal(value: unknown): Journal | null {
+  return typeof value === "string" && value !== "" ? (JSON.parse(value) as Journal) : null;
 }
 
 function entryOf(row: Row): LedgerEntry {
@@ -707,15 +880,7 @@ function spendingOf(state: AccountState, keyId: string): KeySpending {
   return text === undefined ? NO_SPENDING : decodeKeySpending(text);
 }
 
-/** A key's open holds in the row: their sum, and how many are jobs (a text call's memo names no job). */
-function keyHolds(state: AccountState, keyId: string): { held: Money; openJobs: number } {
-  let held = 0n;
-  let openJobs = 0;
-  for (const [reservationId, amount] of state.holds) {
-    const memo = memoOf(state, reservationId);
-    if (memo?.keyId !== keyId) continue;
-    held += amount;
-    if (memo.jobId !== undefined) openJobs++;
-  }
-  return { held, openJobs };
+/** A key's open holds: their sum, and how many are jobs (a text call's memo names no job). */
+function keyHolds(state: AccountState, keyId: string): KeyHolds {
+  return state.keyHolds.get(keyId) ?? { held: 0n, openJobs: 0 };
 }
