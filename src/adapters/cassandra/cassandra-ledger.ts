@@ -54,9 +54,11 @@ interface AccountState {
   journal: Journal | null;
   /** Per key of the account: its spending (JSON KeySpending). */
   keys: Map<string, string>;
-  /** Per key: its open holds' sum and open jobs, kept by every round (static key_holds). */
+  /** Per key: its open holds' sum and open jobs, kept by every round (key_holds). */
   keyHolds: Map<string, KeyHolds>;
-  /** Per open-hold rule (ruleKey): the holds it counts, kept by every round once a round has counted it (static open_counts). */
+  /** Open holds in all (open_holds). */
+  openHolds: number;
+  /** Per open-hold rule (ruleKey): the holds it counts, kept by every round once a round has counted it (open_counts). */
   openCounts: Map<string, number>;
   /**
    * The hold rows known at this version: an open hold, or null for one known
@@ -74,6 +76,9 @@ interface AccountState {
 type Before = "open" | "absent" | "assumed";
 type TouchedHolds = Map<string, Before>;
 
+/** The clustering key of an account's money row (a hold's id is never empty). */
+const MONEY = "";
+
 /** An open-hold rule's key in open_counts. */
 const ruleKey = (countedPrefix: string, exceptPrefix?: string) => JSON.stringify([countedPrefix, exceptPrefix ?? null]);
 const ruleOf = (key: string) => JSON.parse(key) as [string, string | null];
@@ -89,6 +94,7 @@ function decodeKeyHolds(text: string): KeyHolds {
 
 /** The account's tallies with a hold added (+1) or taken away (-1). */
 function tally(state: AccountState, reservationId: string, hold: Hold, sign: 1 | -1): void {
+  state.openHolds += sign;
   for (const [key, count] of state.openCounts) {
     const [counted, except] = ruleOf(key);
     if (countsAsOpenHold(reservationId, counted, except ?? undefined)) state.openCounts.set(key, count + sign);
@@ -206,17 +212,18 @@ const MAX_ATTEMPTS = 60;
 
 /**
  * The ledger on Cassandra. An account is one partition of account_ledger: its
- * money in the static row, changed only by `UPDATE ... IF version = ?`, and
- * one row per open hold, added and removed in the same conditional batch.
+ * money in one row (hold_id '', the money row), changed only by
+ * `UPDATE ... IF version = ?`, and one row per open hold, added and removed in
+ * the same conditional batch.
  * Within a process, operations on one account queue and are group-committed:
  * one Paxos round applies a whole batch, so a hot account is limited by round
  * trips, not by contention. A round starts from the row this process's last
  * round wrote (no read) and reads only the hold rows it names and does not
  * know; a reservation's new id is not read but written IF NOT EXISTS. Across
  * processes the version check keeps every batch serial, and a loser reads the
- * static row and is judged again. A write of unknown outcome is settled by
+ * money row and is judged again. A write of unknown outcome is settled by
  * reading the account's recent operation ids, never by writing again blindly.
- * The open-hold counts and per-key held sums are tallies in the static row,
+ * The open-hold counts and per-key held sums are tallies in the money row,
  * kept by the rounds that add and remove holds, so a reservation's limits are
  * checked in the same round as its funds, however deep the backlog; a
  * settlement charges at most hold + available and records the rest in
@@ -228,7 +235,7 @@ export class CassandraLedger implements Ledger {
   /** Per account: the journal version known to be copied into ledger_entries, and a copy under way. */
   private readonly copied = new Map<string, { version: string; done: Promise<void> }>();
   /**
-   * Per account: the static row as this process's last round wrote it, and
+   * Per account: the money row as this process's last round wrote it, and
    * the holds it knows. The next round starts from it instead of reading the
    * row again (a serial read is a Paxos round of its own); a round that finds
    * the row changed by another writer (its version check fails) reads it.
@@ -258,8 +265,8 @@ export class CassandraLedger implements Ledger {
     const journal: Journal = { version: "0", entries };
     const result = await conditional(
       this.client,
-      "INSERT INTO account_ledger (account_id, name, created_at, balance, reserved, version, last_ops, journal) VALUES (?, ?, ?, ?, 0, 0, [], ?) IF NOT EXISTS",
-      [accountId, name, new Date(at), initialBalance, JSON.stringify(journal)],
+      "INSERT INTO account_ledger (account_id, hold_id, name, created_at, balance, reserved, version, last_ops, journal, open_holds) VALUES (?, ?, ?, ?, ?, 0, 0, [], ?, 0) IF NOT EXISTS",
+      [accountId, MONEY, name, new Date(at), initialBalance, JSON.stringify(journal)],
     );
     if (!result.applied) throw new Error(`account ${accountId} exists`);
     this.copyInBackground(accountId, journal);
@@ -271,7 +278,7 @@ export class CassandraLedger implements Ledger {
   }
 
   async balance(accountId: string): Promise<BalanceSnapshot | undefined> {
-    const row = await this.staticRow(accountId, "balance, reserved");
+    const row = await this.moneyRow(accountId, "balance, reserved");
     return row ? { balance: row.balance as bigint, reserved: row.reserved as bigint } : undefined;
   }
 
@@ -289,7 +296,7 @@ export class CassandraLedger implements Ledger {
   }
 
   async shortfalls(accountId: string): Promise<Shortfall[]> {
-    const row = await this.staticRow(accountId, "shortfalls");
+    const row = await this.moneyRow(accountId, "shortfalls");
     const recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
     return Object.entries(recorded).map(([reservationId, amount]) => ({ reservationId, amount }));
   }
@@ -308,13 +315,17 @@ export class CassandraLedger implements Ledger {
   }
 
   /**
-   * Columns of the account's static row (of its row in `accounts` while it
+   * Columns of the account's money row (of its row in `accounts` while it
    * has not moved yet), or undefined for an unknown account. Serial when the
    * answer decides money (LOCAL_SERIAL completes a round in flight).
    */
-  private async staticRow(accountId: string, columns: string, serial = false): Promise<Row | undefined> {
-    const read = (query: string) => (serial ? serialRead(this.client, query, [accountId]) : this.client.execute(query, [accountId]).then((r) => r.first() ?? undefined));
-    return (await read(`SELECT ${columns} FROM account_ledger WHERE account_id = ? LIMIT 1`)) ?? (await read(`SELECT ${columns} FROM accounts WHERE account_id = ?`));
+  private async moneyRow(accountId: string, columns: string, serial = false): Promise<Row | undefined> {
+    const read = (query: string, params: unknown[]) =>
+      serial ? serialRead(this.client, query, params) : this.client.execute(query, params).then((r) => r.first() ?? undefined);
+    return (
+      (await read(`SELECT ${columns} FROM account_ledger WHERE account_id = ? AND hold_id = ?`, [accountId, MONEY])) ??
+      (await read(`SELECT ${columns} FROM accounts WHERE account_id = ?`, [accountId]))
+    );
   }
 
   /**
@@ -323,7 +334,7 @@ export class CassandraLedger implements Ledger {
    * that hold entries are read newest first, each a slice below the cursor.
    */
   async entries(query: LedgerEntryQuery): Promise<LedgerEntryPage> {
-    const row = await this.staticRow(query.accountId, "journal", true);
+    const row = await this.moneyRow(query.accountId, "journal", true);
     if (!row) return { entries: [] };
     const journal = parseJournal(row.journal);
     if (journal) await this.ensureCopied(query.accountId, journal);
@@ -418,6 +429,7 @@ export class CassandraLedger implements Ledger {
 
   private enqueue(accountId: string, operation: Operation): Promise<Outcome> {
     return new Promise((resolve, reject) => {
+      if (operation.kind !== "credit" && operation.reservationId === MONEY) return reject(new Error("a reservation id is never empty (it names the money row)"));
       const queue = this.queues.get(accountId);
       const pending = { id: newOperationId(operation), operation, resolve, reject };
       if (queue) {
@@ -459,7 +471,7 @@ export class CassandraLedger implements Ledger {
     let readError: unknown;
     if (outcomes.includes("no_hold")) {
       try {
-        const row = await this.staticRow(accountId, "shortfalls", true);
+        const row = await this.moneyRow(accountId, "shortfalls", true);
         recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
       } catch (error) {
         readError = error;
@@ -478,15 +490,15 @@ export class CassandraLedger implements Ledger {
   }
 
   /**
-   * The account's static row, read serially, with no hold known; an account
+   * The account's money row, read serially, with no hold known; an account
    * still in `accounts` (from before version 10) is moved here first.
    */
   private async read(accountId: string): Promise<AccountState | undefined> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const row = await serialRead(
         this.client,
-        "SELECT balance, reserved, version, last_ops, journal, key_spending, key_holds, open_counts FROM account_ledger WHERE account_id = ? LIMIT 1",
-        [accountId],
+        "SELECT balance, reserved, version, last_ops, journal, key_spending, key_holds, open_holds, open_counts FROM account_ledger WHERE account_id = ? AND hold_id = ?",
+        [accountId, MONEY],
       );
       if (row) {
         return {
@@ -497,6 +509,7 @@ export class CassandraLedger implements Ledger {
           journal: parseJournal(row.journal),
           keys: new Map(Object.entries((row.key_spending as Record<string, string> | null) ?? {})),
           keyHolds: new Map(Object.entries((row.key_holds as Record<string, string> | null) ?? {}).map(([key, text]) => [key, decodeKeyHolds(text)])),
+          openHolds: row.open_holds as number,
           openCounts: new Map(Object.entries((row.open_counts as Record<string, number> | null) ?? {})),
           holds: new Map(),
         };
@@ -508,9 +521,9 @@ export class CassandraLedger implements Ledger {
 
   /**
    * Moves an account of `accounts` (written before version 10) into
-   * account_ledger: its money into the static row, each open hold into a row,
+   * account_ledger: its money into the money row, each open hold into a row,
    * and the tallies counted from them, in one conditional batch (IF NOT EXISTS
-   * on the static row: a second mover changes nothing). A row from before the
+   * on the money row: a second mover changes nothing). A row from before the
    * statement gets its history carried forward as the journal of its version:
    * a credit of its balance and a hold per open hold. False when there is no
    * such account.
@@ -542,19 +555,19 @@ export class CassandraLedger implements Ledger {
       journal = { version: version.toString(), entries };
     }
     const tallies: AccountState = {
-      balance, reserved: 0n, version, lastOps: [], journal, keys: new Map(), keyHolds: new Map(), openCounts: new Map(), holds: new Map(),
+      balance, reserved: 0n, version, lastOps: [], journal, keys: new Map(), keyHolds: new Map(), openHolds: 0, openCounts: new Map(), holds: new Map(),
     };
     for (const [id, amount] of holds) tally(tallies, id, { amount, memo: memos[id] }, 1);
     const statics =
-      "INSERT INTO account_ledger (account_id, name, created_at, balance, reserved, version, last_ops, journal, key_spending, key_holds, shortfalls) " +
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS";
+      "INSERT INTO account_ledger (account_id, hold_id, name, created_at, balance, reserved, version, last_ops, journal, key_spending, key_holds, open_holds, shortfalls) " +
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS";
     try {
       await conditionalBatch(this.client, [
         {
           query: statics,
           params: [
-            accountId, old.name, old.created_at, balance, old.reserved, version, old.last_ops ?? [], JSON.stringify(journal), old.key_spending ?? {},
-            Object.fromEntries([...tallies.keyHolds].map(([key, held]) => [key, encodeKeyHolds(held)])), old.shortfalls ?? {},
+            accountId, MONEY, old.name, old.created_at, balance, old.reserved, version, old.last_ops ?? [], JSON.stringify(journal), old.key_spending ?? {},
+            Object.fromEntries([...tallies.keyHolds].map(([key, held]) => [key, encodeKeyHolds(held)])), tallies.openHolds, old.shortfalls ?? {},
           ],
         },
         ...holds.map(([id, amount]) => ({
@@ -570,33 +583,43 @@ export class CassandraLedger implements Ledger {
   }
 
   /**
-   * Reads the named hold rows into the state. False when they are of another
-   * version than the state's (another writer changed the account since): the
-   * state is stale. Not serial: a round's version check proves what it read.
+   * Reads the named hold rows into the state, with the money row in the same
+   * read. False when it is of another version than the state's (another
+   * writer changed the account since): the state is stale. Not serial: a
+   * round's version check proves what it read.
    */
   private async readHolds(accountId: string, state: AccountState, ids: readonly string[]): Promise<boolean> {
-    const rows = (await this.client.execute("SELECT version, hold_id, amount, memo FROM account_ledger WHERE account_id = ? AND hold_id IN ?", [accountId, ids])).rows;
+    const rows = (await this.client.execute("SELECT hold_id, version, amount, memo FROM account_ledger WHERE account_id = ? AND hold_id IN ?", [accountId, [MONEY, ...ids]])).rows;
     for (const id of ids) state.holds.set(id, null);
-    for (const row of rows) state.holds.set(row.hold_id as string, { amount: row.amount as bigint, ...(row.memo === null ? {} : { memo: row.memo as string }) });
-    return rows.every((row) => row.version === state.version);
+    let current = false;
+    for (const row of rows) {
+      if (row.hold_id === MONEY) current = row.version === state.version;
+      else state.holds.set(row.hold_id as string, { amount: row.amount as bigint, ...(row.memo === null ? {} : { memo: row.memo as string }) });
+    }
+    return current;
   }
 
   /**
    * Counts the holds an open-hold rule counts, from the hold rows (once per
-   * rule and account: the rounds keep the count from then on). False when the
-   * rows are of another version than the state's.
+   * rule and account: the rounds keep the count from then on). The pages are
+   * read one after another, not at one moment: only a write of the round,
+   * checked against the version read first, proves the count (see commit).
+   * False when the money row is of another version than the state's.
    */
   private async countHolds(accountId: string, state: AccountState, key: string): Promise<boolean> {
     const [counted, except] = ruleOf(key);
     let open = 0;
     let pageState: string | undefined;
     do {
-      const page = await this.client.execute("SELECT version, hold_id FROM account_ledger WHERE account_id = ?", [accountId], {
+      const page = await this.client.execute("SELECT hold_id, version FROM account_ledger WHERE account_id = ?", [accountId], {
         fetchSize: 5_000, ...(pageState ? { pageState } : {}),
       });
       for (const row of page.rows) {
-        if (row.version !== state.version) return false;
-        if (row.hold_id !== null && countsAsOpenHold(row.hold_id as string, counted, except ?? undefined)) open++;
+        if (row.hold_id === MONEY) {
+          if (row.version !== state.version) return false;
+        } else if (countsAsOpenHold(row.hold_id as string, counted, except ?? undefined)) {
+          open++;
+        }
       }
       pageState = page.pageState ?? undefined;
     } while (pageState);
@@ -711,21 +734,26 @@ export class CassandraLedger implements Ledger {
    * state does not know (a settlement's or release's hold; a reservation's
    * too when `readReservations`, after a round that could not be sure of
    * them) and counts the open-hold rules it asks for that the row does not
-   * count yet. False when what it read is of a newer version: the state is stale.
+   * count yet (0 when no hold is open). "stale" when what it read is of a
+   * newer version; "counted" when it counted a rule from the hold rows.
    */
-  private async prepare(accountId: string, state: AccountState, batch: readonly Pending[], readReservations: boolean): Promise<boolean> {
+  private async prepare(accountId: string, state: AccountState, batch: readonly Pending[], readReservations: boolean): Promise<"ready" | "counted" | "stale"> {
     const unknown = new Set<string>();
     for (const { operation } of batch) {
       if (operation.kind === "credit" || state.holds.has(operation.reservationId)) continue;
       if (operation.kind !== "reserve" || readReservations) unknown.add(operation.reservationId);
     }
-    if (unknown.size > 0 && !(await this.readHolds(accountId, state, [...unknown]))) return false;
+    if (unknown.size > 0 && !(await this.readHolds(accountId, state, [...unknown]))) return "stale";
+    let counted = false;
     for (const { operation } of batch) {
       const cap = operation.kind === "reserve" ? operation.options?.maxOpenHolds : undefined;
       const key = cap && ruleKey(cap.countedPrefix, cap.exceptPrefix);
-      if (key && !state.openCounts.has(key) && !(await this.countHolds(accountId, state, key))) return false;
+      if (!key || state.openCounts.has(key)) continue;
+      if (state.openHolds === 0) state.openCounts.set(key, 0);
+      else if (await this.countHolds(accountId, state, key)) counted = true;
+      else return "stale";
     }
-    return true;
+    return counted ? "counted" : "ready";
   }
 
   private async commit(accountId: string, batch: readonly Pending[]): Promise<Outcome[]> {
@@ -740,7 +768,8 @@ export class CassandraLedger implements Ledger {
         this.telemetry.observe({ kind: "ledger_outcome_resolved" });
         return this.replay(accountId, batch, state);
       }
-      if (!(await this.prepare(accountId, state, batch, readReservations))) continue;
+      const prepared = await this.prepare(accountId, state, batch, readReservations);
+      if (prepared === "stale") continue;
       const before = state.version;
       // The journal this write replaces must be in ledger_entries first (its writer may have died before copying it).
       const previous = state.journal;
@@ -751,7 +780,8 @@ export class CassandraLedger implements Ledger {
         readReservations = true;
         continue;
       }
-      if (changed.length === 0) {
+      // A rule counted from pages read one after another is proved by this round's write: written even when nothing else is.
+      if (changed.length === 0 && prepared === "ready") {
         // Nothing to write, so no version check would tell whether the row this was judged on is still the row:
         // a refusal judged on the row this process last wrote is judged again on the row as read now.
         if (known) continue;
@@ -764,12 +794,12 @@ export class CassandraLedger implements Ledger {
       const writes = [
         {
           query:
-            "UPDATE account_ledger SET balance = ?, reserved = ?, journal = ?, key_spending = ?, key_holds = ?, open_counts = ?, version = ?, last_ops = ?, " +
-            "shortfalls = shortfalls + ? WHERE account_id = ? IF version = ?",
+            "UPDATE account_ledger SET balance = ?, reserved = ?, journal = ?, key_spending = ?, key_holds = ?, open_holds = ?, open_counts = ?, version = ?, " +
+            "last_ops = ?, shortfalls = shortfalls + ? WHERE account_id = ? AND hold_id = ? IF version = ?",
           params: [
             state.balance, state.reserved, JSON.stringify(journal), Object.fromEntries(state.keys),
-            Object.fromEntries([...state.keyHolds].map(([key, held]) => [key, encodeKeyHolds(held)])), Object.fromEntries(state.openCounts),
-            before + 1n, lastOps, shortfalls, accountId, before,
+            Object.fromEntries([...state.keyHolds].map(([key, held]) => [key, encodeKeyHolds(held)])), state.openHolds, Object.fromEntries(state.openCounts),
+            before + 1n, lastOps, shortfalls, accountId, MONEY, before,
           ],
         },
         ...holdWrites(accountId, state, touched),
@@ -807,7 +837,7 @@ export class CassandraLedger implements Ledger {
     // Read at the state's version: a serial read just completed every round in flight, and this account's queue is ours.
     if (reservations.length > 0) await this.readHolds(accountId, state, reservations);
     const settled = batch.some((p) => p.operation.kind === "settle" && state.lastOps.includes(p.id));
-    const row = settled ? await this.staticRow(accountId, "shortfalls", true) : undefined;
+    const row = settled ? await this.moneyRow(accountId, "shortfalls", true) : undefined;
     const recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
     return batch.map(({ id, operation }): Outcome => {
       switch (operation.kind) {
