@@ -206,6 +206,9 @@ class WrittenRows {
     this.holds += row.holds.size;
   }
 }
+/** A random pause after a lost round, longer the more rounds were lost (at most 50 ms). */
+const backOff = (attempt: number) => sleep(Math.floor(Math.random() * Math.min(50, 2 + attempt * 5)));
+
 /** Operations folded into one conditional write. */
 const MAX_BATCH = 128;
 const MAX_ATTEMPTS = 60;
@@ -500,20 +503,7 @@ export class CassandraLedger implements Ledger {
         "SELECT balance, reserved, version, last_ops, journal, key_spending, key_holds, open_holds, open_counts FROM account_ledger WHERE account_id = ? AND hold_id = ?",
         [accountId, MONEY],
       );
-      if (row) {
-        return {
-          balance: row.balance as bigint,
-          reserved: row.reserved as bigint,
-          version: row.version as bigint,
-          lastOps: (row.last_ops as string[] | null) ?? [],
-          journal: parseJournal(row.journal),
-          keys: new Map(Object.entries((row.key_spending as Record<string, string> | null) ?? {})),
-          keyHolds: new Map(Object.entries((row.key_holds as Record<string, string> | null) ?? {}).map(([key, text]) => [key, decodeKeyHolds(text)])),
-          openHolds: row.open_holds as number,
-          openCounts: new Map(Object.entries((row.open_counts as Record<string, number> | null) ?? {})),
-          holds: new Map(),
-        };
-      }
+      if (row) return stateOf(row);
       if (!(await this.move(accountId))) return undefined;
     }
     throw new DependencyUnavailableError("cassandra", `account ${accountId}: its move to account_ledger did not complete`);
@@ -758,10 +748,13 @@ export class CassandraLedger implements Ledger {
 
   private async commit(accountId: string, batch: readonly Pending[]): Promise<Outcome[]> {
     let readReservations = false;
+    /** The account as the last lost round found it (as fresh as a serial read). */
+    let found: AccountState | undefined;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       // Taken out while the round runs: put back only as the row this round leaves.
       const known = this.written.take(accountId);
-      const state = known ?? (await this.read(accountId));
+      const state = found ?? known ?? (await this.read(accountId));
+      found = undefined;
       if (!state) return batch.map(() => "unknown_account");
       if (batch.some((p) => state.lastOps.includes(p.id))) {
         // An earlier attempt of this very batch was applied after all (unknown outcome).
@@ -769,7 +762,12 @@ export class CassandraLedger implements Ledger {
         return this.replay(accountId, batch, state);
       }
       const prepared = await this.prepare(accountId, state, batch, readReservations);
-      if (prepared === "stale") continue;
+      if (prepared === "stale") {
+        // Another writer changed the account while this round read it: as a lost round.
+        this.telemetry.observe({ kind: "ledger_conflict" });
+        await backOff(attempt);
+        continue;
+      }
       const before = state.version;
       // The journal this write replaces must be in ledger_entries first (its writer may have died before copying it).
       const previous = state.journal;
@@ -784,11 +782,12 @@ export class CassandraLedger implements Ledger {
       if (changed.length === 0 && prepared === "ready") {
         // Nothing to write, so no version check would tell whether the row this was judged on is still the row:
         // a refusal judged on the row this process last wrote is judged again on the row as read now.
-        if (known) continue;
+        if (state === known) continue;
         this.written.keep(accountId, state);
         return outcomes;
       }
       const lastOps = rememberedOps(changed, state.lastOps);
+      const holds = holdWrites(accountId, state, touched);
       const journal: Journal = { version: (before + 1n).toString(), entries };
       // Shortfalls are added to the row by the same conditional write that charges.
       const writes = [
@@ -802,24 +801,28 @@ export class CassandraLedger implements Ledger {
             before + 1n, lastOps, shortfalls, accountId, MONEY, before,
           ],
         },
-        ...holdWrites(accountId, state, touched),
+        ...holds.writes,
       ];
       try {
-        const result = writes.length === 1 ? await conditional(this.client, writes[0]!.query, writes[0]!.params) : await conditionalBatch(this.client, writes);
+        // A batch even of one statement: a lost one answers the rows it names whole (a lone statement, only the version).
+        const result = await conditionalBatch(this.client, writes);
         if (result.applied) {
           this.copyInBackground(accountId, journal);
           for (const [id, hold] of state.holds) if (hold === null) state.holds.delete(id);
           this.written.keep(accountId, { ...state, version: before + 1n, lastOps, journal });
           return outcomes;
         }
-        // Another writer moved the row, or a new reservation's hold was open after all: read both.
-        readReservations = true;
+        // Another writer moved the money row, or a new reservation's hold was open after all: the next round starts from the
+        // rows this one found (no read), knowing the holds it named.
+        found = stateAfterLoss(result.rows ?? [], holds.named);
         this.telemetry.observe({ kind: "ledger_conflict" });
+        // At once: what the lost round found ages with every pause, and the winner keeps writing.
+        if (found) continue;
       } catch (error) {
         if (!(error instanceof AmbiguousWriteError)) throw error;
         // Loop: the next serial read completes any in-flight round and tells via last_ops.
       }
-      await sleep(Math.floor(Math.random() * Math.min(50, 2 + attempt * 5)));
+      await backOff(attempt);
     }
     // Other writers won every round: a moment's overload of this account, not a fault (503 with Retry-After, never 500).
     throw new DependencyUnavailableError("cassandra", `account ${accountId}: too much contention, gave up after ${MAX_ATTEMPTS} attempts`);
@@ -866,23 +869,63 @@ export class CassandraLedger implements Ledger {
 }
 
 /**
- * The hold rows a round writes: each hold it leaves open (written IF NOT
- * EXISTS when the round assumed its row absent without reading it), each hold
- * that was open and is no longer deleted. A hold taken and ended in one round
- * whose row was absent leaves nothing to write.
+ * The hold rows a round writes: each hold it leaves open, each hold that was
+ * open and is no longer deleted. A hold taken and ended in one round whose row
+ * was absent leaves nothing to write. Each write has a condition: a new row IF
+ * NOT EXISTS (the one a round assumed absent without reading it decides the
+ * round), the others IF EXISTS (true whenever the money row's version is), so
+ * that a lost round answers every row it named (see stateAfterLoss).
  */
-function holdWrites(accountId: string, state: AccountState, touched: TouchedHolds): { query: string; params: unknown[] }[] {
+function holdWrites(accountId: string, state: AccountState, touched: TouchedHolds) {
   const writes: { query: string; params: unknown[] }[] = [];
+  const named: string[] = [];
   for (const [id, before] of touched) {
     const hold = state.holds.get(id);
-    if (hold) {
-      const ifAbsent = before === "assumed" ? " IF NOT EXISTS" : "";
-      writes.push({ query: `INSERT INTO account_ledger (account_id, hold_id, amount, memo) VALUES (?, ?, ?, ?)${ifAbsent}`, params: [accountId, id, hold.amount, hold.memo ?? null] });
+    if (hold && before === "open") {
+      writes.push({ query: "UPDATE account_ledger SET amount = ?, memo = ? WHERE account_id = ? AND hold_id = ? IF EXISTS", params: [hold.amount, hold.memo ?? null, accountId, id] });
+    } else if (hold) {
+      writes.push({ query: "INSERT INTO account_ledger (account_id, hold_id, amount, memo) VALUES (?, ?, ?, ?) IF NOT EXISTS", params: [accountId, id, hold.amount, hold.memo ?? null] });
     } else if (before === "open") {
-      writes.push({ query: "DELETE FROM account_ledger WHERE account_id = ? AND hold_id = ?", params: [accountId, id] });
+      writes.push({ query: "DELETE FROM account_ledger WHERE account_id = ? AND hold_id = ? IF EXISTS", params: [accountId, id] });
+    } else {
+      continue;
     }
+    named.push(id);
   }
-  return writes;
+  return { writes, named };
+}
+
+/** An account's state from its money row, with no hold known. */
+function stateOf(row: Row): AccountState {
+  return {
+    balance: row.balance as bigint,
+    reserved: row.reserved as bigint,
+    version: row.version as bigint,
+    lastOps: (row.last_ops as string[] | null) ?? [],
+    journal: parseJournal(row.journal),
+    keys: new Map(Object.entries((row.key_spending as Record<string, string> | null) ?? {})),
+    keyHolds: new Map(Object.entries((row.key_holds as Record<string, string> | null) ?? {}).map(([key, text]) => [key, decodeKeyHolds(text)])),
+    openHolds: row.open_holds as number,
+    openCounts: new Map(Object.entries((row.open_counts as Record<string, number> | null) ?? {})),
+    holds: new Map(),
+  };
+}
+
+/**
+ * The account as a lost round found it: a failed conditional batch answers
+ * the current rows its conditions name (the money row, whole, and each named
+ * hold row that exists), as read by its Paxos round. Undefined without a
+ * money row.
+ */
+function stateAfterLoss(rows: readonly Row[], named: readonly string[]): AccountState | undefined {
+  const money = rows.find((row) => row.hold_id === MONEY);
+  if (!money || money.version === null || money.version === undefined) return undefined;
+  const state = stateOf(money);
+  for (const id of named) state.holds.set(id, null);
+  for (const row of rows) {
+    if (row.hold_id !== MONEY) state.holds.set(row.hold_id as string, { amount: row.amount as bigint, ...(row.memo === null ? {} : { memo: row.memo as string }) });
+  }
+  return state;
 }
 
 function parseJournal(value: unknown): Journal | null {

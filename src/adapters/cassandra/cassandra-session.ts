@@ -191,6 +191,8 @@ export interface ConditionalResult {
   readonly applied: boolean;
   /** On failure, the current values of the condition's columns (or the whole row for IF NOT EXISTS). */
   readonly current?: Row;
+  /** On failure, the same for each row a batch's conditions name that exists. */
+  readonly rows?: readonly Row[];
 }
 
 /** Runs a lightweight transaction; throws AmbiguousWriteError when the outcome cannot be known. */
@@ -212,7 +214,7 @@ export async function conditional(client: CassandraClient, query: string, params
 export async function conditionalBatch(client: CassandraClient, queries: { query: string; params: unknown[] }[]): Promise<ConditionalResult> {
   try {
     const result = await client.executeBatch(queries as { query: string; params: Params }[]);
-    return { applied: result.wasApplied(), current: result.first() ?? undefined };
+    return { applied: result.wasApplied(), current: result.first() ?? undefined, rows: result.rows ?? [] };
   } catch (error) {
     if (isAmbiguous(error)) throw new AmbiguousWriteError(`outcome of a conditional write is unknown: ${(error as Error).message}`, { cause: error });
     throw error;
