@@ -79,6 +79,12 @@ type TouchedHolds = Map<string, Before>;
 /** The clustering key of an account's money row (a hold's id is never empty). */
 const MONEY = "";
 
+/** The least id above every id that starts with the prefix (undefined: no bound, for the empty prefix). */
+function after(prefix: string): string | undefined {
+  if (prefix === "") return undefined;
+  return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+}
+
 /** An open-hold rule's key in open_counts. */
 const ruleKey = (countedPrefix: string, exceptPrefix?: string) => JSON.stringify([countedPrefix, exceptPrefix ?? null]);
 const ruleOf = (key: string) => JSON.parse(key) as [string, string | null];
@@ -176,7 +182,7 @@ function rememberedOps(changed: readonly string[], previous: readonly string[]):
  * WrittenRows): at most this many accounts, and this many known holds over
  * them all (each some 200 bytes with its memo: about 40 MB), the account
  * written longest ago forgotten first. An account that alone knows more is
- * not kept: its next round reads its static row and the holds it names.
+ * not kept: its next round reads its money row and the holds it names.
  */
 const MAX_WRITTEN_ACCOUNTS = 1_000;
 const MAX_WRITTEN_HOLDS = 200_000;
@@ -591,30 +597,34 @@ export class CassandraLedger implements Ledger {
 
   /**
    * Counts the holds an open-hold rule counts, from the hold rows (once per
-   * rule and account: the rounds keep the count from then on). The pages are
-   * read one after another, not at one moment: only a write of the round,
-   * checked against the version read first, proves the count (see commit).
-   * False when the money row is of another version than the state's.
+   * rule and account: the rounds keep the count from then on). It reads only
+   * the ids the rule counts (its prefix, less the excepted one), so the
+   * tombstones of ended holds it does not count (text calls, for the job
+   * rule) are skipped, not read. The pages are read one after another, not at
+   * one moment: the round writes, and its version check proves the count (see
+   * commit).
    */
-  private async countHolds(accountId: string, state: AccountState, key: string): Promise<boolean> {
+  private async countHolds(accountId: string, state: AccountState, key: string): Promise<void> {
     const [counted, except] = ruleOf(key);
+    const slices: [string, string | undefined][] =
+      except !== null && except.startsWith(counted) && except !== counted
+        ? [[counted, except], [after(except)!, after(counted)]]
+        : [[counted, after(counted)]];
     let open = 0;
-    let pageState: string | undefined;
-    do {
-      const page = await this.client.execute("SELECT hold_id, version FROM account_ledger WHERE account_id = ?", [accountId], {
-        fetchSize: 5_000, ...(pageState ? { pageState } : {}),
-      });
-      for (const row of page.rows) {
-        if (row.hold_id === MONEY) {
-          if (row.version !== state.version) return false;
-        } else if (countsAsOpenHold(row.hold_id as string, counted, except ?? undefined)) {
-          open++;
-        }
-      }
-      pageState = page.pageState ?? undefined;
-    } while (pageState);
+    for (const [from, to] of slices) {
+      if (to !== undefined && to <= from) continue;
+      // From the prefix on (above the money row, '', for the empty prefix), below the least id past it.
+      const query = `SELECT hold_id FROM account_ledger WHERE account_id = ? AND hold_id ${from === MONEY ? ">" : ">="} ?${to === undefined ? "" : " AND hold_id < ?"}`;
+      let pageState: string | undefined;
+      do {
+        const page = await this.client.execute(query, [accountId, from, ...(to === undefined ? [] : [to])], {
+          fetchSize: 5_000, ...(pageState ? { pageState } : {}),
+        });
+        for (const row of page.rows) if (countsAsOpenHold(row.hold_id as string, counted, except ?? undefined)) open++;
+        pageState = page.pageState ?? undefined;
+      } while (pageState);
+    }
     state.openCounts.set(key, open);
-    return true;
   }
 
   /**
@@ -739,9 +749,12 @@ export class CassandraLedger implements Ledger {
       const cap = operation.kind === "reserve" ? operation.options?.maxOpenHolds : undefined;
       const key = cap && ruleKey(cap.countedPrefix, cap.exceptPrefix);
       if (!key || state.openCounts.has(key)) continue;
-      if (state.openHolds === 0) state.openCounts.set(key, 0);
-      else if (await this.countHolds(accountId, state, key)) counted = true;
-      else return "stale";
+      if (state.openHolds === 0) {
+        state.openCounts.set(key, 0);
+      } else {
+        await this.countHolds(accountId, state, key);
+        counted = true;
+      }
     }
     return counted ? "counted" : "ready";
   }
@@ -804,8 +817,7 @@ export class CassandraLedger implements Ledger {
         ...holds.writes,
       ];
       try {
-        // A batch even of one statement: a lost one answers the rows it names whole (a lone statement, only the version).
-        const result = await conditionalBatch(this.client, writes);
+        const result = writes.length === 1 ? await conditional(this.client, writes[0]!.query, writes[0]!.params) : await conditionalBatch(this.client, writes);
         if (result.applied) {
           this.copyInBackground(accountId, journal);
           for (const [id, hold] of state.holds) if (hold === null) state.holds.delete(id);
@@ -919,7 +931,8 @@ function stateOf(row: Row): AccountState {
  */
 function stateAfterLoss(rows: readonly Row[], named: readonly string[]): AccountState | undefined {
   const money = rows.find((row) => row.hold_id === MONEY);
-  if (!money || money.version === null || money.version === undefined) return undefined;
+  // Whole rows come back only when some statement of the batch is IF [NOT] EXISTS; otherwise only the version.
+  if (!money || money.version === null || money.version === undefined || money.balance === undefined) return undefined;
   const state = stateOf(money);
   for (const id of named) state.holds.set(id, null);
   for (const row of rows) {
