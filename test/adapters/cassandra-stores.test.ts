@@ -371,6 +371,20 @@ describe("Cassandra stores against a real server", { skip }, () => {
     assert.equal(await new CassandraLedger(client).reserve(id, "job:third", 10n, cap), "reserved", "the count followed the release");
   });
 
+  it("ledger: when a repeated reservation and the settlement of its open hold share a round of a writer that never read it, then the hold is settled once", async () => {
+    const id = `acct-repeat-settle-${randomUUID().slice(0, 8)}`;
+    const first = new CassandraLedger(client);
+    await first.createAccount(id, "x", 100n);
+    assert.equal(await first.reserve(id, "r", 40n), "reserved");
+    const fresh = new CassandraLedger(client);
+    const [reserved, settled] = await Promise.all([fresh.reserve(id, "r", 40n), fresh.settle(id, "r", 30n)]); // asked in one turn: one round
+    assert.equal(reserved, "reserved");
+    assert.deepEqual(settled, { charged: 30n, shortfall: 0n });
+    assert.equal(await first.settle(id, "r", 30n), undefined, "a repeat moves nothing");
+    assert.deepEqual(await first.balance(id), { balance: 70n, reserved: 0n });
+    assert.equal((await client.execute("SELECT hold_id FROM account_ledger WHERE account_id = ? AND hold_id > ''", [id])).rowLength, 0);
+  });
+
   it("ledger: when a credit's round loses to another writer, then it is applied once, on the row as the other left it", async () => {
     const id = `acct-credit-lost-${randomUUID().slice(0, 8)}`;
     const a = new CassandraLedger(client);
