@@ -6,7 +6,9 @@
  * its own CPU) and exits.
  *
  * Environment: WRITER_MODE (`ledger`: reserve-and-release pairs through
- * CassandraLedger; `cas`: the bare baseline, one `UPDATE … IF v = ?` on one row
+ * CassandraLedger; `affine`: the same through AffineLedger, each writer a
+ * member of LEDGER_CLUSTER with a peer endpoint, waiting until it sees WRITERS
+ * members; `cas`: the bare baseline, one `UPDATE … IF v = ?` on one row
  * per operation, retried with the value a lost round answers until applied),
  * CASSANDRA_CONTACT_POINTS, CASSANDRA_KEYSPACE (migrated already), ACCOUNT_ID,
  * CALLERS, START_AT (epoch ms the measured window opens), WARMUP_MS, DURATION_MS.
@@ -15,6 +17,9 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import cassandra from "cassandra-driver";
 import { CassandraLedger } from "../src/adapters/cassandra/cassandra-ledger.js";
+import { AffineLedger, startLedgerPeer } from "../src/adapters/cassandra/affine-ledger.js";
+import { LedgerMembers } from "../src/adapters/cassandra/ledger-members.js";
+import type { Ledger } from "../src/ports/ledger.js";
 import { openSession } from "../src/adapters/cassandra/cassandra-session.js";
 import { closedLoop } from "./load-kit.js";
 
@@ -36,9 +41,21 @@ const AMOUNT = 39_000_000_000n;
 
 type Operation = (caller: number) => Promise<string>;
 
-async function ledgerOperation(): Promise<{ op: Operation; close: () => Promise<void> }> {
+async function ledgerOperation(affine: boolean): Promise<{ op: Operation; close: () => Promise<void> }> {
   const session = await openSession({ contactPoints, keyspace, localDataCenter: "datacenter1", replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}" });
-  const ledger = new CassandraLedger(session);
+  let ledger: Ledger = new CassandraLedger(session);
+  if (affine) {
+    const secret = "bench-cluster-secret-0123456789";
+    const peer = await startLedgerPeer({ host: "127.0.0.1", port: 0, secret, ledger });
+    const members = new LedgerMembers(session, env("LEDGER_CLUSTER"), { id: randomUUID(), address: peer.address });
+    await members.start();
+    // Every writer routes by the same members before the window opens.
+    while (members.known.length < Number(env("WRITERS"))) {
+      await sleep(100);
+      await members.refresh();
+    }
+    ledger = new AffineLedger(ledger, members, secret);
+  }
   return {
     op: async () => {
       const id = `job:${randomUUID()}`;
@@ -74,7 +91,7 @@ async function casOperation(): Promise<{ op: Operation; close: () => Promise<voi
   };
 }
 
-const { op, close } = mode === "cas" ? await casOperation() : await ledgerOperation();
+const { op, close } = mode === "cas" ? await casOperation() : await ledgerOperation(mode === "affine");
 // Every writer process starts its warm-up at the agreed moment, so their measured windows coincide.
 const begin = startAt - warmupMs;
 if (begin > Date.now()) await sleep(begin - Date.now());

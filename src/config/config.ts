@@ -125,6 +125,24 @@ export interface CassandraConfig {
   readonly localDataCenter: string;
   /** CQL replication map used when the keyspace is created. */
   readonly replication: string;
+  /** CLUSTER_SECRET set: each account's money operations go to the process that owns the account. */
+  readonly ledgerAffinity?: LedgerAffinityConfig;
+}
+
+export interface LedgerAffinityConfig {
+  /** CLUSTER_SECRET: the bearer token members present to each other's peer endpoint. */
+  readonly secret: string;
+  /** This process's member id (WORKER_ID's). */
+  readonly memberId: string;
+  /** LEDGER_PEER_PORT set: this process owns accounts and takes its peers' forwards; unset, it only forwards. */
+  readonly serve?: {
+    /** LEDGER_PEER_HOST (127.0.0.1): where the peer endpoint listens. */
+    readonly host: string;
+    /** LEDGER_PEER_PORT: its port (0: any free one). */
+    readonly port: number;
+    /** LEDGER_PEER_ADVERTISE (the host): the host peers reach it at. */
+    readonly advertise: string;
+  };
 }
 
 export interface KafkaConfig {
@@ -212,6 +230,16 @@ function retention(env: NodeJS.ProcessEnv): number {
   return ms;
 }
 
+function ledgerAffinity(env: NodeJS.ProcessEnv, memberId: string): LedgerAffinityConfig | undefined {
+  const serves = env.LEDGER_PEER_PORT !== undefined && env.LEDGER_PEER_PORT !== "";
+  const secret = env.CLUSTER_SECRET ?? "";
+  if (secret === "" && !serves) return undefined;
+  if (secret.length < 16) throw new Error("LEDGER_PEER_PORT needs CLUSTER_SECRET: at least 16 characters, the same on every process");
+  if (!serves) return { secret, memberId };
+  const host = env.LEDGER_PEER_HOST || "127.0.0.1";
+  return { secret, memberId, serve: { host, port: integer(env, "LEDGER_PEER_PORT", 0), advertise: env.LEDGER_PEER_ADVERTISE || host } };
+}
+
 function flag(env: NodeJS.ProcessEnv, name: string): boolean {
   const raw = (env[name] ?? "").toLowerCase();
   if (raw === "" || raw === "false" || raw === "0") return false;
@@ -283,6 +311,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxInputImages = integer(env, "MAX_INPUT_IMAGES", DEFAULT_LIMITS.maxInputImages, 1);
   const maxInputBytes = bytes(env, "MAX_INPUT_BYTES", DEFAULT_LIMITS.maxInputBytes);
   const defaults = DEFAULT_LIMITS;
+  const workerId = env.WORKER_ID || `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
   if (processRoles.size < ROLES.length && (cassandraPoints.length === 0 || kafkaBrokers.length === 0)) {
     throw new Error("running a single ROLE needs shared state: set CASSANDRA_CONTACT_POINTS and KAFKA_BROKERS");
   }
@@ -347,13 +376,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           keyspace: env.CASSANDRA_KEYSPACE || "generation",
           localDataCenter: env.CASSANDRA_LOCAL_DC || "datacenter1",
           replication: env.CASSANDRA_REPLICATION || "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+          ledgerAffinity: ledgerAffinity(env, workerId),
         }
       : undefined,
     kafka: kafkaBrokers.length
       ? { brokers: kafkaBrokers, topicPrefix: env.KAFKA_TOPIC_PREFIX ?? "", partitions: integer(env, "KAFKA_PARTITIONS", 6, 1) }
       : undefined,
     worker: {
-      workerId: env.WORKER_ID || `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
+      workerId,
       leaseMs: parseDuration(env.JOB_LEASE || "30s"),
       concurrency: integer(env, "WORKER_CONCURRENCY", 8, 1),
       reaperIntervalMs: parseDuration(env.REAPER_INTERVAL || "5s"),

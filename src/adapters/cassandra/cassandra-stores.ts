@@ -10,6 +10,9 @@ import { CassandraLedger } from "./cassandra-ledger.js";
 import { cassandraProbe, openSession } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
 import type { Telemetry } from "../../ports/telemetry.js";
+import type { CassandraClient } from "./cassandra-session.js";
+import { AffineLedger, startLedgerPeer } from "./affine-ledger.js";
+import { LedgerMembers } from "./ledger-members.js";
 
 export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "intentHolds" | "apiKeys" | "idempotency" | "settings" | "deliveries">;
 
@@ -27,17 +30,50 @@ export async function openCassandraStores(
   try {
     const settings = new CassandraSettingsStore(client);
     await settings.seedPrices(options.defaultPrices);
+    const local = new CassandraLedger(client, Date.now, options.telemetry);
+    const affinity = await openAffinity(client, config, local);
     const stores: StorePorts = {
       jobs: new CassandraJobStore(client, options.retentionSeconds),
-      ledger: new CassandraLedger(client, Date.now, options.telemetry),
+      ledger: affinity?.ledger ?? local,
       apiKeys: new CassandraApiKeyStore(client),
       idempotency: new CassandraIdempotencyStore(client),
       settings,
       deliveries: new CassandraDeliveryLog(client, options.retentionSeconds),
     };
-    return { stores, probe: cassandraProbe(client), close: () => client.shutdown() };
+    const close = async () => {
+      await affinity?.close();
+      await client.shutdown();
+    };
+    return { stores, probe: cassandraProbe(client), close };
   } catch (error) {
     await client.shutdown();
     throw error;
   }
+}
+
+/**
+ * With CLUSTER_SECRET: every account's money operations go to the member
+ * that owns the account (AffineLedger); with LEDGER_PEER_PORT too, this
+ * process is a member: it serves its peers' forwards and registers. Without
+ * a secret, the process commits every operation itself.
+ */
+async function openAffinity(client: CassandraClient, config: CassandraConfig, local: CassandraLedger) {
+  const affinity = config.ledgerAffinity;
+  if (!affinity) return undefined;
+  const serve = affinity.serve;
+  const server = serve ? await startLedgerPeer({ ...serve, secret: affinity.secret, ledger: local }) : undefined;
+  const members = new LedgerMembers(client, "ledger", server ? { id: affinity.memberId, address: server.address } : undefined);
+  try {
+    await members.start();
+  } catch (error) {
+    await server?.close();
+    throw error;
+  }
+  return {
+    ledger: new AffineLedger(local, members, affinity.secret),
+    close: async () => {
+      await members.stop().catch(() => undefined);
+      await server?.close();
+    },
+  };
 }
