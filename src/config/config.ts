@@ -237,7 +237,9 @@ function ledgerAffinity(env: NodeJS.ProcessEnv, memberId: string): LedgerAffinit
   if (secret.length < 16) throw new Error("LEDGER_PEER_PORT needs CLUSTER_SECRET: at least 16 characters, the same on every process");
   if (!serves) return { secret, memberId };
   const host = env.LEDGER_PEER_HOST || "127.0.0.1";
-  return { secret, memberId, serve: { host, port: integer(env, "LEDGER_PEER_PORT", 0), advertise: env.LEDGER_PEER_ADVERTISE || host } };
+  const advertise = env.LEDGER_PEER_ADVERTISE || host;
+  if (["0.0.0.0", "::", "[::]"].includes(advertise)) throw new Error(`LEDGER_PEER_ADVERTISE must be an address peers can reach (LEDGER_PEER_HOST is ${host})`);
+  return { secret, memberId, serve: { host, port: integer(env, "LEDGER_PEER_PORT", 0), advertise } };
 }
 
 function flag(env: NodeJS.ProcessEnv, name: string): boolean {

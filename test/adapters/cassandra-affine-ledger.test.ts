@@ -6,6 +6,9 @@ import { AffineLedger, startLedgerPeer, type LedgerPeer } from "../../src/adapte
 import { LedgerMembers } from "../../src/adapters/cassandra/ledger-members.js";
 import { openSession, type CassandraClient } from "../../src/adapters/cassandra/cassandra-session.js";
 import type { Ledger } from "../../src/ports/ledger.js";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { DependencyUnavailableError } from "../../src/ports/dependency.js";
 
 const contactPoints = process.env.CASSANDRA_CONTACT_POINTS;
 const skip = !contactPoints && "needs CASSANDRA_CONTACT_POINTS (real Cassandra)";
@@ -117,17 +120,63 @@ describe("AffineLedger: each account's money operations committed by its owner",
     assert.deepEqual(await b.ledger.balance(account), { balance: 70n, reserved: 60n });
   });
 
-  it("when a caller presents a wrong cluster secret, then the endpoint refuses it (401) before reading a call, and nothing moves", async () => {
+  it("when a caller presents a wrong cluster secret, then the endpoint refuses it (401), and nothing moves", async () => {
     const a = await member(`a-${randomUUID().slice(0, 6)}`);
     const account = `acct-${randomUUID().slice(0, 8)}`;
     await a.ledger.createAccount(account, "x", 100n);
     const call = { calls: [{ op: "reserve", accountId: account, reservationId: "evil", amount: { $bigint: "100" } }] };
-    for (const authorization of ["Bearer wrong-secret-of-the-same-len", "", `Bearer ${SECRET}x`]) {
+    const sameLength = "x".repeat(SECRET.length);
+    for (const authorization of [`Bearer ${sameLength}`, "", `Bearer ${SECRET}x`, SECRET]) {
       const response = await fetch(`${a.peer.address}/ledger/v1/calls`, {
         method: "POST", headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) }, body: JSON.stringify(call),
       });
       assert.equal(response.status, 401);
     }
     assert.deepEqual(await a.ledger.balance(account), { balance: 100n, reserved: 0n });
+  });
+
+  it("when a peer with the secret sends calls that are not well formed (a negative amount, a null, an unknown op), then they are refused (400) and nothing moves", async () => {
+    const a = await member(`a-${randomUUID().slice(0, 6)}`);
+    const account = `acct-${randomUUID().slice(0, 8)}`;
+    await a.ledger.createAccount(account, "x", 100n);
+    const bodies = [
+      { calls: [{ op: "settle", accountId: account, reservationId: "r", amount: { $bigint: "-50" } }] },
+      { calls: [{ op: "reserve", accountId: account, reservationId: "r", amount: "100" }] },
+      { calls: [null] },
+      { calls: [{ op: "credit", accountId: account, reservationId: "r", amount: { $bigint: "1" } }] },
+      { calls: "all" },
+    ];
+    for (const body of bodies) {
+      const response = await fetch(`${a.peer.address}/ledger/v1/calls`, {
+        method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${SECRET}` }, body: JSON.stringify(body),
+      });
+      assert.equal(response.status, 400, JSON.stringify(body));
+    }
+    assert.deepEqual(await a.ledger.balance(account), { balance: 100n, reserved: 0n });
+  });
+
+  it("when the owner takes a forward and never answers, then the operation fails as unavailable (503) and is not committed by its sender", async () => {
+    // An owner that reads every request and answers none (stuck): its work may yet land, so its sender must not commit too.
+    const stuck = createServer((request) => request.resume());
+    await new Promise<void>((resolve) => stuck.listen(0, "127.0.0.1", resolve));
+    try {
+      const stuckMember = new LedgerMembers(client, cluster, { id: `stuck-${randomUUID().slice(0, 6)}`, address: `http://127.0.0.1:${(stuck.address() as AddressInfo).port}` });
+      await stuckMember.refresh();
+      const committed = { count: 0 };
+      const local = counting(new CassandraLedger(client), committed);
+      const members = new LedgerMembers(client, cluster, undefined); // forwards only
+      await members.refresh();
+      const ledger = new AffineLedger(local, members, SECRET, 300);
+      let account: string;
+      do account = `acct-${randomUUID().slice(0, 8)}`; while (members.owner(account)?.address !== stuckMember.self!.address);
+      await ledger.createAccount(account, "x", 100n);
+      await assert.rejects(ledger.reserve(account, "r", 10n), (error: Error) => error instanceof DependencyUnavailableError);
+      assert.equal(committed.count, 0);
+      assert.deepEqual(await ledger.balance(account), { balance: 100n, reserved: 0n });
+      await stuckMember.stop();
+    } finally {
+      stuck.closeAllConnections();
+      stuck.close();
+    }
   });
 });

@@ -21,9 +21,10 @@ describe("config: one writer per account (CLUSTER_SECRET, LEDGER_PEER_*)", () =>
     });
   });
 
-  it("when LEDGER_PEER_PORT is set without a secret of 16 characters or more, then the process refuses to start and says why", () => {
+  it("when LEDGER_PEER_PORT is set without a secret of 16 characters or more, or would be advertised as a wildcard address, then the process refuses to start and says why", () => {
     assert.throws(() => loadConfig({ ...cassandra, LEDGER_PEER_PORT: "7000" }), /CLUSTER_SECRET/);
     assert.throws(() => loadConfig({ ...cassandra, LEDGER_PEER_PORT: "7000", CLUSTER_SECRET: "short" }), /16 characters/);
     assert.throws(() => loadConfig({ ...cassandra, CLUSTER_SECRET: "short" }), /16 characters/);
+    assert.throws(() => loadConfig({ ...cassandra, CLUSTER_SECRET: "s".repeat(16), LEDGER_PEER_PORT: "7000", LEDGER_PEER_HOST: "0.0.0.0" }), /LEDGER_PEER_ADVERTISE/);
   });
 });

@@ -6,6 +6,7 @@ import type {
   BalanceSnapshot, KeyAccount, Ledger, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
 import type { LedgerMembers, Member } from "./ledger-members.js";
+import { DependencyUnavailableError } from "../../ports/dependency.js";
 
 /** A money operation as one member forwards it to an account's owner. */
 type Call =
@@ -19,6 +20,18 @@ const PATH = "/ledger/v1/calls";
 /** A forward's whole round trip at most: the owner's rounds are bounded by the ledger's own attempts. */
 const FORWARD_TIMEOUT_MS = 15_000;
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** Calls per forwarded request at most (some 300 bytes each: well under MAX_BODY_BYTES). */
+const MAX_CALLS_PER_REQUEST = 2_000;
+
+/**
+ * A forward that provably did no work at the owner: the connection was
+ * refused (nothing listens: the owner is gone), or the owner refused the
+ * request before running any call. Only then may the call run here: a
+ * forward that timed out or lost its connection may still be running at the
+ * owner, and a reservation committed here and again later there could leave
+ * a hold nobody ends (or open one after its settlement).
+ */
+class NotDelivered extends Error {}
 
 /** JSON with bigints (money) as {"$bigint": "…"}. */
 const encode = (value: unknown) => JSON.stringify(value, (_key, v: unknown) => (typeof v === "bigint" ? { $bigint: v.toString() } : v));
@@ -35,11 +48,12 @@ const decode = (text: string): unknown =>
  * operations share that member's group-committed rounds instead of
  * contending from every process. A member forwards what it does not own in
  * one request per owner per event-loop turn. Ownership only routes: every
- * round is checked by its version wherever it runs, and a forward that fails
- * (the owner stopped, timed out, or failed the call) is committed here. That
- * may apply an operation twice (an owner that applied it and whose answer was
- * lost), which these three survive: keyed by reservation id, a repeat moves
- * nothing. Credits (not keyed) and reads stay local.
+ * round is checked by its version wherever it runs. A forward that provably
+ * did no work (NotDelivered), or whose call failed at the owner (finished
+ * there), is committed here; one whose outcome is unknown (a timeout, a lost
+ * connection) fails as a dependency outage (503 with Retry-After): its intent
+ * stays listed, and the reaper ends whatever hold it left, as after a crash.
+ * Credits (not keyed by a reservation) and reads stay local.
  */
 export class AffineLedger implements Ledger {
   private readonly outgoing = new Map<string, { member: Member; calls: { call: Call; resolve(value: unknown): void; reject(error: unknown): void }[] }>();
@@ -48,6 +62,7 @@ export class AffineLedger implements Ledger {
     private readonly local: Ledger,
     private readonly members: LedgerMembers,
     private readonly secret: string,
+    private readonly timeoutMs = FORWARD_TIMEOUT_MS,
   ) {}
 
   createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
@@ -93,11 +108,17 @@ export class AffineLedger implements Ledger {
   private async route<T>(call: Call, locally: () => Promise<T>): Promise<T> {
     const owner = this.members.owner(call.accountId);
     if (!owner || owner.id === this.members.self?.id) return locally();
+    let answer: Answer;
     try {
-      return (await this.forward(owner, call)) as T;
-    } catch {
-      return locally();
+      answer = (await this.forward(owner, call)) as Answer;
+    } catch (error) {
+      if (error instanceof NotDelivered) return locally();
+      throw new DependencyUnavailableError("ledger peer", `account ${call.accountId}: the forward to ${owner.address} has no answer (${(error as Error).message})`, {
+        cause: error,
+      });
     }
+    // A call that failed at the owner is finished there: committed here, it runs after it, never beside it.
+    return "ok" in answer ? (answer.ok ?? undefined) as T : locally();
   }
 
   private forward(member: Member, call: Call): Promise<unknown> {
@@ -116,22 +137,37 @@ export class AffineLedger implements Ledger {
   private async flush(address: string): Promise<void> {
     const queued = this.outgoing.get(address)!;
     this.outgoing.delete(address);
+    for (let start = 0; start < queued.calls.length; start += MAX_CALLS_PER_REQUEST) {
+      void this.send(address, queued.calls.slice(start, start + MAX_CALLS_PER_REQUEST));
+    }
+  }
+
+  /** One request; each call gets its Answer, or NotDelivered, or the error that leaves its outcome unknown. */
+  private async send(address: string, calls: { call: Call; resolve(value: unknown): void; reject(error: unknown): void }[]): Promise<void> {
     try {
-      const response = await fetch(`${address}${PATH}`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${this.secret}`, "content-type": "application/json" },
-        body: encode({ calls: queued.calls.map((c) => c.call) }),
-        signal: AbortSignal.timeout(FORWARD_TIMEOUT_MS),
-      });
-      if (!response.ok) throw new Error(`ledger peer ${address} answered ${response.status}`);
-      const { answers } = decode(await response.text()) as { answers: Answer[] };
-      queued.calls.forEach((pending, i) => {
-        const answer = answers[i];
-        if (answer && "ok" in answer) pending.resolve(answer.ok ?? undefined); // JSON has no undefined: a release's, a settle's without a charge
-        else pending.reject(new Error(answer?.error ?? "no answer"));
-      });
+      const body = encode({ calls: calls.map((c) => c.call) });
+      const signal = AbortSignal.timeout(this.timeoutMs);
+      let response: Response | undefined;
+      for (let attempt = 0; !response; attempt++) {
+        try {
+          response = await fetch(`${address}${PATH}`, {
+            method: "POST", headers: { authorization: `Bearer ${this.secret}`, "content-type": "application/json" }, body, signal,
+          });
+        } catch (error) {
+          const code = ((error as Error).cause as { code?: string } | undefined)?.code;
+          if (code === "ECONNREFUSED") throw new NotDelivered(`${address} refused the connection`);
+          // A pooled connection the owner closed (it stopped, or was killed) fails the request mid-way: asked again on a new
+          // connection, a gone owner refuses it, and a live one runs the calls in the same queue as any first try still under way.
+          if (signal.aborted || attempt > 0) throw error;
+        }
+      }
+      const text = await response.text();
+      // The owner answers 200 once it has run the calls; anything else was refused before any ran.
+      if (response.status !== 200) throw new NotDelivered(`${address} answered ${response.status}`);
+      const { answers } = decode(text) as { answers: Answer[] };
+      calls.forEach((pending, i) => pending.resolve(answers[i] ?? { error: "no answer" }));
     } catch (error) {
-      for (const pending of queued.calls) pending.reject(error);
+      for (const pending of calls) pending.reject(error);
     }
   }
 }
@@ -154,8 +190,11 @@ export async function startLedgerPeer(options: { host: string; port: number; adv
     const given = Buffer.from(request.headers.authorization ?? "");
     return given.length === expected.length && timingSafeEqual(given, expected);
   };
+  let running = 0;
+  let drained: (() => void) | undefined;
   const server: Server = createServer((request, response) => {
     const reply = (status: number, body: unknown) => {
+      if (response.headersSent) return;
       response.writeHead(status, { "content-type": "application/json" });
       response.end(encode(body));
     };
@@ -173,18 +212,23 @@ export async function startLedgerPeer(options: { host: string; port: number; adv
       }
     });
     request.on("end", () => {
+      if (response.headersSent) return;
       let calls: Call[];
       try {
-        calls = (decode(Buffer.concat(chunks).toString("utf8")) as { calls: Call[] }).calls;
-        if (!Array.isArray(calls)) throw new Error("calls must be a list");
+        calls = (decode(Buffer.concat(chunks).toString("utf8")) as { calls: unknown }).calls as Call[];
+        if (!Array.isArray(calls) || calls.length > MAX_CALLS_PER_REQUEST || !calls.every(isCall)) throw new Error("calls must be a list of reserve, settle or release calls");
       } catch (error) {
         return reply(400, { error: (error as Error).message });
       }
-      void Promise.all(calls.map((call) => run(options.ledger, call).then((ok): Answer => ({ ok: ok ?? null }), (error: unknown): Answer => ({ error: String(error) })))).then(
-        (answers) => reply(200, { answers }),
-      );
+      running++;
+      void Promise.all(calls.map((call) => run(options.ledger, call).then((ok): Answer => ({ ok: ok ?? null }), (error: unknown): Answer => ({ error: String(error) }))))
+        .then((answers) => reply(200, { answers }))
+        .finally(() => {
+          if (--running === 0) drained?.();
+        });
     });
   });
+  server.on("clientError", (_error, socket) => socket.destroy());
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   server.keepAliveTimeout = 60_000;
@@ -195,12 +239,35 @@ export async function startLedgerPeer(options: { host: string; port: number; adv
   const port = (server.address() as AddressInfo).port;
   return {
     address: `http://${options.advertise ?? options.host}:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    // No new connection (a forward then is refused, and runs at its sender); the calls under way finish and answer.
+    close: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (running > 0) await new Promise<void>((resolve) => (drained = resolve));
+      server.closeAllConnections();
+      await closed;
+    },
   };
+}
+
+const isId = (value: unknown) => typeof value === "string" && value !== "" && value.length <= 512;
+const isAmount = (value: unknown) => typeof value === "bigint" && value >= 0n;
+
+/** A call as a peer may send it: a known op, ids, amounts that are whole non-negative picodollars. */
+function isCall(value: unknown): value is Call {
+  if (value === null || typeof value !== "object") return false;
+  const call = value as Record<string, unknown>;
+  if (!isId(call.accountId) || !isId(call.reservationId)) return false;
+  switch (call.op) {
+    case "reserve":
+      return isAmount(call.amount) && (call.options === undefined || (call.options !== null && typeof call.options === "object"));
+    case "settle":
+      return isAmount(call.amount) && (call.tokens === undefined || (call.tokens !== null && typeof call.tokens === "object"));
+    case "release":
+      return true;
+    default:
+      return false;
+  }
 }
 
 function run(ledger: Ledger, call: Call): Promise<unknown> {

@@ -71,6 +71,7 @@ async function openAffinity(client: CassandraClient, config: CassandraConfig, lo
   }
   return {
     ledger: new AffineLedger(local, members, affinity.secret),
+    // Out of the members first (the others stop routing here), then the forwards under way finish, then the session closes.
     close: async () => {
       await members.stop().catch(() => undefined);
       await server?.close();

@@ -24,6 +24,9 @@ const TTL_SECONDS = 6;
 export class LedgerMembers {
   private members: readonly Member[] = [];
   private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  /** The heartbeat under way: one at a time, so an older read never overwrites a newer one and stop() can wait for it. */
+  private beating: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly client: CassandraClient,
@@ -32,16 +35,28 @@ export class LedgerMembers {
     readonly self: Member | undefined,
   ) {}
 
-  /** Registers this process (if it serves peers), reads the members, and keeps doing both. */
+  /** Registers this process (if it serves peers), reads the members, and keeps doing both every HEARTBEAT_MS. */
   async start(): Promise<void> {
-    await this.beat();
-    this.timer = setInterval(() => void this.beat().catch(() => undefined), HEARTBEAT_MS);
-    this.timer.unref();
+    await this.refresh();
+    const next = () => {
+      this.timer = setTimeout(() => {
+        void this.refresh().catch(() => undefined).then(() => {
+          if (!this.stopped) next();
+        });
+      }, HEARTBEAT_MS);
+      this.timer.unref();
+    };
+    next();
   }
 
-  /** Stops the heartbeat and removes this process's row, so its accounts move at once. */
+  /**
+   * Stops the heartbeat and removes this process's row: the others route its
+   * accounts elsewhere from their next heartbeat on (within HEARTBEAT_MS).
+   */
   async stop(): Promise<void> {
-    clearInterval(this.timer);
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.beating.catch(() => undefined);
     if (this.self) await this.client.execute("DELETE FROM ledger_members WHERE cluster = ? AND member_id = ?", [this.cluster, this.self.id]);
   }
 
@@ -51,15 +66,16 @@ export class LedgerMembers {
   }
 
   /** Renews this process's row and reads the members now (the heartbeat does it every HEARTBEAT_MS). */
-  async refresh(): Promise<void> {
-    await this.beat();
+  refresh(): Promise<void> {
+    this.beating = this.beating.catch(() => undefined).then(() => this.beat());
+    return this.beating;
   }
 
   private async beat(): Promise<void> {
-    if (this.self) {
+    if (this.self && !this.stopped) {
       await this.client.execute(`INSERT INTO ledger_members (cluster, member_id, address) VALUES (?, ?, ?) USING TTL ${TTL_SECONDS}`, [
         this.cluster, this.self.id, this.self.address,
-      ]);
+      ]).catch(() => undefined); // the members are still read: a stale list would route to the dead
     }
     const rows = (await this.client.execute("SELECT member_id, address FROM ledger_members WHERE cluster = ?", [this.cluster])).rows;
     this.members = rows.map((row) => ({ id: row.member_id as string, address: row.address as string }));
