@@ -165,7 +165,12 @@ export class AffineLedger implements Ledger {
       // The owner answers 200 once it has run the calls; anything else was refused before any ran.
       if (response.status !== 200) throw new NotDelivered(`${address} answered ${response.status}`);
       const { answers } = decode(text) as { answers: Answer[] };
-      calls.forEach((pending, i) => pending.resolve(answers[i] ?? { error: "no answer" }));
+      calls.forEach((pending, i) => {
+        const answer = answers[i];
+        // An owner that ran the calls but answered none for this one: its outcome is unknown.
+        if (answer) pending.resolve(answer);
+        else pending.reject(new Error("the owner's answer names no outcome for the call"));
+      });
     } catch (error) {
       for (const pending of calls) pending.reject(error);
     }
