@@ -93,6 +93,16 @@ function encodeKeyHolds(holds: KeyHolds): string {
   return JSON.stringify({ held: holds.held.toString(), openJobs: holds.openJobs });
 }
 
+/** The key_holds column of the money row, as the state keeps it. */
+function keyHoldsColumn(state: AccountState): Record<string, string> {
+  return Object.fromEntries([...state.keyHolds].map(([key, held]) => [key, encodeKeyHolds(held)]));
+}
+
+/** An open hold as its row keeps it. */
+function holdOf(row: Row): Hold {
+  return { amount: row.amount as bigint, ...(row.memo === null ? {} : { memo: row.memo as string }) };
+}
+
 function decodeKeyHolds(text: string): KeyHolds {
   const parsed = JSON.parse(text) as { held: string; openJobs: number };
   return { held: BigInt(parsed.held), openJobs: parsed.openJobs };
@@ -563,7 +573,7 @@ export class CassandraLedger implements Ledger {
           query: statics,
           params: [
             accountId, MONEY, old.name, old.created_at, balance, old.reserved, version, old.last_ops ?? [], JSON.stringify(journal), old.key_spending ?? {},
-            Object.fromEntries([...tallies.keyHolds].map(([key, held]) => [key, encodeKeyHolds(held)])), tallies.openHolds, old.shortfalls ?? {},
+            keyHoldsColumn(tallies), tallies.openHolds, old.shortfalls ?? {},
           ],
         },
         ...holds.map(([id, amount]) => ({
@@ -590,7 +600,7 @@ export class CassandraLedger implements Ledger {
     let current = false;
     for (const row of rows) {
       if (row.hold_id === MONEY) current = row.version === state.version;
-      else state.holds.set(row.hold_id as string, { amount: row.amount as bigint, ...(row.memo === null ? {} : { memo: row.memo as string }) });
+      else state.holds.set(row.hold_id as string, holdOf(row));
     }
     return current;
   }
@@ -810,7 +820,7 @@ export class CassandraLedger implements Ledger {
             "last_ops = ?, shortfalls = shortfalls + ? WHERE account_id = ? AND hold_id = ? IF version = ?",
           params: [
             state.balance, state.reserved, JSON.stringify(journal), Object.fromEntries(state.keys),
-            Object.fromEntries([...state.keyHolds].map(([key, held]) => [key, encodeKeyHolds(held)])), state.openHolds, Object.fromEntries(state.openCounts),
+            keyHoldsColumn(state), state.openHolds, Object.fromEntries(state.openCounts),
             before + 1n, lastOps, shortfalls, accountId, MONEY, before,
           ],
         },
@@ -936,7 +946,7 @@ function stateAfterLoss(rows: readonly Row[], named: readonly string[]): Account
   const state = stateOf(money);
   for (const id of named) state.holds.set(id, null);
   for (const row of rows) {
-    if (row.hold_id !== MONEY) state.holds.set(row.hold_id as string, { amount: row.amount as bigint, ...(row.memo === null ? {} : { memo: row.memo as string }) });
+    if (row.hold_id !== MONEY) state.holds.set(row.hold_id as string, holdOf(row));
   }
   return state;
 }
