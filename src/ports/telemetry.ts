@@ -30,6 +30,8 @@ export type Observation =
   | { readonly kind: "ledger_conflict" }
   /** A ledger write of unknown outcome (a timeout) was resolved by reading back what it did (Cassandra). */
   | { readonly kind: "ledger_outcome_resolved" }
+  /** One round of an account's money (Cassandra): the operations it carried and how long it took, lost rounds included. */
+  | { readonly kind: "ledger_round"; readonly operations: number; readonly seconds: number }
   /** An Idempotency-Key answered a retry: a replay of the stored response, or a 409/422. */
   | { readonly kind: "idempotency"; readonly outcome: "replayed" | "in_use" | "reused" }
   /** One call to an upstream route (the vendor, or the simulator). */

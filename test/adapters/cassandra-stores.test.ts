@@ -14,6 +14,8 @@ import { CassandraApiKeyStore } from "../../src/adapters/cassandra/cassandra-api
 import { copyKeysByAccount } from "../../src/adapters/cassandra/cassandra-session.js";
 import { randomUUID } from "node:crypto";
 import { DependencyUnavailableError } from "../../src/ports/dependency.js";
+import type { Observation } from "../../src/ports/telemetry.js";
+import type { ReserveOutcome } from "../../src/ports/ledger.js";
 
 const contactPoints = process.env.CASSANDRA_CONTACT_POINTS;
 const skip = !contactPoints && "needs CASSANDRA_CONTACT_POINTS (real Cassandra)";
@@ -122,6 +124,68 @@ describe("Cassandra stores against a real server", { skip }, () => {
     assert.equal(outcomes.filter((o) => o === "reserved").length, 50);
     assert.equal(outcomes.filter((o) => o === "insufficient_funds").length, 150);
     assert.deepEqual(await a.balance("acct-hot"), { balance: 50n, reserved: 50n });
+  });
+
+  it("ledger: when operations of an account queue a moment after its round ended (as forwarded callers do), then the next round waits for as many as the last carried", async () => {
+    const rounds: number[] = [];
+    const telemetry = { observe: (o: Observation) => void (o.kind === "ledger_round" && rounds.push(o.operations)) };
+    // The first round takes at least 10 ms, so the next may wait up to 5 ms for operations on their way.
+    let slowed = false;
+    const slow = new Proxy(client, {
+      get(target, property, receiver) {
+        if (property !== "executeBatch") return Reflect.get(target, property, receiver);
+        return async (queries: never) => {
+          if (!slowed) {
+            slowed = true;
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+          return target.executeBatch(queries);
+        };
+      },
+    });
+    const ledger = new CassandraLedger(slow, Date.now, telemetry);
+    await ledger.createAccount("acct-gather", "x", 1_000n);
+    const first = Array.from({ length: 20 }, (_, i) => ledger.reserve("acct-gather", `g-first-${i}`, 1n));
+    await new Promise(setImmediate); // the first round is under way
+    const early = Array.from({ length: 5 }, (_, i) => ledger.reserve("acct-gather", `g-early-${i}`, 1n));
+    // The rest queue two turns after the first round's answers: after the ledger looked at its queue and found 5.
+    const late = Promise.all(first).then(() => new Promise<ReserveOutcome[]>((resolve) => setImmediate(() => setImmediate(() => {
+      resolve(Promise.all(Array.from({ length: 15 }, (_, i) => ledger.reserve("acct-gather", `g-late-${i}`, 1n))));
+    }))));
+    const outcomes = [...(await Promise.all(first)), ...(await Promise.all(early)), ...(await late)];
+    assert.deepEqual([...new Set(outcomes)], ["reserved"]);
+    assert.deepEqual(rounds, [20, 20]);
+    assert.deepEqual(await ledger.balance("acct-gather"), { balance: 1_000n, reserved: 40n });
+  });
+
+  it("ledger: when a round's callers ask again at once while others queued during it, then the next round carries both groups, not one after the other", async () => {
+    const rounds: number[] = [];
+    const ledger = new CassandraLedger(client, Date.now, { observe: (o: Observation) => void (o.kind === "ledger_round" && rounds.push(o.operations)) });
+    await ledger.createAccount("acct-groups", "x", 1_000n);
+    // Each caller takes three holds one after another, asking again as soon as it is answered.
+    const caller = async (name: string) => {
+      for (let i = 0; i < 3; i++) assert.equal(await ledger.reserve("acct-groups", `${name}-${i}`, 1n), "reserved");
+    };
+    const a = Array.from({ length: 10 }, (_, i) => caller(`grp-a${i}`));
+    await new Promise(setImmediate); // group a's first round is under way; group b queues behind it
+    const b = Array.from({ length: 10 }, (_, i) => caller(`grp-b${i}`));
+    await Promise.all([...a, ...b]);
+    assert.deepEqual(rounds, [10, 20, 20, 10]);
+    assert.deepEqual(await ledger.balance("acct-groups"), { balance: 1_000n, reserved: 60n });
+  });
+
+  it("ledger: when fewer operations queue than the last round carried and no more come, then the next round goes with them after a moment", async () => {
+    const rounds: number[] = [];
+    const ledger = new CassandraLedger(client, Date.now, { observe: (o: Observation) => void (o.kind === "ledger_round" && rounds.push(o.operations)) });
+    await ledger.createAccount("acct-gather-alone", "x", 1_000n);
+    const first = Array.from({ length: 20 }, (_, i) => ledger.reserve("acct-gather-alone", `a-first-${i}`, 1n));
+    await new Promise(setImmediate);
+    const early = Array.from({ length: 3 }, (_, i) => ledger.reserve("acct-gather-alone", `a-early-${i}`, 1n));
+    assert.deepEqual([...new Set([...(await Promise.all(first)), ...(await Promise.all(early))])], ["reserved"]);
+    assert.deepEqual(rounds, [20, 3]);
+    // One caller at a time never waits for a crowd: each of its rounds carries the one operation.
+    for (let i = 0; i < 10; i++) await ledger.release("acct-gather-alone", `a-first-${i}`);
+    assert.deepEqual(await ledger.balance("acct-gather-alone"), { balance: 1_000n, reserved: 13n });
   });
 
   it("ledger: when another writer changed the account since this writer's last round, then this writer judges by the row as it is now, not as it left it", async () => {

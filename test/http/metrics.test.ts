@@ -15,7 +15,7 @@ const FAMILIES = [
   "job_queued_duration_seconds", "job_generation_duration_seconds", "jobs_taken_over_total", "jobs_reannounced_total",
   "job_acceptances_fenced_total", "jobs_unsettled", "jobs_last_scan_timestamp_seconds",
   "ledger_reservations_total", "ledger_settlements_total", "ledger_releases_total", "ledger_cas_conflicts_total",
-  "ledger_unknown_outcomes_resolved_total", "idempotency_replays_total", "idempotency_refusals_total",
+  "ledger_unknown_outcomes_resolved_total", "ledger_round_operations", "ledger_round_duration_seconds", "idempotency_replays_total", "idempotency_refusals_total",
   "upstream_requests_total", "upstream_request_duration_seconds", "upstream_failovers_total", "upstream_route_healthy", "upstream_tokens_total",
   "webhook_attempts_total", "webhook_attempt_duration_seconds", "webhook_deliveries_total", "webhook_delivery_latency_seconds",
   "kafka_consumer_lag", "kafka_publish_duration_seconds", "kafka_publish_failures_total",
@@ -160,5 +160,13 @@ describe(`GET /metrics after a scripted run (${BACKEND} backend)`, () => {
     assert.ok(delta("kafka_publish_duration_seconds_count", { topic: "generation.requested" }) >= 2);
     const lag = after_.filter((s) => s.name === "kafka_consumer_lag");
     assert.ok(lag.some((s) => s.labels.group?.includes("generation-workers") && s.labels.partition !== undefined), JSON.stringify(lag));
+  });
+
+  it("when the service runs on Cassandra, then every money round is counted with the operations it carried and its time", { skip: BACKEND !== "real" }, () => {
+    // The script's 2 holds, 1 refusal, 1 settlement and 1 release rode in rounds of one or more operations each.
+    const rounds = delta("ledger_round_operations_count");
+    assert.ok(rounds >= 1, `${rounds} rounds`);
+    assert.ok(delta("ledger_round_operations_sum") >= Math.max(5, rounds));
+    assert.equal(delta("ledger_round_duration_seconds_count"), rounds);
   });
 });

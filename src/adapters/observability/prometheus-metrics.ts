@@ -132,6 +132,14 @@ export class PrometheusMetrics implements Telemetry {
       name: "ledger_unknown_outcomes_resolved_total", help: "Ledger writes of unknown outcome resolved by reading back what they did (Cassandra).",
       registers: [this.registry],
     }),
+    roundOperations: new Histogram({
+      name: "ledger_round_operations", help: "Money operations one ledger round carried (Cassandra: one conditional batch per account).",
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128], registers: [this.registry],
+    }),
+    roundTime: new Histogram({
+      name: "ledger_round_duration_seconds", help: "Time one ledger round took, lost rounds and their retries included (Cassandra).",
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: [this.registry],
+    }),
     idempotencyReplays: new Counter({
       name: "idempotency_replays_total", help: "Retries answered with the stored response of their Idempotency-Key.", registers: [this.registry],
     }),
@@ -252,6 +260,9 @@ export class PrometheusMetrics implements Telemetry {
         return this.money.conflicts.inc();
       case "ledger_outcome_resolved":
         return this.money.resolved.inc();
+      case "ledger_round":
+        this.money.roundOperations.observe(o.operations);
+        return this.money.roundTime.observe(o.seconds);
       case "idempotency":
         if (o.outcome === "replayed") return this.money.idempotencyReplays.inc();
         return this.money.idempotencyRefusals.inc({ reason: o.outcome });
