@@ -46,6 +46,8 @@ interface WriterResult {
   readonly p99: number;
   readonly notOk: Record<string, number>;
   readonly errors: string[];
+  /** Cores the writer processes used in all, and the whole machine (the writers' mean view), in the window. */
+  readonly cores: { writers: number; machine: number };
 }
 
 /** Runs `processes` writer processes of `mode` on one account together; merges what they measured. */
@@ -65,7 +67,9 @@ async function writers(mode: "ledger" | "affine" | "cas", keyspace: string, acco
     });
     let out = "";
     child.stdout!.on("data", (chunk) => (out += chunk));
-    return new Promise<{ outcomes: Record<string, number>; latencies: number[]; errors: string[]; windowStart: number }>((resolve, reject) => {
+    return new Promise<{
+      outcomes: Record<string, number>; latencies: number[]; errors: string[]; windowStart: number; cores: { self: number; machine: number };
+    }>((resolve, reject) => {
       child.once("close", (code) => (code === 0 ? resolve(JSON.parse(out.trim().split("\n").at(-1)!)) : reject(new Error(`writer exited ${code}: ${out}`))));
     });
   });
@@ -79,11 +83,16 @@ async function writers(mode: "ledger" | "affine" | "cas", keyspace: string, acco
   return {
     ok: latencies.length, perSecond: (latencies.length / LEDGER_MS) * 1000, p50: pct(latencies, 50), p99: pct(latencies, 99), notOk,
     errors: results.flatMap((r) => r.errors),
+    cores: {
+      writers: results.reduce((sum, r) => sum + r.cores.self, 0),
+      machine: results.reduce((sum, r) => sum + r.cores.machine, 0) / results.length,
+    },
   };
 }
 
 const writerCell = (r: WriterResult) =>
-  `${fmt(r.perSecond, 0)}/s, p50 ${fmt(r.p50)} / p99 ${fmt(r.p99)} ms${Object.keys(r.notOk).length ? ` (not ok: ${JSON.stringify(r.notOk)})` : ""}`;
+  `${fmt(r.perSecond, 0)}/s, p50 ${fmt(r.p50)} / p99 ${fmt(r.p99)} ms; cores: writers ${fmt(r.cores.writers, 2)}, machine ${fmt(r.cores.machine, 2)}` +
+  (Object.keys(r.notOk).length ? ` (not ok: ${JSON.stringify(r.notOk)})` : "");
 
 /** Takes `count` holds on the account, a few hundred at a time (the ledger groups what arrives together). */
 async function seedHolds(ledger: CassandraLedger, accountId: string, count: number): Promise<void> {

@@ -97,7 +97,9 @@ const begin = startAt - warmupMs;
 if (begin > Date.now()) await sleep(begin - Date.now());
 const windowStart = Date.now() + warmupMs;
 const result = await closedLoop(`${mode}, ${callers} callers`, callers, op, warmupMs, durationMs);
-const line = JSON.stringify({ outcomes: result.outcomes, latencies: [...result.latencies], errors: result.errorSamples, windowStart });
+// Cores this process and the whole machine used in the window (Cassandra is most of the rest).
+const cores = { self: result.cores["bench client"], machine: result.cores["machine total"] };
+const line = JSON.stringify({ outcomes: result.outcomes, latencies: [...result.latencies], errors: result.errorSamples, windowStart, cores });
 // A pipe's write is asynchronous: the process exits once the line is out, not before.
 await new Promise<void>((resolve) => process.stdout.write(`${line}\n`, () => resolve()));
 await close();

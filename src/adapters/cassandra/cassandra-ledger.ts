@@ -466,10 +466,12 @@ export class CassandraLedger implements Ledger {
   private async copy(accountId: string, journal: Journal): Promise<void> {
     if (journal.entries.length === 0) return;
     const days = [...new Set(journal.entries.map((entry) => dayOf(entry.at)))];
-    await this.client.batch(days.map((day) => ({ query: "INSERT INTO ledger_days_by_account (account_id, day) VALUES (?, ?)", params: [accountId, day] })));
+    // All at once: each is an idempotent insert, and the copy is done when all are (a round waits for its predecessor's).
+    const writes = [this.client.batch(days.map((day) => ({ query: "INSERT INTO ledger_days_by_account (account_id, day) VALUES (?, ?)", params: [accountId, day] })))];
     for (let start = 0; start < journal.entries.length; start += ENTRIES_PER_COPY_BATCH) {
-      await this.copyEntries(accountId, journal.entries.slice(start, start + ENTRIES_PER_COPY_BATCH));
+      writes.push(this.copyEntries(accountId, journal.entries.slice(start, start + ENTRIES_PER_COPY_BATCH)));
     }
+    await Promise.all(writes);
   }
 
   private async copyEntries(accountId: string, entries: readonly JournalEntry[]): Promise<void> {
