@@ -1,4 +1,4 @@
-import { after, describe, it } from "node:test";
+import { after, afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -25,8 +25,11 @@ describe("job control across processes", { skip }, () => {
     processes.push(p);
     return p;
   };
+  // A test's processes end with it: left running, each one's reaper and consumers load every later test.
+  afterEach(async () => {
+    await Promise.allSettled(processes.splice(0).map((p) => p.stop("SIGKILL")));
+  });
   after(async () => {
-    await Promise.allSettled(processes.map((p) => p.stop("SIGKILL")));
     for (const env of envs) {
       await rm(env.DATA_DIR!, { recursive: true, force: true });
       await dropRealBackend(env).catch(() => {});

@@ -1,4 +1,4 @@
-import { after, describe, it } from "node:test";
+import { after, afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -66,8 +66,11 @@ describe("several processes on one Cassandra and Kafka", { skip }, () => {
     processes.push(p);
     return p;
   };
+  // A test's processes end with it: left running, each one's reaper, heartbeats and consumers load every later test.
+  afterEach(async () => {
+    await Promise.allSettled(processes.splice(0).map((p) => p.stop("SIGKILL")));
+  });
   after(async () => {
-    await Promise.allSettled(processes.map((p) => p.stop("SIGKILL")));
     await Promise.allSettled(dirs.map((d) => rm(d, { recursive: true, force: true })));
     for (const env of created) await dropRealBackend(env).catch(() => {});
   });

@@ -10,9 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import cassandra from "cassandra-driver";
 import kafkajs from "kafkajs";
-import { ADMIN_TOKEN, call, dropRealBackend, eventually, jsonOrUndefined, pico, realBackendEnv, TERMINAL } from "./harness.js";
+import { call, dropRealBackend, eventually, jsonOrUndefined, pico, realBackendEnv, TERMINAL } from "./harness.js";
 import { mapLimit, WebhookRecorder, type RecordedDelivery } from "./crash-clients.js";
 import { gatewayUrlIn, READY_LINE } from "./service-output.js";
+import { spawnServiceChild } from "./service-child.js";
 
 /**
  * Helpers for tests that take Cassandra or Kafka away from a running service
@@ -106,11 +107,7 @@ export interface SpawnedService {
 
 /** Runs `src/main.ts` as a separate process with `env` (the same defaults as startProcess). */
 export function spawnService(env: Record<string, string>): SpawnedService {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", ADMIN_TOKEN, LOG_LEVEL: "warn", DRAIN_DELAY: "0ms", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawnServiceChild(env);
   let output = "";
   const timeline: { at: number; text: string }[] = [];
   const listeners = new Set<() => void>();

@@ -1,12 +1,10 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
-import { ADMIN_TOKEN, call } from "./harness.js";
+import { call } from "./harness.js";
 import { gatewayUrlIn, saidReady } from "./service-output.js";
 import { keepLog } from "./log-capture.js";
-
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+import { spawnServiceChild } from "./service-child.js";
 
 export interface ServiceProcess {
   readonly child: ChildProcess;
@@ -19,15 +17,11 @@ export interface ServiceProcess {
 }
 
 /**
- * Runs `src/main.ts` as a real separate process (as an operator would), waits
+ * Runs the service as a real separate process (as an operator would: spawnServiceChild), waits
  * until it prints "ready", and reads its gateway URL from its output.
  */
 export async function startProcess(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", ADMIN_TOKEN, LOG_LEVEL: "warn", DRAIN_DELAY: "0ms", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawnServiceChild(env);
   let output = "";
   let log = "";
   child.stdout!.on("data", (chunk) => {
