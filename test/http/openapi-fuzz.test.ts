@@ -38,12 +38,12 @@ const HOOKS = join(REPO, "test/support/schemathesis_hooks.py");
  * Examples per operation and phase. Measured alone on 2 cores: the embedded default about 200 s with 40, and
  * Cassandra + Kafka 223 s with 15 and 183 s with 8: there the coverage phase, whose cases do not depend on this
  * number, is most of the run (every call costs Paxos rounds, the hooks' before/after reads and a wait for the
- * jobs before it to settle). CI runs it beside other files, which stretches it by a fifth or more.
+ * jobs before it to settle). In CI, beside other files: embedded 187 s with 30, real 368 s with 15.
  * infra/fuzz.sh goes much further.
  */
-const MAX_EXAMPLES = BACKEND === "real" ? 15 : 30;
+const MAX_EXAMPLES = BACKEND === "real" ? 10 : 30;
 /** How long the run may take before it is stopped (and fails): within the file timeout of its backend's npm script. */
-const RUN_LIMIT_MS = BACKEND === "real" ? 380_000 : 270_000;
+const RUN_LIMIT_MS = BACKEND === "real" ? 440_000 : 270_000;
 /** Fixed, so a failure here reproduces exactly (`st run … --seed`); infra/fuzz.sh draws a new one each run. */
 const SEED = 20261123;
 
