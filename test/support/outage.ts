@@ -105,7 +105,7 @@ export interface SpawnedService {
   stop(signal?: NodeJS.Signals): Promise<number | string>;
 }
 
-/** Runs `src/main.ts` as a separate process with `env` (the same defaults as startProcess). */
+/** Runs the service as a separate process with `env` (spawnServiceChild, as startProcess does). */
 export function spawnService(env: Record<string, string>): SpawnedService {
   const child = spawnServiceChild(env);
   let output = "";
