@@ -28,11 +28,13 @@ const ANSWER_BOUND_MS = 20_000;
  */
 const FIRST_PICKUP_BOUND_MS = 20_000;
 /**
- * All done: the first pickup's bound, then the backlog worked off at 10 jobs a second or better. The backlog is
- * what the paced load (about 12 a second) left during the outage, 460-480 jobs; a fixed 60 s bound measured this
- * host's rendering more than the bus's return (59.9 and 61.2 s in two runs on a 2-core Xeon).
+ * All done: the first pickup's bound, then the backlog worked off at 6.7 jobs a second or better while the paced
+ * load (about 12 a second) goes on arriving beside it. The backlog is what that load left during the outage,
+ * 460-530 jobs. A fixed 60 s bound measured the host's rendering more than the bus's return (59.9 and 61.2 s in
+ * two runs on a 2-core Xeon); 10 a second held there but not on a 2-core EPYC, which worked 526 jobs off in
+ * 65 s after a 19 s first pickup (8 a second).
  */
-const allDoneBoundMs = (backlog: number) => FIRST_PICKUP_BOUND_MS + backlog * 100;
+const allDoneBoundMs = (backlog: number) => FIRST_PICKUP_BOUND_MS + backlog * 150;
 /** /readyz is 200 this soon after Kafka answers again. */
 const RECOVERY_BOUND_MS = 10_000;
 /** How long Kafka stays away: longer than kafkajs's own retry budget (about 30 s), so the bus must come back by itself. */
@@ -109,7 +111,7 @@ describe("when Kafka becomes unreachable under a running service", { skip }, () 
         },
         (open) => open.length === 0,
         // A minute, plus rendering time for however many jobs the outage collected.
-        { timeoutMs: 60_000 + outageJobs.length * 100, intervalMs: 100, what: "every job accepted during the outage to finish" },
+        { timeoutMs: 60_000 + outageJobs.length * 150, intervalMs: 100, what: "every job accepted during the outage to finish" },
       ).catch((error: Error) => {
         // What the service said about its consumers comes first: the list of open jobs is long.
         const said = service!.output().split("\n").filter((line) => /crash|replac|stopped|restart|reachable/i.test(line)).slice(-30);

@@ -108,7 +108,11 @@ async function dropRealBackendState(config: Config): Promise<void> {
 export async function dropRealBackend(env: Record<string, string>): Promise<void> {
   const keyspace = env.CASSANDRA_KEYSPACE ?? "";
   if (keyspace.startsWith("gen_t")) {
-    const client = new cassandra.Client({ contactPoints: env.CASSANDRA_CONTACT_POINTS!.split(","), localDataCenter: "datacenter1" });
+    // A schema change waits for the node to apply it; beside a busy suite that took
+    // longer than the driver's default 12 s, so this cleanup gets a minute.
+    const client = new cassandra.Client({
+      contactPoints: env.CASSANDRA_CONTACT_POINTS!.split(","), localDataCenter: "datacenter1", socketOptions: { readTimeout: 60_000 },
+    });
     try {
       await client.execute(`DROP KEYSPACE IF EXISTS ${keyspace}`);
     } finally {

@@ -39,10 +39,11 @@
  * block its partition.
  */
 import kafkajs from "kafkajs";
-import type { Admin, Consumer, EachMessagePayload, IHeaders, ITopicConfig, LogEntry } from "kafkajs";
+import type { Consumer, EachMessagePayload, IHeaders, LogEntry } from "kafkajs";
 import { TOPICS, type EventBus, type EventHandler, type PublishOptions, type Subscription, type Topic } from "../../ports/event-bus.js";
 import { DependencyUnavailableError, type DependencyProbe } from "../../ports/dependency.js";
 import { startSupervisedConsumer, type SupervisedConsumer } from "./supervised-consumer.js";
+import { ensureTopics } from "./kafka-topics.js";
 import type { Logger } from "../../ports/logger.js";
 import { noTelemetry, type Telemetry } from "../../ports/telemetry.js";
 import { consumeInSpan, injectTraceContext } from "../observability/tracing.js";
@@ -392,41 +393,6 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
     },
   };
   return bus;
-}
-
-/** Creates the topics that are missing and waits until every partition has a leader. */
-async function ensureTopics(admin: Admin, wanted: ITopicConfig[], logger: Logger): Promise<void> {
-  // createTopics answers false, without waiting for leaders, when some already exist
-  // (another process won the race), and its wait for leaders retries only on
-  // LEADER_NOT_AVAILABLE while a KRaft broker answers UNKNOWN_TOPIC_OR_PARTITION until
-  // it has applied the new topic's metadata. So the topics are created here and their
-  // leaders awaited separately below.
-  try {
-    await admin.createTopics({ topics: wanted, waitForLeaders: true, timeout: 30_000 });
-  } catch (error) {
-    if ((error as { type?: string }).type !== "UNKNOWN_TOPIC_OR_PARTITION") throw error;
-  }
-  const names = wanted.map((t) => t.topic);
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      const { topics } = await admin.fetchTopicMetadata({ topics: names });
-      const ready = topics.length === names.length && topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0));
-      if (ready) {
-        for (const t of wanted) {
-          const actual = topics.find((m) => m.name === t.topic)?.partitions.length;
-          if (t.numPartitions !== undefined && actual !== t.numPartitions) {
-            logger.warn({ topic: t.topic, partitions: actual, configured: t.numPartitions }, "kafka topic has another partition count than configured; leaving it as is");
-          }
-        }
-        return;
-      }
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-    }
-    if (Date.now() > deadline) throw new Error(`kafka topics have no leaders after 30 s: ${names.join(", ")}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 /** True when the promise settled within ms. */

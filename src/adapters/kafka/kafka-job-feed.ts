@@ -11,6 +11,7 @@ import type { Consumer } from "kafkajs";
 import type { JobFeed, JobSignal } from "../../ports/job-feed.js";
 import { DependencyUnavailableError } from "../../ports/dependency.js";
 import { startSupervisedConsumer, type SupervisedConsumer } from "./supervised-consumer.js";
+import { ensureTopics } from "./kafka-topics.js";
 import type { Logger } from "../../ports/logger.js";
 
 const { Kafka, Partitioners, logLevel } = kafkajs;
@@ -82,15 +83,9 @@ export async function createKafkaJobFeed(options: KafkaJobFeedOptions): Promise<
 
   try {
     await admin.connect();
-    const existing = await admin.listTopics();
-    if (!existing.includes(topic)) {
-      await admin.createTopics({
-        topics: [{ topic, numPartitions: options.partitions, configEntries: [{ name: "retention.ms", value: String(RETENTION_MS) }] }],
-        waitForLeaders: true,
-      }).catch((error: unknown) => {
-        if ((error as { type?: string }).type !== "TOPIC_ALREADY_EXISTS") throw error;
-      });
-    }
+    await ensureTopics(admin, [
+      { topic, numPartitions: options.partitions, configEntries: [{ name: "retention.ms", value: String(RETENTION_MS) }] },
+    ], options.logger);
     await producer.connect();
     consumer = await startSupervisedConsumer({ label: groupId, logger: options.logger, create: newConsumer, start: listen });
   } catch (error) {

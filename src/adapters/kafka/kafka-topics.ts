@@ -1,0 +1,41 @@
+/**
+ * Topic creation shared by the event bus and the job feed: creating topics
+ * on a KRaft broker and waiting until they can be written to.
+ */
+import type { Admin, ITopicConfig } from "kafkajs";
+import type { Logger } from "../../ports/logger.js";
+
+/** Creates the topics that are missing and waits until every partition has a leader. */
+export async function ensureTopics(admin: Admin, wanted: ITopicConfig[], logger: Logger): Promise<void> {
+  // createTopics answers false, without waiting for leaders, when some already exist
+  // (another process won the race), and its wait for leaders retries only on
+  // LEADER_NOT_AVAILABLE while a KRaft broker answers UNKNOWN_TOPIC_OR_PARTITION until
+  // it has applied the new topic's metadata. So the topics are created here and their
+  // leaders awaited separately below.
+  try {
+    await admin.createTopics({ topics: wanted, waitForLeaders: true, timeout: 30_000 });
+  } catch (error) {
+    if ((error as { type?: string }).type !== "UNKNOWN_TOPIC_OR_PARTITION") throw error;
+  }
+  const names = wanted.map((t) => t.topic);
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: names });
+      const ready = topics.length === names.length && topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0));
+      if (ready) {
+        for (const t of wanted) {
+          const actual = topics.find((m) => m.name === t.topic)?.partitions.length;
+          if (t.numPartitions !== undefined && actual !== t.numPartitions) {
+            logger.warn({ topic: t.topic, partitions: actual, configured: t.numPartitions }, "kafka topic has another partition count than configured; leaving it as is");
+          }
+        }
+        return;
+      }
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`kafka topics have no leaders after 30 s: ${names.join(", ")}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
