@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the tools the tests drive as real clients of the core and of the protos:
-#   grpc-health-probe     (test/rpc/health.test.ts: the Kubernetes-style probe)
-#   grpcurl               (test/rpc/health.test.ts, test/rpc/reflection.test.ts: a generic gRPC client)
+#   grpc-health-probe     (test/edge/health.test.ts: the Kubernetes-style probe)
+#   grpcurl               (test/edge/health.test.ts, test/edge/reflection.test.ts: a generic gRPC client)
 #   protoc-gen-go         (test/build/proto-codegen.test.ts: Go messages)
 #   protoc-gen-go-grpc    (test/build/proto-codegen.test.ts: grpc-go clients and servers)
 #   protoc-gen-connect-go (test/build/proto-codegen.test.ts: connect-go clients and handlers)
