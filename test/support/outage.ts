@@ -616,7 +616,7 @@ export class OutageRun {
    * Starts everything and waits until jobs are under way (at least 30
    * accepted, one of them processing), so the outage hits work in flight.
    */
-  async begin(paceMs: number) {
+  async begin(paceMs: number, env: Record<string, string> = {}) {
     this.env = {
       ...realBackendEnv(),
       DATA_DIR: await mkdtemp(join(tmpdir(), `gen-outage-${this.server}-`)),
@@ -628,6 +628,7 @@ export class OutageRun {
       SIMULATED_LATENCY_MS: "500",
       DEPENDENCY_CHECK_INTERVAL: "250ms",
       WEBHOOK_RETRY_SCHEDULE: "200ms,500ms,1s,2s,5s,10s",
+      ...env,
     };
     const service = (this.service = await runService(this.env));
     await this.recorder.start();
