@@ -187,7 +187,7 @@ describe("CassandraLedger: entries outlive the writer that made them", { skip: !
     await first.credit(id, 1n);
     // The copy of the last write (and of the opening) never happened: as if the process died right after its write.
     await first.entries({ accountId: id, limit: 1 }); // lets the background copies finish first
-    await client.execute("DELETE FROM ledger_entries WHERE account_id = ? AND day = ?", [id, Math.floor(Date.now() / 86_400_000)]);
+    await client.execute("DELETE FROM ledger_rounds WHERE account_id = ? AND day = ?", [id, Math.floor(Date.now() / 86_400_000)]);
     const next = new CassandraLedger(client); // another process, which has copied nothing
     await next.credit(id, 2n);
     const reader = new CassandraLedger(client);
@@ -195,7 +195,37 @@ describe("CassandraLedger: entries outlive the writer that made them", { skip: !
     // The opening credit's copy is gone for good (its journal was replaced twice); the lost write's entry was copied by `next`.
     assert.deepEqual(entries.map((e) => e.amount), [2n, 1n]);
     // A reader alone also repairs: delete again, read again.
-    await client.execute("DELETE FROM ledger_entries WHERE account_id = ? AND day = ?", [id, Math.floor(Date.now() / 86_400_000)]);
+    await client.execute("DELETE FROM ledger_rounds WHERE account_id = ? AND day = ?", [id, Math.floor(Date.now() / 86_400_000)]);
     assert.deepEqual((await all(new CassandraLedger(client), id)).map((e) => e.amount), [2n]);
+  });
+});
+
+describe("CassandraLedger: a statement begun before version 12", { skip: !contactPoints && "needs real Cassandra" }, () => {
+  it("when an account's older entries were copied one by one (ledger_entries) and its newer a round at a time, then its statement gives them all in order, in pages", async () => {
+    const client = await cassandra();
+    const ledger = new CassandraLedger(client);
+    const id = account();
+    await ledger.createAccount(id, "a", 1_000n);
+    for (const amount of [1n, 2n, 3n]) await ledger.credit(id, amount);
+    const before = await all(ledger, id);
+    // As version 11 left them: each entry a row of ledger_entries, no round copied whole.
+    const day = Math.floor(Date.now() / 86_400_000);
+    await client.execute("DELETE FROM ledger_rounds WHERE account_id = ? AND day = ?", [id, day]);
+    for (const e of before) {
+      await client.execute(
+        "INSERT INTO ledger_entries (account_id, day, seq, type, amount, balance_after, reserved_change, reserved_after, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [id, Math.floor(e.at.getTime() / 86_400_000), e.seq, e.type, e.amount, e.balanceAfter, e.reservedChange, e.reservedAfter, e.at],
+      );
+    }
+    assert.equal(await ledger.reserve(id, "h1", 5n, { memo: { jobId: "j1", model: "m" } }), "reserved");
+    await ledger.settle(id, "h1", 4n, { promptTokens: 3, candidatesTokens: 2 });
+    await ledger.credit(id, 4n);
+    for (const limit of [1, 2, 3, 1000]) {
+      const entries = await all(new CassandraLedger(client), id, limit);
+      assert.deepEqual(entries.map((e) => [e.type, e.amount]), [["credit", 4n], ["charge", -4n], ["hold", 0n], ["credit", 3n], ["credit", 2n], ["credit", 1n], ["credit", 1_000n]], `pages of ${limit}`);
+      assertSums(entries, 1_006n, 0n);
+      assert.deepEqual(entries[1]!.memo, { jobId: "j1", model: "m", keyId: undefined });
+      assert.deepEqual(entries[1]!.tokens, { promptTokens: 3, candidatesTokens: 2 });
+    }
   });
 });

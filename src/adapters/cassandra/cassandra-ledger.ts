@@ -49,7 +49,6 @@ interface AccountState {
   balance: Money;
   reserved: Money;
   version: bigint;
-  lastOps: string[];
   /** The entries of the last write (null on a row from before the statement existed). */
   journal: Journal | null;
   /** Per key of the account: its spending (JSON KeySpending). */
@@ -134,6 +133,8 @@ interface JournalEntry {
   readonly memo?: HoldMemo;
   readonly tokens?: SettledTokens;
   readonly at: number;
+  /** The id of the operation that made it (absent in journals written before version 12). */
+  readonly op?: string;
 }
 
 interface Journal {
@@ -145,47 +146,17 @@ const DAY_MS = 86_400_000;
 const dayOf = (ms: number) => Math.floor(ms / DAY_MS);
 /** An entry's seq: the version of the write that made it, then its place in that write's batch (< MAX_BATCH + carried-forward holds). */
 const SEQ_PER_VERSION = 1_000_000n;
-/** Entries per unlogged batch when a journal is copied: about 3 KiB, under Cassandra's batch warning size. */
-const ENTRIES_PER_COPY_BATCH = 10;
 /** Entry rows one statement page reads at most; a page of sparse matches ends early with a cursor. */
 const MAX_ROWS_PER_PAGE = 1_000;
+/** Rounds (ledger_rounds rows, up to MAX_BATCH entries each) one statement read asks for. */
+const ROUNDS_PER_READ = 8;
+/** Entries copied one by one (ledger_entries, before version 12) one statement read asks for. */
+const ENTRIES_PER_READ = 200;
 const ENTRY_COLUMNS =
   "seq, type, amount, balance_after, reserved_change, reserved_after, job_id, model, key_id, prompt_tokens, candidates_tokens, at";
 
-/**
- * Operation ids remembered per account (last_ops) to resolve a write of
- * unknown outcome: the re-read that looks for them comes after the write
- * timed out (seconds), and other processes' rounds push ids out meanwhile, up
- * to 128 each. An id pushed out makes its batch apply again. A reservation,
- * settlement or release survives that: keyed by reservation id, a repeat
- * moves nothing (a settlement answers what the row recorded; a reservation is
- * "reserved" while its hold is open, and its caller is still waiting, so only
- * the reaper could have ended it, not before REQUEUE_AFTER). A credit would
- * count twice: its ids are kept beyond the window (CREDIT_OPS). The list is
- * rewritten by every round: at 2048 UUIDs it was most of a round's bytes, and
- * a hot account's rounds took twice as long (issue 14).
- */
-const REMEMBERED_OPS = 512;
-/** Credits' operation ids kept in last_ops beyond REMEMBERED_OPS (credits are rare; each would count twice if applied again). */
-const CREDIT_OPS = 64;
-/** A credit's operation id starts with this (never the first character of a base64url id): last_ops keeps those longer. */
-const CREDIT_OP = "~";
-/** An operation's id in last_ops: 96 random bits, 16 characters (a UUID's 36 made the list twice the bytes); a credit's with a mark. */
-const newOperationId = (operation: Operation) => (operation.kind === "credit" ? CREDIT_OP : "") + randomBytes(12).toString("base64url");
-
-/** last_ops after a round: its own ids first, then the newest REMEMBERED_OPS in all, and older credits' up to CREDIT_OPS. */
-function rememberedOps(changed: readonly string[], previous: readonly string[]): string[] {
-  const all = [...changed, ...previous];
-  const kept = all.slice(0, REMEMBERED_OPS);
-  let credits = kept.filter((id) => id.startsWith(CREDIT_OP)).length;
-  for (let i = REMEMBERED_OPS; i < all.length && credits < CREDIT_OPS; i++) {
-    if (all[i]!.startsWith(CREDIT_OP)) {
-      kept.push(all[i]!);
-      credits++;
-    }
-  }
-  return kept;
-}
+/** An operation's id, kept on the entry it makes: 96 random bits, 16 characters. */
+const newOperationId = () => randomBytes(12).toString("base64url");
 
 /**
  * What a process keeps of the rows its rounds last wrote (CassandraLedger's
@@ -277,8 +248,12 @@ export class RoundSizes {
  * round wrote (no read) and reads only the hold rows it names and does not
  * know; a reservation's new id is not read but written IF NOT EXISTS. Across
  * processes the version check keeps every batch serial, and a loser reads the
- * money row and is judged again. A write of unknown outcome is settled by
- * reading the account's recent operation ids, never by writing again blindly.
+ * money row and is judged again. Each round's entries (its journal, each
+ * entry with the id of the operation that made it) are written in the money
+ * row and copied, one row per round, into ledger_rounds before the next round
+ * replaces them. A write of unknown outcome is settled by reading: its
+ * operations' entries are in the journal of the version it would have
+ * written, or it was not applied; never by writing again blindly.
  * The open-hold counts and per-key held sums are tallies in the money row,
  * kept by the rounds that add and remove holds, so a reservation's limits are
  * checked in the same round as its funds, however deep the backlog; a
@@ -290,8 +265,10 @@ export class CassandraLedger implements Ledger {
   private readonly queues = new Map<string, Pending[]>();
   /** Per account: the queue length its next round is waiting for, and how to start it (see RoundSizes). */
   private readonly gathering = new Map<string, { target: number; done(): void }>();
-  /** Per account: the journal version known to be copied into ledger_entries, and a copy under way. */
+  /** Per account: the journal version known to be copied into ledger_rounds, and a copy under way. */
   private readonly copied = new Map<string, { version: string; done: Promise<void> }>();
+  /** Per account: the day this process last added to ledger_days_by_account. */
+  private readonly days = new Map<string, number>();
   /**
    * Per account: the money row as this process's last round wrote it, and
    * the holds it knows. The next round starts from it instead of reading the
@@ -323,7 +300,7 @@ export class CassandraLedger implements Ledger {
     const journal: Journal = { version: "0", entries };
     const result = await conditional(
       this.client,
-      "INSERT INTO account_ledger (account_id, hold_id, name, created_at, balance, reserved, version, last_ops, journal, open_holds) VALUES (?, ?, ?, ?, ?, 0, 0, [], ?, 0) IF NOT EXISTS",
+      "INSERT INTO account_ledger (account_id, hold_id, name, created_at, balance, reserved, version, journal, open_holds) VALUES (?, ?, ?, ?, ?, 0, 0, ?, 0) IF NOT EXISTS",
       [accountId, MONEY, name, new Date(at), initialBalance, JSON.stringify(journal)],
     );
     if (!result.applied) throw new Error(`account ${accountId} exists`);
@@ -408,30 +385,58 @@ export class CassandraLedger implements Ledger {
     let read = 0;
     let last: LedgerCursor | undefined = query.before;
     for (const day of days) {
-      for (;;) {
+      for await (const entry of this.dayEntries(query.accountId, day, last?.seq)) {
         if (read >= MAX_ROWS_PER_PAGE) return { entries, next: last };
-        const fetch = Math.min(MAX_ROWS_PER_PAGE - read, query.limit - entries.length + 1);
-        const below = last ? " AND seq < ?" : "";
-        const params: unknown[] = last ? [query.accountId, day, last.seq, fetch] : [query.accountId, day, fetch];
-        const rows = (await this.client.execute(`SELECT ${ENTRY_COLUMNS} FROM ledger_entries WHERE account_id = ? AND day = ?${below} LIMIT ?`, params)).rows;
-        for (const row of rows) {
-          read++;
-          const entry = entryOf(row);
-          // Times never decrease along seq: below `from`, nothing older can match.
-          if (query.from && entry.at < query.from) return { entries };
-          if (!(query.to && entry.at >= query.to)) {
-            if (entries.length === query.limit) return { entries, next: last };
-            entries.push(entry);
-          }
-          last = { seq: entry.seq, at: entry.at };
+        read++;
+        // Times never decrease along seq: below `from`, nothing older can match.
+        if (query.from && entry.at < query.from) return { entries };
+        if (!(query.to && entry.at >= query.to)) {
+          if (entries.length === query.limit) return { entries, next: last };
+          entries.push(entry);
         }
-        if (rows.length < fetch) break; // this day is read to its end
+        last = { seq: entry.seq, at: entry.at };
       }
     }
     return { entries };
   }
 
-  /** Copies a journal's entries into ledger_entries unless this process knows they are there. */
+  /**
+   * A day's entries, newest first, below `belowSeq`: its rounds' (ledger_rounds),
+   * then those copied one by one before version 12 (ledger_entries), which are
+   * older than any round copied whole.
+   */
+  private async *dayEntries(accountId: string, day: number, belowSeq: bigint | undefined): AsyncGenerator<LedgerEntry> {
+    // The round that made an entry has version seq / SEQ_PER_VERSION: none above the cursor's can hold an entry below it.
+    let version = belowSeq === undefined ? undefined : belowSeq / SEQ_PER_VERSION;
+    for (;;) {
+      const below = version === undefined ? "" : " AND version <= ?";
+      const params: unknown[] = [accountId, day, ...(version === undefined ? [] : [version]), ROUNDS_PER_READ];
+      const rows = (await this.client.execute(`SELECT version, journal FROM ledger_rounds WHERE account_id = ? AND day = ?${below} LIMIT ?`, params)).rows;
+      for (const row of rows) {
+        const journal = parseJournal(row.journal)!;
+        for (let i = journal.entries.length - 1; i >= 0; i--) {
+          const entry = ledgerEntryOf(journal.entries[i]!);
+          if (belowSeq === undefined || entry.seq < belowSeq) yield entry;
+        }
+        version = (row.version as bigint) - 1n;
+      }
+      if (rows.length < ROUNDS_PER_READ) break;
+    }
+    let last = belowSeq;
+    for (;;) {
+      const below = last === undefined ? "" : " AND seq < ?";
+      const params: unknown[] = [accountId, day, ...(last === undefined ? [] : [last]), ENTRIES_PER_READ];
+      const rows = (await this.client.execute(`SELECT ${ENTRY_COLUMNS} FROM ledger_entries WHERE account_id = ? AND day = ?${below} LIMIT ?`, params)).rows;
+      for (const row of rows) {
+        const entry = entryOf(row);
+        last = entry.seq;
+        yield entry;
+      }
+      if (rows.length < ENTRIES_PER_READ) break; // this day is read to its end
+    }
+  }
+
+  /** Copies a journal into ledger_rounds unless this process knows it is there. */
   private async ensureCopied(accountId: string, journal: Journal): Promise<void> {
     const known = this.copied.get(accountId);
     if (known?.version === journal.version) {
@@ -458,40 +463,38 @@ export class CassandraLedger implements Ledger {
   }
 
   /**
-   * Writes a journal's entries, a few per unlogged batch: one write of a
-   * whole group-committed batch (up to MAX_BATCH entries) would pass
-   * Cassandra's batch size limit (batch_size_fail_threshold, 50 KiB), and a
-   * copy that can never succeed would stop every later write of the account.
+   * Writes a journal into ledger_rounds: one row per day its entries fall on
+   * (one, but for a journal carried forward from before the statement), and
+   * the day into the account's days once per process.
    */
   private async copy(accountId: string, journal: Journal): Promise<void> {
-    if (journal.entries.length === 0) return;
-    const days = [...new Set(journal.entries.map((entry) => dayOf(entry.at)))];
-    // All at once: each is an idempotent insert, and the copy is done when all are (a round waits for its predecessor's).
-    const writes = [this.client.batch(days.map((day) => ({ query: "INSERT INTO ledger_days_by_account (account_id, day) VALUES (?, ?)", params: [accountId, day] })))];
-    for (let start = 0; start < journal.entries.length; start += ENTRIES_PER_COPY_BATCH) {
-      writes.push(this.copyEntries(accountId, journal.entries.slice(start, start + ENTRIES_PER_COPY_BATCH)));
-    }
-    await Promise.all(writes);
+    const days = new Map<number, JournalEntry[]>();
+    for (const entry of journal.entries) days.set(dayOf(entry.at), [...(days.get(dayOf(entry.at)) ?? []), entry]);
+    await Promise.all(
+      [...days].map(([day, entries]) =>
+        Promise.all([
+          this.recordDay(accountId, day),
+          this.client.execute("INSERT INTO ledger_rounds (account_id, day, version, journal) VALUES (?, ?, ?, ?)", [
+            accountId, day, BigInt(journal.version), days.size === 1 ? JSON.stringify(journal) : JSON.stringify({ version: journal.version, entries }),
+          ]),
+        ]),
+      ),
+    );
   }
 
-  private async copyEntries(accountId: string, entries: readonly JournalEntry[]): Promise<void> {
-    await this.client.batch([
-      ...entries.map((entry) => ({
-        query: `INSERT INTO ledger_entries (account_id, day, ${ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        params: [
-          accountId, dayOf(entry.at), BigInt(entry.seq), entry.type, BigInt(entry.amount), BigInt(entry.balanceAfter),
-          BigInt(entry.reservedChange), BigInt(entry.reservedAfter), entry.memo?.jobId ?? null, entry.memo?.model ?? null,
-          entry.memo?.keyId ?? null, entry.tokens?.promptTokens ?? null, entry.tokens?.candidatesTokens ?? null, new Date(entry.at),
-        ],
-      })),
-    ]);
+  /** Adds the day to the account's days, unless this process did (a row each round would be a write each round). */
+  private async recordDay(accountId: string, day: number): Promise<void> {
+    if (this.days.get(accountId) === day) return;
+    await this.client.execute("INSERT INTO ledger_days_by_account (account_id, day) VALUES (?, ?)", [accountId, day]);
+    if (this.days.size > 100_000) this.days.clear();
+    this.days.set(accountId, day);
   }
 
   private enqueue(accountId: string, operation: Operation): Promise<Outcome> {
     return new Promise((resolve, reject) => {
       if (operation.kind !== "credit" && operation.reservationId === MONEY) return reject(new Error("a reservation id is never empty (it names the money row)"));
       const queue = this.queues.get(accountId);
-      const pending = { id: newOperationId(operation), operation, resolve, reject };
+      const pending = { id: newOperationId(), operation, resolve, reject };
       if (queue) {
         queue.push(pending);
         const gathering = this.gathering.get(accountId);
@@ -582,7 +585,7 @@ export class CassandraLedger implements Ledger {
     for (let attempt = 0; attempt < 3; attempt++) {
       const row = await serialRead(
         this.client,
-        "SELECT balance, reserved, version, last_ops, journal, key_spending, key_holds, open_holds, open_counts FROM account_ledger WHERE account_id = ? AND hold_id = ?",
+        "SELECT balance, reserved, version, journal, key_spending, key_holds, open_holds, open_counts FROM account_ledger WHERE account_id = ? AND hold_id = ?",
         [accountId, MONEY],
       );
       if (row) return stateOf(row);
@@ -603,7 +606,7 @@ export class CassandraLedger implements Ledger {
   private async move(accountId: string): Promise<boolean> {
     const old = await serialRead(
       this.client,
-      "SELECT name, created_at, balance, reserved, holds, hold_memos, version, last_ops, journal, key_spending, shortfalls FROM accounts WHERE account_id = ?",
+      "SELECT name, created_at, balance, reserved, holds, hold_memos, version, journal, key_spending, shortfalls FROM accounts WHERE account_id = ?",
       [accountId],
     );
     if (!old) return false;
@@ -627,18 +630,18 @@ export class CassandraLedger implements Ledger {
       journal = { version: version.toString(), entries };
     }
     const tallies: AccountState = {
-      balance, reserved: 0n, version, lastOps: [], journal, keys: new Map(), keyHolds: new Map(), openHolds: 0, openCounts: new Map(), holds: new Map(),
+      balance, reserved: 0n, version, journal, keys: new Map(), keyHolds: new Map(), openHolds: 0, openCounts: new Map(), holds: new Map(),
     };
     for (const [id, amount] of holds) tally(tallies, id, { amount, memo: memos[id] }, 1);
     const statics =
-      "INSERT INTO account_ledger (account_id, hold_id, name, created_at, balance, reserved, version, last_ops, journal, key_spending, key_holds, open_holds, shortfalls) " +
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS";
+      "INSERT INTO account_ledger (account_id, hold_id, name, created_at, balance, reserved, version, journal, key_spending, key_holds, open_holds, shortfalls) " +
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS";
     try {
       await conditionalBatch(this.client, [
         {
           query: statics,
           params: [
-            accountId, MONEY, old.name, old.created_at, balance, old.reserved, version, old.last_ops ?? [], JSON.stringify(journal), old.key_spending ?? {},
+            accountId, MONEY, old.name, old.created_at, balance, old.reserved, version, JSON.stringify(journal), old.key_spending ?? {},
             keyHoldsColumn(tallies), tallies.openHolds, old.shortfalls ?? {},
           ],
         },
@@ -725,10 +728,10 @@ export class CassandraLedger implements Ledger {
     const seqBase = (state.version + 1n) * SEQ_PER_VERSION;
     // Entry times never go back along an account's entries (they order its statement and bucket its days).
     const at = Math.max(now, state.journal?.entries.at(-1)?.at ?? 0);
-    const record = (type: LedgerEntryType, amount: Money, reservedChange: Money, memo?: HoldMemo, tokens?: SettledTokens) => {
+    const record = (op: string, type: LedgerEntryType, amount: Money, reservedChange: Money, memo?: HoldMemo, tokens?: SettledTokens) => {
       entries.push({
         seq: (seqBase + BigInt(entries.length)).toString(), type, amount: amount.toString(), balanceAfter: state.balance.toString(),
-        reservedChange: reservedChange.toString(), reservedAfter: state.reserved.toString(), ...(memo ? { memo } : {}), ...(tokens ? { tokens } : {}), at,
+        reservedChange: reservedChange.toString(), reservedAfter: state.reserved.toString(), ...(memo ? { memo } : {}), ...(tokens ? { tokens } : {}), at, op,
       });
     };
     for (const { id, operation } of batch) {
@@ -756,7 +759,7 @@ export class CassandraLedger implements Ledger {
             state.holds.set(operation.reservationId, hold);
             state.reserved += operation.amount;
             tally(state, operation.reservationId, hold, 1);
-            record("hold", 0n, operation.amount, memo);
+            record(id, "hold", 0n, operation.amount, memo);
             outcomes.push("reserved");
             changed.push(id);
             break;
@@ -782,9 +785,9 @@ export class CassandraLedger implements Ledger {
             state.balance -= settlement.charged;
             if (settlement.shortfall > 0n) shortfalls[operation.reservationId] = settlement.shortfall;
             if (memo?.keyId !== undefined) state.keys.set(memo.keyId, encodeKeySpending(countCharge(spendingOf(state, memo.keyId), settlement.charged, new Date(now))));
-            record("charge", -settlement.charged, -held.amount, memo, operation.kind === "settle" ? operation.tokens : undefined);
+            record(id, "charge", -settlement.charged, -held.amount, memo, operation.kind === "settle" ? operation.tokens : undefined);
           } else {
-            record("release", 0n, -held.amount, memo);
+            record(id, "release", 0n, -held.amount, memo);
           }
           changed.push(id);
           outcomes.push(settlement ?? "done");
@@ -792,7 +795,7 @@ export class CassandraLedger implements Ledger {
         }
         case "credit":
           state.balance += operation.amount;
-          record("credit", operation.amount, 0n);
+          record(id, "credit", operation.amount, 0n);
           changed.push(id);
           outcomes.push("done");
           break;
@@ -839,16 +842,22 @@ export class CassandraLedger implements Ledger {
     let readReservations = false;
     /** The account as the last lost round found it (as fresh as a serial read). */
     let found: AccountState | undefined;
+    /** An attempt whose answer was lost: the version it would have written, and the day of its entries. */
+    let lost: { version: bigint; day: number } | undefined;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       // Taken out while the round runs: put back only as the row this round leaves.
       const known = this.written.take(accountId);
       const state = found ?? known ?? (await this.read(accountId));
       found = undefined;
       if (!state) return batch.map(() => "unknown_account");
-      if (batch.some((p) => state.lastOps.includes(p.id))) {
-        // An earlier attempt of this very batch was applied after all (unknown outcome).
-        this.telemetry.observe({ kind: "ledger_outcome_resolved" });
-        return this.replay(accountId, batch, state);
+      if (lost) {
+        // Read serially after the loss (a serial read completes any round in flight): the attempt's fate is decided.
+        const journal = await this.journalOf(accountId, state, lost.version, lost.day);
+        lost = undefined;
+        if (journal && madeBy(journal, batch).size > 0) {
+          this.telemetry.observe({ kind: "ledger_outcome_resolved" });
+          return this.replay(accountId, batch, state, journal);
+        }
       }
       const prepared = await this.prepare(accountId, state, batch, readReservations);
       if (prepared === "stale") {
@@ -858,7 +867,7 @@ export class CassandraLedger implements Ledger {
         continue;
       }
       const before = state.version;
-      // The journal this write replaces must be in ledger_entries first (its writer may have died before copying it).
+      // The journal this write replaces must be in ledger_rounds first (its writer may have died before copying it).
       const previous = state.journal;
       if (previous) await this.ensureCopied(accountId, previous);
       const { outcomes, changed, shortfalls, entries, touched, unsure } = CassandraLedger.apply(state, batch, this.now());
@@ -875,7 +884,6 @@ export class CassandraLedger implements Ledger {
         this.written.keep(accountId, state);
         return outcomes;
       }
-      const lastOps = rememberedOps(changed, state.lastOps);
       const holds = holdWrites(accountId, state, touched);
       const journal: Journal = { version: (before + 1n).toString(), entries };
       // Shortfalls are added to the row by the same conditional write that charges.
@@ -883,11 +891,11 @@ export class CassandraLedger implements Ledger {
         {
           query:
             "UPDATE account_ledger SET balance = ?, reserved = ?, journal = ?, key_spending = ?, key_holds = ?, open_holds = ?, open_counts = ?, version = ?, " +
-            "last_ops = ?, shortfalls = shortfalls + ? WHERE account_id = ? AND hold_id = ? IF version = ?",
+            "shortfalls = shortfalls + ? WHERE account_id = ? AND hold_id = ? IF version = ?",
           params: [
             state.balance, state.reserved, JSON.stringify(journal), Object.fromEntries(state.keys),
             keyHoldsColumn(state), state.openHolds, Object.fromEntries(state.openCounts),
-            before + 1n, lastOps, shortfalls, accountId, MONEY, before,
+            before + 1n, shortfalls, accountId, MONEY, before,
           ],
         },
         ...holds.writes,
@@ -897,7 +905,7 @@ export class CassandraLedger implements Ledger {
         if (result.applied) {
           this.copyInBackground(accountId, journal);
           for (const [id, hold] of state.holds) if (hold === null) state.holds.delete(id);
-          this.written.keep(accountId, { ...state, version: before + 1n, lastOps, journal });
+          this.written.keep(accountId, { ...state, version: before + 1n, journal });
           return outcomes;
         }
         // Another writer moved the money row, or a new reservation's hold was open after all: the next round starts from the
@@ -908,7 +916,8 @@ export class CassandraLedger implements Ledger {
         if (found) continue;
       } catch (error) {
         if (!(error instanceof AmbiguousWriteError)) throw error;
-        // Loop: the next serial read completes any in-flight round and tells via last_ops.
+        // The next round reads serially, which completes this write if it is in flight, and looks for its entries.
+        if (entries.length > 0) lost = { version: before + 1n, day: dayOf(entries[0]!.at) };
       }
       await backOff(attempt);
     }
@@ -917,23 +926,37 @@ export class CassandraLedger implements Ledger {
   }
 
   /**
-   * The batch was applied by an attempt whose answer was lost. Recomputing its
-   * outcomes against today's state would be wrong; a reserve succeeded exactly
-   * when its hold is there (its owner is waiting here, so nobody settled it yet),
-   * and a settle ended its hold exactly when its operation id was recorded, with
-   * the shortfall the row recorded for its reservation.
+   * The journal of `version`, given the account as read serially: the money
+   * row's while it is the newest, else its copy in ledger_rounds (a journal is
+   * copied before a write replaces it), on the day its entries were made. An
+   * attempt whose entries it holds was applied. Undefined when the account
+   * never reached that version (the attempt was not applied) or when its
+   * version was written by another round on another day.
    */
-  private async replay(accountId: string, batch: readonly Pending[], state: AccountState): Promise<Outcome[]> {
-    const reservations = batch.flatMap(({ operation }) => (operation.kind === "reserve" ? [operation.reservationId] : []));
+  private async journalOf(accountId: string, state: AccountState, version: bigint, day: number): Promise<Journal | undefined> {
+    if (state.version < version) return undefined;
+    if (state.version === version) return state.journal ?? undefined;
+    const row = (await this.client.execute("SELECT journal FROM ledger_rounds WHERE account_id = ? AND day = ? AND version = ?", [accountId, day, version])).first();
+    return parseJournal(row?.journal) ?? undefined;
+  }
+
+  /**
+   * The batch was applied by an attempt whose answer was lost, and `journal`
+   * is what it wrote. Recomputing its outcomes against today's state would be
+   * wrong: an operation changed something exactly when the journal holds its
+   * entry; a reservation without one was refused, or found its hold open (a
+   * repeat); a settlement's entry says what it charged.
+   */
+  private async replay(accountId: string, batch: readonly Pending[], state: AccountState, journal: Journal): Promise<Outcome[]> {
+    const made = madeBy(journal, batch);
+    const reservations = batch.flatMap(({ id, operation }) => (operation.kind === "reserve" && !made.has(id) ? [operation.reservationId] : []));
     // Read at the state's version: a serial read just completed every round in flight, and this account's queue is ours.
     if (reservations.length > 0) await this.readHolds(accountId, state, reservations);
-    const settled = batch.some((p) => p.operation.kind === "settle" && state.lastOps.includes(p.id));
-    const row = settled ? await this.moneyRow(accountId, "shortfalls", true) : undefined;
-    const recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
     return batch.map(({ id, operation }): Outcome => {
+      const entry = made.get(id);
       switch (operation.kind) {
         case "reserve": {
-          if (state.holds.get(operation.reservationId)) return "reserved";
+          if (entry || state.holds.get(operation.reservationId)) return "reserved";
           // Refused by a key limit: the state that refused it is gone; judged again on today's (refused either way).
           if (operation.options?.key && state.balance - state.reserved >= operation.amount) {
             const refusal = CassandraLedger.keyRefusal(state, operation.amount, operation.options.key, Date.now());
@@ -945,15 +968,21 @@ export class CassandraLedger implements Ledger {
           return cap && counted !== undefined && counted >= cap.limit ? "too_many_open_holds" : "insufficient_funds";
         }
         case "settle": {
-          if (!state.lastOps.includes(id)) return "no_hold"; // it found no hold: a repeat
-          const shortfall = recorded[operation.reservationId] ?? 0n;
-          return { charged: operation.amount - shortfall, shortfall };
+          if (!entry) return "no_hold"; // it found no hold: a repeat
+          const charged = -BigInt(entry.amount);
+          return { charged, shortfall: operation.amount - charged };
         }
         default:
           return "done";
       }
     });
   }
+}
+
+/** The entries of the batch's operations in a journal, by operation id. */
+function madeBy(journal: Journal, batch: readonly Pending[]): Map<string, JournalEntry> {
+  const ids = new Set(batch.map((p) => p.id));
+  return new Map(journal.entries.flatMap((entry) => (entry.op !== undefined && ids.has(entry.op) ? [[entry.op, entry] as const] : [])));
 }
 
 /**
@@ -989,7 +1018,6 @@ function stateOf(row: Row): AccountState {
     balance: row.balance as bigint,
     reserved: row.reserved as bigint,
     version: row.version as bigint,
-    lastOps: (row.last_ops as string[] | null) ?? [],
     journal: parseJournal(row.journal),
     keys: new Map(Object.entries((row.key_spending as Record<string, string> | null) ?? {})),
     keyHolds: new Map(Object.entries((row.key_holds as Record<string, string> | null) ?? {}).map(([key, text]) => [key, decodeKeyHolds(text)])),
@@ -1019,6 +1047,21 @@ function stateAfterLoss(rows: readonly Row[], named: readonly string[]): Account
 
 function parseJournal(value: unknown): Journal | null {
   return typeof value === "string" && value !== "" ? (JSON.parse(value) as Journal) : null;
+}
+
+/** An entry as a journal keeps it, as the statement gives it (the same shape as a ledger_entries row gives). */
+function ledgerEntryOf(entry: JournalEntry): LedgerEntry {
+  return {
+    seq: BigInt(entry.seq),
+    type: entry.type,
+    amount: BigInt(entry.amount),
+    balanceAfter: BigInt(entry.balanceAfter),
+    reservedChange: BigInt(entry.reservedChange),
+    reservedAfter: BigInt(entry.reservedAfter),
+    memo: entry.memo === undefined ? undefined : { jobId: entry.memo.jobId, model: entry.memo.model, keyId: entry.memo.keyId },
+    tokens: entry.tokens === undefined ? undefined : { promptTokens: entry.tokens.promptTokens, candidatesTokens: entry.tokens.candidatesTokens },
+    at: new Date(entry.at),
+  };
 }
 
 function entryOf(row: Row): LedgerEntry {
