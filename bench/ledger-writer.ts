@@ -11,7 +11,9 @@
  * members; `cas`: the bare baseline, one `UPDATE … IF v = ?` on one row
  * per operation, retried with the value a lost round answers until applied),
  * CASSANDRA_CONTACT_POINTS, CASSANDRA_KEYSPACE (migrated already), ACCOUNT_ID,
- * CALLERS, START_AT (epoch ms the measured window opens), WARMUP_MS, DURATION_MS.
+ * CALLERS, WARMUP_MS, DURATION_MS, and START_AT (epoch ms the measured window opens) or, without it,
+ * the handshake: the process prints `ready` once it can write, then reads that moment from a line of stdin
+ * (the parent sends it once every writer is ready, so a slow start-up never shortens a window).
  */
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -20,6 +22,7 @@ import { CassandraLedger } from "../src/adapters/cassandra/cassandra-ledger.js";
 import { AffineLedger, startLedgerPeer } from "../src/adapters/cassandra/affine-ledger.js";
 import { LedgerMembers } from "../src/adapters/cassandra/ledger-members.js";
 import type { Ledger } from "../src/ports/ledger.js";
+import type { Telemetry } from "../src/ports/telemetry.js";
 import { openSession } from "../src/adapters/cassandra/cassandra-session.js";
 import { closedLoop } from "./load-kit.js";
 
@@ -33,7 +36,6 @@ const contactPoints = env("CASSANDRA_CONTACT_POINTS").split(",");
 const keyspace = env("CASSANDRA_KEYSPACE");
 const accountId = env("ACCOUNT_ID");
 const callers = Number(env("CALLERS"));
-const startAt = Number(env("START_AT"));
 const warmupMs = Number(env("WARMUP_MS"));
 const durationMs = Number(env("DURATION_MS"));
 /** The price of one image job (0.039 in pico-units): what each reservation holds. */
@@ -41,9 +43,22 @@ const AMOUNT = 39_000_000_000n;
 
 type Operation = (caller: number) => Promise<string>;
 
+/** The rounds this process's ledger committed in the measured window: how many, the operations they carried, their time. */
+const rounds = { count: 0, operations: 0, seconds: 0 };
+let window = { from: Infinity, to: Infinity };
+const roundTelemetry: Telemetry = {
+  observe(observation) {
+    const now = Date.now();
+    if (observation.kind !== "ledger_round" || now < window.from || now >= window.to) return;
+    rounds.count++;
+    rounds.operations += observation.operations;
+    rounds.seconds += observation.seconds;
+  },
+};
+
 async function ledgerOperation(affine: boolean): Promise<{ op: Operation; close: () => Promise<void> }> {
   const session = await openSession({ contactPoints, keyspace, localDataCenter: "datacenter1", replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}" });
-  let ledger: Ledger = new CassandraLedger(session);
+  let ledger: Ledger = new CassandraLedger(session, Date.now, roundTelemetry);
   if (affine) {
     const secret = "bench-cluster-secret-0123456789";
     const peer = await startLedgerPeer({ host: "127.0.0.1", port: 0, secret, ledger });
@@ -92,14 +107,27 @@ async function casOperation(): Promise<{ op: Operation; close: () => Promise<voi
 }
 
 const { op, close } = mode === "cas" ? await casOperation() : await ledgerOperation(mode === "affine");
+const startAt = process.env.START_AT ? Number(process.env.START_AT) : await startFromParent();
+
+/** Says `ready` and waits for the parent's line with the moment the window opens. */
+async function startFromParent(): Promise<number> {
+  process.stdout.write("ready\n");
+  let input = "";
+  for await (const chunk of process.stdin) {
+    input += chunk;
+    if (input.includes("\n")) break;
+  }
+  return Number(input.trim());
+}
 // Every writer process starts its warm-up at the agreed moment, so their measured windows coincide.
 const begin = startAt - warmupMs;
 if (begin > Date.now()) await sleep(begin - Date.now());
 const windowStart = Date.now() + warmupMs;
+window = { from: windowStart, to: windowStart + durationMs };
 const result = await closedLoop(`${mode}, ${callers} callers`, callers, op, warmupMs, durationMs);
 // Cores this process and the whole machine used in the window (Cassandra is most of the rest).
 const cores = { self: result.cores["bench client"], machine: result.cores["machine total"] };
-const line = JSON.stringify({ outcomes: result.outcomes, latencies: [...result.latencies], errors: result.errorSamples, windowStart, cores });
+const line = JSON.stringify({ outcomes: result.outcomes, latencies: [...result.latencies], errors: result.errorSamples, windowStart, cores, rounds });
 // A pipe's write is asynchronous: the process exits once the line is out, not before.
 await new Promise<void>((resolve) => process.stdout.write(`${line}\n`, () => resolve()));
 await close();
