@@ -469,7 +469,11 @@ export class CassandraLedger implements Ledger {
    */
   private async copy(accountId: string, journal: Journal): Promise<void> {
     const days = new Map<number, JournalEntry[]>();
-    for (const entry of journal.entries) days.set(dayOf(entry.at), [...(days.get(dayOf(entry.at)) ?? []), entry]);
+    for (const entry of journal.entries) {
+      const day = days.get(dayOf(entry.at));
+      if (day) day.push(entry);
+      else days.set(dayOf(entry.at), [entry]);
+    }
     await Promise.all(
       [...days].map(([day, entries]) =>
         Promise.all([
