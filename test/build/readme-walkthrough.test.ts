@@ -165,6 +165,16 @@ describe("README walk-through", () => {
       assert.deepEqual(last.usageMetadata, answers[0]!.usageMetadata);
     });
 
+    it("then the web panel the README names is served at /panel/ by that same npm start (the compiled build)", async () => {
+      const page = await call(service!, "GET", "/panel/");
+      assert.equal(page.status, 200, page.text);
+      assert.match(page.headers.get("content-type") ?? "", /^text\/html/);
+      const script = /<script[^>]+src="([^"]+)"/.exec(page.text)?.[1];
+      assert.ok(script, `the page loads its script: ${page.text.slice(0, 300)}`);
+      const asset = await call(service!, "GET", new URL(script, `${service!.url}/panel/`).pathname);
+      assert.equal(asset.status, 200, `${script}: ${asset.text.slice(0, 200)}`);
+    });
+
     it("then the reflection commands listed every served service, described GenerationService, read the walk-through's balance over gRPC and listed the models REST lists", async () => {
       assert.equal(run.exitCode, 0, failure(run, blocks, service));
       const output = run.outputs.at(-1)!;

@@ -13,8 +13,17 @@ import { GatewayError } from "../gateway-error.js";
 import { PLATFORM_ERRORS } from "../schemas/common.js";
 import { PANEL_SESSION_SCHEMA, PANEL_SIGN_IN_SCHEMA, PANEL_SIGN_OUT_SCHEMA } from "../schemas/panel.js";
 
-/** Where `npm run build:panel` (Vite) puts the panel: hashed assets and one index.html. */
-export const PANEL_DIST = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..", "panel", "dist");
+/**
+ * Where `npm run build:panel` (Vite) puts the panel, hashed assets and one index.html: `panel/dist` at the
+ * repository's root, four directories above this module in `src/` and five in a compiled tree (`dist/src/`, what
+ * `npm start` runs). The first of the two that holds a built panel; the source layout's when neither does.
+ */
+export const PANEL_DIST = panelDist(dirname(fileURLToPath(import.meta.url)));
+
+function panelDist(here: string): string {
+  const candidates = [join(here, "..", "..", "..", "..", "panel", "dist"), join(here, "..", "..", "..", "..", "..", "panel", "dist")];
+  return candidates.find((dir) => existsSync(join(dir, "index.html"))) ?? candidates[0]!;
+}
 
 /**
  * What a browser may do with the panel's pages: load its own scripts, styles and
