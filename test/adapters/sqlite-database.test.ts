@@ -4,12 +4,13 @@ import Database from "better-sqlite3";
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { DataDirInUseError, openSqliteDatabase } from "../../src/adapters/sqlite/sqlite-database.js";
 import { openSqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
+import { REPO_ROOT } from "../support/repo.js";
 
-const REPO = resolve(import.meta.dirname, "../..");
+const REPO = REPO_ROOT;
 const directories: string[] = [];
 
 function freshDir(): string {
@@ -88,7 +89,7 @@ describe("openSqliteDatabase", () => {
         assert.equal(handle.db.pragma("foreign_keys", { simple: true }), 1);
         assert.equal(handle.db.pragma("locking_mode", { simple: true }), "normal");
         const versions = handle.db.prepare("SELECT version, name FROM schema_migrations").all();
-        const shipped = readdirSync(new URL("../../src/adapters/sqlite/migrations/", import.meta.url)).filter((name) => name.endsWith(".sql")).sort();
+        const shipped = readdirSync(join(REPO_ROOT, "src/adapters/sqlite/migrations")).filter((name) => name.endsWith(".sql")).sort();
         assert.ok(shipped.length >= 2, shipped.join(","));
         assert.deepEqual(versions, shipped.map((name, index) => ({ version: index + 1, name })));
       } finally {

@@ -3,12 +3,13 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { openSqliteStores, type SqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
 import { TOPICS } from "../../src/ports/event-bus.js";
+import { REPO_ROOT } from "../support/repo.js";
 
-const REPO = resolve(import.meta.dirname, "../..");
+const REPO = REPO_ROOT;
 const directories: string[] = [];
 const opened: SqliteStores[] = [];
 

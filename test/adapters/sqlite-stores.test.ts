@@ -25,6 +25,7 @@ import { MemoryApiKeyStore } from "../../src/adapters/memory/memory-api-key-stor
 import { randomUUID } from "node:crypto";
 import { openSqliteDatabase } from "../../src/adapters/sqlite/sqlite-database.js";
 import { encodeBody } from "../../src/adapters/shared/job-codec.js";
+import { REPO_ROOT } from "../support/repo.js";
 
 const PRICES: PriceTable = parsePriceTable({
   "aimodel-3-pro-image": { per_image: { "1K": "0.134", "2K": "0.134", "4K": "0.24" } },
@@ -304,7 +305,7 @@ describe("SqliteJobStore listing migration", () => {
     const dataDir = freshDir();
     const oldMigrations = join(dataDir, "migrations-v2");
     mkdirSync(oldMigrations);
-    const migrations = new URL("../../src/adapters/sqlite/migrations/", import.meta.url).pathname;
+    const migrations = join(REPO_ROOT, "src/adapters/sqlite/migrations/");
     for (const file of ["0001_initial.sql", "0002_ledger_shortfalls.sql"]) copyFileSync(join(migrations, file), join(oldMigrations, file));
     const old = openSqliteDatabase({ path: join(dataDir, "service.db"), synchronous: "normal", migrationsDir: oldMigrations });
     const jobs = [
@@ -331,7 +332,7 @@ describe("SqliteDeliveryLog listing migration", () => {
     const dataDir = freshDir();
     const oldMigrations = join(dataDir, "migrations-v7");
     mkdirSync(oldMigrations);
-    const migrations = new URL("../../src/adapters/sqlite/migrations/", import.meta.url).pathname;
+    const migrations = join(REPO_ROOT, "src/adapters/sqlite/migrations/");
     for (const file of readdirSync(migrations).filter((f) => f < "0008")) copyFileSync(join(migrations, file), join(oldMigrations, file));
     const old = openSqliteDatabase({ path: join(dataDir, "service.db"), synchronous: "normal", migrationsDir: oldMigrations });
     const job = aJob({});

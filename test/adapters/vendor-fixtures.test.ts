@@ -3,8 +3,7 @@ import assert from "node:assert/strict";
 import { readdir, readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { RoutedVendorProvider } from "../../src/adapters/vendor/routed-vendor-provider.js";
 import { UpstreamError, type UpstreamFailure } from "../../src/adapters/vendor/upstream-error.js";
 import { VendorClient } from "../../src/adapters/vendor/vendor-client.js";
@@ -17,6 +16,7 @@ import { tokenCost } from "../../src/domain/pricing/quotes.js";
 import { ProviderError } from "../../src/ports/provider.js";
 import { pico } from "../support/harness.js";
 import { probePng } from "../support/media-probe.js";
+import { REPO_ROOT } from "../support/repo.js";
 
 /*
  * The vendor's documented response shapes (test/fixtures/vendor/) as the
@@ -25,7 +25,7 @@ import { probePng } from "../support/media-probe.js";
  * error body, whose only job is to be classified as retryable.
  */
 
-const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "vendor");
+const FIXTURES = join(REPO_ROOT, "test", "fixtures", "vendor");
 const load = async <T = VendorResponse>(name: string): Promise<T> => JSON.parse(await readFile(join(FIXTURES, name), "utf8")) as T;
 
 /** Every fixture this file tests; a new fixture without a test here fails the first test. */
@@ -35,7 +35,7 @@ const COVERED = [
 ];
 
 const VIDEO_MODEL = "videomodel-3.1-generate-001";
-const DEFAULT_PRICES = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "src", "config", "default-prices.json");
+const DEFAULT_PRICES = join(REPO_ROOT, "src", "config", "default-prices.json");
 
 function providerError(run: () => unknown, code: string, mentions?: RegExp): ProviderError {
   let caught: unknown;

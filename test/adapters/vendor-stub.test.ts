@@ -1,6 +1,7 @@
 import { after, before, beforeEach, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile, readdir } from "node:fs/promises";
+import { join } from "node:path";
 import { createParser } from "eventsource-parser";
 import { probeMp4, probePng } from "../support/media-probe.js";
 import {
@@ -8,6 +9,7 @@ import {
   startVendorStub, stubAnswer, stubImageCaption, stubTextChunks, stubTokens,
   type UsageMetadata, type VendorStub,
 } from "../support/vendor-stub.js";
+import { REPO_ROOT } from "../support/repo.js";
 
 /**
  * The upstream stub is what the vendor adapter's tests stand on, so its wire
@@ -678,8 +680,8 @@ describe("vendor upstream stub", () => {
 });
 
 describe("vendor response fixtures", () => {
-  const dir = new URL("../fixtures/vendor/", import.meta.url);
-  const load = async (name: string) => JSON.parse(await readFile(new URL(name, dir), "utf8")) as Record<string, any>;
+  const dir = join(REPO_ROOT, "test", "fixtures", "vendor");
+  const load = async (name: string) => JSON.parse(await readFile(join(dir, name), "utf8")) as Record<string, any>;
 
   test("every fixture listed by issue 4 is present and is JSON", async () => {
     const names = (await readdir(dir)).filter((n) => n.endsWith(".json")).sort();

@@ -1,11 +1,11 @@
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { build } from "esbuild";
+import { REPO_ROOT } from "../support/repo.js";
 
-const CLIENT_ENTRY = join(dirname(fileURLToPath(import.meta.url)), "client", "gateway-client.ts");
+const CLIENT_ENTRY = join(REPO_ROOT, "test", "browser", "client", "gateway-client.ts");
 
 /** test/browser/client/gateway-client.ts and everything it imports (connect-web, the generated code) as one browser module. */
 export async function bundleClient(): Promise<string> {

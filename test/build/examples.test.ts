@@ -5,6 +5,7 @@ import { delimiter, dirname, join } from "node:path";
 import { balanceOf, call, createCustomer, pico, startTestService, type TestService } from "../support/harness.js";
 import { goTool, runTool, type ToolRun } from "../support/go-tools.js";
 import { grpcAddress } from "../support/rpc-helpers.js";
+import { REPO_ROOT } from "../support/repo.js";
 
 /**
  * The example clients in examples/ (TypeScript with Connect, Python with
@@ -19,7 +20,7 @@ import { grpcAddress } from "../support/rpc-helpers.js";
  * grpcio-tools venv .infra/proto-python, all from `bash infra/tools.sh`.
  */
 
-const ROOT = join(import.meta.dirname, "..", "..");
+const ROOT = REPO_ROOT;
 const PROTO_PYTHON_BIN = join(ROOT, ".infra", "proto-python", "bin");
 
 const IMAGE_MODEL = "aimodel-3-pro-image";

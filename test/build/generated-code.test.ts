@@ -4,8 +4,9 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import { REPO_ROOT } from "../support/repo.js";
 
-const root = new URL("../..", import.meta.url).pathname;
+const root = REPO_ROOT;
 const bin = join(root, "node_modules", ".bin");
 const buf = join(bin, "buf");
 // buf finds the local protoc-gen-es plugin on PATH, as it does under `npm run`.

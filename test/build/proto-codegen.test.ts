@@ -14,6 +14,7 @@ import { startTestService, type TestService } from "../support/harness.js";
 import { goTool, runTool, type ToolRun } from "../support/go-tools.js";
 import { grpcAddress } from "../support/rpc-helpers.js";
 import { checkoutCopy, readerEnvironment, readmeBlock, readReadme, runBlockOk } from "../support/readme-blocks.js";
+import { REPO_ROOT } from "../support/repo.js";
 
 /**
  * Clients in other languages, generated from proto/ exactly as a team would,
@@ -28,7 +29,7 @@ import { checkoutCopy, readerEnvironment, readmeBlock, readReadme, runBlockOk } 
  * PATH, the grpcio-tools venv activated); a missing one fails the test.
  */
 
-const ROOT = join(import.meta.dirname, "..", "..");
+const ROOT = REPO_ROOT;
 const PROTO_PYTHON_BIN = join(ROOT, ".infra", "proto-python", "bin");
 const PROTO_PYTHON = join(PROTO_PYTHON_BIN, "python");
 /** What the Go commands read: the protos, buf's workspace, and the package that has buf (npx). */

@@ -1,8 +1,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import http2 from "node:http2";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -15,8 +14,9 @@ import { KIB, MIB } from "../../src/domain/validation/limits.js";
 import { createCustomer, eventually, startTestService, type Customer, type TestService } from "../support/harness.js";
 import { bearer, errorDetailOf, grpcAddress, loadGrpcPackage, rpcError, unary } from "../support/rpc-helpers.js";
 import { connectErrorOf, connectH2, envelope, grpcStatusOf, rawCall, type RawAnswer } from "./edge-helpers.js";
+import { REPO_ROOT } from "../support/repo.js";
 
-const PROTO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "proto");
+const PROTO_ROOT = join(REPO_ROOT, "proto");
 const GRPC = { "content-type": "application/grpc", te: "trailers" };
 const CREATE_GENERATION = "/generation.v1.GenerationService/CreateGeneration";
 

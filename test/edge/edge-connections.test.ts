@@ -3,15 +3,15 @@ import assert from "node:assert/strict";
 import http2 from "node:http2";
 import net from "node:net";
 import { once } from "node:events";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { ADMIN_TOKEN, eventually, startTestService, type TestService } from "../support/harness.js";
 import { bearer, grpcAddress, loadGrpcPackage, unary } from "../support/rpc-helpers.js";
 import { connectH2, envelope, grpcStatusOf, rawCall, type RawAnswer } from "./edge-helpers.js";
+import { REPO_ROOT } from "../support/repo.js";
 
-const PROTO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "proto");
+const PROTO_ROOT = join(REPO_ROOT, "proto");
 /** The attackers' source address: Linux routes all of 127/8 to lo, so it is another client to the server. */
 const ATTACKER = "127.0.0.2";
 const HEADERS_TIMEOUT_MS = 5_000;

@@ -1,7 +1,6 @@
 import { after, before, describe, it, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
@@ -12,8 +11,9 @@ import { listenRpc } from "../../src/transport/rpc/rpc-server.js";
 import { eventually, startTestService, type TestService } from "../support/harness.js";
 import { errorDetailOf, loadGrpcPackage, rpcError, unary } from "../support/rpc-helpers.js";
 import { goTool, runTool as run } from "../support/go-tools.js";
+import { REPO_ROOT } from "../support/repo.js";
 
-const PROTO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "proto");
+const PROTO_ROOT = join(REPO_ROOT, "proto");
 const HEALTH_PROTO = "grpc/health/v1/health.proto";
 const RETRY_AFTER = 7;
 const SERVICES = [

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { call, createCustomer, startTestService, type TestService } from "../support/harness.js";
+import { REPO_ROOT } from "../support/repo.js";
 
 const run = promisify(execFile);
 
@@ -48,7 +49,7 @@ function operationsOf(document: { paths: Record<string, Record<string, unknown>>
 
 /** Every JSON object written as a shell literal ('{…}') in the README's sh blocks: what a reader sends. */
 async function readmeBodies(): Promise<unknown[]> {
-  const readme = await readFile(new URL("../../README.md", import.meta.url), "utf8");
+  const readme = await readFile(join(REPO_ROOT, "README.md"), "utf8");
   const blocks = [...readme.matchAll(/```sh[^\n]*\n([\s\S]*?)```/g)].map((match) => match[1]!);
   return blocks.flatMap((block) => [...block.matchAll(/'(\{[^']*\})'/g)].map((match) => JSON.parse(match[1]!) as unknown));
 }
@@ -80,7 +81,7 @@ describe("the published contract (OpenAPI 3.1 at /openapi.json, Swagger UI at /d
   it("when the document is linted with Redocly's recommended rules, then there is no error and no warning", async () => {
     const file = join(workDir, "openapi.json");
     await writeFile(file, JSON.stringify(document));
-    const bin = new URL("../../node_modules/.bin/redocly", import.meta.url).pathname;
+    const bin = join(REPO_ROOT, "node_modules/.bin/redocly");
     const { stdout } = await run(bin, ["lint", file, "--format=json"], { env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" } })
       .catch((error: { stdout?: string; stderr?: string }) => {
         assert.fail(`redocly lint failed:\n${error.stdout ?? ""}${error.stderr ?? ""}`);

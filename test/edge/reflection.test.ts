@@ -1,7 +1,6 @@
 import { after, before, describe, it, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { create, createFileRegistry, fromBinary, type DescService } from "@bufbuild/protobuf";
@@ -20,8 +19,9 @@ import { createCustomer, eventually, startTestService, type Customer, type TestS
 import { goTool, runTool } from "../support/go-tools.js";
 import { grpcAddress } from "../support/rpc-helpers.js";
 import { connectH2, envelope, grpcStatusOf, grpcWebStatusOf, rawCall, rawGrpcUnary, type RawAnswer } from "./edge-helpers.js";
+import { REPO_ROOT } from "../support/repo.js";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const ROOT = REPO_ROOT;
 const PROTO_ROOT = join(ROOT, "proto");
 const BUF = join(ROOT, "node_modules", ".bin", "buf");
 

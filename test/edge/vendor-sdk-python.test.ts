@@ -2,13 +2,14 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { balanceOf, createCustomer, startTestService, type Customer, type TestService } from "../support/harness.js";
 import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
 import {
   assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, FLASH, sdkBaseUrl, settledCharge, SPEC_TEXT_MODELS, TEXT_MAX_OUTPUT_TOKENS,
 } from "../support/vendor-sdk-helpers.js";
+import { REPO_ROOT } from "../support/repo.js";
 
 /**
  * The vendor's official Python SDK (google-genai, from PyPI), configured as
@@ -16,8 +17,8 @@ import {
  * vendor surface. infra/python-sdk.sh installs it into .infra/python-sdk;
  * test/support/vendor_sdk_client.py is the user's program.
  */
-const PYTHON = process.env.VENDOR_SDK_PYTHON ?? fileURLToPath(new URL("../../.infra/python-sdk/bin/python", import.meta.url));
-const CLIENT = fileURLToPath(new URL("../support/vendor_sdk_client.py", import.meta.url));
+const PYTHON = process.env.VENDOR_SDK_PYTHON ?? join(REPO_ROOT, ".infra/python-sdk/bin/python");
+const CLIENT = join(REPO_ROOT, "test/support/vendor_sdk_client.py");
 const installed = existsSync(PYTHON);
 // CI installs the SDK (infra/python-sdk.sh): there a missing venv is a failure, not a skip.
 if (!installed && process.env.CI) throw new Error(`the vendor's Python SDK is not installed at ${PYTHON}: run infra/python-sdk.sh`);

@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { connect } from "node:net";
-import { fileURLToPath } from "node:url";
 import { setTimeout as delay } from "node:timers/promises";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -14,6 +13,7 @@ import { call, dropRealBackend, eventually, jsonOrUndefined, pico, realBackendEn
 import { mapLimit, WebhookRecorder, type RecordedDelivery } from "./crash-clients.js";
 import { gatewayUrlIn, READY_LINE } from "./service-output.js";
 import { spawnServiceChild } from "./service-child.js";
+import { REPO_ROOT } from "./repo.js";
 
 /**
  * Helpers for tests that take Cassandra or Kafka away from a running service
@@ -24,7 +24,7 @@ import { spawnServiceChild } from "./service-child.js";
  * Idempotency-Key until it gets a definitive answer.
  */
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const ROOT = REPO_ROOT;
 
 export type Server = "cassandra" | "kafka";
 

@@ -4,6 +4,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } fro
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import type { ToolRun } from "./go-tools.js";
+import { REPO_ROOT } from "./repo.js";
 
 /**
  * The README's command blocks, as tests read them: a fenced block that a test
@@ -21,7 +22,7 @@ import type { ToolRun } from "./go-tools.js";
  * or not right before a fence fails the test that asked for it, with the line.
  */
 
-export const ROOT = join(import.meta.dirname, "..", "..");
+export const ROOT = REPO_ROOT;
 export const README_PATH = join(ROOT, "README.md");
 
 /**

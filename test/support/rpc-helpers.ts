@@ -1,5 +1,4 @@
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { readdirSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -7,8 +6,9 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { AnySchema } from "@bufbuild/protobuf/wkt";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { ErrorDetailSchema, type ErrorDetail } from "../../gen/generation/v1/generation_service_pb.js";
+import { REPO_ROOT } from "./repo.js";
 
-const PROTO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "proto");
+const PROTO_ROOT = join(REPO_ROOT, "proto");
 
 /** The protos as any grpc-js user would load them: from the .proto files, not from our generated code. */
 export function loadGrpcPackage() {

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { buildState } from "../../infra/build-state.mjs";
 import { ADMIN_TOKEN } from "./harness.js";
+import { REPO_ROOT } from "./repo.js";
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const ROOT = REPO_ROOT;
 
 /**
  * How a test starts the service as a process of its own: the compiled build
