@@ -21,7 +21,7 @@ if (existsSync(STAMP) && statSync(STAMP).mtimeMs >= latest) {
 const started = Date.now();
 rmSync(OUT, { recursive: true, force: true });
 try {
-  execFileSync("node_modules/.bin/tsc", ["-p", "tsconfig.tests.json"], { stdio: "inherit" });
+  execFileSync("tsc", ["-p", "tsconfig.tests.json"], { stdio: "inherit" });
 } catch {
   process.exit(1);
 }
