@@ -9,6 +9,7 @@ import cassandra from "cassandra-driver";
 import kafkajs from "kafkajs";
 import { testServiceLogger } from "./log-capture.js";
 import { watchExit } from "./exit-watch.js";
+import { givePooledKeyspaceBack, takePooledKeyspace } from "./keyspace-pool.js";
 
 // Every test file that starts services names what kept its process alive, if anything did (test/support/exit-watch.ts).
 // Only under the test runner (which sets NODE_TEST_CONTEXT in a file's process): the benchmarks import this module too.
@@ -53,6 +54,10 @@ export interface TestService {
  */
 export async function startTestService(env: Record<string, string> = {}): Promise<TestService> {
   const dataDir = await mkdtemp(join(tmpdir(), "gen-service-test-"));
+  const backend = BACKEND === "real" ? realBackendEnv() : {};
+  // On the real backend, a migrated keyspace from the pool unless the test names its own (test/support/keyspace-pool.ts).
+  const pooled = BACKEND === "real" && env.CASSANDRA_KEYSPACE === undefined;
+  if (pooled) backend.CASSANDRA_KEYSPACE = takePooledKeyspace(backend.CASSANDRA_CONTACT_POINTS!) ?? backend.CASSANDRA_KEYSPACE!;
   const config = loadConfig({
     HOST: "127.0.0.1",
     PORT: "0",
@@ -70,7 +75,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     REAPER_INTERVAL: "500ms",
     // Tests stop services at once; the drain delay has tests of its own.
     DRAIN_DELAY: "0ms",
-    ...(BACKEND === "real" ? realBackendEnv() : {}),
+    ...backend,
     ...env,
   });
   const log = testServiceLogger();
@@ -84,7 +89,12 @@ export async function startTestService(env: Record<string, string> = {}): Promis
       await running.close();
       log?.flush();
       await rm(dataDir, { recursive: true, force: true });
-      await dropRealBackendState(config);
+      if (pooled && config.cassandra) {
+        await dropRealBackendState({ ...config, cassandra: { ...config.cassandra, keyspace: "" } });
+        await givePooledKeyspaceBack(config.cassandra.contactPoints.join(","), config.cassandra.keyspace);
+      } else {
+        await dropRealBackendState(config);
+      }
     },
   };
 }
