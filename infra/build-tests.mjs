@@ -6,8 +6,9 @@
 // Skipped when .test-build/.built is newer than every file it is made from; rebuilt whole otherwise, so a test file
 // that was deleted leaves no compiled copy behind. A failed type check leaves no .built: the next run builds again.
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { newest } from "./build-state.mjs";
+import { copyAssets } from "./copy-assets.mjs";
 
 const OUT = ".test-build";
 const STAMP = `${OUT}/.built`;
@@ -21,11 +22,10 @@ if (existsSync(STAMP) && statSync(STAMP).mtimeMs >= latest) {
 const started = Date.now();
 rmSync(OUT, { recursive: true, force: true });
 try {
-  execFileSync("tsc", ["-p", "tsconfig.tests.json"], { stdio: "inherit" });
+  execFileSync("node_modules/.bin/tsc", ["-p", "tsconfig.tests.json"], { stdio: "inherit" });
 } catch {
   process.exit(1);
 }
-cpSync("src", `${OUT}/src`, { recursive: true, filter: (path) => !path.endsWith(".ts") && !path.endsWith(".mjs") });
 symlinkSync("../infra", `${OUT}/infra`, "dir");
-writeFileSync(STAMP, `${new Date().toISOString()}\n`);
+copyAssets(OUT); // last: it writes the stamp
 process.stdout.write(`${OUT}/ built in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);

@@ -89,29 +89,25 @@ export async function startTestService(env: Record<string, string> = {}): Promis
       await running.close();
       log?.flush();
       await rm(dataDir, { recursive: true, force: true });
-      if (pooled && config.cassandra) {
-        await dropRealBackendState({ ...config, cassandra: { ...config.cassandra, keyspace: "" } });
-        await givePooledKeyspaceBack(config.cassandra.contactPoints.join(","), config.cassandra.keyspace);
-      } else {
-        await dropRealBackendState(config);
-      }
+      await dropRealBackendState(config, pooled ? "give back" : "drop");
     },
   };
 }
 
 /**
- * A test service's keyspace and topics are dropped when it closes: hundreds of
- * keyspaces and topics left behind would exhaust the servers' memory.
+ * A test service's topics are dropped when it closes, and its keyspace dropped or, when it came from the pool,
+ * emptied and given back: hundreds of keyspaces and topics left behind would exhaust the servers' memory.
  */
-async function dropRealBackendState(config: Config): Promise<void> {
-  if (config.cassandra && config.kafka) {
-    await dropRealBackend({
-      CASSANDRA_CONTACT_POINTS: config.cassandra.contactPoints.join(","),
-      CASSANDRA_KEYSPACE: config.cassandra.keyspace,
-      KAFKA_BROKERS: config.kafka.brokers.join(","),
-      KAFKA_TOPIC_PREFIX: config.kafka.topicPrefix,
-    });
-  }
+async function dropRealBackendState(config: Config, keyspace: "drop" | "give back"): Promise<void> {
+  if (!config.cassandra || !config.kafka) return;
+  const contactPoints = config.cassandra.contactPoints.join(",");
+  await dropRealBackend({
+    CASSANDRA_CONTACT_POINTS: contactPoints,
+    ...(keyspace === "drop" ? { CASSANDRA_KEYSPACE: config.cassandra.keyspace } : {}),
+    KAFKA_BROKERS: config.kafka.brokers.join(","),
+    KAFKA_TOPIC_PREFIX: config.kafka.topicPrefix,
+  });
+  if (keyspace === "give back") await givePooledKeyspaceBack(contactPoints, config.cassandra.keyspace);
 }
 
 /** Drops what realBackendEnv() pointed at: the keyspace, the topics and the consumer groups. */

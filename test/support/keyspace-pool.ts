@@ -19,12 +19,17 @@ import { repoPath } from "./repo.js";
  * start-up (CREATE KEYSPACE IF NOT EXISTS, then its migrations). The pool grows to the number of services that ran at
  * once, and its keyspaces stay in Cassandra after the run, ready for the next one.
  */
+const directories = new Map<string, string>();
+
 function poolDirectory(contactPoints: string): string {
+  const known = directories.get(contactPoints);
+  if (known) return known;
   const migrations = repoPath("src", "adapters", "cassandra", "migrations");
   const hash = createHash("sha256").update(contactPoints);
   for (const name of readdirSync(migrations).sort()) hash.update(name).update(readFileSync(join(migrations, name)));
   const dir = join(tmpdir(), `gen-test-keyspaces-${hash.digest("hex").slice(0, 12)}`);
   mkdirSync(dir, { recursive: true });
+  directories.set(contactPoints, dir);
   return dir;
 }
 
