@@ -660,6 +660,42 @@ describe("SqliteIntentHolds", () => {
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 0n });
   });
 
+  it("when 100 text calls hold at once against funds for 40, then they share commits, exactly 40 are held with their intents, and their ends share commits too", async () => {
+    const commits: number[] = [];
+    const counted = await openSqliteStores({ dataDir: freshDir(), synchronous: "full", defaultPrices: PRICES, onGroupCommit: (writes) => commits.push(writes) });
+    opened.push(counted);
+    const { stores } = counted;
+    await stores.ledger.createAccount("acct_1", "one", 40n * 400_000n);
+    const ids = Array.from({ length: 100 }, (_, i) => `call-${i}`);
+    const outcomes = await Promise.all(ids.map((id) => stores.intentHolds!.registerAndReserve(id, "acct_1", new Date(1_000), `job:${id}`, 400_000n, MEMO)));
+    const held = ids.filter((_, i) => outcomes[i] === "reserved");
+    assert.equal(held.length, 40);
+    assert.ok(outcomes.every((outcome) => outcome === "reserved" || outcome === "insufficient_funds"), String(outcomes));
+    assert.ok(commits.length < 100 && commits.some((writes) => writes > 1), `commits: ${commits}`);
+    assert.deepEqual((await stores.jobs.listUnfinished(500)).entries.map((entry) => entry.jobId).sort(), [...held].sort());
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 16_000_000n, reserved: 16_000_000n });
+
+    const before = commits.length;
+    const ends = await Promise.all(held.map((id) => stores.intentHolds!.endAndFinalize(id, `job:${id}`, { charge: 100_000n })));
+    assert.ok(ends.every((end) => end?.charged === 100_000n && end.shortfall === 0n), JSON.stringify(ends, (_, v) => (typeof v === "bigint" ? `${v}` : v)));
+    assert.ok(commits.length - before < held.length, `commits: ${commits.slice(before)}`);
+    assert.deepEqual((await stores.jobs.listUnfinished(500)).entries, []);
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 16_000_000n - 40n * 100_000n, reserved: 0n });
+  });
+
+  it("when the store has stopped taking writes (it is closing), then a text call's hold is refused as unavailable and nothing is held", async () => {
+    const closing = await open(freshDir());
+    const { stores } = closing;
+    await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
+    closing.stopWrites();
+    await assert.rejects(
+      stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO),
+      (error) => error instanceof DependencyUnavailableError,
+    );
+    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 0n });
+  });
+
   it("when ending the intent fails inside the write, then the hold is not ended either", async () => {
     const opened = await open(freshDir());
     const { stores } = opened;

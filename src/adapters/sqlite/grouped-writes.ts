@@ -29,9 +29,12 @@ export interface GroupedWritesOptions {
  * The embedded store groups its acceptances (SqliteAcceptanceWrites): their
  * 202 waits for the WAL's fsync anyway (the WriteBarrier), so waiting for the
  * turn's end costs them nothing a client sees, and POST /api/v1/generations
- * gained 30 % (bench/ab.ts). A text call's hold commits at once: it is on the
- * path to the stream's first event, which grouping delayed (the service's own
- * time before it, 0.29 → 0.51 ms at p50 with 64 streams in flight).
+ * gained 30 % (bench/ab.ts). Text calls' holds and their ends are grouped too
+ * (SqliteIntentHolds): a hold waits for its turn's end before the upstream
+ * call, which on a host with cheap syscalls cost more than it saved (the
+ * service's own time before the first event 0.29 → 0.51 ms at p50 with 64
+ * streams in flight), and on one where a commit's syscalls are dear halved
+ * the client's time to the first event.
  *
  * Each write runs as a savepoint of the group: one that throws is rolled back
  * alone and its caller gets the error, while the others commit. It runs in
