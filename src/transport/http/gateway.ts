@@ -1,6 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { PrometheusMetrics } from "../../adapters/observability/prometheus-metrics.js";
 import { GatewayLogController, observeRequests, requestIdOf } from "./edge/observe-requests.js";
+import { requestLoggerFactory } from "./edge/request-logger.js";
 import { metricsRoutes } from "./routes/metrics-routes.js";
 import { timedClients } from "./request-timing.js";
 import type { EdgeLimits } from "../../config/config.js";
@@ -87,6 +88,7 @@ export async function buildGateway(clients: CoreClients, options: GatewayOptions
       serializers: { req: (request: { method: string; url: string; ip: string }) => ({ method: request.method, url: request.url.split("?")[0], remoteAddress: request.ip }) },
     }) as FastifyBaseLogger,
     logController: new GatewayLogController(),
+    childLoggerFactory: requestLoggerFactory,
     genReqId: requestIdOf,
     // Idle keep-alive sockets must not hold up shutdown.
     forceCloseConnections: true,
