@@ -18,8 +18,8 @@
  * Knobs (environment): BENCH_DURATION_S (10), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (32),
  * BENCH_JOBS (100000: jobs accepted before the second RSS reading), BENCH_RENDER_JOBS (400),
  * BENCH_ONLY (comma list of sections: rest,grpc,streams,memory,render), BENCH_PROFILE (a directory:
- * the service processes run with --cpu-prof and write their profiles into a folder per service,
- * one per thread: the largest is the main thread's), BENCH_PROFILE_INTERVAL_US (their sampling interval, 1000),
+ * every server process, the service's and the floors', runs with --cpu-prof and writes its profiles into a
+ * folder named after it, one per thread: the largest is the main thread's), BENCH_PROFILE_INTERVAL_US (their sampling interval, 1000),
  * BENCH_SERVICE_FLAGS (node flags for the service processes, space-separated, e.g. a V8 heap flag to try; by default
  * those of `npm start`),
  * BENCH_OUT (also write the report to this file).
@@ -79,7 +79,7 @@ interface ServerProcess {
 const running = new Set<ChildProcess>();
 
 async function startServer(kind: string, env: Record<string, string> = {}, name = kind): Promise<ServerProcess> {
-  const profile = PROFILE_DIR && kind === "service"
+  const profile = PROFILE_DIR
     ? ["--cpu-prof", `--cpu-prof-dir=${join(PROFILE_DIR, name)}`, `--cpu-prof-interval=${PROFILE_INTERVAL_US}`]
     : [];
   // Compiled (main() runs `npm run build` first), as `npm start` runs the service: no tsx loader in the measured process.
@@ -116,10 +116,28 @@ function rssMb(pid: number): number {
   return Number(line?.match(/(\d+)/)?.[1] ?? NaN) / 1024;
 }
 
-/** CPU seconds a process has used (utime + stime), from /proc. */
-function cpuSeconds(pid: number): number {
+/** CPU seconds a process has used, in user space and in the kernel (utime, stime), from /proc. */
+function cpuTimes(pid: number): { user: number; kernel: number } {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  return { user: Number(fields[11]) / CLOCK_TICKS, kernel: Number(fields[12]) / CLOCK_TICKS };
+}
+
+/** What a server used while measured: cores, and the share of that time spent in the kernel (system calls: socket reads and writes, the file's writes and locks). */
+interface ServerCpu {
+  readonly serverCores: number;
+  readonly kernelShare: number;
+}
+
+/** Starts measuring a server's CPU; the returned function reads it over the time since. */
+function cpuMeter(pid: number): () => ServerCpu {
+  const start = cpuTimes(pid);
+  const t0 = performance.now();
+  return () => {
+    const now = cpuTimes(pid);
+    const user = now.user - start.user;
+    const kernel = now.kernel - start.kernel;
+    return { serverCores: (user + kernel) / ((performance.now() - t0) / 1000), kernelShare: user + kernel > 0 ? kernel / (user + kernel) : 0 };
+  };
 }
 
 function run(command: string, args: string[]): Promise<string> {
@@ -149,6 +167,8 @@ interface Load {
   readonly failed: number;
   /** CPU cores the server process used while measured. */
   readonly serverCores: number;
+  /** The share of that CPU spent in the kernel. */
+  readonly kernelShare: number;
   readonly note?: string;
 }
 
@@ -174,15 +194,13 @@ function autocannonArgs(target: HttpTarget, seconds: number): string[] {
 
 async function autocannon(name: string, target: HttpTarget, server: ServerProcess): Promise<Load> {
   if (!target.amount && WARMUP_S > 0) await run(process.execPath, autocannonArgs(target, WARMUP_S));
-  const cpu0 = cpuSeconds(server.pid);
-  const t0 = performance.now();
+  const cpu = cpuMeter(server.pid);
   const out = JSON.parse(await run(process.execPath, autocannonArgs(target, DURATION_S)));
-  const wall = (performance.now() - t0) / 1000;
   const statusOk = target.expect >= 200 && target.expect < 300;
   const failed = out.errors + out.timeouts + (statusOk ? out.non2xx : 0);
   const load: Load = {
     name, rps: out.requests.total / out.duration, p50: out.latency.p50, p99: out.latency.p99, requests: out.requests.total,
-    failed, serverCores: (cpuSeconds(server.pid) - cpu0) / wall,
+    failed, ...cpu(),
   };
   report(load);
   return load;
@@ -200,38 +218,41 @@ async function ghz(name: string, grpcUrl: string, apiKey: string, jobId: string,
   ];
   const warm = JSON.parse(await run(GHZ, args(["-z", `${Math.max(1, WARMUP_S)}s`])));
   const count = Math.max(CONNECTIONS * 10, Math.round(warm.rps * DURATION_S));
-  const cpu0 = cpuSeconds(server.pid);
-  const t0 = performance.now();
+  const cpu = cpuMeter(server.pid);
   const out = JSON.parse(await run(GHZ, args(["-n", String(count)])));
-  const wall = (performance.now() - t0) / 1000;
   const at = (p: number) => (out.latencyDistribution ?? []).find((d: { percentage: number }) => d.percentage === p)?.latency / 1e6;
   const failed = Object.entries(out.statusCodeDistribution ?? {}).filter(([code]) => code !== "OK").reduce((n, [, c]) => n + (c as number), 0);
-  const load: Load = { name, rps: out.rps, p50: at(50), p99: at(99), requests: out.count, failed, serverCores: (cpuSeconds(server.pid) - cpu0) / wall };
+  const load: Load = { name, rps: out.rps, p50: at(50), p99: at(99), requests: out.count, failed, ...cpu() };
   report(load);
   return load;
 }
 
 /** A stream run, with the server's CPU over it: in cores, and in milliseconds per stream (at the run's steady rate). */
-type StreamLoad = StreamResult & { readonly serverCores: number; readonly cpuMsPerStream: number };
+type StreamLoad = StreamResult & ServerCpu & { readonly cpuMsPerStream: number };
 
 async function streams(name: string, url: string, headers: Record<string, string>, concurrency: number, server: ServerProcess): Promise<StreamLoad> {
   const spec: StreamRun = { url, headers, body: TEXT_BODY, concurrency, durationMs: DURATION_S * 1000, warmupMs: WARMUP_S * 1000 };
-  const cpu0 = cpuSeconds(server.pid);
-  const t0 = performance.now();
+  const cpu = cpuMeter(server.pid);
   const out = JSON.parse(await run(process.execPath, ["--import", "tsx", join(ROOT, "bench/stream-client.ts"), JSON.stringify(spec)])) as StreamResult;
-  const serverCores = (cpuSeconds(server.pid) - cpu0) / ((performance.now() - t0) / 1000);
+  const { serverCores, kernelShare } = cpu();
   const cpuMsPerStream = (serverCores * 1000) / (out.streams / (out.elapsedMs / 1000));
   process.stderr.write(
     `· ${name}: ${out.streams} streams, first event p50 ${fmt(out.firstEvent.p50)} p99 ${fmt(out.firstEvent.p99)} ms, ` +
-      `whole p50 ${fmt(out.whole.p50)} p99 ${fmt(out.whole.p99)} ms, failures ${out.failures}, server ${fmt(serverCores)} cores, ` +
+      `whole p50 ${fmt(out.whole.p50)} p99 ${fmt(out.whole.p99)} ms, failures ${out.failures}, server ${fmt(serverCores)} cores (${percent(kernelShare)} in the kernel), ` +
       `${fmt(cpuMsPerStream)} ms CPU per stream` +
       `${out.own ? `; own time before the first event (its Server-Timing) p50 ${fmt(out.own.p50)} p99 ${fmt(out.own.p99)} ms` : ""}\n`,
   );
-  return { ...out, serverCores, cpuMsPerStream };
+  return { ...out, serverCores, kernelShare, cpuMsPerStream };
 }
 
+/** A share as a whole percentage. */
+const percent = (share: number) => `${Math.round(share * 100)} %`;
+
+/** A load's server CPU as the table gives it: cores, and the kernel's share of them. */
+const cpuCell = (cpu: ServerCpu) => `${fmt(cpu.serverCores)} (${percent(cpu.kernelShare)})`;
+
 function report(load: Load): void {
-  process.stderr.write(`· ${load.name}: ${fmt(load.rps, 0)} req/s, p50 ${fmt(load.p50)} ms, p99 ${fmt(load.p99)} ms, failed ${load.failed}, server ${fmt(load.serverCores)} cores\n`);
+  process.stderr.write(`· ${load.name}: ${fmt(load.rps, 0)} req/s, p50 ${fmt(load.p50)} ms, p99 ${fmt(load.p99)} ms, failed ${load.failed}, server ${fmt(load.serverCores)} cores (${percent(load.kernelShare)} in the kernel)\n`);
 }
 
 const fmt = (n: number | undefined, digits = 2) => (n !== undefined && Number.isFinite(n) ? n.toFixed(digits) : "–");
@@ -308,8 +329,8 @@ function ratioRow(route: string, ours: Load, bare: Load, target: number, targetT
     bare: `${fmt(bare.rps, 0)} req/s, p50 ${fmt(bare.p50)} / p99 ${fmt(bare.p99)} ms`,
     ratio: `${fmt(ratio)}×`, target: targetText, met: clean && ratio >= target,
   });
-  details.push(`| ${ours.name} | ${fmt(ours.rps, 0)} | ${fmt(ours.p50)} | ${fmt(ours.p99)} | ${ours.requests} | ${ours.failed} | ${fmt(ours.serverCores)} |`);
-  details.push(`| ${bare.name} | ${fmt(bare.rps, 0)} | ${fmt(bare.p50)} | ${fmt(bare.p99)} | ${bare.requests} | ${bare.failed} | ${fmt(bare.serverCores)} |`);
+  details.push(`| ${ours.name} | ${fmt(ours.rps, 0)} | ${fmt(ours.p50)} | ${fmt(ours.p99)} | ${ours.requests} | ${ours.failed} | ${cpuCell(ours)} |`);
+  details.push(`| ${bare.name} | ${fmt(bare.rps, 0)} | ${fmt(bare.p50)} | ${fmt(bare.p99)} | ${bare.requests} | ${bare.failed} | ${cpuCell(bare)} |`);
 }
 
 /** A route against its floor (the least its work costs), beside the floor against bare: what a ratio target leaves room for. */
@@ -318,7 +339,7 @@ function floorRow(route: string, ours: Load, floor: Load, bare: Load, target: st
     route, ours: `${fmt(ours.rps, 0)} req/s`, bare: `${fmt(floor.rps, 0)} req/s (${fmt(floor.rps / bare.rps)}× bare)`, ratio: `${fmt(ours.rps / floor.rps)}×`,
     target: `– (what the ${target} target leaves room for)`, met: undefined,
   });
-  details.push(`| ${floor.name} | ${fmt(floor.rps, 0)} | ${fmt(floor.p50)} | ${fmt(floor.p99)} | ${floor.requests} | ${floor.failed} | ${fmt(floor.serverCores)} |`);
+  details.push(`| ${floor.name} | ${fmt(floor.rps, 0)} | ${fmt(floor.p50)} | ${fmt(floor.p99)} | ${floor.requests} | ${floor.failed} | ${cpuCell(floor)} |`);
 }
 
 async function restSection(): Promise<{ apiKey: string; job: any; service: ServerProcess }> {
@@ -376,7 +397,7 @@ async function grpcSection(service: ServerProcess, apiKey: string, job: any): Pr
     const bareConnect = await ghz("bare connect-node h2c server, GetJob (fixed reply)", connect.grpcUrl!, apiKey, job.job_id, connect);
     const core = await ghz("core port: gRPC GenerationService.GetJob", service.grpcUrl!, apiKey, job.job_id, service);
     ratioRow("gRPC `GetJob` on the core port", core, bare, 0.8, "≥ 0.8× plain grpc-js, no failed call");
-    details.push(`| ${bareConnect.name} | ${fmt(bareConnect.rps, 0)} | ${fmt(bareConnect.p50)} | ${fmt(bareConnect.p99)} | ${bareConnect.requests} | ${bareConnect.failed} | ${fmt(bareConnect.serverCores)} |`);
+    details.push(`| ${bareConnect.name} | ${fmt(bareConnect.rps, 0)} | ${fmt(bareConnect.p50)} | ${fmt(bareConnect.p99)} | ${bareConnect.requests} | ${bareConnect.failed} | ${cpuCell(bareConnect)} |`);
   } finally {
     await grpcJs.stop();
     await connect.stop();
@@ -388,10 +409,10 @@ async function streamSection(): Promise<void> {
   // One stream at a time: a short stream (8 events 2 ms apart), so that a p99 rests on hundreds of streams;
   // 64 at a time: a model's pace (8 events 25 ms apart).
   for (const [concurrency, gapMs] of [[1, 2], [64, 25]] as const) {
-    const upstream = await startServer("upstream", { BENCH_UPSTREAM_GAP_MS: String(gapMs) });
+    const upstream = await startServer("upstream", { BENCH_UPSTREAM_GAP_MS: String(gapMs) }, `upstream-${concurrency}`);
     const service = await startServer("service", serviceEnv({ VENDOR_BASE_URL: upstream.url!, VENDOR_API_KEY: "bench-upstream-key" }), `streams-${concurrency}`);
-    const proxy = await startServer("bare-proxy", { BENCH_UPSTREAM_URL: upstream.url! });
-    const floorProxy = await startServer("floor-proxy", { BENCH_UPSTREAM_URL: upstream.url! });
+    const proxy = await startServer("bare-proxy", { BENCH_UPSTREAM_URL: upstream.url! }, `bare-proxy-${concurrency}`);
+    const floorProxy = await startServer("floor-proxy", { BENCH_UPSTREAM_URL: upstream.url! }, `floor-proxy-${concurrency}`);
     try {
       const apiKey = await customer(service.url!);
       const direct = await streams(`upstream directly, ${concurrency} in flight`, `${upstream.url}/v1beta/${path}`, { "x-vendor-api-key": "bench-upstream-key" }, concurrency, upstream);
@@ -421,10 +442,10 @@ async function streamSection(): Promise<void> {
         target: concurrency === 1 ? "≤ +0.5 / +1.5 ms" : "p99 ≤ +3 ms",
         met: clean && wholeP50 <= bounds.p50 && wholeP99 <= bounds.p99,
       });
-      details.push(`| streams through the gateway, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(gateway.streams / (gateway.elapsedMs / 1000), 0)} | ${fmt(gateway.firstEvent.p50)} (first event) | ${fmt(gateway.firstEvent.p99)} (first event) | ${gateway.streams} | ${gateway.failures} | ${fmt(gateway.serverCores)} (${fmt(gateway.cpuMsPerStream)} ms per stream) |`);
-      details.push(`| streams from the upstream directly, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(direct.streams / (direct.elapsedMs / 1000), 0)} | ${fmt(direct.firstEvent.p50)} (first event) | ${fmt(direct.firstEvent.p99)} (first event) | ${direct.streams} | ${direct.failures} | ${fmt(direct.serverCores)} (${fmt(direct.cpuMsPerStream)} ms per stream) |`);
+      details.push(`| streams through the gateway, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(gateway.streams / (gateway.elapsedMs / 1000), 0)} | ${fmt(gateway.firstEvent.p50)} (first event) | ${fmt(gateway.firstEvent.p99)} (first event) | ${gateway.streams} | ${gateway.failures} | ${cpuCell(gateway)}; ${fmt(gateway.cpuMsPerStream)} ms per stream |`);
+      details.push(`| streams from the upstream directly, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(direct.streams / (direct.elapsedMs / 1000), 0)} | ${fmt(direct.firstEvent.p50)} (first event) | ${fmt(direct.firstEvent.p99)} (first event) | ${direct.streams} | ${direct.failures} | ${cpuCell(direct)}; ${fmt(direct.cpuMsPerStream)} ms per stream |`);
       for (const [label, floor] of [["a bare Fastify proxy (the floor of any gateway in Node)", bareProxy], ["the floor proxy: bare, plus one SQLite hold before the upstream call and one settlement after", moneyProxy]] as const) {
-        details.push(`| streams through ${label}, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(floor.streams / (floor.elapsedMs / 1000), 0)} | ${fmt(floor.firstEvent.p50)} (first event) | ${fmt(floor.firstEvent.p99)} (first event) | ${floor.streams} | ${floor.failures} | ${fmt(floor.serverCores)} (${fmt(floor.cpuMsPerStream)} ms per stream) |`);
+        details.push(`| streams through ${label}, ${concurrency} in flight (events ${gapMs} ms apart) | ${fmt(floor.streams / (floor.elapsedMs / 1000), 0)} | ${fmt(floor.firstEvent.p50)} (first event) | ${fmt(floor.firstEvent.p99)} (first event) | ${floor.streams} | ${floor.failures} | ${cpuCell(floor)}; ${fmt(floor.cpuMsPerStream)} ms per stream |`);
         rows.push({
           route: `\`streamGenerateContent?alt=sse\`, ${concurrency} in flight, ${label}`,
           ours: `first event p50 ${fmt(floor.firstEvent.p50)} / p99 ${fmt(floor.firstEvent.p99)} ms; whole p50 ${fmt(floor.whole.p50)} / p99 ${fmt(floor.whole.p99)} ms`,
@@ -465,7 +486,7 @@ async function memorySection(): Promise<void> {
       route: `embedded default, RSS after ${JOBS} accepted jobs (worker rendering)`, ours: `${fmt(after, 0)} MB at the last acceptance, ${fmt(later, 0)} MB 5 s later (highest while accepting: ${fmt(peak, 0)} MB)`,
       bare: "–", ratio: "–", target: "≤ 300 MB", met: accepted.failed === 0 && accepted.requests >= JOBS && Math.max(after, later) <= 300,
     });
-    details.push(`| ${accepted.name} | ${fmt(accepted.requests / acceptSeconds, 0)} | ${fmt(accepted.p50)} | ${fmt(accepted.p99)} | ${accepted.requests} | ${accepted.failed} | ${fmt(accepted.serverCores)} |`);
+    details.push(`| ${accepted.name} | ${fmt(accepted.requests / acceptSeconds, 0)} | ${fmt(accepted.p50)} | ${fmt(accepted.p99)} | ${accepted.requests} | ${accepted.failed} | ${cpuCell(accepted)} |`);
   } finally {
     await service.stop();
   }
@@ -536,7 +557,7 @@ async function main(): Promise<void> {
     "|---|---|---|---:|---|:---:|",
     ...rows.map((r) => `| ${r.route} | ${r.ours} | ${r.bare} | ${r.ratio} | ${r.target} | ${r.met === undefined ? "–" : r.met ? "yes" : "**no**"} |`),
     "",
-    "| load | req/s | p50 ms | p99 ms | requests | failed | server CPU (cores) |",
+    "| load | req/s | p50 ms | p99 ms | requests | failed | server CPU: cores (in the kernel) |",
     "|---|---:|---:|---:|---:|---:|---:|",
     ...details,
   ];

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import kafkajs, { type Admin, type Consumer } from "kafkajs";
 import { startSupervisedConsumer } from "../../src/adapters/kafka/supervised-consumer.js";
+import { ensureTopics } from "../../src/adapters/kafka/kafka-topics.js";
 import { eventually } from "../support/harness.js";
 import { lineLogger } from "../support/capture-log.js";
 
@@ -18,7 +19,8 @@ describe("a supervised Kafka consumer against a real broker", { skip }, () => {
   before(async () => {
     admin = kafka.admin();
     await admin.connect();
-    await admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
+    // As the service creates its topics: a KRaft broker may answer UNKNOWN_TOPIC_OR_PARTITION until it has applied a new topic.
+    await ensureTopics(admin, [{ topic, numPartitions: 1 }], lineLogger(() => undefined));
   });
 
   after(async () => {
