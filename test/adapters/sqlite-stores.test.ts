@@ -696,6 +696,19 @@ describe("SqliteIntentHolds", () => {
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 0n });
   });
 
+  it("when the store has stopped taking writes (it is closing) while a stream still ends, then its end settles on its own, once", async () => {
+    const closing = await open(freshDir());
+    const { stores } = closing;
+    await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
+    await stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
+    closing.stopWrites();
+    const end = { charge: 150_000n, tokens: { promptTokens: 10, candidatesTokens: 20 } };
+    assert.deepEqual(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", end), { charged: 150_000n, shortfall: 0n });
+    assert.deepEqual(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", end), { charged: 150_000n, shortfall: 0n, repeated: true });
+    assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
+    assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 850_000n, reserved: 0n });
+  });
+
   it("when ending the intent fails inside the write, then the hold is not ended either", async () => {
     const opened = await open(freshDir());
     const { stores } = opened;

@@ -2,6 +2,8 @@ import type { Money } from "../../domain/money.js";
 import type { HoldEnd, IntentHolds } from "../../ports/intent-holds.js";
 import type { ReserveOptions, ReserveOutcome, Settlement } from "../../ports/ledger.js";
 import type { GroupedWrites } from "./grouped-writes.js";
+import type { SqliteDb } from "./sqlite-database.js";
+import { sqliteCall } from "./sqlite-errors.js";
 import type { SqliteJobStore } from "./sqlite-job-store.js";
 import type { SqliteLedger } from "./sqlite-ledger.js";
 
@@ -25,7 +27,10 @@ export class SqliteIntentHolds implements IntentHolds {
 
   private readonly endWrite: (intentId: string, reservationId: string, end: HoldEnd) => Settlement | undefined;
 
-  constructor(jobs: SqliteJobStore, ledger: SqliteLedger, private readonly writes: GroupedWrites) {
+  /** endWrite as a transaction of its own, for an end the group could not commit. */
+  private readonly endAlone: (intentId: string, reservationId: string, end: HoldEnd) => Settlement | undefined;
+
+  constructor(db: SqliteDb, jobs: SqliteJobStore, ledger: SqliteLedger, private readonly writes: GroupedWrites) {
     this.reserveWrite = (intentId, accountId, since, reservationId, amount, options) => {
       const outcome = ledger.reserveNow(accountId, reservationId, amount, options);
       if (outcome === "reserved") jobs.registerIntentNow(intentId, accountId, since);
@@ -38,10 +43,24 @@ export class SqliteIntentHolds implements IntentHolds {
       jobs.markFinalizedNow(intentId);
       return end === "release" ? undefined : settlement;
     };
+    this.endAlone = db.transaction(this.endWrite).immediate;
   }
 
-  endAndFinalize(intentId: string, reservationId: string, end: HoldEnd): Promise<Settlement | undefined> {
-    return this.writes.run(() => this.endWrite(intentId, reservationId, end));
+  /**
+   * An end that its group could not commit is tried once more in a
+   * transaction of its own: the group is refused once the store stops taking
+   * writes (it is closing, while streams cut by the shutdown still end), and
+   * a write that breaks the whole transaction (a full disk) fails every write
+   * of its group. Delivered output is owed, so its settlement gets its own
+   * chance; ending a hold is idempotent, and a group that failed kept
+   * nothing, so the second try moves the money at most once.
+   */
+  async endAndFinalize(intentId: string, reservationId: string, end: HoldEnd): Promise<Settlement | undefined> {
+    try {
+      return await this.writes.run(() => this.endWrite(intentId, reservationId, end));
+    } catch {
+      return sqliteCall(() => this.endAlone(intentId, reservationId, end));
+    }
   }
 
   registerAndReserve(

@@ -112,7 +112,7 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
     const stores: StorePorts = {
       jobs,
       ledger,
-      intentHolds: new SqliteIntentHolds(jobs, ledger, writes),
+      intentHolds: new SqliteIntentHolds(db, jobs, ledger, writes),
       apiKeys: new SqliteApiKeyStore(db),
       idempotency: new SqliteIdempotencyStore(db),
       settings,
