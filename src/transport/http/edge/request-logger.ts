@@ -4,8 +4,6 @@ import type { Bindings, ChildLoggerOptions, Level, LevelWithSilentOrString } fro
 /** The parent as pino makes it: the gateway's logger is a pino child. */
 type PinoParent = FastifyBaseLogger & { isLevelEnabled(level: LevelWithSilentOrString): boolean };
 
-type LogMethod = FastifyBaseLogger["info"];
-
 /**
  * A request's logger that becomes its pino child (with `request_id`) the
  * first time a line is written at an enabled level, or a child or a level is
@@ -28,19 +26,38 @@ class RequestLogger implements FastifyBaseLogger {
   }
 
   /** Writes through the child when `level` is enabled; a disabled level makes nothing. */
-  private line(level: Level): LogMethod {
-    return ((...args: Parameters<LogMethod>) => {
-      if (this.made || this.parent.isLevelEnabled(level)) this.real[level](...args);
-    }) as LogMethod;
+  private write(level: Level, args: unknown[]): void {
+    if (!this.made && !this.parent.isLevelEnabled(level)) return;
+    const real = this.real;
+    (real[level] as (...line: unknown[]) => void).apply(real, args);
   }
 
-  readonly fatal = this.line("fatal");
-  readonly error = this.line("error");
-  readonly warn = this.line("warn");
-  readonly info = this.line("info");
-  readonly debug = this.line("debug");
-  readonly trace = this.line("trace");
-  readonly silent: LogMethod = () => {};
+  // Methods on the prototype: no closures made per request.
+  fatal(...args: unknown[]): void {
+    this.write("fatal", args);
+  }
+
+  error(...args: unknown[]): void {
+    this.write("error", args);
+  }
+
+  warn(...args: unknown[]): void {
+    this.write("warn", args);
+  }
+
+  info(...args: unknown[]): void {
+    this.write("info", args);
+  }
+
+  debug(...args: unknown[]): void {
+    this.write("debug", args);
+  }
+
+  trace(...args: unknown[]): void {
+    this.write("trace", args);
+  }
+
+  silent(): void {}
 
   get level(): string {
     return this.made?.level ?? this.parent.level;
