@@ -90,6 +90,7 @@ async function openStores(config: Config, obs: Observability, persist: Persist):
       onCheckpointError: (message, failures) =>
         obs.logger.warn({ err: message, failures }, "checkpointing the SQLite WAL fails (told again at most once a minute while it does); the store checkpoints on its own past its fallback"),
       onCheckpointRecovered: (failures) => obs.logger.info({ failures }, "checkpointing the SQLite WAL works again"),
+      onFileLost: (error) => obs.logger.error({ dataDir: config.dataDir }, error.message),
     });
     return {
       stores: opened.stores,

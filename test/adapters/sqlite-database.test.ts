@@ -233,6 +233,26 @@ describe("the process lock", () => {
     }
   });
 
+  it("when a new or an existing database is opened, then other connections (the checkpointer's, a backup's) still read and checkpoint it: only opening is exclusive", () => {
+    const path = join(freshDir(), "service.db");
+    for (const round of ["new", "existing"]) {
+      const handle = openSqliteDatabase({ path, synchronous: "normal" });
+      try {
+        handle.db.exec("CREATE TABLE IF NOT EXISTS t (x)");
+        handle.db.prepare("INSERT INTO t VALUES (1)").run();
+        const other = new Database(path, { timeout: 0 });
+        try {
+          assert.ok((other.prepare("SELECT count(*) FROM t").pluck().get() as number) >= 1, round);
+          assert.equal((other.prepare("PRAGMA wal_checkpoint(PASSIVE)").get() as { busy: number }).busy, 0, round);
+        } finally {
+          other.close();
+        }
+      } finally {
+        handle.close();
+      }
+    }
+  });
+
   it("when this process holds the data directory, then a second process cannot open it", async () => {
     const dir = freshDir();
     const stores = await openSqliteStores({ dataDir: dir, synchronous: "full", defaultPrices: new Map() });

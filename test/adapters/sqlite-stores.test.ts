@@ -1,7 +1,7 @@
 import { after, afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import Database from "better-sqlite3";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
@@ -876,5 +876,52 @@ describe("SqliteAcceptanceWrites", () => {
     assert.deepEqual(await stores.ledger.balance("acct"), { balance: 200_000_000_000n, reserved: 0n });
     assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
     assert.equal(await stores.jobs.get(job.id), undefined);
+  });
+});
+
+/** Issue 34: a file deleted (or replaced) under the open store takes every later write with it; the store refuses them. */
+describe("the database's files under the open store", () => {
+  async function watched(dataDir: string) {
+    const lost: DependencyUnavailableError[] = [];
+    const stores = await openSqliteStores({ dataDir, synchronous: "full", defaultPrices: PRICES, onFileLost: (error) => lost.push(error) });
+    opened.push(stores);
+    await stores.stores.ledger.createAccount("acct", "acct", 1_000n);
+    return { stores, lost };
+  }
+
+  const unavailable = (error: unknown) => error instanceof DependencyUnavailableError && error.dependency === "sqlite";
+
+  it("when the WAL alone is deleted, then grouped writes, the flush before an answer, the probe and plain writes are refused as unavailable, and it is told once", async () => {
+    const { stores, lost } = await watched(freshDir());
+    rmSync(`${stores.path}-wal`);
+    await assert.rejects(stores.stores.intentHolds!.registerAndReserve("text-1", "acct", new Date(), "r-1", 1n, {}), unavailable);
+    await assert.rejects(stores.barrier.flush(), unavailable);
+    await assert.rejects(stores.probe.check(AbortSignal.timeout(1_000)), unavailable);
+    // A write that no check stands before: the connection itself no longer writes.
+    await assert.rejects(stores.stores.ledger.credit("acct", 1n), (error: unknown) =>
+      unavailable(error) && ((error as Error).cause as { code?: string }).code === "SQLITE_READONLY");
+    assert.equal(lost.length, 1);
+    assert.ok(lost[0]!.message.includes(`${stores.path}-wal was deleted`), lost[0]!.message);
+    // Reads still answer from the open file: the refusal is about writes that could not last.
+    assert.deepEqual(await stores.stores.ledger.balance("acct"), { balance: 1_000n, reserved: 0n });
+  });
+
+  it("when service.db is replaced by another file (a copy moved over it), then writes are refused as unavailable", async () => {
+    const { stores, lost } = await watched(freshDir());
+    const copy = `${stores.path}.copy`;
+    copyFileSync(stores.path, copy);
+    renameSync(copy, stores.path);
+    await assert.rejects(stores.barrier.flush(), unavailable);
+    await assert.rejects(stores.stores.intentHolds!.registerAndReserve("text-1", "acct", new Date(), "r-1", 1n, {}), unavailable);
+    assert.equal(lost.length, 1);
+    assert.ok(lost[0]!.message.includes(`${stores.path} was replaced`), lost[0]!.message);
+  });
+
+  it("when nothing happens to the files, then writes, flushes and probes go on as before", async () => {
+    const { stores, lost } = await watched(freshDir());
+    assert.equal(await stores.stores.intentHolds!.registerAndReserve("text-1", "acct", new Date(), "r-1", 1n, {}), "reserved");
+    await stores.barrier.flush();
+    await stores.probe.check(AbortSignal.timeout(1_000));
+    assert.deepEqual(lost, []);
   });
 });

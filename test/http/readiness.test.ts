@@ -1,10 +1,11 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config/config.js";
-import { launchService } from "../../src/runtime/start-service.js";
+import { launchService, startService } from "../../src/runtime/start-service.js";
+import { captureLog } from "../support/capture-log.js";
 import { ADMIN_TOKEN, BACKEND, call, eventually, startTestService } from "../support/harness.js";
 import { assertPlatformError, assertVendorError } from "../support/jobs-api-helpers.js";
 
@@ -80,5 +81,86 @@ describe("liveness, readiness and the start-up gate", () => {
     assert.ok(vendor.headers.get("retry-after"));
     const unknown = await call(service, "GET", "/no/such/route");
     assert.equal(unknown.status, 503, "not even a 404 is answered before the process can serve");
+  });
+});
+
+/**
+ * Issue 34: `rm service.db*` under a running service left /readyz at 200, acknowledged jobs and credits into the
+ * deleted file, logged nothing, and a restart found the store empty. The service must notice and refuse instead.
+ */
+describe("the database file deleted under a running service", { skip: BACKEND === "real" && "about the embedded SQLite file" }, () => {
+  const closers: (() => Promise<unknown>)[] = [];
+  after(async () => {
+    for (const close of closers) await close().catch(() => undefined);
+  });
+
+  /** The whole service on SQLite in a fresh DATA_DIR, its log kept; an account with a key for every model. */
+  async function serviceWithCustomer(env: Record<string, string>) {
+    const dataDir = await mkdtemp(join(tmpdir(), "gen-deleted-db-"));
+    const log = captureLog("info");
+    const running = await startService(
+      loadConfig({ HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", ADMIN_TOKEN, DATA_DIR: dataDir, DRAIN_DELAY: "0ms", SIMULATED_LATENCY_MS: "30", ...env }),
+      { logger: log.logger },
+    );
+    closers.push(async () => {
+      await running.close();
+      await rm(dataDir, { recursive: true, force: true });
+    });
+    const service = { url: running.httpUrl };
+    const account = await call(service, "POST", "/admin/v1/accounts", { admin: true, body: { name: "me", balance: "10.00" } });
+    assert.equal(account.status, 201, account.text);
+    const key = await call(service, "POST", `/admin/v1/accounts/${account.json.account_id}/keys`, { admin: true, body: { models: ["*"] } });
+    assert.equal(key.status, 201, key.text);
+    return { service, dataDir, log, accountId: account.json.account_id as string, apiKey: key.json.api_key as string };
+  }
+
+  /** What an operator's `rm DATA_DIR/service.db*` does. */
+  async function removeDatabase(dataDir: string) {
+    const files = (await readdir(dataDir)).filter((name) => name.startsWith("service.db"));
+    assert.ok(files.includes("service.db") && files.includes("service.db-wal"), `the store's files: ${files.join(", ")}`);
+    for (const name of files) await rm(join(dataDir, name));
+  }
+
+  const job = { model: "aimodel-2.5-flash-image", prompt: "a kite", aspect_ratio: "1:1" };
+
+  it("when the file is deleted, then /readyz answers 503 with Retry-After naming sqlite, requests are refused with 503 and Retry-After, and one error names the file", async () => {
+    const { service, dataDir, log, accountId, apiKey } = await serviceWithCustomer({ DEPENDENCY_CHECK_INTERVAL: "100ms" });
+    assert.equal((await call(service, "GET", "/readyz")).status, 200);
+    await removeDatabase(dataDir);
+
+    const ready = await eventually(() => call(service, "GET", "/readyz"), (r) => r.status === 503, { what: "/readyz to turn 503" });
+    assert.equal(ready.json.status, "unavailable");
+    assert.equal(ready.json.checks.sqlite, "down");
+    assert.match(ready.json.reason, /sqlite/);
+    assert.ok(Number(ready.headers.get("retry-after")) > 0, "Retry-After on /readyz");
+
+    const created = await call(service, "POST", "/api/v1/generations", { key: apiKey, body: job });
+    assertPlatformError(created, 503, "service_unavailable");
+    assert.ok(Number(created.headers.get("retry-after")) > 0);
+    const credited = await call(service, "POST", `/admin/v1/accounts/${accountId}/credits`, { admin: true, body: { amount: "1.00" } });
+    assertPlatformError(credited, 503, "service_unavailable");
+    assert.ok(Number(credited.headers.get("retry-after")) > 0);
+
+    // Probed every 100 ms for a while by now: told once, at error, naming the file.
+    const said = log.lines.filter((line) => line.level >= 50 && line.msg.includes(join(dataDir, "service.db")));
+    assert.equal(said.length, 1, JSON.stringify(log.lines.filter((line) => line.level >= 40)));
+    assert.equal(said[0]!.level, 50);
+  });
+
+  it("when the file is deleted, then job creations and credits are refused with 503 and Retry-After before readiness looks, and none is acknowledged", async () => {
+    // Readiness does not probe during this test: the writes themselves must notice.
+    const { service, dataDir, accountId, apiKey } = await serviceWithCustomer({ DEPENDENCY_CHECK_INTERVAL: "1h" });
+    const before = await call(service, "POST", "/api/v1/generations", { key: apiKey, body: job });
+    assert.equal(before.status, 202, before.text);
+    await removeDatabase(dataDir);
+
+    const created = await Promise.all(Array.from({ length: 10 }, () => call(service, "POST", "/api/v1/generations", { key: apiKey, body: job })));
+    for (const response of created) {
+      assertPlatformError(response, 503, "service_unavailable");
+      assert.ok(Number(response.headers.get("retry-after")) > 0);
+    }
+    const credited = await call(service, "POST", `/admin/v1/accounts/${accountId}/credits`, { admin: true, body: { amount: "1.00" } });
+    assertPlatformError(credited, 503, "service_unavailable");
+    assert.ok(Number(credited.headers.get("retry-after")) > 0);
   });
 });

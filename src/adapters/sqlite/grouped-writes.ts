@@ -16,6 +16,12 @@ export interface GroupedWritesOptions {
   readonly maxPerTransaction?: number;
   /** Told how many writes each committed transaction carried, those that failed alone included (tests, telemetry). */
   readonly onCommit?: (writes: number) => void;
+  /**
+   * Asked before each group's transaction; when it throws, every write of the
+   * group is refused with that error and nothing is written (the database
+   * file was deleted under the process: FileIdentity.verify).
+   */
+  readonly verify?: () => void;
 }
 
 /**
@@ -100,6 +106,7 @@ export class GroupedWrites {
     else this.scheduled = false;
     const outcomes: Outcome[] = [];
     try {
+      this.options.verify?.();
       this.group.immediate(writes, outcomes);
     } catch (error) {
       const failure = mapSqliteError(error);

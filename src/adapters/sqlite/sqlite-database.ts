@@ -3,6 +3,8 @@ import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { DependencyUnavailableError } from "../../ports/dependency.js";
+import { FileIdentity } from "./file-identity.js";
 import { mapSqliteError, sqliteCodeOf } from "./sqlite-errors.js";
 
 export type SqliteDb = Database.Database;
@@ -19,12 +21,16 @@ export interface SqliteDatabaseOptions {
   readonly busyTimeoutMs?: number;
   /** Directory of the NNNN_name.sql migrations; defaults to ./migrations next to this module. */
   readonly migrationsDir?: string;
+  /** Told once when the file or its WAL is found deleted or replaced under the open database (FileIdentity). */
+  readonly onFileLost?: (error: DependencyUnavailableError) => void;
 }
 
 export interface SqliteDatabase {
   readonly db: SqliteDb;
   readonly path: string;
-  /** Closes the database, then frees the process lock. Idempotent. */
+  /** Whether `path` (and its WAL) still name the files open here; once not, the connection refuses every write. */
+  readonly identity: FileIdentity;
+  /** Closes the database, which frees the process lock. Idempotent. */
   close(): void;
 }
 
@@ -43,7 +49,7 @@ export class DataDirInUseError extends Error {
   ) {
     const thisProcess = holder?.pid === process.pid && holder.host === hostname();
     const who = !holder
-      ? "is in use by another process"
+      ? "is in use by another process (one that has the database open: another instance of the service, an sqlite3 shell, a backup)"
       : thisProcess
         ? `is already open in this process (pid ${holder.pid})`
         : `is in use by another process (pid ${holder.pid}${holder.host === hostname() ? "" : ` on ${holder.host}`})`;
@@ -57,49 +63,69 @@ const MIGRATION_FILE = /^(\d{4})_[A-Za-z0-9_.-]+\.sql$/;
 const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
 
 /**
+ * The connections open here. better-sqlite3 closes a connection that is
+ * garbage-collected, which would silently free the process lock of a handle
+ * nobody references any more: held here, a connection lasts until closed.
+ */
+const openConnections = new Set<SqliteDb>();
+
+/**
  * Opens the embedded store: WAL journal, the given `synchronous`, a busy
  * timeout and foreign keys, with pending migrations applied.
  *
- * The store belongs to one process at a time. That is enforced by an OS lock
- * on a separate small file, `<path>.lock`: a SQLite database opened with
- * `locking_mode=EXCLUSIVE` and an exclusive transaction kept open for as long
- * as this handle lives. The OS drops the lock when the process dies, however
- * it dies (SIGKILL included), so a crash never leaves a stale lock behind.
- * (Like SQLite itself, this needs a local filesystem: network filesystems may
- * not honour the locks.)
- * The main database is never locked exclusively, so an operator can back it
- * up online (`sqlite3 service.db ".backup copy.db"`, `VACUUM INTO`).
+ * The store belongs to one process at a time, and the lock that says so is
+ * SQLite's own on the database file, which the kernel drops when the process
+ * dies, however it dies (SIGKILL included); there is no lock file to delete.
+ * Every connection to a WAL database holds a shared lock on the file for as
+ * long as it is open; opening first takes the exclusive lock (which no other
+ * process's connection allows), migrates under it, then turns it into this
+ * connection's shared lock without letting go in between (`locking_mode`
+ * EXCLUSIVE, then NORMAL, see docs/decisions/sqlite-file-identity-and-lock.md).
+ * Other readers stay welcome afterwards: an operator can back the file up
+ * online (`sqlite3 service.db ".backup copy.db"`, `VACUUM INTO`), and the
+ * checkpointer thread has a connection of its own. (Like SQLite itself, this
+ * needs a local filesystem: network filesystems may not honour the locks.)
+ *
+ * `onFileLost` is told, once, when the file or its WAL is found deleted or
+ * replaced (see FileIdentity): from then on the connection is query-only.
  */
 export function openSqliteDatabase(options: SqliteDatabaseOptions): SqliteDatabase {
   if (!SYNCHRONOUS.includes(options.synchronous)) {
     throw new Error(`invalid SQLite synchronous mode "${String(options.synchronous)}" (expected ${SYNCHRONOUS.join(", ")})`);
   }
   const path = resolve(options.path);
-  const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
+  const busyTimeoutMs = Math.max(0, Math.floor(options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS));
   try {
     mkdirSync(dirname(path), { recursive: true });
   } catch (error) {
     throw mapSqliteError(error);
   }
-  const releaseLock = acquireProcessLock(path);
   let db: SqliteDb | undefined;
+  let identity: FileIdentity;
   try {
     db = new Database(path, { timeout: busyTimeoutMs });
+    openConnections.add(db);
     const mode = db.pragma("journal_mode = WAL", { simple: true });
     if (String(mode).toLowerCase() !== "wal") throw new Error(`${path}: could not switch to WAL (journal_mode is ${String(mode)})`);
+    takeProcessLock(db, path);
     db.pragma(`synchronous = ${options.synchronous.toUpperCase()}`);
-    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
     db.pragma("foreign_keys = ON");
     migrate(db, options.migrationsDir ?? MIGRATIONS);
+    // Back to shared: the commit below turns the exclusive lock into this connection's shared one, never letting go.
+    db.pragma("locking_mode = NORMAL");
     db.prepare(
       "INSERT OR REPLACE INTO process_holder (id, pid, host, started_at) VALUES (1, ?, ?, ?)",
     ).run(process.pid, hostname(), new Date().toISOString());
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    const opened = db;
+    identity = FileIdentity.record([path, `${path}-wal`], (error) => {
+      // Every later write fails as SQLITE_READONLY, which the stores already answer as unavailable.
+      if (opened.open) opened.pragma("query_only = ON");
+      options.onFileLost?.(error);
+    });
   } catch (error) {
-    try {
-      db?.close();
-    } finally {
-      releaseLock();
-    }
+    if (db) openConnections.delete(db);
+    db?.close();
     throw mapSqliteError(error);
   }
   const opened = db;
@@ -107,62 +133,57 @@ export function openSqliteDatabase(options: SqliteDatabaseOptions): SqliteDataba
   return {
     db: opened,
     path,
+    identity,
     close() {
       if (closed) return;
       closed = true;
-      try {
-        opened.close();
-      } finally {
-        releaseLock();
-      }
+      openConnections.delete(opened);
+      opened.close();
     },
   };
 }
 
 /**
- * The lock connections this process holds. better-sqlite3 closes a connection
- * that is garbage-collected, which would silently free the lock of a handle
- * nobody references any more: held here, a lock lasts until released.
+ * Takes the exclusive lock on the database file, or throws DataDirInUseError
+ * when any other connection (another process's, or another handle's in this
+ * one) has it open. Kept (locking_mode EXCLUSIVE) until the caller returns to
+ * NORMAL and commits.
  */
-const heldLocks = new Set<SqliteDb>();
-
-/** Takes the process lock of `path` or throws DataDirInUseError; returns the release function. */
-function acquireProcessLock(path: string): () => void {
-  const lockPath = `${path}.lock`;
-  let lock: SqliteDb | undefined;
+function takeProcessLock(db: SqliteDb, path: string): void {
+  // The WAL is opened now, in normal locking mode: entered in exclusive mode, its index would live in this
+  // connection's memory for good, and no other connection (the checkpointer, a backup) could read the file.
+  db.prepare("SELECT count(*) FROM sqlite_master").get();
+  db.pragma("busy_timeout = 0");
+  db.pragma("locking_mode = EXCLUSIVE");
   try {
-    lock = new Database(lockPath, { timeout: 0 });
-    lock.pragma("locking_mode = EXCLUSIVE");
-    lock.pragma("journal_mode = MEMORY"); // nothing is ever written: no journal file to leave behind
-    // The open exclusive transaction is the lock.
-    lock.exec("BEGIN EXCLUSIVE");
+    // A write transaction in exclusive mode takes the file's exclusive lock, refused while any other connection holds its shared one.
+    db.exec("BEGIN IMMEDIATE; COMMIT");
   } catch (error) {
-    lock?.close();
     const code = sqliteCodeOf(error);
     if (code?.startsWith("SQLITE_BUSY") || code?.startsWith("SQLITE_LOCKED")) {
-      throw new DataDirInUseError(path, holderOf(path), { cause: error });
+      throw new DataDirInUseError(path, holderOf(db), { cause: error });
     }
-    throw mapSqliteError(error);
+    throw error;
   }
-  const held = lock;
-  heldLocks.add(held);
-  return () => {
-    heldLocks.delete(held);
-    if (held.open) held.close(); // closing ends the transaction, which frees the lock
-  };
 }
 
-/** The holder as it recorded itself in the main database, when that can be read (informational only). */
-function holderOf(path: string): DataDirHolder | undefined {
-  let db: SqliteDb | undefined;
+/** The holder as it recorded itself in the database, when that can be read and it still runs (informational only). */
+function holderOf(db: SqliteDb): DataDirHolder | undefined {
+  let holder: DataDirHolder | undefined;
   try {
-    db = new Database(path, { readonly: true, fileMustExist: true, timeout: 1_000 });
-    return db.prepare("SELECT pid, host FROM process_holder WHERE id = 1").get() as DataDirHolder | undefined;
+    db.pragma("locking_mode = NORMAL");
+    holder = db.prepare("SELECT pid, host FROM process_holder WHERE id = 1").get() as DataDirHolder | undefined;
   } catch {
     return undefined;
-  } finally {
-    db?.close();
   }
+  if (!holder || holder.host !== hostname() || holder.pid === process.pid) return holder;
+  try {
+    process.kill(holder.pid, 0);
+  } catch (error) {
+    // That process is gone: the one holding the file now is another (an sqlite3 shell, a backup).
+    if ((error as NodeJS.ErrnoException).code === "ESRCH") return undefined;
+  }
+  return holder;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { PriceTable } from "../../domain/pricing/price-table.js";
-import type { DependencyProbe } from "../../ports/dependency.js";
+import type { DependencyProbe, DependencyUnavailableError } from "../../ports/dependency.js";
 import type { Topic } from "../../ports/event-bus.js";
 import type { StorePorts } from "../cassandra/cassandra-stores.js";
 import { SqliteApiKeyStore } from "./sqlite-api-key-store.js";
@@ -14,10 +14,11 @@ import { SqliteAcceptanceWrites } from "./sqlite-acceptance-writes.js";
 import { SqliteJobStore } from "./sqlite-job-store.js";
 import { SqliteLedger } from "./sqlite-ledger.js";
 import { SqliteSettingsStore } from "./sqlite-settings-store.js";
-import { walBarrier } from "./wal-barrier.js";
+import { syncWal, walBarrier } from "./wal-barrier.js";
 import { GroupedWrites } from "./grouped-writes.js";
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startWalCheckpointer } from "./wal-checkpointer.js";
-import { NO_BARRIER, type WriteBarrier } from "../../ports/write-barrier.js";
+import type { WriteBarrier } from "../../ports/write-barrier.js";
+import type { FileIdentity } from "./file-identity.js";
 
 export { createSqliteEventBus, SqliteEventBus, type SqliteEventBusOptions };
 export { DataDirInUseError, type SqliteSynchronous } from "./sqlite-database.js";
@@ -45,6 +46,8 @@ export interface SqliteStoresOptions {
   readonly onCheckpointError?: (message: string, failures: number) => void;
   /** Checkpoints work again after `failures` failed ones. */
   readonly onCheckpointRecovered?: (failures: number) => void;
+  /** Told once when service.db or its WAL is found deleted or replaced under the open store: it writes nothing more (FileIdentity). */
+  readonly onFileLost?: (error: DependencyUnavailableError) => void;
 }
 
 export interface SqliteStores {
@@ -52,14 +55,15 @@ export interface SqliteStores {
   /**
    * With synchronous "full": group commit (transactions commit without an
    * fsync; flush() syncs the WAL once for all of them before answers leave).
-   * Otherwise nothing to do.
+   * In every mode, flush() refuses (unavailable) once the file or its WAL is
+   * no longer the one written: an answer never acknowledges a deleted file.
    */
   readonly barrier: WriteBarrier;
   /** The durable in-process bus on the same file (unused, and idle, when another bus is chosen). */
   readonly bus: SqliteEventBus;
   /** An accepted job's writes in one transaction, announcing on `bus`: only for a service whose bus that is. */
   readonly acceptanceWrites: SqliteAcceptanceWrites;
-  /** "sqlite": `SELECT 1` on the database. */
+  /** "sqlite": the file is still the one open (FileIdentity), and `SELECT 1` on it. */
   readonly probe: DependencyProbe;
   /** Absolute path of the database file. */
   readonly path: string;
@@ -75,13 +79,14 @@ export interface SqliteStores {
   close(): Promise<void>;
 }
 
-/** A readiness probe for the embedded store. */
-export function sqliteProbe(db: SqliteDb): DependencyProbe {
+/** A readiness probe for the embedded store: down once its file was deleted under it, or while it cannot be read. */
+export function sqliteProbe(db: SqliteDb, identity: FileIdentity): DependencyProbe {
   const select = db.prepare("SELECT 1");
   return {
     name: SQLITE_DEPENDENCY,
     async check(signal: AbortSignal): Promise<void> {
       signal.throwIfAborted();
+      identity.verify();
       sqliteCall(() => select.get());
     },
   };
@@ -101,14 +106,15 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
     path: join(options.dataDir, SQLITE_FILE),
     synchronous: groupCommit ? "normal" : options.synchronous,
     busyTimeoutMs: options.busyTimeoutMs,
+    onFileLost: options.onFileLost,
   });
   try {
-    const { db } = database;
+    const { db, identity } = database;
     const settings = new SqliteSettingsStore(db);
     await settings.seedPrices(options.defaultPrices);
     const jobs = new SqliteJobStore(db);
     const ledger = new SqliteLedger(db);
-    const writes = new GroupedWrites(db, { onCommit: options.onGroupCommit });
+    const writes = new GroupedWrites(db, { onCommit: options.onGroupCommit, verify: () => identity.verify() });
     const stores: StorePorts = {
       jobs,
       ledger,
@@ -123,7 +129,15 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       maxInFlightPerGroup: options.maxInFlightPerGroup,
       onHandlerError: options.onHandlerError,
     });
-    const wal = groupCommit ? walBarrier(database.path) : undefined;
+    // Checked after the fsync, once for every answer that shares it: the WAL synced by name was the one written,
+    // and every commit before the check went to files that outlive the process.
+    const wal = groupCommit
+      ? walBarrier(database.path, async () => {
+          await syncWal(database.path);
+          identity.verify();
+        })
+      : undefined;
+    const barrier: WriteBarrier = wal ?? { flush: async () => identity.verify() };
     // Checkpoints run on a thread of their own; this connection checkpoints only if that one falls far behind.
     db.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
     const checkpointer = startWalCheckpointer({
@@ -136,10 +150,10 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
     let closing: Promise<void> | undefined;
     return {
       stores,
-      barrier: wal ?? NO_BARRIER,
+      barrier,
       bus,
       acceptanceWrites: new SqliteAcceptanceWrites(jobs, ledger, bus, writes),
-      probe: sqliteProbe(db),
+      probe: sqliteProbe(db, identity),
       path: database.path,
       database,
       stopWrites: () => writes.close(),

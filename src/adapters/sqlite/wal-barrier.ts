@@ -44,7 +44,8 @@ export function walBarrier(
   };
 }
 
-async function syncWal(databasePath: string): Promise<void> {
+/** The default flush: one fdatasync of `<databasePath>-wal`, opened anew (a missing WAL holds nothing to flush). */
+export async function syncWal(databasePath: string): Promise<void> {
   let handle;
   try {
     handle = await open(`${databasePath}-wal`, "r+");
