@@ -36,13 +36,13 @@ function refusal(run: () => unknown, message?: RegExp): string {
 }
 
 describe("panel sessions", () => {
-  it("when a session is read back with its CSRF token before it expires, then it names the same role, account, credential and expiry", () => {
+  it("when a session is read back with its CSRF token before it expires, then it names the same role, account, credential and expiry, and its nonce as its id", () => {
     const token = issueSession(SECRET, OWNER, "n1");
     assert.match(token, /^gps1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{22}$/);
-    assert.deepEqual(readSession(SECRET, token, csrfTokenOf(SECRET, token), NOW), OWNER);
+    assert.deepEqual(readSession(SECRET, token, csrfTokenOf(SECRET, token), NOW), { ...OWNER, id: "n1" });
     const operator: PanelSession = { role: "operator", accountId: "", credentialId: "", expiresAt: OWNER.expiresAt };
     const opToken = issueSession(SECRET, operator, "n2");
-    assert.deepEqual(readSession(SECRET, opToken, csrfTokenOf(SECRET, opToken), NOW), operator);
+    assert.deepEqual(readSession(SECRET, opToken, csrfTokenOf(SECRET, opToken), NOW), { ...operator, id: "n2" });
   });
 
   it("when two sessions differ only by their nonce, then their tokens and CSRF tokens differ", () => {
@@ -112,7 +112,7 @@ describe("panel sessions", () => {
 
   it("when only the session is read (to hand out its CSRF token), then no CSRF token is needed, and a bad session is still refused", () => {
     const token = issueSession(SECRET, OWNER, "n1");
-    assert.deepEqual(readOnly(SECRET, token, NOW), OWNER);
+    assert.deepEqual(readOnly(SECRET, token, NOW), { ...OWNER, id: "n1" });
     assert.equal(refusal(() => readOnly(OTHER, token, NOW)), "invalid_session");
     assert.equal(refusal(() => readOnly(SECRET, token, OWNER.expiresAt)), "session_expired");
     assert.equal(refusal(() => checkCsrfToken(SECRET, token, null)), "csrf_token_mismatch");

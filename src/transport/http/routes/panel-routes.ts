@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import fastifyStatic from "@fastify/static";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { SessionRole, type StartSessionResponse } from "../../../../gen/generation/v1/account_service_pb.js";
@@ -80,7 +81,16 @@ export function panelRoutes(core: CoreClients, distDir = PANEL_DIST) {
     });
 
     app.delete("/panel/session", { schema: PANEL_SIGN_OUT_SCHEMA, onRequest: noBody }, async (request, reply) => {
+      const session = cookieValue(request.headers.cookie, SESSION_COOKIE);
+      if (session) {
+        const headers = new Headers({ "x-panel-session": session });
+        // The core ends the session for good; a cookie that holds no session of ours has nothing to end.
+        await core.account.endSession({}, requestCall(reply, headers)).catch((error: unknown) => {
+          if (!(error instanceof ConnectError && error.code === Code.Unauthenticated)) throw error;
+        });
+      }
       reply.header("set-cookie", sessionCookie(request, "", 0));
+      reply.header("cache-control", "no-store");
       return reply.code(204).send();
     });
 

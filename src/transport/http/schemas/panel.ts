@@ -40,8 +40,10 @@ export const PANEL_SESSION_SCHEMA = {
 export const PANEL_SIGN_OUT_SCHEMA = {
   tags: ["panel"],
   operationId: "endPanelSession",
-  summary: "Sign out: the session cookie is cleared",
-  description: "Needs no credential: it only tells the browser to drop the cookie (the session itself ends with its expiry or its owner token).",
+  summary: "Sign out: the session is ended and its cookie cleared",
+  description:
+    "Ends the session of the `gs_session` cookie in the core (AccountService.EndSession): a saved copy of the cookie is refused from then on " +
+    "(401 session_revoked). Needs no CSRF token; without a cookie, or with one that holds no session, it only clears the cookie.",
   security: [],
   response: { 204: { type: "null", description: "The cookie is cleared." }, ...PLATFORM_ERRORS },
 } as const;
