@@ -164,3 +164,49 @@ describe("panel sessions and a changed ADMIN_TOKEN", () => {
     assert.equal((await replay(changed, operatorNow, "operator")).status, 200, "the new token signs in as before");
   });
 });
+
+describe("the session cookie's Secure attribute", () => {
+  const services: TestService[] = [];
+  after(async () => {
+    for (const service of services) await service.close();
+  });
+  const started = async (env: Record<string, string>) => {
+    const service = await startTestService(env);
+    services.push(service);
+    return service;
+  };
+  const signInVia = (service: TestService, headers: Record<string, string>) =>
+    fetch(`${service.url}/panel/session`, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...headers } });
+
+  it("when TRUST_PROXY names the proxy and it forwards X-Forwarded-Proto: https, then the cookie is Secure; when the peer is not trusted, then the header is ignored", async () => {
+    const trusted = await started({ TRUST_PROXY: "127.0.0.1" });
+    const viaTls = await signInVia(trusted, { "x-forwarded-proto": "https" });
+    assert.equal(viaTls.status, 200);
+    assert.match(viaTls.headers.get("set-cookie") ?? "", /; HttpOnly; SameSite=Strict; Secure$/);
+    const cookie = (viaTls.headers.get("set-cookie") ?? "").split(";")[0]!;
+    const out = await fetch(`${trusted.url}/panel/session`, { method: "DELETE", headers: { cookie, "x-forwarded-proto": "https" } });
+    assert.match(out.headers.get("set-cookie") ?? "", /^gs_session=; Path=\/; Max-Age=0; HttpOnly; SameSite=Strict; Secure$/);
+    const viaHttp = await signInVia(trusted, { "x-forwarded-proto": "http" });
+    assert.doesNotMatch(viaHttp.headers.get("set-cookie") ?? "", /Secure/);
+
+    const elsewhere = await started({ TRUST_PROXY: "10.0.0.0/8" });
+    const spoofed = await signInVia(elsewhere, { "x-forwarded-proto": "https" });
+    assert.equal(spoofed.status, 200);
+    assert.doesNotMatch(spoofed.headers.get("set-cookie") ?? "", /Secure/, "a peer that is not a trusted proxy cannot claim HTTPS");
+  });
+
+  it("when PUBLIC_BASE_URL is https, then the cookie is Secure even over the plain hop from the proxy", async () => {
+    const service = await started({ PUBLIC_BASE_URL: "https://generation.example.com" });
+    const signed = await signInVia(service, {});
+    assert.equal(signed.status, 200);
+    assert.match(signed.headers.get("set-cookie") ?? "", /^gs_session=gps1\.[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Strict; Secure$/);
+  });
+
+  it("when TRUST_PROXY is a hop count or not an address, then the configuration is refused; addresses, CIDRs and range names are taken", () => {
+    // A signing secret of its own: loading the configuration then writes nothing into DATA_DIR.
+    const env = { DATA_DIR: join(tmpdir(), "unused-trust-proxy"), URL_SIGNING_SECRET: "a secret for this check only" };
+    for (const value of ["2", "proxy.example"]) assert.throws(() => loadConfig({ ...env, TRUST_PROXY: value }));
+    assert.deepEqual(loadConfig({ ...env, TRUST_PROXY: "127.0.0.1, 10.0.0.0/8,loopback" }).trustProxy, ["127.0.0.1", "10.0.0.0/8", "loopback"]);
+    assert.equal(loadConfig(env).trustProxy, false, "off by default");
+  });
+});

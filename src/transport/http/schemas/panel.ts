@@ -22,7 +22,7 @@ export const PANEL_SIGN_IN_SCHEMA = {
   summary: "Sign in to the web panel: an owner token (or the admin token) becomes a session cookie",
   description:
     "Send the owner token (or the admin token) as `Authorization: Bearer`, with no body. The answer sets `gs_session` (HttpOnly, " +
-    "SameSite=Strict, Path=/, twelve hours; Secure over HTTPS) and returns the session's CSRF token. A bad credential is 401; an API key is 403 owner_credential_required.",
+    "SameSite=Strict, Path=/, twelve hours; Secure over HTTPS, from a proxy TRUST_PROXY trusts too, or when PUBLIC_BASE_URL is https) and returns the session's CSRF token. A bad credential is 401; an API key is 403 owner_credential_required.",
   security: PANEL_SIGN_IN_SECURITY,
   body: { description: "None: the credential travels in Authorization (a body is 400 body_not_expected)." },
   response: { 200: SESSION, ...PLATFORM_ERRORS },
