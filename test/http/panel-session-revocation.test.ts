@@ -88,6 +88,13 @@ describe("panel sessions end for real", () => {
     const after = await call(service, "GET", "/admin/v1/panel-sessions", { admin: true });
     assert.equal(after.json.sessions.some((s: any) => s.session_id === mine[0].session_id), false, "an ended session is no longer listed");
 
+    const one = await call(service, "GET", "/admin/v1/panel-sessions?limit=1", { admin: true });
+    assert.equal(one.json.sessions.length, 1, one.text);
+    for (const limit of ["0", "1001", "ten"]) {
+      const refused = await call(service, "GET", `/admin/v1/panel-sessions?limit=${limit}`, { admin: true });
+      assert.equal(refused.status, 400, refused.text);
+      assert.equal(refused.json.error.code, "invalid_limit");
+    }
     const unknown = await call(service, "DELETE", "/admin/v1/panel-sessions/no-such-session", { admin: true });
     assert.equal(unknown.status, 404, unknown.text);
     assert.equal(unknown.json.error.code, "panel_session_not_found");

@@ -16,7 +16,8 @@ export class CassandraPanelSessionStore implements PanelSessionStore {
   constructor(private readonly client: CassandraClient) {}
 
   async create(record: PanelSessionRecord): Promise<void> {
-    const ttl = ttlOf(record, record.createdAt.getTime());
+    // Cassandra's TTL runs on the wall clock: the session's remaining life from now.
+    const ttl = ttlOf(record, Date.now());
     await this.write(record, ttl);
     const indexes = [{ query: "INSERT INTO panel_sessions_listed (bucket, session_id) VALUES (?, ?) USING TTL ?", params: [LISTED, record.sessionId, ttl] }];
     if (record.credentialId !== "") {

@@ -4,10 +4,8 @@ import type { PanelSessionRecord, PanelSessionStore } from "../../ports/panel-se
 export class MemoryPanelSessionStore implements PanelSessionStore {
   private readonly sessions = new Map<string, PanelSessionRecord>();
 
-  constructor(private readonly now: () => number = Date.now) {}
-
   async create(record: PanelSessionRecord): Promise<void> {
-    const now = this.now();
+    const now = record.createdAt.getTime();
     for (const [id, session] of this.sessions) if (session.expiresAt.getTime() <= now) this.sessions.delete(id);
     this.sessions.set(record.sessionId, record);
   }

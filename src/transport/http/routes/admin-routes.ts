@@ -168,10 +168,19 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
       return { key_id: response.keyId, revoked: response.revoked };
     });
 
-    app.get<{ Querystring: { limit?: number } }>("/admin/v1/panel-sessions", { onRequest: adminQuery, schema: S.listPanelSessions }, async (request) => {
-      const { sessions } = await core.admin.listPanelSessions({ limit: request.query.limit }, adminCall(request));
-      return { sessions: sessions.map(panelSessionJson) };
-    });
+    // attachValidation: the query is typed as text, so its one refusal (a repeated parameter) is ours to answer, as 400.
+    app.get<{ Querystring: { limit?: string } }>(
+      "/admin/v1/panel-sessions",
+      { onRequest: adminQuery, schema: S.listPanelSessions, attachValidation: true },
+      async (request) => {
+        if (request.validationError) throw new GatewayError(400, "invalid_query", request.validationError.message);
+        const text = request.query.limit;
+        // Digits only, so no text becomes a number the proto's int32 would bend; the range is the core's (400 invalid_limit).
+        if (text !== undefined && !/^[0-9]{1,4}$/.test(text)) throw new GatewayError(400, "invalid_limit", "limit must be an integer from 1 to 1000");
+        const { sessions } = await core.admin.listPanelSessions({ limit: text === undefined ? undefined : Number(text) }, adminCall(request));
+        return { sessions: sessions.map(panelSessionJson) };
+      },
+    );
 
     app.delete<{ Params: { sessionId: string } }>("/admin/v1/panel-sessions/:sessionId", { ...withBody, schema: S.revokePanelSession }, async (request) => {
       const response = await core.admin.revokePanelSession({ sessionId: request.params.sessionId }, adminCall(request));

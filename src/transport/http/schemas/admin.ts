@@ -96,8 +96,7 @@ export const ADMIN_SCHEMAS = {
   listPanelSessions: admin("listPanelSessions", "The web panel's open sessions, newest first (never their tokens)", {
     querystring: {
       type: "object",
-      properties: { limit: { type: "integer", minimum: 1, maximum: 1000, description: "At most this many (default 100)." } },
-      additionalProperties: false,
+      properties: { limit: { type: "string", description: "At most this many, an integer from 1 to 1000; 100 when absent (otherwise 400 invalid_limit).", examples: ["100"] } },
     },
     response: {
       200: { type: "object", properties: { sessions: { type: "array", items: PANEL_SESSION } }, required: ["sessions"] },
