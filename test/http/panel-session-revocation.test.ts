@@ -122,6 +122,32 @@ describe("panel sessions end for real", () => {
   });
 });
 
+describe("panel sessions through a gateway in front of a remote core (CORE_URL)", () => {
+  let core: TestService;
+  let gateway: TestService;
+  // Every process of a deployment shares the signing secret (README): the gateway checks signatures, the core the records.
+  const secret = { URL_SIGNING_SECRET: "one secret for the whole deployment" };
+  before(async () => {
+    core = await startTestService(secret);
+    gateway = await startTestService({ ...secret, CORE_URL: core.grpcUrl });
+  });
+  after(async () => {
+    await gateway?.close();
+    await core?.close();
+  });
+
+  it("when the operator signs out through the gateway, then a saved copy of the cookie is refused there and at the core", async () => {
+    const operator = await signIn(gateway, ADMIN_TOKEN);
+    assert.equal((await replay(gateway, operator, "operator")).status, 200, "the session works through the remote hop");
+    assert.equal((await signOut(gateway, operator.cookie)).status, 204);
+    for (const service of [gateway, core]) {
+      const replayed = await replay(service, operator, "operator");
+      assert.equal(replayed.status, 401, replayed.text);
+      assert.equal(reasonOf(replayed.json), "session_revoked");
+    }
+  });
+});
+
 /** A service on a DATA_DIR (and, on the real backend, a keyspace) that outlives it, so the next start finds the same state. */
 async function startOn(dataDir: string, backendEnv: Record<string, string>, adminToken: string): Promise<RunningService> {
   const config = loadConfig({
