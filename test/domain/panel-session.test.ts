@@ -1,7 +1,9 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
-import { checkCsrfToken, csrfTokenOf, issueSession, readSession as readOnly, SESSION_LIFETIME_MS, type PanelSession } from "../../src/domain/accounts/panel-session.js";
+import {
+  checkCsrfToken, credentialFingerprint, csrfTokenOf, issueSession, readSession as readOnly, sameFingerprint, SESSION_LIFETIME_MS, type PanelSession,
+} from "../../src/domain/accounts/panel-session.js";
 import { DomainError } from "../../src/domain/errors/domain-error.js";
 
 const SECRET = Buffer.from("a secret of the deployment, 32 bytes long!");
@@ -127,5 +129,14 @@ describe("panel sessions", () => {
 
   it("when a session lasts its full lifetime, then that is twelve hours", () => {
     assert.equal(SESSION_LIFETIME_MS, 12 * 3600 * 1000);
+  });
+
+  it("when a credential is fingerprinted, then the same credential under the same secret matches and another credential or secret does not, and the credential is not in it", () => {
+    const admin = credentialFingerprint(SECRET, "the-admin-token");
+    assert.equal(sameFingerprint(admin, credentialFingerprint(SECRET, "the-admin-token")), true);
+    assert.equal(sameFingerprint(admin, credentialFingerprint(SECRET, "another-admin-token")), false);
+    assert.equal(sameFingerprint(admin, credentialFingerprint(OTHER, "the-admin-token")), false);
+    assert.equal(admin.includes("the-admin-token"), false);
+    assert.notEqual(admin, csrfTokenOf(SECRET, "the-admin-token"), "a fingerprint is no CSRF token of the same text");
   });
 });
