@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import ipaddr from "ipaddr.js";
 import { hostname } from "node:os";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -19,6 +20,11 @@ export interface Config {
   /** True when ADMIN_TOKEN was not set and a random one was made for this run. */
   readonly adminTokenGenerated: boolean;
   readonly publicBaseUrl: string | undefined;
+  /**
+   * TRUST_PROXY: the proxies in front of PORT whose X-Forwarded-Proto/-For/-Host are believed (Fastify's trustProxy):
+   * false (the default) believes no one; true believes every peer; otherwise addresses, CIDRs and proxy-addr's names.
+   */
+  readonly trustProxy: boolean | readonly string[];
   readonly allowPrivateUrls: boolean;
   readonly simulatedLatencyMs: number;
   /** Worker threads the simulator renders images and videos on (0: on the event loop). */
@@ -242,6 +248,31 @@ function ledgerAffinity(env: NodeJS.ProcessEnv, memberId: string): LedgerAffinit
   return { secret, memberId, serve: { host, port: integer(env, "LEDGER_PEER_PORT", 0), advertise } };
 }
 
+/** proxy-addr's names for address ranges, as TRUST_PROXY may use them. */
+const PROXY_RANGE_NAMES = new Set(["loopback", "linklocal", "uniquelocal"]);
+
+/**
+ * TRUST_PROXY: "false"/unset, "true", or comma-separated proxy addresses, CIDRs and range names. A hop count is refused:
+ * Fastify 5 trusts no one for a number (it cannot check the peer), which would silently leave the cookie without Secure.
+ */
+function trustProxy(env: NodeJS.ProcessEnv): boolean | readonly string[] {
+  const raw = (env.TRUST_PROXY ?? "").trim();
+  if (raw === "" || raw.toLowerCase() === "false") return false;
+  if (raw.toLowerCase() === "true") return true;
+  const entries = list(raw);
+  for (const entry of entries) {
+    if (PROXY_RANGE_NAMES.has(entry)) continue;
+    // Dotted quads only: ipaddr would read "2" as 0.0.0.2, and a hop count must not pass for an address.
+    const address = entry.split("/")[0]!;
+    const strict = ipaddr.IPv4.isValidFourPartDecimal(address) || ipaddr.IPv6.isValid(address);
+    if (strict && (entry.includes("/") ? ipaddr.isValidCIDR(entry) : true)) continue;
+    throw new Error(
+      `TRUST_PROXY must be true, false, or comma-separated proxy addresses, CIDRs, loopback, linklocal or uniquelocal (got "${entry}"; a hop count is not supported)`,
+    );
+  }
+  return entries;
+}
+
 function flag(env: NodeJS.ProcessEnv, name: string): boolean {
   const raw = (env[name] ?? "").toLowerCase();
   if (raw === "" || raw === "false" || raw === "0") return false;
@@ -324,6 +355,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     adminToken,
     adminTokenGenerated: !env.ADMIN_TOKEN,
     publicBaseUrl: env.PUBLIC_BASE_URL?.replace(/\/+$/, "") || undefined,
+    trustProxy: trustProxy(env),
     allowPrivateUrls: flag(env, "ALLOW_PRIVATE_URLS"),
     simulatedLatencyMs: integer(env, "SIMULATED_LATENCY_MS", 500),
     simulatedRenderThreads: integer(env, "SIMULATED_RENDER_THREADS", 1),

@@ -13,6 +13,7 @@ import type { JobStore } from "../ports/job-store.js";
 import type { Ledger } from "../ports/ledger.js";
 import type { GenerationProvider } from "../ports/provider.js";
 import type { SettingsStore } from "../ports/settings-store.js";
+import type { PanelSessionStore } from "../ports/panel-session-store.js";
 import type { WebhookTransport } from "../ports/webhook-transport.js";
 import type { WriteBarrier } from "../ports/write-barrier.js";
 import type { Logger } from "../ports/logger.js";
@@ -28,6 +29,8 @@ export interface CorePorts {
   /** An accepted job's intent, hold, job and announcement in one write, where the stores and the bus can (the embedded file with its own bus). */
   readonly acceptanceWrites?: AcceptanceWrites;
   readonly apiKeys: ApiKeyStore;
+  /** The web panel's sessions: a session is valid only while its record is open. */
+  readonly panelSessions: PanelSessionStore;
   readonly idempotency: IdempotencyStore;
   readonly settings: SettingsStore;
   readonly bus: EventBus;

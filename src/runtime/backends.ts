@@ -10,6 +10,7 @@ import { MemoryDeliveryLog } from "../adapters/memory/memory-delivery-log.js";
 import { MemoryIdempotencyStore } from "../adapters/memory/memory-idempotency-store.js";
 import { MemoryJobStore } from "../adapters/memory/memory-job-store.js";
 import { MemoryLedger } from "../adapters/memory/memory-ledger.js";
+import { MemoryPanelSessionStore } from "../adapters/memory/memory-panel-session-store.js";
 import { MemorySettingsStore } from "../adapters/memory/memory-settings-store.js";
 import { SimulatedProvider } from "../adapters/provider/simulated/simulated-provider.js";
 import { openSqliteStores } from "../adapters/sqlite/sqlite-stores.js";
@@ -110,6 +111,7 @@ async function openStores(config: Config, obs: Observability, persist: Persist):
       jobs: new MemoryJobStore(),
       ledger: new MemoryLedger(),
       apiKeys: new MemoryApiKeyStore(),
+      panelSessions: new MemoryPanelSessionStore(),
       idempotency: new MemoryIdempotencyStore(),
       settings: new MemorySettingsStore(config.prices),
       deliveries: new MemoryDeliveryLog(),
@@ -206,6 +208,7 @@ export async function openBackends(config: Config, obs: Observability, persist: 
         "acceptance_writes",
       ),
       apiKeys: traced(stores.apiKeys, "api_keys"),
+      panelSessions: traced(stores.panelSessions, "panel_sessions"),
       idempotency: traced(stores.idempotency, "idempotency"),
       settings: traced(stores.settings, "settings"),
       deliveries: traced(stores.deliveries, "deliveries"),

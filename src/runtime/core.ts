@@ -100,7 +100,7 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
     deps,
     services,
     clients,
-    headerCheck: localHeaderCheck(deps.apiKeys, config.adminToken, config.urlSigningSecret),
+    headerCheck: localHeaderCheck(deps),
     staging: createInlineStaging(deps.blobs, config.limits),
     async startConsumers(roles, log) {
       if (roles.has("worker")) {

@@ -149,6 +149,8 @@ export async function launchService(config: Config, options: LaunchOptions = {})
       bodyBudget,
       corsOrigins: config.corsOrigins,
       sseKeepAliveMs: config.sseKeepAliveMs,
+      publicBaseUrl: config.publicBaseUrl,
+      trustProxy: config.trustProxy,
     });
     await gateway.listen({ host: config.host, port: config.port });
     httpUrl = `http://${config.host}:${(gateway.server.address() as AddressInfo).port}`;

@@ -9,6 +9,8 @@ import type { Job } from "../../src/domain/jobs/job.js";
 import { jobListContract } from "./job-list-contract.js";
 import { apiKeyListingContract } from "./api-key-contract.js";
 import { deliveryListingContract } from "./delivery-contract.js";
+import { panelSessionContract } from "./panel-session-contract.js";
+import { CassandraPanelSessionStore } from "../../src/adapters/cassandra/cassandra-panel-session-store.js";
 import { CassandraDeliveryLog } from "../../src/adapters/cassandra/cassandra-delivery-log.js";
 import { CassandraApiKeyStore } from "../../src/adapters/cassandra/cassandra-api-key-store.js";
 import { copyKeysByAccount } from "../../src/adapters/cassandra/cassandra-session.js";
@@ -87,6 +89,7 @@ describe("Cassandra stores against a real server", { skip }, () => {
 
   apiKeyListingContract(async () => new CassandraApiKeyStore(client), () => randomUUID().slice(0, 8));
   deliveryListingContract(async () => new CassandraDeliveryLog(client, 3600), () => randomUUID().slice(0, 8));
+  panelSessionContract(async () => new CassandraPanelSessionStore(client), () => randomUUID().slice(0, 8));
 
   it("when keys were written before api_keys_by_account existed, then the version 8 step lists them under their account", async () => {
     const store = new CassandraApiKeyStore(client);

@@ -20,6 +20,8 @@ import type { JobStore } from "../../src/ports/job-store.js";
 import { jobListContract } from "./job-list-contract.js";
 import { apiKeyListingContract } from "./api-key-contract.js";
 import { deliveryListingContract } from "./delivery-contract.js";
+import { panelSessionContract } from "./panel-session-contract.js";
+import { MemoryPanelSessionStore } from "../../src/adapters/memory/memory-panel-session-store.js";
 import { MemoryDeliveryLog } from "../../src/adapters/memory/memory-delivery-log.js";
 import { MemoryApiKeyStore } from "../../src/adapters/memory/memory-api-key-store.js";
 import { randomUUID } from "node:crypto";
@@ -924,4 +926,29 @@ describe("the database's files under the open store", () => {
     await stores.probe.check(AbortSignal.timeout(1_000));
     assert.deepEqual(lost, []);
   });
+});
+
+describe("SqlitePanelSessionStore", () => {
+  panelSessionContract(async () => (await open(freshDir())).stores.panelSessions, () => randomUUID().slice(0, 8));
+
+  it("when a session is created, then the records that expired before it are deleted, and open ones survive a reopening", async () => {
+    const dataDir = freshDir();
+    const first = await open(dataDir);
+    const at = (hour: number) => new Date(Date.UTC(2026, 11, 2, hour));
+    const record = (sessionId: string, created: number) => ({
+      sessionId, role: "operator" as const, accountId: "", credentialId: "", credentialFingerprint: "fp", createdAt: at(created), expiresAt: at(created + 12),
+    });
+    await first.stores.panelSessions.create(record("early", 0));
+    await first.stores.panelSessions.create(record("later", 6));
+    await first.close();
+    const second = await open(dataDir);
+    assert.deepEqual(await second.stores.panelSessions.get("early"), record("early", 0), "a session outlives a restart");
+    await second.stores.panelSessions.create(record("next day", 13));
+    assert.equal(await second.stores.panelSessions.get("early"), undefined, "expired at 12:00, swept by the sign-in at 13:00");
+    assert.ok(await second.stores.panelSessions.get("later"));
+  });
+});
+
+describe("MemoryPanelSessionStore", () => {
+  panelSessionContract(async () => new MemoryPanelSessionStore(), () => randomUUID().slice(0, 8));
 });

@@ -1,7 +1,9 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
-import { checkCsrfToken, csrfTokenOf, issueSession, readSession as readOnly, SESSION_LIFETIME_MS, type PanelSession } from "../../src/domain/accounts/panel-session.js";
+import {
+  checkCsrfToken, credentialFingerprint, csrfTokenOf, issueSession, readSession as readOnly, sameFingerprint, SESSION_LIFETIME_MS, type PanelSession,
+} from "../../src/domain/accounts/panel-session.js";
 import { DomainError } from "../../src/domain/errors/domain-error.js";
 
 const SECRET = Buffer.from("a secret of the deployment, 32 bytes long!");
@@ -36,13 +38,13 @@ function refusal(run: () => unknown, message?: RegExp): string {
 }
 
 describe("panel sessions", () => {
-  it("when a session is read back with its CSRF token before it expires, then it names the same role, account, credential and expiry", () => {
+  it("when a session is read back with its CSRF token before it expires, then it names the same role, account, credential and expiry, and its nonce as its id", () => {
     const token = issueSession(SECRET, OWNER, "n1");
     assert.match(token, /^gps1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{22}$/);
-    assert.deepEqual(readSession(SECRET, token, csrfTokenOf(SECRET, token), NOW), OWNER);
+    assert.deepEqual(readSession(SECRET, token, csrfTokenOf(SECRET, token), NOW), { ...OWNER, id: "n1" });
     const operator: PanelSession = { role: "operator", accountId: "", credentialId: "", expiresAt: OWNER.expiresAt };
     const opToken = issueSession(SECRET, operator, "n2");
-    assert.deepEqual(readSession(SECRET, opToken, csrfTokenOf(SECRET, opToken), NOW), operator);
+    assert.deepEqual(readSession(SECRET, opToken, csrfTokenOf(SECRET, opToken), NOW), { ...operator, id: "n2" });
   });
 
   it("when two sessions differ only by their nonce, then their tokens and CSRF tokens differ", () => {
@@ -112,7 +114,7 @@ describe("panel sessions", () => {
 
   it("when only the session is read (to hand out its CSRF token), then no CSRF token is needed, and a bad session is still refused", () => {
     const token = issueSession(SECRET, OWNER, "n1");
-    assert.deepEqual(readOnly(SECRET, token, NOW), OWNER);
+    assert.deepEqual(readOnly(SECRET, token, NOW), { ...OWNER, id: "n1" });
     assert.equal(refusal(() => readOnly(OTHER, token, NOW)), "invalid_session");
     assert.equal(refusal(() => readOnly(SECRET, token, OWNER.expiresAt)), "session_expired");
     assert.equal(refusal(() => checkCsrfToken(SECRET, token, null)), "csrf_token_mismatch");
@@ -127,5 +129,14 @@ describe("panel sessions", () => {
 
   it("when a session lasts its full lifetime, then that is twelve hours", () => {
     assert.equal(SESSION_LIFETIME_MS, 12 * 3600 * 1000);
+  });
+
+  it("when a credential is fingerprinted, then the same credential under the same secret matches and another credential or secret does not, and the credential is not in it", () => {
+    const admin = credentialFingerprint(SECRET, "the-admin-token");
+    assert.equal(sameFingerprint(admin, credentialFingerprint(SECRET, "the-admin-token")), true);
+    assert.equal(sameFingerprint(admin, credentialFingerprint(SECRET, "another-admin-token")), false);
+    assert.equal(sameFingerprint(admin, credentialFingerprint(OTHER, "the-admin-token")), false);
+    assert.equal(admin.includes("the-admin-token"), false);
+    assert.notEqual(admin, csrfTokenOf(SECRET, "the-admin-token"), "a fingerprint is no CSRF token of the same text");
   });
 });

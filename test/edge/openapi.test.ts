@@ -20,6 +20,7 @@ const OPERATIONS = [
   "post /api/aimodel/v1beta/models/{model}:countTokens", "post /api/aimodel/v1beta/interactions",
   "post /admin/v1/accounts", "post /admin/v1/accounts/{accountId}/credits", "get /admin/v1/accounts/{accountId}/balance", "get /admin/v1/accounts/{accountId}/ledger", "get /admin/v1/accounts/{accountId}/usage",
   "post /admin/v1/accounts/{accountId}/keys", "get /admin/v1/keys/{keyId}", "patch /admin/v1/keys/{keyId}", "delete /admin/v1/keys/{keyId}", "put /admin/v1/accounts/{accountId}/webhook",
+  "get /admin/v1/panel-sessions", "delete /admin/v1/panel-sessions/{sessionId}",
   "put /admin/v1/pause", "put /admin/v1/models/{model}/pause", "get /admin/v1/routes", "put /admin/v1/routes/{name}/pause",
   "get /admin/v1/prices", "put /admin/v1/prices/{model}",
   "get /files/{key}",

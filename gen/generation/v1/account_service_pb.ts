@@ -18,7 +18,37 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/account_service.proto.
  */
 export const file_generation_v1_account_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNnZW5lcmF0aW9uL3YxL2FjY291bnRfc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSIVChNTdGFydFNlc3Npb25SZXF1ZXN0IqoBChRTdGFydFNlc3Npb25SZXNwb25zZRIPCgdzZXNzaW9uGAEgASgJEhIKCmNzcmZfdG9rZW4YAiABKAkSLwoLZXhwaXJlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBHJvbGUYBCABKA4yGi5nZW5lcmF0aW9uLnYxLlNlc3Npb25Sb2xlEhIKCmFjY291bnRfaWQYBSABKAkiEwoRR2V0QWNjb3VudFJlcXVlc3QiUQoSR2V0QWNjb3VudFJlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSJwoHYmFsYW5jZRgCIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIUChJMaXN0QXBpS2V5c1JlcXVlc3QiOgoTTGlzdEFwaUtleXNSZXNwb25zZRIjCgRrZXlzGAEgAygLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiVgoaQ3JlYXRlQWNjb3VudEFwaUtleVJlcXVlc3QSDgoGbW9kZWxzGAEgAygJEigKBmxpbWl0cxgCIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIlIKG0NyZWF0ZUFjY291bnRBcGlLZXlSZXNwb25zZRIiCgNrZXkYASABKAsyFS5nZW5lcmF0aW9uLnYxLkFwaUtleRIPCgdhcGlfa2V5GAIgASgJIocBChpVcGRhdGVBY2NvdW50QXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkSKAoGbGltaXRzGAIgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMSLwoLdXBkYXRlX21hc2sYAyABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIkEKG1VwZGF0ZUFjY291bnRBcGlLZXlSZXNwb25zZRIiCgNrZXkYASABKAsyFS5nZW5lcmF0aW9uLnYxLkFwaUtleSIsChpSZXZva2VBY2NvdW50QXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiQQobUmV2b2tlQWNjb3VudEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IhoKGEdldEFjY291bnRXZWJob29rUmVxdWVzdCJEChlHZXRBY2NvdW50V2ViaG9va1Jlc3BvbnNlEicKB3dlYmhvb2sYASABKAsyFi5nZW5lcmF0aW9uLnYxLldlYmhvb2siJwoYU2V0QWNjb3VudFdlYmhvb2tSZXF1ZXN0EgsKA3VybBgBIAEoCSJEChlTZXRBY2NvdW50V2ViaG9va1Jlc3BvbnNlEicKB3dlYmhvb2sYASABKAsyFi5nZW5lcmF0aW9uLnYxLldlYmhvb2siHAoaUm90YXRlV2ViaG9va1NlY3JldFJlcXVlc3QiRgobUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlEicKB3dlYmhvb2sYASABKAsyFi5nZW5lcmF0aW9uLnYxLldlYmhvb2siGAoWU2VuZFRlc3RXZWJob29rUmVxdWVzdCJLChdTZW5kVGVzdFdlYmhvb2tSZXNwb25zZRIwCghkZWxpdmVyeRgBIAEoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5IjwKHExpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBAUIICgZfbGltaXQiUwodTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USMgoKZGVsaXZlcmllcxgBIAMoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5Ii0KF1JlZGVsaXZlcldlYmhvb2tSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkiTAoYUmVkZWxpdmVyV2ViaG9va1Jlc3BvbnNlEjAKCGRlbGl2ZXJ5GAEgASgLMh4uZ2VuZXJhdGlvbi52MS5XZWJob29rRGVsaXZlcnkqXgoLU2Vzc2lvblJvbGUSHAoYU0VTU0lPTl9ST0xFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9ST0xFX09XTkVSEAESGQoVU0VTU0lPTl9ST0xFX09QRVJBVE9SEAIy1QkKDkFjY291bnRTZXJ2aWNlElcKDFN0YXJ0U2Vzc2lvbhIiLmdlbmVyYXRpb24udjEuU3RhcnRTZXNzaW9uUmVxdWVzdBojLmdlbmVyYXRpb24udjEuU3RhcnRTZXNzaW9uUmVzcG9uc2USUQoKR2V0QWNjb3VudBIgLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFJlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRSZXNwb25zZRJUCgtMaXN0QXBpS2V5cxIhLmdlbmVyYXRpb24udjEuTGlzdEFwaUtleXNSZXF1ZXN0GiIuZ2VuZXJhdGlvbi52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlEmwKE0NyZWF0ZUFjY291bnRBcGlLZXkSKS5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRBcGlLZXlSZXF1ZXN0GiouZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50QXBpS2V5UmVzcG9uc2USbAoTVXBkYXRlQWNjb3VudEFwaUtleRIpLmdlbmVyYXRpb24udjEuVXBkYXRlQWNjb3VudEFwaUtleVJlcXVlc3QaKi5nZW5lcmF0aW9uLnYxLlVwZGF0ZUFjY291bnRBcGlLZXlSZXNwb25zZRJsChNSZXZva2VBY2NvdW50QXBpS2V5EikuZ2VuZXJhdGlvbi52MS5SZXZva2VBY2NvdW50QXBpS2V5UmVxdWVzdBoqLmdlbmVyYXRpb24udjEuUmV2b2tlQWNjb3VudEFwaUtleVJlc3BvbnNlEmYKEUdldEFjY291bnRXZWJob29rEicuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50V2ViaG9va1JlcXVlc3QaKC5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRXZWJob29rUmVzcG9uc2USZgoRU2V0QWNjb3VudFdlYmhvb2sSJy5nZW5lcmF0aW9uLnYxLlNldEFjY291bnRXZWJob29rUmVxdWVzdBooLmdlbmVyYXRpb24udjEuU2V0QWNjb3VudFdlYmhvb2tSZXNwb25zZRJsChNSb3RhdGVXZWJob29rU2VjcmV0EikuZ2VuZXJhdGlvbi52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBoqLmdlbmVyYXRpb24udjEuUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlEmAKD1NlbmRUZXN0V2ViaG9vaxIlLmdlbmVyYXRpb24udjEuU2VuZFRlc3RXZWJob29rUmVxdWVzdBomLmdlbmVyYXRpb24udjEuU2VuZFRlc3RXZWJob29rUmVzcG9uc2UScgoVTGlzdFdlYmhvb2tEZWxpdmVyaWVzEisuZ2VuZXJhdGlvbi52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0GiwuZ2VuZXJhdGlvbi52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXNwb25zZRJjChBSZWRlbGl2ZXJXZWJob29rEiYuZ2VuZXJhdGlvbi52MS5SZWRlbGl2ZXJXZWJob29rUmVxdWVzdBonLmdlbmVyYXRpb24udjEuUmVkZWxpdmVyV2ViaG9va1Jlc3BvbnNlQrIBChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhNBY2NvdW50U2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_generation_v1_admin_service, file_generation_v1_money, file_generation_v1_webhook, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiNnZW5lcmF0aW9uL3YxL2FjY291bnRfc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSITChFFbmRTZXNzaW9uUmVxdWVzdCIUChJFbmRTZXNzaW9uUmVzcG9uc2UiFQoTU3RhcnRTZXNzaW9uUmVxdWVzdCKqAQoUU3RhcnRTZXNzaW9uUmVzcG9uc2USDwoHc2Vzc2lvbhgBIAEoCRISCgpjc3JmX3Rva2VuGAIgASgJEi8KC2V4cGlyZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgRyb2xlGAQgASgOMhouZ2VuZXJhdGlvbi52MS5TZXNzaW9uUm9sZRISCgphY2NvdW50X2lkGAUgASgJIhMKEUdldEFjY291bnRSZXF1ZXN0IlEKEkdldEFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEicKB2JhbGFuY2UYAiABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UiFAoSTGlzdEFwaUtleXNSZXF1ZXN0IjoKE0xpc3RBcGlLZXlzUmVzcG9uc2USIwoEa2V5cxgBIAMoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IlYKGkNyZWF0ZUFjY291bnRBcGlLZXlSZXF1ZXN0Eg4KBm1vZGVscxgBIAMoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cyJSChtDcmVhdGVBY2NvdW50QXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkSDwoHYXBpX2tleRgCIAEoCSKHAQoaVXBkYXRlQWNjb3VudEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJEigKBmxpbWl0cxgCIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzEi8KC3VwZGF0ZV9tYXNrGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayJBChtVcGRhdGVBY2NvdW50QXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiLAoaUmV2b2tlQWNjb3VudEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIkEKG1Jldm9rZUFjY291bnRBcGlLZXlSZXNwb25zZRIiCgNrZXkYASABKAsyFS5nZW5lcmF0aW9uLnYxLkFwaUtleSIaChhHZXRBY2NvdW50V2ViaG9va1JlcXVlc3QiRAoZR2V0QWNjb3VudFdlYmhvb2tSZXNwb25zZRInCgd3ZWJob29rGAEgASgLMhYuZ2VuZXJhdGlvbi52MS5XZWJob29rIicKGFNldEFjY291bnRXZWJob29rUmVxdWVzdBILCgN1cmwYASABKAkiRAoZU2V0QWNjb3VudFdlYmhvb2tSZXNwb25zZRInCgd3ZWJob29rGAEgASgLMhYuZ2VuZXJhdGlvbi52MS5XZWJob29rIhwKGlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXF1ZXN0IkYKG1JvdGF0ZVdlYmhvb2tTZWNyZXRSZXNwb25zZRInCgd3ZWJob29rGAEgASgLMhYuZ2VuZXJhdGlvbi52MS5XZWJob29rIhgKFlNlbmRUZXN0V2ViaG9va1JlcXVlc3QiSwoXU2VuZFRlc3RXZWJob29rUmVzcG9uc2USMAoIZGVsaXZlcnkYASABKAsyHi5nZW5lcmF0aW9uLnYxLldlYmhvb2tEZWxpdmVyeSI8ChxMaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQFCCAoGX2xpbWl0IlMKHUxpc3RXZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlEjIKCmRlbGl2ZXJpZXMYASADKAsyHi5nZW5lcmF0aW9uLnYxLldlYmhvb2tEZWxpdmVyeSItChdSZWRlbGl2ZXJXZWJob29rUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJIkwKGFJlZGVsaXZlcldlYmhvb2tSZXNwb25zZRIwCghkZWxpdmVyeRgBIAEoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5Kl4KC1Nlc3Npb25Sb2xlEhwKGFNFU1NJT05fUk9MRV9VTlNQRUNJRklFRBAAEhYKElNFU1NJT05fUk9MRV9PV05FUhABEhkKFVNFU1NJT05fUk9MRV9PUEVSQVRPUhACMqgKCg5BY2NvdW50U2VydmljZRJXCgxTdGFydFNlc3Npb24SIi5nZW5lcmF0aW9uLnYxLlN0YXJ0U2Vzc2lvblJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlN0YXJ0U2Vzc2lvblJlc3BvbnNlElEKCkVuZFNlc3Npb24SIC5nZW5lcmF0aW9uLnYxLkVuZFNlc3Npb25SZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5FbmRTZXNzaW9uUmVzcG9uc2USUQoKR2V0QWNjb3VudBIgLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFJlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRSZXNwb25zZRJUCgtMaXN0QXBpS2V5cxIhLmdlbmVyYXRpb24udjEuTGlzdEFwaUtleXNSZXF1ZXN0GiIuZ2VuZXJhdGlvbi52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlEmwKE0NyZWF0ZUFjY291bnRBcGlLZXkSKS5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRBcGlLZXlSZXF1ZXN0GiouZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50QXBpS2V5UmVzcG9uc2USbAoTVXBkYXRlQWNjb3VudEFwaUtleRIpLmdlbmVyYXRpb24udjEuVXBkYXRlQWNjb3VudEFwaUtleVJlcXVlc3QaKi5nZW5lcmF0aW9uLnYxLlVwZGF0ZUFjY291bnRBcGlLZXlSZXNwb25zZRJsChNSZXZva2VBY2NvdW50QXBpS2V5EikuZ2VuZXJhdGlvbi52MS5SZXZva2VBY2NvdW50QXBpS2V5UmVxdWVzdBoqLmdlbmVyYXRpb24udjEuUmV2b2tlQWNjb3VudEFwaUtleVJlc3BvbnNlEmYKEUdldEFjY291bnRXZWJob29rEicuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50V2ViaG9va1JlcXVlc3QaKC5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRXZWJob29rUmVzcG9uc2USZgoRU2V0QWNjb3VudFdlYmhvb2sSJy5nZW5lcmF0aW9uLnYxLlNldEFjY291bnRXZWJob29rUmVxdWVzdBooLmdlbmVyYXRpb24udjEuU2V0QWNjb3VudFdlYmhvb2tSZXNwb25zZRJsChNSb3RhdGVXZWJob29rU2VjcmV0EikuZ2VuZXJhdGlvbi52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBoqLmdlbmVyYXRpb24udjEuUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlEmAKD1NlbmRUZXN0V2ViaG9vaxIlLmdlbmVyYXRpb24udjEuU2VuZFRlc3RXZWJob29rUmVxdWVzdBomLmdlbmVyYXRpb24udjEuU2VuZFRlc3RXZWJob29rUmVzcG9uc2UScgoVTGlzdFdlYmhvb2tEZWxpdmVyaWVzEisuZ2VuZXJhdGlvbi52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0GiwuZ2VuZXJhdGlvbi52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXNwb25zZRJjChBSZWRlbGl2ZXJXZWJob29rEiYuZ2VuZXJhdGlvbi52MS5SZWRlbGl2ZXJXZWJob29rUmVxdWVzdBonLmdlbmVyYXRpb24udjEuUmVkZWxpdmVyV2ViaG9va1Jlc3BvbnNlQrIBChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhNBY2NvdW50U2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_generation_v1_admin_service, file_generation_v1_money, file_generation_v1_webhook, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+
+/**
+ * Request of EndSession. The session travels in `x-panel-session`.
+ *
+ * @generated from message generation.v1.EndSessionRequest
+ */
+export type EndSessionRequest = Message<"generation.v1.EndSessionRequest"> & {
+};
+
+/**
+ * Describes the message generation.v1.EndSessionRequest.
+ * Use `create(EndSessionRequestSchema)` to create a new message.
+ */
+export const EndSessionRequestSchema: GenMessage<EndSessionRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 0);
+
+/**
+ * Response of EndSession.
+ *
+ * @generated from message generation.v1.EndSessionResponse
+ */
+export type EndSessionResponse = Message<"generation.v1.EndSessionResponse"> & {
+};
+
+/**
+ * Describes the message generation.v1.EndSessionResponse.
+ * Use `create(EndSessionResponseSchema)` to create a new message.
+ */
+export const EndSessionResponseSchema: GenMessage<EndSessionResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_account_service, 1);
 
 /**
  * Request of StartSession. The credential travels in `authorization`.
@@ -33,7 +63,7 @@ export type StartSessionRequest = Message<"generation.v1.StartSessionRequest"> &
  * Use `create(StartSessionRequestSchema)` to create a new message.
  */
 export const StartSessionRequestSchema: GenMessage<StartSessionRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 0);
+  messageDesc(file_generation_v1_account_service, 2);
 
 /**
  * Response of StartSession.
@@ -82,7 +112,7 @@ export type StartSessionResponse = Message<"generation.v1.StartSessionResponse">
  * Use `create(StartSessionResponseSchema)` to create a new message.
  */
 export const StartSessionResponseSchema: GenMessage<StartSessionResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 1);
+  messageDesc(file_generation_v1_account_service, 3);
 
 /**
  * Request of GetAccount.
@@ -97,7 +127,7 @@ export type GetAccountRequest = Message<"generation.v1.GetAccountRequest"> & {
  * Use `create(GetAccountRequestSchema)` to create a new message.
  */
 export const GetAccountRequestSchema: GenMessage<GetAccountRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 2);
+  messageDesc(file_generation_v1_account_service, 4);
 
 /**
  * Response of GetAccount.
@@ -125,7 +155,7 @@ export type GetAccountResponse = Message<"generation.v1.GetAccountResponse"> & {
  * Use `create(GetAccountResponseSchema)` to create a new message.
  */
 export const GetAccountResponseSchema: GenMessage<GetAccountResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 3);
+  messageDesc(file_generation_v1_account_service, 5);
 
 /**
  * Request of ListApiKeys.
@@ -140,7 +170,7 @@ export type ListApiKeysRequest = Message<"generation.v1.ListApiKeysRequest"> & {
  * Use `create(ListApiKeysRequestSchema)` to create a new message.
  */
 export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 4);
+  messageDesc(file_generation_v1_account_service, 6);
 
 /**
  * Response of ListApiKeys.
@@ -161,7 +191,7 @@ export type ListApiKeysResponse = Message<"generation.v1.ListApiKeysResponse"> &
  * Use `create(ListApiKeysResponseSchema)` to create a new message.
  */
 export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 5);
+  messageDesc(file_generation_v1_account_service, 7);
 
 /**
  * Request of CreateAccountApiKey.
@@ -190,7 +220,7 @@ export type CreateAccountApiKeyRequest = Message<"generation.v1.CreateAccountApi
  * Use `create(CreateAccountApiKeyRequestSchema)` to create a new message.
  */
 export const CreateAccountApiKeyRequestSchema: GenMessage<CreateAccountApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 6);
+  messageDesc(file_generation_v1_account_service, 8);
 
 /**
  * Response of CreateAccountApiKey.
@@ -218,7 +248,7 @@ export type CreateAccountApiKeyResponse = Message<"generation.v1.CreateAccountAp
  * Use `create(CreateAccountApiKeyResponseSchema)` to create a new message.
  */
 export const CreateAccountApiKeyResponseSchema: GenMessage<CreateAccountApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 7);
+  messageDesc(file_generation_v1_account_service, 9);
 
 /**
  * Request of UpdateAccountApiKey.
@@ -253,7 +283,7 @@ export type UpdateAccountApiKeyRequest = Message<"generation.v1.UpdateAccountApi
  * Use `create(UpdateAccountApiKeyRequestSchema)` to create a new message.
  */
 export const UpdateAccountApiKeyRequestSchema: GenMessage<UpdateAccountApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 8);
+  messageDesc(file_generation_v1_account_service, 10);
 
 /**
  * Response of UpdateAccountApiKey.
@@ -274,7 +304,7 @@ export type UpdateAccountApiKeyResponse = Message<"generation.v1.UpdateAccountAp
  * Use `create(UpdateAccountApiKeyResponseSchema)` to create a new message.
  */
 export const UpdateAccountApiKeyResponseSchema: GenMessage<UpdateAccountApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 9);
+  messageDesc(file_generation_v1_account_service, 11);
 
 /**
  * Request of RevokeAccountApiKey.
@@ -295,7 +325,7 @@ export type RevokeAccountApiKeyRequest = Message<"generation.v1.RevokeAccountApi
  * Use `create(RevokeAccountApiKeyRequestSchema)` to create a new message.
  */
 export const RevokeAccountApiKeyRequestSchema: GenMessage<RevokeAccountApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 10);
+  messageDesc(file_generation_v1_account_service, 12);
 
 /**
  * Response of RevokeAccountApiKey.
@@ -316,7 +346,7 @@ export type RevokeAccountApiKeyResponse = Message<"generation.v1.RevokeAccountAp
  * Use `create(RevokeAccountApiKeyResponseSchema)` to create a new message.
  */
 export const RevokeAccountApiKeyResponseSchema: GenMessage<RevokeAccountApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 11);
+  messageDesc(file_generation_v1_account_service, 13);
 
 /**
  * Request of GetAccountWebhook.
@@ -331,7 +361,7 @@ export type GetAccountWebhookRequest = Message<"generation.v1.GetAccountWebhookR
  * Use `create(GetAccountWebhookRequestSchema)` to create a new message.
  */
 export const GetAccountWebhookRequestSchema: GenMessage<GetAccountWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 12);
+  messageDesc(file_generation_v1_account_service, 14);
 
 /**
  * Response of GetAccountWebhook.
@@ -352,7 +382,7 @@ export type GetAccountWebhookResponse = Message<"generation.v1.GetAccountWebhook
  * Use `create(GetAccountWebhookResponseSchema)` to create a new message.
  */
 export const GetAccountWebhookResponseSchema: GenMessage<GetAccountWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 13);
+  messageDesc(file_generation_v1_account_service, 15);
 
 /**
  * Request of SetAccountWebhook.
@@ -373,7 +403,7 @@ export type SetAccountWebhookRequest = Message<"generation.v1.SetAccountWebhookR
  * Use `create(SetAccountWebhookRequestSchema)` to create a new message.
  */
 export const SetAccountWebhookRequestSchema: GenMessage<SetAccountWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 14);
+  messageDesc(file_generation_v1_account_service, 16);
 
 /**
  * Response of SetAccountWebhook.
@@ -394,7 +424,7 @@ export type SetAccountWebhookResponse = Message<"generation.v1.SetAccountWebhook
  * Use `create(SetAccountWebhookResponseSchema)` to create a new message.
  */
 export const SetAccountWebhookResponseSchema: GenMessage<SetAccountWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 15);
+  messageDesc(file_generation_v1_account_service, 17);
 
 /**
  * Request of RotateWebhookSecret.
@@ -409,7 +439,7 @@ export type RotateWebhookSecretRequest = Message<"generation.v1.RotateWebhookSec
  * Use `create(RotateWebhookSecretRequestSchema)` to create a new message.
  */
 export const RotateWebhookSecretRequestSchema: GenMessage<RotateWebhookSecretRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 16);
+  messageDesc(file_generation_v1_account_service, 18);
 
 /**
  * Response of RotateWebhookSecret.
@@ -430,7 +460,7 @@ export type RotateWebhookSecretResponse = Message<"generation.v1.RotateWebhookSe
  * Use `create(RotateWebhookSecretResponseSchema)` to create a new message.
  */
 export const RotateWebhookSecretResponseSchema: GenMessage<RotateWebhookSecretResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 17);
+  messageDesc(file_generation_v1_account_service, 19);
 
 /**
  * Request of SendTestWebhook.
@@ -445,7 +475,7 @@ export type SendTestWebhookRequest = Message<"generation.v1.SendTestWebhookReque
  * Use `create(SendTestWebhookRequestSchema)` to create a new message.
  */
 export const SendTestWebhookRequestSchema: GenMessage<SendTestWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 18);
+  messageDesc(file_generation_v1_account_service, 20);
 
 /**
  * Response of SendTestWebhook.
@@ -466,7 +496,7 @@ export type SendTestWebhookResponse = Message<"generation.v1.SendTestWebhookResp
  * Use `create(SendTestWebhookResponseSchema)` to create a new message.
  */
 export const SendTestWebhookResponseSchema: GenMessage<SendTestWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 19);
+  messageDesc(file_generation_v1_account_service, 21);
 
 /**
  * Request of ListWebhookDeliveries.
@@ -487,7 +517,7 @@ export type ListWebhookDeliveriesRequest = Message<"generation.v1.ListWebhookDel
  * Use `create(ListWebhookDeliveriesRequestSchema)` to create a new message.
  */
 export const ListWebhookDeliveriesRequestSchema: GenMessage<ListWebhookDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 20);
+  messageDesc(file_generation_v1_account_service, 22);
 
 /**
  * Response of ListWebhookDeliveries.
@@ -508,7 +538,7 @@ export type ListWebhookDeliveriesResponse = Message<"generation.v1.ListWebhookDe
  * Use `create(ListWebhookDeliveriesResponseSchema)` to create a new message.
  */
 export const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 21);
+  messageDesc(file_generation_v1_account_service, 23);
 
 /**
  * Request of RedeliverWebhook.
@@ -529,7 +559,7 @@ export type RedeliverWebhookRequest = Message<"generation.v1.RedeliverWebhookReq
  * Use `create(RedeliverWebhookRequestSchema)` to create a new message.
  */
 export const RedeliverWebhookRequestSchema: GenMessage<RedeliverWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 22);
+  messageDesc(file_generation_v1_account_service, 24);
 
 /**
  * Response of RedeliverWebhook.
@@ -550,7 +580,7 @@ export type RedeliverWebhookResponse = Message<"generation.v1.RedeliverWebhookRe
  * Use `create(RedeliverWebhookResponseSchema)` to create a new message.
  */
 export const RedeliverWebhookResponseSchema: GenMessage<RedeliverWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_account_service, 23);
+  messageDesc(file_generation_v1_account_service, 25);
 
 /**
  * Who a panel session is for.
@@ -614,6 +644,19 @@ export const AccountService: GenService<{
     methodKind: "unary";
     input: typeof StartSessionRequestSchema;
     output: typeof StartSessionResponseSchema;
+  },
+  /**
+   * Ends the panel session of `x-panel-session` for good: the session, and
+   * any copy of it, is refused from then on (UNAUTHENTICATED/session_revoked).
+   * The gateway's DELETE /panel/session calls it. Ending an ended session is
+   * no error; a token that is no session is UNAUTHENTICATED/invalid_session.
+   *
+   * @generated from rpc generation.v1.AccountService.EndSession
+   */
+  endSession: {
+    methodKind: "unary";
+    input: typeof EndSessionRequestSchema;
+    output: typeof EndSessionResponseSchema;
   },
   /**
    * The signed-in account: its id, name and balance.

@@ -2,8 +2,8 @@
 // @generated from file generation/v1/admin_service.proto (package generation.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { ModelPrice } from "./model_pb.js";
 import { file_generation_v1_model } from "./model_pb.js";
 import type { GetUsageRequest, GetUsageResponse, ListLedgerEntriesRequest } from "./generation_service_pb.js";
@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/admin_service.proto.
  */
 export const file_generation_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlImMKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMinQIKCUtleUxpbWl0cxIYCgtzcGVuZF9saW1pdBgBIAEoCUgAiAEBEh4KEWRhaWx5X3NwZW5kX2xpbWl0GAIgASgJSAGIAQESIAoTbW9udGhseV9zcGVuZF9saW1pdBgDIAEoCUgCiAEBEiIKFXJhdGVfbGltaXRfcGVyX21pbnV0ZRgEIAEoBUgDiAEBEiAKE21heF9jb25jdXJyZW50X2pvYnMYBSABKAVIBIgBAUIOCgxfc3BlbmRfbGltaXRCFAoSX2RhaWx5X3NwZW5kX2xpbWl0QhYKFF9tb250aGx5X3NwZW5kX2xpbWl0QhgKFl9yYXRlX2xpbWl0X3Blcl9taW51dGVCFgoUX21heF9jb25jdXJyZW50X2pvYnMihwMKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDwoHcmV2b2tlZBgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZsaW1pdHMYBiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxINCgVzcGVudBgHIAEoCRITCgtzcGVudF90b2RheRgIIAEoCRIYChBzcGVudF90aGlzX21vbnRoGAkgASgJEgwKBGhlbGQYCiABKAkSFgoJcmVtYWluaW5nGAsgASgJSACIAQESHAoPcmVtYWluaW5nX3RvZGF5GAwgASgJSAGIAQESIQoUcmVtYWluaW5nX3RoaXNfbW9udGgYDSABKAlIAogBAUIMCgpfcmVtYWluaW5nQhIKEF9yZW1haW5pbmdfdG9kYXlCFwoVX3JlbWFpbmluZ190aGlzX21vbnRoIiIKEEdldEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKEUdldEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IoABChNVcGRhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siOgoUVXBkYXRlQXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkihQEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEg4KBm1vZGVscxgDIAMoCRISCgphY2NvdW50X2lkGAQgASgJEigKBmxpbWl0cxgFIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKFFJldm9rZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdyZXZva2VkGAIgASgIIi8KGUxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJBChpMaXN0QWNjb3VudEFwaUtleXNSZXNwb25zZRIjCgRrZXlzGAEgAygLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiLQoXQ3JlYXRlT3duZXJUb2tlblJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJVChhDcmVhdGVPd25lclRva2VuUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSEwoLb3duZXJfdG9rZW4YAiABKAkSEgoKYWNjb3VudF9pZBgDIAEoCSI9Ch1MaXN0V2ViaG9va0RlYWRMZXR0ZXJzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBQggKBl9saW1pdCJUCh5MaXN0V2ViaG9va0RlYWRMZXR0ZXJzUmVzcG9uc2USMgoKZGVsaXZlcmllcxgBIAMoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5IjAKGlJlZGVsaXZlckRlYWRMZXR0ZXJSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkiTwobUmVkZWxpdmVyRGVhZExldHRlclJlc3BvbnNlEjAKCGRlbGl2ZXJ5GAEgASgLMh4uZ2VuZXJhdGlvbi52MS5XZWJob29rRGVsaXZlcnkiNAoRU2V0V2ViaG9va1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRILCgN1cmwYAiABKAkiMQoSU2V0V2ViaG9va1Jlc3BvbnNlEgsKA3VybBgBIAEoCRIOCgZzZWNyZXQYAiABKAkiKQoXU2V0UHJvamVjdFBhdXNlZFJlcXVlc3QSDgoGcGF1c2VkGAEgASgIIioKGFNldFByb2plY3RQYXVzZWRSZXNwb25zZRIOCgZwYXVzZWQYASABKAgiNgoVU2V0TW9kZWxQYXVzZWRSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI3ChZTZXRNb2RlbFBhdXNlZFJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEg4KBnBhdXNlZBgCIAEoCCITChFMaXN0UHJpY2VzUmVxdWVzdCI/ChJMaXN0UHJpY2VzUmVzcG9uc2USKQoGcHJpY2VzGAEgAygLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj4KElVwZGF0ZVByaWNlUmVxdWVzdBIoCgVwcmljZRgBIAEoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSI/ChNVcGRhdGVQcmljZVJlc3BvbnNlEigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlItwCCg1VcHN0cmVhbVJvdXRlEgwKBG5hbWUYASABKAkSEAoIYmFzZV91cmwYAiABKAkSDgoGbW9kZWxzGAMgAygJEg4KBndlaWdodBgEIAEoBRISCgp0aW1lb3V0X21zGAUgASgFEhgKEG1heF9pbnB1dF9pbWFnZXMYBiABKAUSDgoGcGF1c2VkGAcgASgIEg8KB2hlYWx0aHkYCCABKAgSEAoIcmVxdWVzdHMYCSABKAMSEAoIZmFpbHVyZXMYCiABKAMSHAoUY29uc2VjdXRpdmVfZmFpbHVyZXMYCyABKAUSEgoKbGFzdF9lcnJvchgMIAEoCRIxCg1sYXN0X2Vycm9yX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9sYXN0X3N1Y2Nlc3NfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhMKEUxpc3RSb3V0ZXNSZXF1ZXN0IkIKEkxpc3RSb3V0ZXNSZXNwb25zZRIsCgZyb3V0ZXMYASADKAsyHC5nZW5lcmF0aW9uLnYxLlVwc3RyZWFtUm91dGUiNQoVU2V0Um91dGVQYXVzZWRSZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIIjYKFlNldFJvdXRlUGF1c2VkUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIOCgZwYXVzZWQYAiABKAgyhg8KDEFkbWluU2VydmljZRJaCg1DcmVhdGVBY2NvdW50EiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVxdWVzdBokLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlElEKCkFkZENyZWRpdHMSIC5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVzcG9uc2USZgoRR2V0QWNjb3VudEJhbGFuY2USJy5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVxdWVzdBooLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXNwb25zZRJ7ChhMaXN0QWNjb3VudExlZGdlckVudHJpZXMSLi5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1JlcXVlc3QaLy5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1Jlc3BvbnNlEmAKD0dldEFjY291bnRVc2FnZRIlLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVxdWVzdBomLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVzcG9uc2USVwoMQ3JlYXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJOCglHZXRBcGlLZXkSHy5nZW5lcmF0aW9uLnYxLkdldEFwaUtleVJlcXVlc3QaIC5nZW5lcmF0aW9uLnYxLkdldEFwaUtleVJlc3BvbnNlElcKDFVwZGF0ZUFwaUtleRIiLmdlbmVyYXRpb24udjEuVXBkYXRlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuVXBkYXRlQXBpS2V5UmVzcG9uc2USVwoMUmV2b2tlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJpChJMaXN0QWNjb3VudEFwaUtleXMSKC5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QaKS5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50QXBpS2V5c1Jlc3BvbnNlEmMKEENyZWF0ZU93bmVyVG9rZW4SJi5nZW5lcmF0aW9uLnYxLkNyZWF0ZU93bmVyVG9rZW5SZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5DcmVhdGVPd25lclRva2VuUmVzcG9uc2USUQoKU2V0V2ViaG9vaxIgLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXNwb25zZRJ1ChZMaXN0V2ViaG9va0RlYWRMZXR0ZXJzEiwuZ2VuZXJhdGlvbi52MS5MaXN0V2ViaG9va0RlYWRMZXR0ZXJzUmVxdWVzdBotLmdlbmVyYXRpb24udjEuTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1Jlc3BvbnNlEmwKE1JlZGVsaXZlckRlYWRMZXR0ZXISKS5nZW5lcmF0aW9uLnYxLlJlZGVsaXZlckRlYWRMZXR0ZXJSZXF1ZXN0GiouZ2VuZXJhdGlvbi52MS5SZWRlbGl2ZXJEZWFkTGV0dGVyUmVzcG9uc2USYwoQU2V0UHJvamVjdFBhdXNlZBImLmdlbmVyYXRpb24udjEuU2V0UHJvamVjdFBhdXNlZFJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXNwb25zZRJdCg5TZXRNb2RlbFBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRNb2RlbFBhdXNlZFJlc3BvbnNlElEKCkxpc3RQcmljZXMSIC5nZW5lcmF0aW9uLnYxLkxpc3RQcmljZXNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVzcG9uc2USVAoLVXBkYXRlUHJpY2USIS5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVxdWVzdBoiLmdlbmVyYXRpb24udjEuVXBkYXRlUHJpY2VSZXNwb25zZRJRCgpMaXN0Um91dGVzEiAuZ2VuZXJhdGlvbi52MS5MaXN0Um91dGVzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1Jlc3BvbnNlEl0KDlNldFJvdXRlUGF1c2VkEiQuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlcXVlc3QaJS5nZW5lcmF0aW9uLnYxLlNldFJvdXRlUGF1c2VkUmVzcG9uc2VCsAEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCEUFkbWluU2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_generation_v1_webhook, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlImMKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMinQIKCUtleUxpbWl0cxIYCgtzcGVuZF9saW1pdBgBIAEoCUgAiAEBEh4KEWRhaWx5X3NwZW5kX2xpbWl0GAIgASgJSAGIAQESIAoTbW9udGhseV9zcGVuZF9saW1pdBgDIAEoCUgCiAEBEiIKFXJhdGVfbGltaXRfcGVyX21pbnV0ZRgEIAEoBUgDiAEBEiAKE21heF9jb25jdXJyZW50X2pvYnMYBSABKAVIBIgBAUIOCgxfc3BlbmRfbGltaXRCFAoSX2RhaWx5X3NwZW5kX2xpbWl0QhYKFF9tb250aGx5X3NwZW5kX2xpbWl0QhgKFl9yYXRlX2xpbWl0X3Blcl9taW51dGVCFgoUX21heF9jb25jdXJyZW50X2pvYnMihwMKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDwoHcmV2b2tlZBgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZsaW1pdHMYBiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxINCgVzcGVudBgHIAEoCRITCgtzcGVudF90b2RheRgIIAEoCRIYChBzcGVudF90aGlzX21vbnRoGAkgASgJEgwKBGhlbGQYCiABKAkSFgoJcmVtYWluaW5nGAsgASgJSACIAQESHAoPcmVtYWluaW5nX3RvZGF5GAwgASgJSAGIAQESIQoUcmVtYWluaW5nX3RoaXNfbW9udGgYDSABKAlIAogBAUIMCgpfcmVtYWluaW5nQhIKEF9yZW1haW5pbmdfdG9kYXlCFwoVX3JlbWFpbmluZ190aGlzX21vbnRoIiIKEEdldEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKEUdldEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IoABChNVcGRhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siOgoUVXBkYXRlQXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkihQEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEg4KBm1vZGVscxgDIAMoCRISCgphY2NvdW50X2lkGAQgASgJEigKBmxpbWl0cxgFIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKFFJldm9rZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdyZXZva2VkGAIgASgIIi8KGUxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJBChpMaXN0QWNjb3VudEFwaUtleXNSZXNwb25zZRIjCgRrZXlzGAEgAygLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiLQoXQ3JlYXRlT3duZXJUb2tlblJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJVChhDcmVhdGVPd25lclRva2VuUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSEwoLb3duZXJfdG9rZW4YAiABKAkSEgoKYWNjb3VudF9pZBgDIAEoCSLeAQoMUGFuZWxTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSLQoEcm9sZRgCIAEoDjIfLmdlbmVyYXRpb24udjEuUGFuZWxTZXNzaW9uUm9sZRISCgphY2NvdW50X2lkGAMgASgJEhUKDWNyZWRlbnRpYWxfaWQYBCABKAkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4ChhMaXN0UGFuZWxTZXNzaW9uc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBAUIICgZfbGltaXQiSgoZTGlzdFBhbmVsU2Vzc2lvbnNSZXNwb25zZRItCghzZXNzaW9ucxgBIAMoCzIbLmdlbmVyYXRpb24udjEuUGFuZWxTZXNzaW9uIi8KGVJldm9rZVBhbmVsU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJBChpSZXZva2VQYW5lbFNlc3Npb25SZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3Jldm9rZWQYAiABKAgiPQodTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBAUIICgZfbGltaXQiVAoeTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1Jlc3BvbnNlEjIKCmRlbGl2ZXJpZXMYASADKAsyHi5nZW5lcmF0aW9uLnYxLldlYmhvb2tEZWxpdmVyeSIwChpSZWRlbGl2ZXJEZWFkTGV0dGVyUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJIk8KG1JlZGVsaXZlckRlYWRMZXR0ZXJSZXNwb25zZRIwCghkZWxpdmVyeRgBIAEoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5IjQKEVNldFdlYmhvb2tSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSCwoDdXJsGAIgASgJIjEKElNldFdlYmhvb2tSZXNwb25zZRILCgN1cmwYASABKAkSDgoGc2VjcmV0GAIgASgJIikKF1NldFByb2plY3RQYXVzZWRSZXF1ZXN0Eg4KBnBhdXNlZBgBIAEoCCIqChhTZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USDgoGcGF1c2VkGAEgASgIIjYKFVNldE1vZGVsUGF1c2VkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZwYXVzZWQYAiABKAgiNwoWU2V0TW9kZWxQYXVzZWRSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIOCgZwYXVzZWQYAiABKAgiEwoRTGlzdFByaWNlc1JlcXVlc3QiPwoSTGlzdFByaWNlc1Jlc3BvbnNlEikKBnByaWNlcxgBIAMoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSI+ChJVcGRhdGVQcmljZVJlcXVlc3QSKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPwoTVXBkYXRlUHJpY2VSZXNwb25zZRIoCgVwcmljZRgBIAEoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSLcAgoNVXBzdHJlYW1Sb3V0ZRIMCgRuYW1lGAEgASgJEhAKCGJhc2VfdXJsGAIgASgJEg4KBm1vZGVscxgDIAMoCRIOCgZ3ZWlnaHQYBCABKAUSEgoKdGltZW91dF9tcxgFIAEoBRIYChBtYXhfaW5wdXRfaW1hZ2VzGAYgASgFEg4KBnBhdXNlZBgHIAEoCBIPCgdoZWFsdGh5GAggASgIEhAKCHJlcXVlc3RzGAkgASgDEhAKCGZhaWx1cmVzGAogASgDEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAsgASgFEhIKCmxhc3RfZXJyb3IYDCABKAkSMQoNbGFzdF9lcnJvcl9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPbGFzdF9zdWNjZXNzX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCITChFMaXN0Um91dGVzUmVxdWVzdCJCChJMaXN0Um91dGVzUmVzcG9uc2USLAoGcm91dGVzGAEgAygLMhwuZ2VuZXJhdGlvbi52MS5VcHN0cmVhbVJvdXRlIjUKFVNldFJvdXRlUGF1c2VkUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI2ChZTZXRSb3V0ZVBhdXNlZFJlc3BvbnNlEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIKnUKEFBhbmVsU2Vzc2lvblJvbGUSIgoeUEFORUxfU0VTU0lPTl9ST0xFX1VOU1BFQ0lGSUVEEAASHAoYUEFORUxfU0VTU0lPTl9ST0xFX09XTkVSEAESHwobUEFORUxfU0VTU0lPTl9ST0xFX09QRVJBVE9SEAIy2RAKDEFkbWluU2VydmljZRJaCg1DcmVhdGVBY2NvdW50EiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVxdWVzdBokLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlElEKCkFkZENyZWRpdHMSIC5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVzcG9uc2USZgoRR2V0QWNjb3VudEJhbGFuY2USJy5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVxdWVzdBooLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXNwb25zZRJ7ChhMaXN0QWNjb3VudExlZGdlckVudHJpZXMSLi5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1JlcXVlc3QaLy5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1Jlc3BvbnNlEmAKD0dldEFjY291bnRVc2FnZRIlLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVxdWVzdBomLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVzcG9uc2USVwoMQ3JlYXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJOCglHZXRBcGlLZXkSHy5nZW5lcmF0aW9uLnYxLkdldEFwaUtleVJlcXVlc3QaIC5nZW5lcmF0aW9uLnYxLkdldEFwaUtleVJlc3BvbnNlElcKDFVwZGF0ZUFwaUtleRIiLmdlbmVyYXRpb24udjEuVXBkYXRlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuVXBkYXRlQXBpS2V5UmVzcG9uc2USVwoMUmV2b2tlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJpChJMaXN0QWNjb3VudEFwaUtleXMSKC5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QaKS5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50QXBpS2V5c1Jlc3BvbnNlEmMKEENyZWF0ZU93bmVyVG9rZW4SJi5nZW5lcmF0aW9uLnYxLkNyZWF0ZU93bmVyVG9rZW5SZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5DcmVhdGVPd25lclRva2VuUmVzcG9uc2USZgoRTGlzdFBhbmVsU2Vzc2lvbnMSJy5nZW5lcmF0aW9uLnYxLkxpc3RQYW5lbFNlc3Npb25zUmVxdWVzdBooLmdlbmVyYXRpb24udjEuTGlzdFBhbmVsU2Vzc2lvbnNSZXNwb25zZRJpChJSZXZva2VQYW5lbFNlc3Npb24SKC5nZW5lcmF0aW9uLnYxLlJldm9rZVBhbmVsU2Vzc2lvblJlcXVlc3QaKS5nZW5lcmF0aW9uLnYxLlJldm9rZVBhbmVsU2Vzc2lvblJlc3BvbnNlElEKClNldFdlYmhvb2sSIC5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5TZXRXZWJob29rUmVzcG9uc2USdQoWTGlzdFdlYmhvb2tEZWFkTGV0dGVycxIsLmdlbmVyYXRpb24udjEuTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1JlcXVlc3QaLS5nZW5lcmF0aW9uLnYxLkxpc3RXZWJob29rRGVhZExldHRlcnNSZXNwb25zZRJsChNSZWRlbGl2ZXJEZWFkTGV0dGVyEikuZ2VuZXJhdGlvbi52MS5SZWRlbGl2ZXJEZWFkTGV0dGVyUmVxdWVzdBoqLmdlbmVyYXRpb24udjEuUmVkZWxpdmVyRGVhZExldHRlclJlc3BvbnNlEmMKEFNldFByb2plY3RQYXVzZWQSJi5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USXQoOU2V0TW9kZWxQYXVzZWQSJC5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVxdWVzdBolLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXNwb25zZRJRCgpMaXN0UHJpY2VzEiAuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1Jlc3BvbnNlElQKC1VwZGF0ZVByaWNlEiEuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlcXVlc3QaIi5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVzcG9uc2USUQoKTGlzdFJvdXRlcxIgLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RSb3V0ZXNSZXNwb25zZRJdCg5TZXRSb3V0ZVBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0Um91dGVQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlc3BvbnNlQrABChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWkdnaXRodWIuY29tL2V4YW1wbGUvZ2VuZXJhdGlvbi1zZXJ2aWNlL2dlbi9nby9nZW5lcmF0aW9uL3YxO2dlbmVyYXRpb252MaICA0dYWKoCDUdlbmVyYXRpb24uVjHKAg1HZW5lcmF0aW9uXFYx6gIOR2VuZXJhdGlvbjo6VjFiBnByb3RvMw", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_generation_v1_webhook, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateAccount.
@@ -774,6 +774,153 @@ export const CreateOwnerTokenResponseSchema: GenMessage<CreateOwnerTokenResponse
   messageDesc(file_generation_v1_admin_service, 23);
 
 /**
+ * A web panel session as the operator sees it (never its token).
+ *
+ * @generated from message generation.v1.PanelSession
+ */
+export type PanelSession = Message<"generation.v1.PanelSession"> & {
+  /**
+   * Its id (not secret: it cannot be turned into a session).
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Owner or operator.
+   *
+   * @generated from field: generation.v1.PanelSessionRole role = 2;
+   */
+  role: PanelSessionRole;
+
+  /**
+   * The owner's account; empty for the operator.
+   *
+   * @generated from field: string account_id = 3;
+   */
+  accountId: string;
+
+  /**
+   * The owner token it came from (revoking the token ends it); empty for the operator.
+   *
+   * @generated from field: string credential_id = 4;
+   */
+  credentialId: string;
+
+  /**
+   * When it was signed in.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 5;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * When it ends on its own (twelve hours after sign-in).
+   *
+   * @generated from field: google.protobuf.Timestamp expire_time = 6;
+   */
+  expireTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message generation.v1.PanelSession.
+ * Use `create(PanelSessionSchema)` to create a new message.
+ */
+export const PanelSessionSchema: GenMessage<PanelSession> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 24);
+
+/**
+ * Request of ListPanelSessions.
+ *
+ * @generated from message generation.v1.ListPanelSessionsRequest
+ */
+export type ListPanelSessionsRequest = Message<"generation.v1.ListPanelSessionsRequest"> & {
+  /**
+   * At most this many, 1 to 1000; unset: 100.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+};
+
+/**
+ * Describes the message generation.v1.ListPanelSessionsRequest.
+ * Use `create(ListPanelSessionsRequestSchema)` to create a new message.
+ */
+export const ListPanelSessionsRequestSchema: GenMessage<ListPanelSessionsRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 25);
+
+/**
+ * Response of ListPanelSessions.
+ *
+ * @generated from message generation.v1.ListPanelSessionsResponse
+ */
+export type ListPanelSessionsResponse = Message<"generation.v1.ListPanelSessionsResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated generation.v1.PanelSession sessions = 1;
+   */
+  sessions: PanelSession[];
+};
+
+/**
+ * Describes the message generation.v1.ListPanelSessionsResponse.
+ * Use `create(ListPanelSessionsResponseSchema)` to create a new message.
+ */
+export const ListPanelSessionsResponseSchema: GenMessage<ListPanelSessionsResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 26);
+
+/**
+ * Request of RevokePanelSession.
+ *
+ * @generated from message generation.v1.RevokePanelSessionRequest
+ */
+export type RevokePanelSessionRequest = Message<"generation.v1.RevokePanelSessionRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message generation.v1.RevokePanelSessionRequest.
+ * Use `create(RevokePanelSessionRequestSchema)` to create a new message.
+ */
+export const RevokePanelSessionRequestSchema: GenMessage<RevokePanelSessionRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 27);
+
+/**
+ * Response of RevokePanelSession.
+ *
+ * @generated from message generation.v1.RevokePanelSessionResponse
+ */
+export type RevokePanelSessionResponse = Message<"generation.v1.RevokePanelSessionResponse"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Always true.
+   *
+   * @generated from field: bool revoked = 2;
+   */
+  revoked: boolean;
+};
+
+/**
+ * Describes the message generation.v1.RevokePanelSessionResponse.
+ * Use `create(RevokePanelSessionResponseSchema)` to create a new message.
+ */
+export const RevokePanelSessionResponseSchema: GenMessage<RevokePanelSessionResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 28);
+
+/**
  * Request of ListWebhookDeadLetters.
  *
  * @generated from message generation.v1.ListWebhookDeadLettersRequest
@@ -792,7 +939,7 @@ export type ListWebhookDeadLettersRequest = Message<"generation.v1.ListWebhookDe
  * Use `create(ListWebhookDeadLettersRequestSchema)` to create a new message.
  */
 export const ListWebhookDeadLettersRequestSchema: GenMessage<ListWebhookDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 24);
+  messageDesc(file_generation_v1_admin_service, 29);
 
 /**
  * Response of ListWebhookDeadLetters.
@@ -813,7 +960,7 @@ export type ListWebhookDeadLettersResponse = Message<"generation.v1.ListWebhookD
  * Use `create(ListWebhookDeadLettersResponseSchema)` to create a new message.
  */
 export const ListWebhookDeadLettersResponseSchema: GenMessage<ListWebhookDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 25);
+  messageDesc(file_generation_v1_admin_service, 30);
 
 /**
  * Request of RedeliverDeadLetter.
@@ -834,7 +981,7 @@ export type RedeliverDeadLetterRequest = Message<"generation.v1.RedeliverDeadLet
  * Use `create(RedeliverDeadLetterRequestSchema)` to create a new message.
  */
 export const RedeliverDeadLetterRequestSchema: GenMessage<RedeliverDeadLetterRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 26);
+  messageDesc(file_generation_v1_admin_service, 31);
 
 /**
  * Response of RedeliverDeadLetter.
@@ -855,7 +1002,7 @@ export type RedeliverDeadLetterResponse = Message<"generation.v1.RedeliverDeadLe
  * Use `create(RedeliverDeadLetterResponseSchema)` to create a new message.
  */
 export const RedeliverDeadLetterResponseSchema: GenMessage<RedeliverDeadLetterResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 27);
+  messageDesc(file_generation_v1_admin_service, 32);
 
 /**
  * Request of SetWebhook.
@@ -883,7 +1030,7 @@ export type SetWebhookRequest = Message<"generation.v1.SetWebhookRequest"> & {
  * Use `create(SetWebhookRequestSchema)` to create a new message.
  */
 export const SetWebhookRequestSchema: GenMessage<SetWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 28);
+  messageDesc(file_generation_v1_admin_service, 33);
 
 /**
  * Response of SetWebhook.
@@ -911,7 +1058,7 @@ export type SetWebhookResponse = Message<"generation.v1.SetWebhookResponse"> & {
  * Use `create(SetWebhookResponseSchema)` to create a new message.
  */
 export const SetWebhookResponseSchema: GenMessage<SetWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 29);
+  messageDesc(file_generation_v1_admin_service, 34);
 
 /**
  * Request of SetProjectPaused.
@@ -932,7 +1079,7 @@ export type SetProjectPausedRequest = Message<"generation.v1.SetProjectPausedReq
  * Use `create(SetProjectPausedRequestSchema)` to create a new message.
  */
 export const SetProjectPausedRequestSchema: GenMessage<SetProjectPausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 30);
+  messageDesc(file_generation_v1_admin_service, 35);
 
 /**
  * Response of SetProjectPaused.
@@ -953,7 +1100,7 @@ export type SetProjectPausedResponse = Message<"generation.v1.SetProjectPausedRe
  * Use `create(SetProjectPausedResponseSchema)` to create a new message.
  */
 export const SetProjectPausedResponseSchema: GenMessage<SetProjectPausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 31);
+  messageDesc(file_generation_v1_admin_service, 36);
 
 /**
  * Request of SetModelPaused.
@@ -981,7 +1128,7 @@ export type SetModelPausedRequest = Message<"generation.v1.SetModelPausedRequest
  * Use `create(SetModelPausedRequestSchema)` to create a new message.
  */
 export const SetModelPausedRequestSchema: GenMessage<SetModelPausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 32);
+  messageDesc(file_generation_v1_admin_service, 37);
 
 /**
  * Response of SetModelPaused.
@@ -1009,7 +1156,7 @@ export type SetModelPausedResponse = Message<"generation.v1.SetModelPausedRespon
  * Use `create(SetModelPausedResponseSchema)` to create a new message.
  */
 export const SetModelPausedResponseSchema: GenMessage<SetModelPausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 33);
+  messageDesc(file_generation_v1_admin_service, 38);
 
 /**
  * Request of ListPrices.
@@ -1024,7 +1171,7 @@ export type ListPricesRequest = Message<"generation.v1.ListPricesRequest"> & {
  * Use `create(ListPricesRequestSchema)` to create a new message.
  */
 export const ListPricesRequestSchema: GenMessage<ListPricesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 34);
+  messageDesc(file_generation_v1_admin_service, 39);
 
 /**
  * Response of ListPrices.
@@ -1045,7 +1192,7 @@ export type ListPricesResponse = Message<"generation.v1.ListPricesResponse"> & {
  * Use `create(ListPricesResponseSchema)` to create a new message.
  */
 export const ListPricesResponseSchema: GenMessage<ListPricesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 35);
+  messageDesc(file_generation_v1_admin_service, 40);
 
 /**
  * Request of UpdatePrice.
@@ -1066,7 +1213,7 @@ export type UpdatePriceRequest = Message<"generation.v1.UpdatePriceRequest"> & {
  * Use `create(UpdatePriceRequestSchema)` to create a new message.
  */
 export const UpdatePriceRequestSchema: GenMessage<UpdatePriceRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 36);
+  messageDesc(file_generation_v1_admin_service, 41);
 
 /**
  * Response of UpdatePrice.
@@ -1087,7 +1234,7 @@ export type UpdatePriceResponse = Message<"generation.v1.UpdatePriceResponse"> &
  * Use `create(UpdatePriceResponseSchema)` to create a new message.
  */
 export const UpdatePriceResponseSchema: GenMessage<UpdatePriceResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 37);
+  messageDesc(file_generation_v1_admin_service, 42);
 
 /**
  * An upstream route to the vendor's API and how it has been answering.
@@ -1199,7 +1346,7 @@ export type UpstreamRoute = Message<"generation.v1.UpstreamRoute"> & {
  * Use `create(UpstreamRouteSchema)` to create a new message.
  */
 export const UpstreamRouteSchema: GenMessage<UpstreamRoute> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 38);
+  messageDesc(file_generation_v1_admin_service, 43);
 
 /**
  * Request of ListRoutes.
@@ -1214,7 +1361,7 @@ export type ListRoutesRequest = Message<"generation.v1.ListRoutesRequest"> & {
  * Use `create(ListRoutesRequestSchema)` to create a new message.
  */
 export const ListRoutesRequestSchema: GenMessage<ListRoutesRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 39);
+  messageDesc(file_generation_v1_admin_service, 44);
 
 /**
  * Response of ListRoutes.
@@ -1235,7 +1382,7 @@ export type ListRoutesResponse = Message<"generation.v1.ListRoutesResponse"> & {
  * Use `create(ListRoutesResponseSchema)` to create a new message.
  */
 export const ListRoutesResponseSchema: GenMessage<ListRoutesResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 40);
+  messageDesc(file_generation_v1_admin_service, 45);
 
 /**
  * Request of SetRoutePaused.
@@ -1263,7 +1410,7 @@ export type SetRoutePausedRequest = Message<"generation.v1.SetRoutePausedRequest
  * Use `create(SetRoutePausedRequestSchema)` to create a new message.
  */
 export const SetRoutePausedRequestSchema: GenMessage<SetRoutePausedRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 41);
+  messageDesc(file_generation_v1_admin_service, 46);
 
 /**
  * Response of SetRoutePaused.
@@ -1291,7 +1438,41 @@ export type SetRoutePausedResponse = Message<"generation.v1.SetRoutePausedRespon
  * Use `create(SetRoutePausedResponseSchema)` to create a new message.
  */
 export const SetRoutePausedResponseSchema: GenMessage<SetRoutePausedResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_admin_service, 42);
+  messageDesc(file_generation_v1_admin_service, 47);
+
+/**
+ * Who a panel session is for (as AccountService's SessionRole).
+ *
+ * @generated from enum generation.v1.PanelSessionRole
+ */
+export enum PanelSessionRole {
+  /**
+   * Not set.
+   *
+   * @generated from enum value: PANEL_SESSION_ROLE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * An account's owner (from an owner token).
+   *
+   * @generated from enum value: PANEL_SESSION_ROLE_OWNER = 1;
+   */
+  OWNER = 1,
+
+  /**
+   * The operator (from the admin token).
+   *
+   * @generated from enum value: PANEL_SESSION_ROLE_OPERATOR = 2;
+   */
+  OPERATOR = 2,
+}
+
+/**
+ * Describes the enum generation.v1.PanelSessionRole.
+ */
+export const PanelSessionRoleSchema: GenEnum<PanelSessionRole> = /*@__PURE__*/
+  enumDesc(file_generation_v1_admin_service, 0);
 
 /**
  * AdminService manages accounts, API keys, webhooks, pauses and prices.
@@ -1414,6 +1595,30 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof CreateOwnerTokenRequestSchema;
     output: typeof CreateOwnerTokenResponseSchema;
+  },
+  /**
+   * The web panel's open sessions (neither expired nor ended), newest first:
+   * who signed in and when, never a session's token. Operator sessions of
+   * another admin token are ended, so not listed.
+   *
+   * @generated from rpc generation.v1.AdminService.ListPanelSessions
+   */
+  listPanelSessions: {
+    methodKind: "unary";
+    input: typeof ListPanelSessionsRequestSchema;
+    output: typeof ListPanelSessionsResponseSchema;
+  },
+  /**
+   * Ends one panel session at once (its next call is
+   * UNAUTHENTICATED/session_revoked). NOT_FOUND/panel_session_not_found for
+   * an unknown or expired id; ending an ended session is no error.
+   *
+   * @generated from rpc generation.v1.AdminService.RevokePanelSession
+   */
+  revokePanelSession: {
+    methodKind: "unary";
+    input: typeof RevokePanelSessionRequestSchema;
+    output: typeof RevokePanelSessionResponseSchema;
   },
   /**
    * Sets the account-wide webhook and returns its signing secret.

@@ -7,6 +7,7 @@ import { CassandraDeliveryLog } from "./cassandra-delivery-log.js";
 import { CassandraIdempotencyStore } from "./cassandra-idempotency-store.js";
 import { CassandraJobStore } from "./cassandra-job-store.js";
 import { CassandraLedger } from "./cassandra-ledger.js";
+import { CassandraPanelSessionStore } from "./cassandra-panel-session-store.js";
 import { cassandraProbe, openSession } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
 import type { Telemetry } from "../../ports/telemetry.js";
@@ -14,7 +15,7 @@ import type { CassandraClient } from "./cassandra-session.js";
 import { AffineLedger, startLedgerPeer } from "./affine-ledger.js";
 import { LedgerMembers } from "./ledger-members.js";
 
-export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "intentHolds" | "apiKeys" | "idempotency" | "settings" | "deliveries">;
+export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "intentHolds" | "apiKeys" | "panelSessions" | "idempotency" | "settings" | "deliveries">;
 
 export interface OpenStores {
   readonly stores: StorePorts;
@@ -36,6 +37,7 @@ export async function openCassandraStores(
       jobs: new CassandraJobStore(client, options.retentionSeconds),
       ledger: affinity?.ledger ?? local,
       apiKeys: new CassandraApiKeyStore(client),
+      panelSessions: new CassandraPanelSessionStore(client),
       idempotency: new CassandraIdempotencyStore(client),
       settings,
       deliveries: new CassandraDeliveryLog(client, options.retentionSeconds),

@@ -13,6 +13,7 @@ import { SqliteIntentHolds } from "./sqlite-intent-holds.js";
 import { SqliteAcceptanceWrites } from "./sqlite-acceptance-writes.js";
 import { SqliteJobStore } from "./sqlite-job-store.js";
 import { SqliteLedger } from "./sqlite-ledger.js";
+import { SqlitePanelSessionStore } from "./sqlite-panel-session-store.js";
 import { SqliteSettingsStore } from "./sqlite-settings-store.js";
 import { syncWal, walBarrier } from "./wal-barrier.js";
 import { GroupedWrites } from "./grouped-writes.js";
@@ -120,6 +121,7 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       ledger,
       intentHolds: new SqliteIntentHolds(db, jobs, ledger, writes),
       apiKeys: new SqliteApiKeyStore(db),
+      panelSessions: new SqlitePanelSessionStore(db),
       idempotency: new SqliteIdempotencyStore(db),
       settings,
       deliveries: new SqliteDeliveryLog(db),

@@ -5,10 +5,9 @@ import { DomainError } from "../../domain/errors/domain-error.js";
 import { isModelGranted } from "../../domain/accounts/grants.js";
 import type { ModelSpec } from "../../domain/catalog/models.js";
 import type { ApiKeyStore } from "../../ports/api-key-store.js";
-import type { Clock } from "../../ports/clock.js";
 import { ALL_MODELS_GRANT } from "../../domain/accounts/grants.js";
 import { MODELS } from "../../domain/catalog/models.js";
-import { ownerOfSession, presentedSession, type Owner } from "./owner-auth.js";
+import { ownerOfSession, presentedSession, type Owner, type SessionAuthDeps } from "./owner-auth.js";
 
 export interface Caller {
   readonly keyId: string;
@@ -42,11 +41,9 @@ export function presentedKey(headers: Headers): string | undefined {
   return match?.[1];
 }
 
-/** What authenticating a caller needs: the credentials, and the secret and clock of panel sessions. */
-export interface CallerAuthDeps {
+/** What authenticating a caller needs: the credentials, and what checking panel sessions needs. */
+export interface CallerAuthDeps extends SessionAuthDeps {
   readonly apiKeys: ApiKeyStore;
-  readonly settingsOf: { readonly urlSigningSecret: Buffer };
-  readonly clock: Clock;
 }
 
 /** Every model, the ones "*" leaves out included: what an account's owner may use. */
@@ -69,7 +66,7 @@ function ownerCaller(owner: Owner): Caller {
 export async function authenticate(headers: Headers, deps: CallerAuthDeps): Promise<Caller> {
   const secret = presentedKey(headers);
   if (!secret) {
-    const session = presentedSession(headers, deps.settingsOf.urlSigningSecret, deps.clock.now());
+    const session = await presentedSession(headers, deps);
     if (session) return ownerCaller(await ownerOfSession(session, deps.apiKeys));
     throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
   }

@@ -1,13 +1,13 @@
 import type { Client } from "@connectrpc/connect";
 import type { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
-import type { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
+import { SessionRole, type AccountService } from "../../../gen/generation/v1/account_service_pb.js";
+import { checkCsrfToken, readSession } from "../../domain/accounts/panel-session.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { RecentValues } from "../../shared/recent-values.js";
-import type { ApiKeyStore } from "../../ports/api-key-store.js";
 import { rpc } from "../errors/rpc-errors.js";
-import { requireAdmin } from "./admin-auth.js";
-import { hashSecret, presentedKey } from "./api-key-auth.js";
-import { authenticateOwner, ownerOfSession, presentedSession } from "./owner-auth.js";
+import { notOperator, requireAdmin, requireAdminToken } from "./admin-auth.js";
+import { hashSecret, presentedKey, type CallerAuthDeps } from "./api-key-auth.js";
+import { authenticateOwner, CSRF_HEADER, ownerOfSession, presentedSession, SESSION_HEADER } from "./owner-auth.js";
 
 /**
  * What a call needs before its body is worth reading: an API key, the
@@ -40,17 +40,18 @@ function rememberValid(ttlMs: number) {
   };
 }
 
-/** The check beside the core: the key store itself. */
-export function localHeaderCheck(keys: ApiKeyStore, adminToken: string, sessionSecret: Buffer, ttlMs = 5_000): HeaderCheck {
+/** The check beside the core: the key and session stores themselves. */
+export function localHeaderCheck(deps: CallerAuthDeps, ttlMs = 5_000): HeaderCheck {
+  const keys = deps.apiKeys;
   const remembered = rememberValid(ttlMs);
   return (headers, needs) =>
     rpc(async () => {
-      if (needs === "admin") return requireAdmin(headers, adminToken, sessionSecret, new Date());
-      if (needs === "owner") return void (await authenticateOwner(headers, keys, sessionSecret, new Date()));
+      if (needs === "admin") return requireAdmin(headers, deps);
+      if (needs === "owner") return void (await authenticateOwner(headers, deps));
       const secret = presentedKey(headers);
       if (!secret) {
         // An owner's panel session calls as its owner (see authenticate).
-        const session = presentedSession(headers, sessionSecret, new Date());
+        const session = await presentedSession(headers, deps);
         if (session) return void (await ownerOfSession(session, keys));
         throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
       }
@@ -66,14 +67,26 @@ export function localHeaderCheck(keys: ApiKeyStore, adminToken: string, sessionS
 /**
  * A gateway in front of a remote core: the admin token and the session secret
  * are configuration; a key is asked of the core (GetBalance needs only a valid
- * key), an owner too (GetAccount needs only the owner).
+ * key), an owner too (GetAccount needs only the owner), and whether an
+ * operator's session is still open (StartSession answers a session as it is).
  */
 export function remoteHeaderCheck(
   generation: Client<typeof GenerationService>, account: Client<typeof AccountService>, adminToken: string, sessionSecret: Buffer, ttlMs = 5_000,
 ): HeaderCheck {
   const remembered = rememberValid(ttlMs);
   return async (headers, needs) => {
-    if (needs === "admin") return rpc(async () => requireAdmin(headers, adminToken, sessionSecret, new Date()));
+    if (needs === "admin") {
+      const token = headers.get(SESSION_HEADER);
+      if (token === null || presentedKey(headers) !== undefined) return rpc(async () => requireAdminToken(headers, adminToken));
+      // Forgeries and missing CSRF tokens stop here; only the core knows whether the session was ended.
+      await rpc(async () => {
+        readSession(sessionSecret, token, new Date());
+        checkCsrfToken(sessionSecret, token, headers.get(CSRF_HEADER));
+      });
+      const session = await account.startSession({}, { headers });
+      if (session.role !== SessionRole.OPERATOR) return rpc(async () => { throw notOperator(); });
+      return;
+    }
     if (needs === "owner") return void (await account.getAccount({}, { headers }));
     const secret = presentedKey(headers);
     if (!secret) {

@@ -2,12 +2,13 @@ import { randomBytes } from "node:crypto";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AccountService, SessionRole } from "../../../gen/generation/v1/account_service_pb.js";
-import { csrfTokenOf, issueSession, SESSION_LIFETIME_MS, type PanelSession } from "../../domain/accounts/panel-session.js";
+import { credentialFingerprint, csrfTokenOf, issueSession, readSession, SESSION_LIFETIME_MS, type PresentedSession } from "../../domain/accounts/panel-session.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import type { ApiKeyRecord } from "../../ports/api-key-store.js";
 import { accountKeys, checkGrants, issueCredential, keyNotFound, keyView, parseLimitsMessage, updateKeyLimits } from "../accounts/api-keys.js";
 import { presentsAdminToken } from "../auth/admin-auth.js";
 import { authenticateOwner, ownerOfSession, ownerOfToken, presentedSession, SESSION_HEADER, type Owner } from "../auth/owner-auth.js";
+import { presentedKey } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { rpc } from "../errors/rpc-errors.js";
 import { balanceView } from "./balance-view.js";
@@ -26,7 +27,7 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
   /** Every call of the owner leaves once what it changed is on disk. */
   const owner = <T>(headers: Headers, work: (owner: Owner) => Promise<T>) =>
     rpc(async () => {
-      const result = await work(await authenticateOwner(headers, deps.apiKeys, secret, deps.clock.now()));
+      const result = await work(await authenticateOwner(headers, deps));
       await deps.durability.flush();
       return result;
     });
@@ -38,7 +39,7 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
     return record;
   }
 
-  function sessionAnswer(session: PanelSession, token: string) {
+  function sessionAnswer(session: PresentedSession, token: string) {
     return {
       session: token,
       csrfToken: csrfTokenOf(secret, token),
@@ -52,17 +53,53 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
     startSession: (_request, context) =>
       rpc(async () => {
         const headers = context.requestHeader;
-        const expiresAt = new Date(deps.clock.now().getTime() + SESSION_LIFETIME_MS);
+        const now = deps.clock.now();
+        const expiresAt = new Date(now.getTime() + SESSION_LIFETIME_MS);
         // A session presented here (without needing its CSRF token) is answered as it is: the panel reads its CSRF token so.
-        const current = presentedSession(headers, secret, deps.clock.now(), { csrf: false });
+        const current = await presentedSession(headers, deps, { csrf: false });
         if (current) {
           if (current.role === "owner") await ownerOfSession(current, deps.apiKeys);
           return sessionAnswer(current, headers.get(SESSION_HEADER)!);
         }
-        const session: PanelSession = presentsAdminToken(headers, deps.settingsOf.adminToken)
-          ? { role: "operator", accountId: "", credentialId: "", expiresAt }
-          : await ownerOfToken(headers, deps.apiKeys).then(({ accountId, credentialId }) => ({ role: "owner" as const, accountId, credentialId, expiresAt }));
-        return sessionAnswer(session, issueSession(secret, session, randomBytes(12).toString("base64url")));
+        const adminToken = deps.settingsOf.adminToken;
+        const operator = presentsAdminToken(headers, adminToken);
+        const owner = operator ? undefined : await ownerOfToken(headers, deps.apiKeys);
+        const session: PresentedSession = {
+          id: randomBytes(12).toString("base64url"),
+          role: owner ? "owner" : "operator",
+          accountId: owner?.accountId ?? "",
+          credentialId: owner?.credentialId ?? "",
+          expiresAt,
+        };
+        // The record is the session: what sign-out, the operator and a revoked owner token end.
+        await deps.panelSessions.create({
+          sessionId: session.id,
+          role: session.role,
+          accountId: session.accountId,
+          credentialId: session.credentialId,
+          credentialFingerprint: credentialFingerprint(secret, operator ? adminToken : presentedKey(headers)!),
+          createdAt: now,
+          expiresAt,
+        });
+        await deps.durability.flush();
+        return sessionAnswer(session, issueSession(secret, session, session.id));
+      }),
+
+    endSession: (_request, context) =>
+      rpc(async () => {
+        const token = context.requestHeader.get(SESSION_HEADER);
+        if (token === null) throw new DomainError("unauthenticated", "missing_credential", "EndSession needs the session in x-panel-session");
+        // Signed by us is enough: ending a session needs no CSRF token and harms only its holder; an expired one has nothing left to end.
+        let session: PresentedSession;
+        try {
+          session = readSession(secret, token, deps.clock.now());
+        } catch (error) {
+          if (error instanceof DomainError && error.reason === "session_expired") return {};
+          throw error;
+        }
+        await deps.panelSessions.revoke(session.id, deps.clock.now());
+        await deps.durability.flush();
+        return {};
       }),
 
     getAccount: (_request, context) =>

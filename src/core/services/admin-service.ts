@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
+import { AdminService, PanelSessionRole } from "../../../gen/generation/v1/admin_service_pb.js";
+import { credentialFingerprint, sameFingerprint } from "../../domain/accounts/panel-session.js";
 import { findModel, MODELS } from "../../domain/catalog/models.js";
-import { DomainError } from "../../domain/errors/domain-error.js";
+import { badRequest, DomainError } from "../../domain/errors/domain-error.js";
 import type { ApiKeyRecord } from "../../ports/api-key-store.js";
 import { formatModelPrices, parseModelPrices, type ModelPricesText } from "../../domain/pricing/price-table.js";
 import {
@@ -32,11 +33,15 @@ function knownModel(id: string) {
 }
 
 
+/** The operator's session listing: its default and largest page. */
+const DEFAULT_SESSION_LISTING = 100;
+const MAX_SESSION_LISTING = 1_000;
+
 export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminService> {
   /** Every admin answer leaves once what it changed (accounts, money, keys, settings) is on disk. */
   const admin = <T>(headers: Headers, work: () => Promise<T>) =>
     rpc(async () => {
-      requireAdmin(headers, deps.settingsOf.adminToken, deps.settingsOf.urlSigningSecret, deps.clock.now());
+      await requireAdmin(headers, deps);
       const result = await work();
       await deps.durability.flush();
       return result;
@@ -110,8 +115,10 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     revokeApiKey: (request, context) =>
       admin(context.requestHeader, async () => {
-        await existingKey(request.keyId, { owners: true });
+        const record = await existingKey(request.keyId, { owners: true });
         if (!(await deps.apiKeys.revoke(request.keyId))) throw keyNotFound(request.keyId);
+        // A revoked owner token's sessions are refused anyway (ownerOfSession); their records end too, so no listing shows them open.
+        if (record.role === "owner") await deps.panelSessions.revokeByCredential(record.keyId, deps.clock.now());
         return { keyId: request.keyId, revoked: true };
       }),
 
@@ -126,6 +133,38 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
         await existingBalance(request.accountId);
         const { record, secret } = await issueCredential(deps, request.accountId, "owner", [], {});
         return { tokenId: record.keyId, ownerToken: secret, accountId: request.accountId };
+      }),
+
+    listPanelSessions: (request, context) =>
+      admin(context.requestHeader, async () => {
+        const limit = request.limit ?? DEFAULT_SESSION_LISTING;
+        if (!Number.isInteger(limit) || limit < 1 || limit > MAX_SESSION_LISTING) {
+          throw badRequest("invalid_limit", `limit must be between 1 and ${MAX_SESSION_LISTING}`, { field: "limit" });
+        }
+        const now = deps.clock.now();
+        const operatorFingerprint = credentialFingerprint(deps.settingsOf.urlSigningSecret, deps.settingsOf.adminToken);
+        const open = await deps.panelSessions.listOpen(now, limit);
+        return {
+          sessions: open
+            // An operator session of another admin token is ended already (checkOpen refuses it).
+            .filter((session) => session.role === "owner" || sameFingerprint(session.credentialFingerprint, operatorFingerprint))
+            .map((session) => ({
+              sessionId: session.sessionId,
+              role: session.role === "owner" ? PanelSessionRole.OWNER : PanelSessionRole.OPERATOR,
+              accountId: session.accountId,
+              credentialId: session.credentialId,
+              createTime: timestampFromDate(session.createdAt),
+              expireTime: timestampFromDate(session.expiresAt),
+            })),
+        };
+      }),
+
+    revokePanelSession: (request, context) =>
+      admin(context.requestHeader, async () => {
+        if (request.sessionId === "" || !(await deps.panelSessions.revoke(request.sessionId, deps.clock.now()))) {
+          throw new DomainError("not_found", "panel_session_not_found", `no open panel session ${request.sessionId}`);
+        }
+        return { sessionId: request.sessionId, revoked: true };
       }),
 
     setWebhook: (request, context) =>

@@ -11,11 +11,15 @@ import { DomainError } from "../errors/domain-error.js";
  *
  * The MAC is HMAC-SHA256 (truncated to 128 bits) under the signing secret
  * with its own purpose label, so no other signed token of the service (page
- * tokens, file links) can pass for a session. An owner session names the
- * owner token it came from: revoking that token ends its sessions at their
- * next call. The CSRF token is derived from the session (another MAC), so the
- * panel can be given it at any time and a forged request without it, which
- * a browser would send with the cookie, is refused.
+ * tokens, file links) can pass for a session. The signature only rejects
+ * forgeries cheaply: a session is also a record in the core's session store,
+ * keyed by its nonce (the session id), which sign-out, the operator and a
+ * revoked owner token end; an operator's record holds the fingerprint of the
+ * admin token that issued it (credentialFingerprint), so another ADMIN_TOKEN
+ * ends every operator session (docs/decisions/panel-sessions.md). The CSRF
+ * token is derived from the session (another MAC), so the panel can be given
+ * it at any time and a forged request without it, which a browser would send
+ * with the cookie, is refused.
  */
 
 export type SessionRole = "owner" | "operator";
@@ -27,6 +31,11 @@ export interface PanelSession {
   /** The owner token the session came from; "" for the operator. */
   readonly credentialId: string;
   readonly expiresAt: Date;
+}
+
+/** A session read from its token: with its id (the nonce), the key of its record in the session store. */
+export interface PresentedSession extends PanelSession {
+  readonly id: string;
 }
 
 const PREFIX = "gps1";
@@ -63,7 +72,7 @@ const refused = (reason: string, message: string) => new DomainError("unauthenti
  * session also needs `checkCsrfToken`; only handing out the session's own
  * CSRF token (StartSession with a session) does without.
  */
-export function readSession(secret: Buffer, token: string, now: Date): PanelSession {
+export function readSession(secret: Buffer, token: string, now: Date): PresentedSession {
   // The MAC covers the prefix and the payload: anything not made by issueSession with this secret stops here.
   const cut = token.lastIndexOf(".");
   const body = token.slice(0, cut);
@@ -77,10 +86,25 @@ export function readSession(secret: Buffer, token: string, now: Date): PanelSess
     throw refused("invalid_session", "the panel session cannot be read; sign in again");
   }
   if (!isSessionFields(fields)) throw refused("invalid_session", "the panel session has an unknown format; sign in again");
-  const [role, accountId, credentialId, expiresAtMs] = fields;
+  const [role, accountId, credentialId, expiresAtMs, id] = fields;
   if (expiresAtMs <= now.getTime()) throw refused("session_expired", "the panel session has expired; sign in again");
-  return { role, accountId, credentialId, expiresAt: new Date(expiresAtMs) };
+  return { role, accountId, credentialId, expiresAt: new Date(expiresAtMs), id };
 }
+
+/**
+ * What a session's record keeps of the credential that issued it: a MAC of
+ * it under the signing secret (the credential itself is never stored). The
+ * operator's is checked against the current ADMIN_TOKEN on every call.
+ */
+export function credentialFingerprint(secret: Buffer, credential: string): string {
+  return mac(secret, "credential", credential);
+}
+
+/** Whether two fingerprints (or any two MACs) are the same, in constant time. */
+export const sameFingerprint = (a: string, b: string): boolean => equalText(a, b);
+
+/** 401 `session_revoked`: the session was ended (signed out, revoked, its credential changed) before its expiry. */
+export const sessionRevoked = (message = "the panel session was ended; sign in again") => refused("session_revoked", message);
 
 /** 401 `csrf_token_mismatch` unless `csrfToken` is the session's. */
 export function checkCsrfToken(secret: Buffer, token: string, csrfToken: string | undefined | null): void {

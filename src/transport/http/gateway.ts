@@ -58,6 +58,14 @@ export interface GatewayOptions {
   readonly corsOrigins?: readonly string[];
   /** Where the built web panel is (default panel/dist). */
   readonly panelDir?: string;
+  /** PUBLIC_BASE_URL: when it is https, the panel's session cookie is Secure on every answer. */
+  readonly publicBaseUrl?: string;
+  /**
+   * TRUST_PROXY (Fastify's trustProxy): the proxies whose X-Forwarded-For/-Proto/-Host are believed, by
+   * address or CIDR (true: every peer); false (the default) believes none. Changes request.protocol and
+   * request.ip (logs); connection caps still count the connection's own peer.
+   */
+  readonly trustProxy?: boolean | readonly string[];
   /** SSE_KEEPALIVE: how often an idle job event stream sends a comment (default 15 s). */
   readonly sseKeepAliveMs?: number;
 }
@@ -101,6 +109,7 @@ export async function buildGateway(clients: CoreClients, options: GatewayOptions
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors,
     clientErrorHandler,
+    trustProxy: typeof options.trustProxy === "object" ? [...options.trustProxy] : (options.trustProxy ?? false),
   });
   limitConnections(app.server, edge, app.log);
   observeRequests(app, options.metrics, options.tracing);
@@ -171,7 +180,7 @@ export async function buildGateway(clients: CoreClients, options: GatewayOptions
   await app.register(moneyRoutes(core, guard));
   await app.register(adminRoutes(core, guard));
   await app.register(fileRoutes(core));
-  await app.register(panelRoutes(core, options.panelDir));
+  await app.register(panelRoutes(core, { distDir: options.panelDir, httpsOrigin: options.publicBaseUrl?.startsWith("https://") ?? false }));
   for (const prefix of VENDOR_PREFIXES) await app.register(vendorRoutes(core, guard), { prefix });
   return app;
 }

@@ -44,9 +44,10 @@ const CARRIES_INPUT_IMAGES = new Set<DescMethod>([
 /**
  * Methods of an authenticated service whose edge checks no credential: ListModels
  * needs none; StartSession takes either the admin or an owner token (its
- * handler tells them apart) and its message is empty.
+ * handler tells them apart) and EndSession an owner's or the operator's
+ * session; their messages are empty.
  */
-const PUBLIC = new Set<DescMethod>([GenerationService.method.listModels, AccountService.method.startSession]);
+const PUBLIC = new Set<DescMethod>([GenerationService.method.listModels, AccountService.method.startSession, AccountService.method.endSession]);
 
 /**
  * What each served service asks of a caller's headers. FileService checks the

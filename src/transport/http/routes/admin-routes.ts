@@ -1,7 +1,9 @@
 import { toJson } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
-import { UpstreamRouteSchema, type ApiKey, type KeyLimits as KeyLimitsMessage } from "../../../../gen/generation/v1/admin_service_pb.js";
+import {
+  PanelSessionRole, UpstreamRouteSchema, type ApiKey, type KeyLimits as KeyLimitsMessage, type PanelSession,
+} from "../../../../gen/generation/v1/admin_service_pb.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { balanceJson, ledgerEntryJson, parseBody, usageJson } from "../json-mapping.js";
@@ -75,6 +77,17 @@ function apiKeyJson(key: ApiKey | undefined) {
     remaining: key?.remaining ?? null,
     remaining_today: key?.remainingToday ?? null,
     remaining_this_month: key?.remainingThisMonth ?? null,
+  };
+}
+
+function panelSessionJson(session: PanelSession) {
+  return {
+    session_id: session.sessionId,
+    role: session.role === PanelSessionRole.OPERATOR ? "operator" : "owner",
+    account_id: session.accountId === "" ? null : session.accountId,
+    credential_id: session.credentialId === "" ? null : session.credentialId,
+    create_time: session.createTime ? timestampDate(session.createTime).toISOString() : null,
+    expire_time: session.expireTime ? timestampDate(session.expireTime).toISOString() : null,
   };
 }
 
@@ -153,6 +166,25 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
     app.delete<{ Params: { keyId: string } }>("/admin/v1/keys/:keyId", { ...withBody, schema: S.revokeApiKey }, async (request) => {
       const response = await core.admin.revokeApiKey({ keyId: request.params.keyId }, adminCall(request));
       return { key_id: response.keyId, revoked: response.revoked };
+    });
+
+    // attachValidation: the query is typed as text, so its one refusal (a repeated parameter) is ours to answer, as 400.
+    app.get<{ Querystring: { limit?: string } }>(
+      "/admin/v1/panel-sessions",
+      { onRequest: adminQuery, schema: S.listPanelSessions, attachValidation: true },
+      async (request) => {
+        if (request.validationError) throw new GatewayError(400, "invalid_query", request.validationError.message);
+        const text = request.query.limit;
+        // Digits only, so no text becomes a number the proto's int32 would bend; the range is the core's (400 invalid_limit).
+        if (text !== undefined && !/^[0-9]{1,4}$/.test(text)) throw new GatewayError(400, "invalid_limit", "limit must be an integer from 1 to 1000");
+        const { sessions } = await core.admin.listPanelSessions({ limit: text === undefined ? undefined : Number(text) }, adminCall(request));
+        return { sessions: sessions.map(panelSessionJson) };
+      },
+    );
+
+    app.delete<{ Params: { sessionId: string } }>("/admin/v1/panel-sessions/:sessionId", { ...withBody, schema: S.revokePanelSession }, async (request) => {
+      const response = await core.admin.revokePanelSession({ sessionId: request.params.sessionId }, adminCall(request));
+      return { session_id: response.sessionId, revoked: response.revoked };
     });
 
     app.put<{ Params: { accountId: string } }>("/admin/v1/accounts/:accountId/webhook", { ...withBody, schema: S.setWebhook }, async (request) => {

@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import fastifyStatic from "@fastify/static";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { SessionRole, type StartSessionResponse } from "../../../../gen/generation/v1/account_service_pb.js";
@@ -42,9 +43,19 @@ function sessionJson(answer: StartSessionResponse) {
   };
 }
 
-/** The session cookie: HttpOnly (no script reads it), SameSite=Strict (no other site's page sends it), Secure over HTTPS. */
-function sessionCookie(request: FastifyRequest, value: string, maxAgeSeconds: number): string {
-  const secure = request.protocol === "https" ? "; Secure" : "";
+export interface PanelRoutesOptions {
+  /** Where the built panel is (default PANEL_DIST). */
+  readonly distDir?: string;
+  /** PUBLIC_BASE_URL is https: the cookie is Secure whatever the hop to this port was. */
+  readonly httpsOrigin?: boolean;
+}
+
+/**
+ * The session cookie: HttpOnly (no script reads it), SameSite=Strict (no other site's page sends it), Secure when
+ * the request came over HTTPS (TLS here, or X-Forwarded-Proto from a proxy TRUST_PROXY trusts) or the public origin is https.
+ */
+function sessionCookie(request: FastifyRequest, value: string, maxAgeSeconds: number, httpsOrigin: boolean): string {
+  const secure = httpsOrigin || request.protocol === "https" ? "; Secure" : "";
   return `${SESSION_COOKIE}=${value}; Path=/; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Strict${secure}`;
 }
 
@@ -60,12 +71,12 @@ const noBody = async (request: FastifyRequest, reply: FastifyReply) => {
  * built assets under /panel/. Every other thing the panel does is an RPC of
  * the Connect mount, with the cookie passed on as x-panel-session.
  */
-export function panelRoutes(core: CoreClients, distDir = PANEL_DIST) {
+export function panelRoutes(core: CoreClients, { distDir = PANEL_DIST, httpsOrigin = false }: PanelRoutesOptions = {}) {
   return async (app: FastifyInstance) => {
     app.post("/panel/session", { schema: PANEL_SIGN_IN_SCHEMA, onRequest: noBody }, async (request, reply) => {
       const answer = await core.account.startSession({}, platformCall(request, reply));
       const seconds = Math.max(0, Math.floor((timestampDate(answer.expireTime!).getTime() - Date.now()) / 1000));
-      reply.header("set-cookie", sessionCookie(request, answer.session, seconds));
+      reply.header("set-cookie", sessionCookie(request, answer.session, seconds, httpsOrigin));
       reply.header("cache-control", "no-store");
       return sessionJson(answer);
     });
@@ -80,7 +91,16 @@ export function panelRoutes(core: CoreClients, distDir = PANEL_DIST) {
     });
 
     app.delete("/panel/session", { schema: PANEL_SIGN_OUT_SCHEMA, onRequest: noBody }, async (request, reply) => {
-      reply.header("set-cookie", sessionCookie(request, "", 0));
+      const session = cookieValue(request.headers.cookie, SESSION_COOKIE);
+      if (session) {
+        const headers = new Headers({ "x-panel-session": session });
+        // The core ends the session for good; a cookie that holds no session of ours has nothing to end.
+        await core.account.endSession({}, requestCall(reply, headers)).catch((error: unknown) => {
+          if (!(error instanceof ConnectError && error.code === Code.Unauthenticated)) throw error;
+        });
+      }
+      reply.header("set-cookie", sessionCookie(request, "", 0, httpsOrigin));
+      reply.header("cache-control", "no-store");
       return reply.code(204).send();
     });
 

@@ -78,7 +78,38 @@ const ROUTE = (() => {
   return { ...schema, properties: { ...schema.properties, requests: { type: "integer" }, failures: { type: "integer" } } };
 })();
 
+/** A web panel session as the operator sees it: who and when, never its token. */
+const PANEL_SESSION = {
+  type: "object",
+  properties: {
+    session_id: { type: "string", description: "Its id (not secret: it cannot be turned into a session)." },
+    role: { type: "string", enum: ["owner", "operator"] },
+    account_id: { type: ["string", "null"], description: "The owner's account; null for the operator." },
+    credential_id: { type: ["string", "null"], description: "The owner token it came from (revoking the token ends it); null for the operator." },
+    create_time: { type: "string", format: "date-time" },
+    expire_time: { type: "string", format: "date-time", description: "It ends on its own then (twelve hours after sign-in)." },
+  },
+  required: ["session_id", "role", "account_id", "credential_id", "create_time", "expire_time"],
+} as const;
+
 export const ADMIN_SCHEMAS = {
+  listPanelSessions: admin("listPanelSessions", "The web panel's open sessions, newest first (never their tokens)", {
+    querystring: {
+      type: "object",
+      properties: { limit: { type: "string", description: "At most this many, an integer from 1 to 1000; 100 when absent (otherwise 400 invalid_limit).", examples: ["100"] } },
+    },
+    response: {
+      200: { type: "object", properties: { sessions: { type: "array", items: PANEL_SESSION } }, required: ["sessions"] },
+      ...PLATFORM_ERRORS,
+    },
+  }),
+  revokePanelSession: admin("revokePanelSession", "End a web panel session now (its next call is 401 session_revoked)", {
+    params: params("sessionId"),
+    response: {
+      200: { type: "object", properties: { session_id: { type: "string" }, revoked: { type: "boolean" } }, required: ["session_id", "revoked"] },
+      ...PLATFORM_ERRORS,
+    },
+  }),
   createAccount: admin("createAccount", "Create an account with an initial balance", {
     body: {
       type: "object",

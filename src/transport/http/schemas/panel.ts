@@ -22,7 +22,7 @@ export const PANEL_SIGN_IN_SCHEMA = {
   summary: "Sign in to the web panel: an owner token (or the admin token) becomes a session cookie",
   description:
     "Send the owner token (or the admin token) as `Authorization: Bearer`, with no body. The answer sets `gs_session` (HttpOnly, " +
-    "SameSite=Strict, Path=/, twelve hours; Secure over HTTPS) and returns the session's CSRF token. A bad credential is 401; an API key is 403 owner_credential_required.",
+    "SameSite=Strict, Path=/, twelve hours; Secure over HTTPS, from a proxy TRUST_PROXY trusts too, or when PUBLIC_BASE_URL is https) and returns the session's CSRF token. A bad credential is 401; an API key is 403 owner_credential_required.",
   security: PANEL_SIGN_IN_SECURITY,
   body: { description: "None: the credential travels in Authorization (a body is 400 body_not_expected)." },
   response: { 200: SESSION, ...PLATFORM_ERRORS },
@@ -40,8 +40,10 @@ export const PANEL_SESSION_SCHEMA = {
 export const PANEL_SIGN_OUT_SCHEMA = {
   tags: ["panel"],
   operationId: "endPanelSession",
-  summary: "Sign out: the session cookie is cleared",
-  description: "Needs no credential: it only tells the browser to drop the cookie (the session itself ends with its expiry or its owner token).",
+  summary: "Sign out: the session is ended and its cookie cleared",
+  description:
+    "Ends the session of the `gs_session` cookie in the core (AccountService.EndSession): a saved copy of the cookie is refused from then on " +
+    "(401 session_revoked). Needs no CSRF token; without a cookie, or with one that holds no session, it only clears the cookie.",
   security: [],
   response: { 204: { type: "null", description: "The cookie is cleared." }, ...PLATFORM_ERRORS },
 } as const;
