@@ -147,6 +147,19 @@ describe("the published contract (OpenAPI 3.1 at /openapi.json, Swagger UI at /d
     assert.deepEqual(served, document);
   });
 
+  it("when the document is read again, then it is the same bytes under one ETag, /docs/json too, and If-None-Match with it is answered 304 without a body", async () => {
+    const first = await fetch(`${service.url}/openapi.json`);
+    const second = await fetch(`${service.url}/docs/json`);
+    const etag = first.headers.get("etag");
+    assert.match(etag ?? "", /^"[\w-]+"$/);
+    assert.equal(second.headers.get("etag"), etag);
+    assert.deepEqual(Buffer.from(await second.arrayBuffer()), Buffer.from(await first.arrayBuffer()));
+    const revalidated = await fetch(`${service.url}/openapi.json`, { headers: { "if-none-match": `W/"other", ${etag}` } });
+    assert.equal(revalidated.status, 304);
+    assert.equal(revalidated.headers.get("etag"), etag);
+    assert.equal(await revalidated.text(), "");
+  });
+
   it("when money is sent as a JSON number, then the schema refuses it (422 validation_failed) and no money moves", async () => {
     const customer = await createCustomer(service, "1.00");
     const response = await call(service, "POST", `/admin/v1/accounts/${customer.accountId}/credits`, { admin: true, body: { amount: 5 } });
