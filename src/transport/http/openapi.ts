@@ -1,4 +1,7 @@
 import { createHash } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, extname, join } from "node:path";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from "fastify";
@@ -61,15 +64,44 @@ function requireSchemas(app: FastifyInstance): void {
   });
 }
 
-/** A document built once: its bytes and their ETag, the same for every request. */
+/** A document built once: its bytes, their type and ETag, the same for every request. */
 interface FixedDocument {
   readonly body: Buffer;
+  readonly type: string;
   readonly etag: string;
+  readonly cacheControl: string;
 }
 
-function fixedDocument(text: string): FixedDocument {
-  const body = Buffer.from(text);
-  return { body, etag: `"${createHash("sha256").update(body).digest("base64url")}"` };
+function fixedDocument(body: Buffer, type: string, cacheControl = "no-cache"): FixedDocument {
+  return { body, type, cacheControl, etag: `"${createHash("sha256").update(body).digest("base64url")}"` };
+}
+
+const STATIC_TYPES: Record<string, string> = {
+  ".js": "application/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".html": "text/html; charset=utf-8",
+  ".json": "application/json; charset=utf-8",
+  ".png": "image/png",
+  ".svg": "image/svg+xml",
+};
+
+/**
+ * Swagger UI's files (the static/ directory @fastify/swagger-ui serves with
+ * @fastify/static), read once at start. Empty when the package no longer has
+ * that directory: its own route then serves them from disk, as before.
+ */
+function swaggerUiFiles(): Map<string, FixedDocument> {
+  const files = new Map<string, FixedDocument>();
+  try {
+    const directory = join(dirname(createRequire(import.meta.url).resolve("@fastify/swagger-ui")), "static");
+    for (const name of readdirSync(directory)) {
+      const type = STATIC_TYPES[extname(name)];
+      if (type) files.set(name, fixedDocument(readFileSync(join(directory, name)), type, "public, max-age=0"));
+    }
+  } catch {
+    files.clear();
+  }
+  return files;
 }
 
 /** Whether an If-None-Match header names this ETag (or is `*`); weak tags compare equal (RFC 9110 §13.1.2). */
@@ -82,7 +114,7 @@ function matches(ifNoneMatch: string | undefined, etag: string): boolean {
 }
 
 function sendFixed(request: FastifyRequest, reply: FastifyReply, document: FixedDocument): FastifyReply {
-  reply.header("cache-control", "no-cache").header("etag", document.etag).type("application/json; charset=utf-8");
+  reply.header("cache-control", document.cacheControl).header("etag", document.etag).type(document.type);
   if (matches(request.headers["if-none-match"], document.etag)) return reply.code(304).send();
   return reply.send(document.body);
 }
@@ -92,16 +124,25 @@ function sendFixed(request: FastifyRequest, reply: FastifyReply, document: Fixed
  * so it cannot drift from what is validated and serialized) and `GET /docs`
  * (Swagger UI with try-it-out). Registered before the routes, so it sees
  * every one of them. The document is serialized once, when the app is
- * ready: each request gets that one buffer (and its ETag; If-None-Match is
- * answered 304), not a fresh 170 KB string.
+ * ready, and Swagger UI's files are read once at start: each request gets
+ * that one buffer (and its ETag; If-None-Match is answered 304), not a
+ * fresh 170 KB string or a file read.
  */
 export async function openApi(app: FastifyInstance): Promise<void> {
   requireSchemas(app);
   let document: FixedDocument | undefined;
   const serveDocument = async (request: FastifyRequest, reply: FastifyReply) => sendFixed(request, reply, document!);
-  // Swagger UI's own copy of the document (/docs/json) is the same bytes, not serialized again per request.
+  const uiFiles = swaggerUiFiles();
   app.addHook("onRoute", (route) => {
+    // Swagger UI's own copy of the document (/docs/json) is the same bytes, not serialized again per request.
     if (route.url === "/docs/json") route.handler = serveDocument;
+    if (route.url === "/docs/static/*") {
+      const fromDisk = route.handler;
+      route.handler = function (request, reply) {
+        const file = uiFiles.get((request.params as { "*"?: string })["*"] ?? "");
+        return file ? sendFixed(request, reply, file) : fromDisk.call(this, request, reply);
+      };
+    }
   });
   await app.register(swagger, {
     // Routes without tags are not operations of the API (the RPC paths, the catch-all of malformed vendor model paths).
@@ -132,7 +173,7 @@ export async function openApi(app: FastifyInstance): Promise<void> {
   });
   // After @fastify/swagger's own onReady hook, which app.swagger() needs to have run.
   app.addHook("onReady", (done) => {
-    document = fixedDocument(JSON.stringify(app.swagger()));
+    document = fixedDocument(Buffer.from(JSON.stringify(app.swagger())), "application/json; charset=utf-8");
     done();
   });
   app.get("/openapi.json", { schema: { hide: true } }, serveDocument);
