@@ -20,7 +20,7 @@
  *     per-client cap, cut by HTTP_REQUEST_TIMEOUT).
  *
  * (c) pipelining (issue 34): PIPE_CONNECTIONS connections from 127.0.0.2,
- *     each writing PIPE_REQUESTS pipelined `GET /openapi.json` at once and
+ *     each writing PIPE_REQUESTS pipelined `GET PIPE_PATH` at once and
  *     never reading, held PIPE_HOLD_S; RSS before, sampled peak and after
  *     the connections close, /readyz p50/p99/max throughout, and the
  *     in-flight gauge once they are closed.
@@ -30,7 +30,7 @@
  * TRICKLE_MS (500), BENCH_REQUEST_TIMEOUT (HTTP_REQUEST_TIMEOUT of the
  * service, 15s), PROBE_SECONDS (8), CUT_WAIT_S (how long to wait for the slow
  * connections to be cut, 60), PIPE_CONNECTIONS (8), PIPE_REQUESTS (1000),
- * PIPE_HOLD_S (20), BENCH_OUT (also write the report there).
+ * PIPE_HOLD_S (20), PIPE_PATH (/openapi.json), BENCH_OUT (also write the report there).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
@@ -58,12 +58,13 @@ const ATTACKS = new Set((process.env.ATTACKS ?? "bodies,slow,pipelining").split(
 const PIPE_CONNECTIONS = Number(process.env.PIPE_CONNECTIONS ?? 8);
 const PIPE_REQUESTS = Number(process.env.PIPE_REQUESTS ?? 1000);
 const PIPE_HOLD_S = Number(process.env.PIPE_HOLD_S ?? 20);
+const PIPE_PATH = process.env.PIPE_PATH ?? "/openapi.json";
 
 // ---------------------------------------------------------------- attacker process
 
 interface SlowOrder { readonly mode: "slow"; readonly url: string; readonly key: string; readonly connections: number; readonly addresses: number; readonly trickleMs: number }
 interface BodiesOrder { readonly mode: "bodies"; readonly url: string }
-interface PipelineOrder { readonly mode: "pipelining"; readonly url: string; readonly connections: number; readonly requests: number }
+interface PipelineOrder { readonly mode: "pipelining"; readonly url: string; readonly path: string; readonly connections: number; readonly requests: number }
 type Order = SlowOrder | BodiesOrder | PipelineOrder;
 
 interface SlowStats { opened: number; connectErrors: number; open: number; refused: number; timedOut: number; otherAnswers: number; closedSilently: number; done: boolean }
@@ -152,7 +153,7 @@ async function bodiesAttack(order: BodiesOrder): Promise<void> {
 
 /** Each connection writes its requests at once and never reads: the answers can only pile up in the service. */
 async function pipeliningAttack(order: PipelineOrder): Promise<void> {
-  const requests = "GET /openapi.json HTTP/1.1\r\nHost: service\r\n\r\n".repeat(order.requests);
+  const requests = `GET ${order.path} HTTP/1.1\r\nHost: service\r\n\r\n`.repeat(order.requests);
   const sockets = await Promise.all(Array.from({ length: order.connections }, () => openSocket(order.url, "127.0.0.2")));
   let closed = 0;
   for (const socket of sockets) {
@@ -326,7 +327,7 @@ async function main(): Promise<void> {
     if (ATTACKS.has("pipelining")) {
       await delay(1000);
       const atRest = memory(pid);
-      const pipe = run([THIS_FILE, "attacker", JSON.stringify({ mode: "pipelining", url, connections: PIPE_CONNECTIONS, requests: PIPE_REQUESTS } satisfies PipelineOrder)], { PATH: process.env.PATH });
+      const pipe = run([THIS_FILE, "attacker", JSON.stringify({ mode: "pipelining", url, path: PIPE_PATH, connections: PIPE_CONNECTIONS, requests: PIPE_REQUESTS } satisfies PipelineOrder)], { PATH: process.env.PATH });
       attackers.push(pipe);
       await waitFor(() => (/^\{"pipelined"/m.test(pipe.output) ? true : undefined), 30_000, "the pipelined requests to be sent");
       let peak = atRest.rssMiB;
@@ -342,7 +343,7 @@ async function main(): Promise<void> {
       const exposition = await (await fetch(`${url}/metrics`)).text();
       // Less the scrape itself.
       const inFlight = Number(/^http_server_requests_in_flight (\S+)$/m.exec(exposition)?.[1] ?? NaN) - 1;
-      say(`### ${PIPE_CONNECTIONS} connections × ${PIPE_REQUESTS} pipelined \`GET /openapi.json\`, never read, held ${PIPE_HOLD_S} s`);
+      say(`### ${PIPE_CONNECTIONS} connections × ${PIPE_REQUESTS} pipelined \`GET ${PIPE_PATH}\`, never read, held ${PIPE_HOLD_S} s`);
       say("");
       say("| /readyz from 127.0.0.1 (new connection per probe) during the attack | probes | failed | p50 | p99 | max |");
       say("|---|---|---|---|---|---|");
