@@ -85,23 +85,26 @@ const STATIC_TYPES: Record<string, string> = {
   ".svg": "image/svg+xml",
 };
 
+let uiFiles: Map<string, FixedDocument> | undefined;
+
 /**
  * Swagger UI's files (the static/ directory @fastify/swagger-ui serves with
- * @fastify/static), read once at start. Empty when the package no longer has
- * that directory: its own route then serves them from disk, as before.
+ * @fastify/static), read once per process. Empty when the package no longer
+ * has that directory: its own route then serves them from disk, as before.
  */
 function swaggerUiFiles(): Map<string, FixedDocument> {
-  const files = new Map<string, FixedDocument>();
+  if (uiFiles) return uiFiles;
+  uiFiles = new Map();
   try {
     const directory = join(dirname(createRequire(import.meta.url).resolve("@fastify/swagger-ui")), "static");
     for (const name of readdirSync(directory)) {
       const type = STATIC_TYPES[extname(name)];
-      if (type) files.set(name, fixedDocument(readFileSync(join(directory, name)), type, "public, max-age=0"));
+      if (type) uiFiles.set(name, fixedDocument(readFileSync(join(directory, name)), type, "public, max-age=0"));
     }
   } catch {
-    files.clear();
+    uiFiles.clear();
   }
-  return files;
+  return uiFiles;
 }
 
 /** Whether an If-None-Match header names this ETag (or is `*`); weak tags compare equal (RFC 9110 §13.1.2). */
@@ -132,14 +135,14 @@ export async function openApi(app: FastifyInstance): Promise<void> {
   requireSchemas(app);
   let document: FixedDocument | undefined;
   const serveDocument = async (request: FastifyRequest, reply: FastifyReply) => sendFixed(request, reply, document!);
-  const uiFiles = swaggerUiFiles();
+  const files = swaggerUiFiles();
   app.addHook("onRoute", (route) => {
     // Swagger UI's own copy of the document (/docs/json) is the same bytes, not serialized again per request.
     if (route.url === "/docs/json") route.handler = serveDocument;
     if (route.url === "/docs/static/*") {
       const fromDisk = route.handler;
       route.handler = function (request, reply) {
-        const file = uiFiles.get((request.params as { "*"?: string })["*"] ?? "");
+        const file = files.get((request.params as { "*"?: string })["*"] ?? "");
         return file ? sendFixed(request, reply, file) : fromDisk.call(this, request, reply);
       };
     }
