@@ -91,4 +91,25 @@ describe("when a client pipelines more requests than MAX_PIPELINED_REQUESTS and 
     assert.deepEqual(answeredIds, ids);
     assert.equal(received.match(/HTTP\/1\.1 200 /g)?.length, count);
   });
+  it("then a client that stops reading until the server has stopped too, and reads again, gets every large answer", async () => {
+    const socket = await openSocket(service.url);
+    let received = "";
+    socket.setEncoding("latin1");
+    socket.on("data", (chunk: string) => (received += chunk));
+    socket.pause();
+    const count = DEPTH * 10;
+    socket.write("GET /openapi.json HTTP/1.1\r\nHost: gateway\r\n\r\n".repeat(count));
+    // Both pauses hold: the socket's writes are not draining (Node's) and requests wait behind the depth (ours).
+    await eventually(() => openApiRequests(service), (counts) => counts.inFlight === DEPTH, {
+      timeoutMs: 5_000, what: "the connection's depth to fill",
+    });
+    socket.resume();
+    const statuses = await eventually(
+      async () => received.match(/HTTP\/1\.1 200 /g)?.length ?? 0,
+      (answered) => answered === count,
+      { timeoutMs: 10_000, what: "every large answer" },
+    );
+    socket.destroy();
+    assert.equal(statuses, count);
+  });
 });
