@@ -1,7 +1,8 @@
 /**
- * The two cheap denial-of-service attacks of issue 8, against a real service
- * process, with their measured effect. Run with `npm run bench:attacks` (or
- * `npx tsx bench/attacks.ts`); about a minute.
+ * The two cheap denial-of-service attacks of issue 8 and the pipelining one
+ * of issue 34, against a real service process, with their measured effect.
+ * Run with `npm run bench:attacks` (or `npx tsx bench/attacks.ts`); about
+ * two minutes (`ATTACKS=pipelining`: 40 s).
  *
  * Three processes: the service (`src/main.ts`, embedded backend), an attacker
  * (this file with `attacker`), and this one, which drives both, probes
@@ -18,10 +19,18 @@
  *     and open descriptors, and how the attack ends (refused beyond the
  *     per-client cap, cut by HTTP_REQUEST_TIMEOUT).
  *
- * Knobs (environment): ATTACK_CONNECTIONS (4000), ATTACK_ADDRESSES (16),
+ * (c) pipelining (issue 34): PIPE_CONNECTIONS connections from 127.0.0.2,
+ *     each writing PIPE_REQUESTS pipelined `GET PIPE_PATH` at once and
+ *     never reading, held PIPE_HOLD_S; RSS before, sampled peak and after
+ *     the connections close, /readyz p50/p99/max throughout, and the
+ *     in-flight gauge once they are closed.
+ *
+ * Knobs (environment): ATTACKS (which to run, `bodies,slow,pipelining`),
+ * ATTACK_CONNECTIONS (4000), ATTACK_ADDRESSES (16),
  * TRICKLE_MS (500), BENCH_REQUEST_TIMEOUT (HTTP_REQUEST_TIMEOUT of the
  * service, 15s), PROBE_SECONDS (8), CUT_WAIT_S (how long to wait for the slow
- * connections to be cut, 60), BENCH_OUT (also write the report there).
+ * connections to be cut, 60), PIPE_CONNECTIONS (8), PIPE_REQUESTS (1000),
+ * PIPE_HOLD_S (20), PIPE_PATH (/openapi.json), BENCH_OUT (also write the report there).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
@@ -45,12 +54,18 @@ const TRICKLE_MS = Number(process.env.TRICKLE_MS ?? 500);
 const REQUEST_TIMEOUT = process.env.BENCH_REQUEST_TIMEOUT ?? "15s";
 const PROBE_SECONDS = Number(process.env.PROBE_SECONDS ?? 8);
 const CUT_WAIT_S = Number(process.env.CUT_WAIT_S ?? 60);
+const ATTACKS = new Set((process.env.ATTACKS ?? "bodies,slow,pipelining").split(","));
+const PIPE_CONNECTIONS = Number(process.env.PIPE_CONNECTIONS ?? 8);
+const PIPE_REQUESTS = Number(process.env.PIPE_REQUESTS ?? 1000);
+const PIPE_HOLD_S = Number(process.env.PIPE_HOLD_S ?? 20);
+const PIPE_PATH = process.env.PIPE_PATH ?? "/openapi.json";
 
 // ---------------------------------------------------------------- attacker process
 
 interface SlowOrder { readonly mode: "slow"; readonly url: string; readonly key: string; readonly connections: number; readonly addresses: number; readonly trickleMs: number }
 interface BodiesOrder { readonly mode: "bodies"; readonly url: string }
-type Order = SlowOrder | BodiesOrder;
+interface PipelineOrder { readonly mode: "pipelining"; readonly url: string; readonly path: string; readonly connections: number; readonly requests: number }
+type Order = SlowOrder | BodiesOrder | PipelineOrder;
 
 interface SlowStats { opened: number; connectErrors: number; open: number; refused: number; timedOut: number; otherAnswers: number; closedSilently: number; done: boolean }
 
@@ -134,6 +149,22 @@ async function bodiesAttack(order: BodiesOrder): Promise<void> {
     return { path: path.split("?")[0], status: answer.slice(9, 12) || "none", sentMiB: Math.round(sent / 1024 / 1024), ms: Math.round(performance.now() - started) };
   }));
   report({ bodies: results });
+}
+
+/** Each connection writes its requests at once and never reads: the answers can only pile up in the service. */
+async function pipeliningAttack(order: PipelineOrder): Promise<void> {
+  const requests = `GET ${order.path} HTTP/1.1\r\nHost: service\r\n\r\n`.repeat(order.requests);
+  const sockets = await Promise.all(Array.from({ length: order.connections }, () => openSocket(order.url, "127.0.0.2")));
+  let closed = 0;
+  for (const socket of sockets) {
+    socket.pause();
+    socket.on("close", () => closed++);
+    socket.write(requests);
+  }
+  report({ pipelined: { connections: sockets.length, bytesEach: requests.length } });
+  // Held until the driver kills this process (which closes the connections).
+  setInterval(() => report({ pipelineClosed: closed }), 1000);
+  await new Promise<never>(() => {});
 }
 
 // ---------------------------------------------------------------- driver
@@ -232,20 +263,21 @@ async function main(): Promise<void> {
     say("");
 
     // (b) large unauthenticated bodies
-    await delay(1000);
-    const idle = memory(pid);
-    const bodies = run([THIS_FILE, "attacker", JSON.stringify({ mode: "bodies", url } satisfies BodiesOrder)], { PATH: process.env.PATH });
-    attackers.push(bodies);
-    const outcome = await waitFor(() => /^\{"bodies".*$/m.exec(bodies.output)?.[0], 120_000, "the body attack");
-    const afterBodies = memory(pid);
-    await delay(2000);
-    const settled = memory(pid);
-    say("### Three unauthenticated 150 MB POSTs at once");
-    say("");
-    say("| target | answer | body the client got to send | time |");
-    say("|---|---|---|---|");
-    for (const result of (JSON.parse(outcome) as { bodies: { path: string; status: string; sentMiB: number; ms: number }[] }).bodies) {
-      say(`| \`POST ${result.path}\` | ${result.status} | ${result.sentMiB} MiB of 150 | ${result.ms} ms |`);
+    if (ATTACKS.has("bodies")) {
+      await delay(1000);
+      const idle = memory(pid);
+      const bodies = run([THIS_FILE, "attacker", JSON.stringify({ mode: "bodies", url } satisfies BodiesOrder)], { PATH: process.env.PATH });
+      attackers.push(bodies);
+      const outcome = await waitFor(() => /^\{"bodies".*$/m.exec(bodies.output)?.[0], 120_000, "the body attack");
+      const afterBodies = memory(pid);
+      await delay(2000);
+      const settled = memory(pid);
+      say("### Three unauthenticated 150 MB POSTs at once");
+      say("");
+      say("| target | answer | body the client got to send | time |");
+      say("|---|---|---|---|");
+      for (const result of (JSON.parse(outcome) as { bodies: { path: string; status: string; sentMiB: number; ms: number }[] }).bodies) {
+        say(`| \`POST ${result.path}\` | ${result.status} | ${result.sentMiB} MiB of 150 | ${result.ms} ms |`);
     }
     say("");
     say(
@@ -253,39 +285,76 @@ async function main(): Promise<void> {
         `peak (VmHWM) ${idle.peakMiB} MiB before, ${afterBodies.peakMiB} MiB after.`,
     );
     say("");
+    }
 
     // (a) slow connections
-    const before = await probeReadyz(url, PROBE_SECONDS);
-    const atRest = memory(pid);
-    const order: SlowOrder = { mode: "slow", url, key: key.api_key!, connections: CONNECTIONS, addresses: ADDRESSES, trickleMs: TRICKLE_MS };
-    const slow = run([THIS_FILE, "attacker", JSON.stringify(order)], { PATH: process.env.PATH });
-    attackers.push(slow);
-    const lastStats = (): SlowStats | undefined => {
-      const all = [...slow.output.matchAll(/^\{"stats":(.*)\}$/gm)];
-      return all.length ? (JSON.parse(all.at(-1)![1]!) as SlowStats) : undefined;
-    };
-    const attackStarted = Date.now();
-    await waitFor(() => (lastStats()?.done ? true : undefined), 120_000, "the slow connections to be opened");
-    const openedAfter = Date.now() - attackStarted;
-    const during = await probeReadyz(url, PROBE_SECONDS);
-    const underAttack = memory(pid);
-    const held = lastStats()!;
-    const cutAfter = await waitFor(() => (lastStats()?.open === 0 ? Date.now() - attackStarted : undefined), CUT_WAIT_S * 1000, "the cut")
-      .catch(() => undefined);
-    const end = lastStats()!;
-    say(`### ${CONNECTIONS} slow connections from ${ADDRESSES} addresses (headers announcing 1 MB, then 1 byte every ${TRICKLE_MS} ms; HTTP_REQUEST_TIMEOUT=${REQUEST_TIMEOUT})`);
-    say("");
-    say("| /readyz from 127.0.0.1 (new connection per probe) | probes | failed | p50 | p99 | max |");
-    say("|---|---|---|---|---|---|");
-    say(`| before the attack | ${before.probes} | ${before.failures} | ${ms(before.p50)} | ${ms(before.p99)} | ${ms(before.max)} |`);
-    say(`| during the attack | ${during.probes} | ${during.failures} | ${ms(during.p50)} | ${ms(during.p99)} | ${ms(during.max)} |`);
-    say("");
-    say(`Opened in ${openedAfter} ms: ${held.opened} connected (${held.connectErrors} connect errors), ${held.open} held open during the probes, ${held.refused} refused (429) by then.`);
-    say(`Service RSS ${atRest.rssMiB} MiB and ${atRest.fds} descriptors before, ${underAttack.rssMiB} MiB and ${underAttack.fds} descriptors during.`);
-    say(
-      (cutAfter === undefined ? `${end.open} still open ${CUT_WAIT_S} s after the attack began; ` : `All closed ${cutAfter} ms after the attack began: `) +
-        `${end.timedOut} cut with 408 by the request timeout, ${end.refused} refused with 429, ${end.otherAnswers} other answers, ${end.closedSilently} closed without an answer.`,
-    );
+    if (ATTACKS.has("slow")) {
+      const before = await probeReadyz(url, PROBE_SECONDS);
+      const atRest = memory(pid);
+      const order: SlowOrder = { mode: "slow", url, key: key.api_key!, connections: CONNECTIONS, addresses: ADDRESSES, trickleMs: TRICKLE_MS };
+      const slow = run([THIS_FILE, "attacker", JSON.stringify(order)], { PATH: process.env.PATH });
+      attackers.push(slow);
+      const lastStats = (): SlowStats | undefined => {
+        const all = [...slow.output.matchAll(/^\{"stats":(.*)\}$/gm)];
+        return all.length ? (JSON.parse(all.at(-1)![1]!) as SlowStats) : undefined;
+      };
+      const attackStarted = Date.now();
+      await waitFor(() => (lastStats()?.done ? true : undefined), 120_000, "the slow connections to be opened");
+      const openedAfter = Date.now() - attackStarted;
+      const during = await probeReadyz(url, PROBE_SECONDS);
+      const underAttack = memory(pid);
+      const held = lastStats()!;
+      const cutAfter = await waitFor(() => (lastStats()?.open === 0 ? Date.now() - attackStarted : undefined), CUT_WAIT_S * 1000, "the cut")
+        .catch(() => undefined);
+      const end = lastStats()!;
+      say(`### ${CONNECTIONS} slow connections from ${ADDRESSES} addresses (headers announcing 1 MB, then 1 byte every ${TRICKLE_MS} ms; HTTP_REQUEST_TIMEOUT=${REQUEST_TIMEOUT})`);
+      say("");
+      say("| /readyz from 127.0.0.1 (new connection per probe) | probes | failed | p50 | p99 | max |");
+      say("|---|---|---|---|---|---|");
+      say(`| before the attack | ${before.probes} | ${before.failures} | ${ms(before.p50)} | ${ms(before.p99)} | ${ms(before.max)} |`);
+      say(`| during the attack | ${during.probes} | ${during.failures} | ${ms(during.p50)} | ${ms(during.p99)} | ${ms(during.max)} |`);
+      say("");
+      say(`Opened in ${openedAfter} ms: ${held.opened} connected (${held.connectErrors} connect errors), ${held.open} held open during the probes, ${held.refused} refused (429) by then.`);
+      say(`Service RSS ${atRest.rssMiB} MiB and ${atRest.fds} descriptors before, ${underAttack.rssMiB} MiB and ${underAttack.fds} descriptors during.`);
+      say(
+        (cutAfter === undefined ? `${end.open} still open ${CUT_WAIT_S} s after the attack began; ` : `All closed ${cutAfter} ms after the attack began: `) +
+          `${end.timedOut} cut with 408 by the request timeout, ${end.refused} refused with 429, ${end.otherAnswers} other answers, ${end.closedSilently} closed without an answer.`,
+      );
+      say("");
+    }
+
+    // (c) pipelined requests never read
+    if (ATTACKS.has("pipelining")) {
+      await delay(1000);
+      const atRest = memory(pid);
+      const pipe = run([THIS_FILE, "attacker", JSON.stringify({ mode: "pipelining", url, path: PIPE_PATH, connections: PIPE_CONNECTIONS, requests: PIPE_REQUESTS } satisfies PipelineOrder)], { PATH: process.env.PATH });
+      attackers.push(pipe);
+      await waitFor(() => (/^\{"pipelined"/m.test(pipe.output) ? true : undefined), 30_000, "the pipelined requests to be sent");
+      let peak = atRest.rssMiB;
+      const sampler = setInterval(() => (peak = Math.max(peak, memory(pid).rssMiB)), 100);
+      const during = await probeReadyz(url, PIPE_HOLD_S);
+      const held = memory(pid);
+      clearInterval(sampler);
+      peak = Math.max(peak, held.rssMiB);
+      pipe.child.kill("SIGKILL");
+      await once(pipe.child, "exit");
+      await delay(2000);
+      const afterClose = memory(pid);
+      const exposition = await (await fetch(`${url}/metrics`)).text();
+      // Less the scrape itself.
+      const inFlight = Number(/^http_server_requests_in_flight (\S+)$/m.exec(exposition)?.[1] ?? NaN) - 1;
+      say(`### ${PIPE_CONNECTIONS} connections × ${PIPE_REQUESTS} pipelined \`GET ${PIPE_PATH}\`, never read, held ${PIPE_HOLD_S} s`);
+      say("");
+      say("| /readyz from 127.0.0.1 (new connection per probe) during the attack | probes | failed | p50 | p99 | max |");
+      say("|---|---|---|---|---|---|");
+      say(`| ${PIPE_CONNECTIONS} × ${PIPE_REQUESTS} pipelined, never read | ${during.probes} | ${during.failures} | ${ms(during.p50)} | ${ms(during.p99)} | ${ms(during.max)} |`);
+      say("");
+      say(
+        `Service RSS ${atRest.rssMiB} MiB before, peak ${peak} MiB while held (sampled every 100 ms), ${held.rssMiB} MiB at the end of the hold, ` +
+          `${afterClose.rssMiB} MiB 2 s after the connections closed; http_server_requests_in_flight then ${inFlight}.`,
+      );
+      say("");
+    }
     if (process.env.BENCH_OUT) writeFileSync(process.env.BENCH_OUT, `${lines.join("\n")}\n`);
   } finally {
     for (const attacker of attackers) attacker.child.kill("SIGKILL");
@@ -297,7 +366,7 @@ async function main(): Promise<void> {
 
 if (process.argv[2] === "attacker") {
   const order = JSON.parse(process.argv[3]!) as Order;
-  await (order.mode === "slow" ? slowAttack(order) : bodiesAttack(order));
+  await (order.mode === "slow" ? slowAttack(order) : order.mode === "bodies" ? bodiesAttack(order) : pipeliningAttack(order));
   process.exit(0);
 } else {
   await main();

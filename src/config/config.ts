@@ -120,6 +120,8 @@ export interface EdgeLimits {
   readonly maxBodyMemory: number;
   /** GRPC_MAX_CONCURRENT_STREAMS: calls at once on one HTTP/2 connection to the core. */
   readonly maxConcurrentStreams: number;
+  /** MAX_PIPELINED_REQUESTS: requests of one HTTP/1.1 connection answered at once; those behind wait and the connection is not read. */
+  readonly maxPipelinedRequests: number;
 }
 
 export type Role = "api" | "worker" | "webhooks";
@@ -393,6 +395,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxConcurrentLargeUploads: integer(env, "MAX_CONCURRENT_LARGE_UPLOADS", 4, 1),
       maxConcurrentStreams: integer(env, "GRPC_MAX_CONCURRENT_STREAMS", 100, 1),
       maxBodyMemory: bytes(env, "MAX_BODY_MEMORY", 512 * MIB),
+      maxPipelinedRequests: integer(env, "MAX_PIPELINED_REQUESTS", 8, 1),
     },
     maxQueuedJobsPerAccount: integer(env, "MAX_QUEUED_JOBS_PER_ACCOUNT", 1000, 1),
     idempotencyTtlMs: parseDuration(env.IDEMPOTENCY_TTL || "24h"),

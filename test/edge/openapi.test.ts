@@ -148,6 +148,35 @@ describe("the published contract (OpenAPI 3.1 at /openapi.json, Swagger UI at /d
     assert.deepEqual(served, document);
   });
 
+  it("when the document is read again, then it is the same bytes under one ETag, /docs/json too, and If-None-Match with it is answered 304 without a body", async () => {
+    const first = await fetch(`${service.url}/openapi.json`);
+    const second = await fetch(`${service.url}/docs/json`);
+    const etag = first.headers.get("etag");
+    assert.match(etag ?? "", /^"[\w-]+"$/);
+    assert.equal(second.headers.get("etag"), etag);
+    assert.deepEqual(Buffer.from(await second.arrayBuffer()), Buffer.from(await first.arrayBuffer()));
+    const revalidated = await fetch(`${service.url}/openapi.json`, { headers: { "if-none-match": `W/"other", ${etag}` } });
+    assert.equal(revalidated.status, 304);
+    assert.equal(revalidated.headers.get("etag"), etag);
+    assert.equal(await revalidated.text(), "");
+  });
+
+  it("when a Swagger UI file is fetched, then it is served with its type under a strong ETag (read once, not per request), If-None-Match is answered 304, and an unknown file is 404", async () => {
+    const bundle = await fetch(`${service.url}/docs/static/swagger-ui-bundle.js`);
+    assert.equal(bundle.status, 200);
+    assert.match(bundle.headers.get("content-type") ?? "", /^application\/javascript/);
+    const etag = bundle.headers.get("etag");
+    // @fastify/static's tags are weak (W/"size-mtime"): a strong content hash is the copy read at start.
+    assert.match(etag ?? "", /^"[\w-]{43}"$/);
+    assert.match(await bundle.text(), /SwaggerUIBundle/);
+    const revalidated = await fetch(`${service.url}/docs/static/swagger-ui-bundle.js`, { headers: { "if-none-match": etag! } });
+    assert.equal(revalidated.status, 304);
+    const css = await fetch(`${service.url}/docs/static/swagger-ui.css`);
+    assert.match(css.headers.get("content-type") ?? "", /^text\/css/);
+    assert.notEqual(css.headers.get("etag"), etag);
+    assert.equal((await fetch(`${service.url}/docs/static/no-such-file.js`)).status, 404);
+  });
+
   it("when money is sent as a JSON number, then the schema refuses it (422 validation_failed) and no money moves", async () => {
     const customer = await createCustomer(service, "1.00");
     const response = await call(service, "POST", `/admin/v1/accounts/${customer.accountId}/credits`, { admin: true, body: { amount: 5 } });

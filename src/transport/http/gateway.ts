@@ -14,6 +14,7 @@ import { BodyBudget, type UploadSlots } from "../upload-slots.js";
 import { bodyGuard, hasBody, lingerUntilDiscarded, refuseBody } from "./edge/body-guard.js";
 import { clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from "./edge/client-errors.js";
 import { limitConnections } from "./edge/connection-limits.js";
+import { limitPipelining } from "./edge/pipelining.js";
 import { corsRoutes } from "./edge/cors.js";
 import { connectRoutes } from "./connect-routes.js";
 import { answerUnknownRpc } from "./edge/rpc-admission.js";
@@ -82,7 +83,8 @@ const checkingIntervalMs = (headersTimeoutMs: number) => Math.min(1_000, Math.ma
  * HTTP_HEADERS_TIMEOUT, the whole request within HTTP_REQUEST_TIMEOUT, no
  * traffic at all for HTTP_IDLE_TIMEOUT (not counted while the answer is
  * being produced: an SSE stream or a long synchronous call is not cut),
- * open connections per port and per client address, and bodies (see
+ * open connections per port and per client address, requests answered at
+ * once per connection (MAX_PIPELINED_REQUESTS), and bodies (see
  * edge/body-guard.ts).
  */
 export async function buildGateway(clients: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
@@ -112,6 +114,7 @@ export async function buildGateway(clients: CoreClients, options: GatewayOptions
     trustProxy: typeof options.trustProxy === "object" ? [...options.trustProxy] : (options.trustProxy ?? false),
   });
   limitConnections(app.server, edge, app.log);
+  limitPipelining(app.server, edge.maxPipelinedRequests);
   observeRequests(app, options.metrics, options.tracing);
 
   // `Expect: 100-continue`: the client is told to send its body only once the route's checks passed (preParsing

@@ -1,6 +1,10 @@
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, extname, join } from "node:path";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
-import type { FastifyInstance, FastifySchema } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from "fastify";
 import { SECURITY_SCHEMES } from "./schemas/common.js";
 
 /** The document's version: the API's, not the package's. */
@@ -60,14 +64,89 @@ function requireSchemas(app: FastifyInstance): void {
   });
 }
 
+/** A document built once: its bytes, their type and ETag, the same for every request. */
+interface FixedDocument {
+  readonly body: Buffer;
+  readonly type: string;
+  readonly etag: string;
+  readonly cacheControl: string;
+}
+
+function fixedDocument(body: Buffer, type: string, cacheControl = "no-cache"): FixedDocument {
+  return { body, type, cacheControl, etag: `"${createHash("sha256").update(body).digest("base64url")}"` };
+}
+
+const STATIC_TYPES: Record<string, string> = {
+  ".js": "application/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".html": "text/html; charset=utf-8",
+  ".json": "application/json; charset=utf-8",
+  ".png": "image/png",
+  ".svg": "image/svg+xml",
+};
+
+let uiFiles: Map<string, FixedDocument> | undefined;
+
+/**
+ * Swagger UI's files (the static/ directory @fastify/swagger-ui serves with
+ * @fastify/static), read once per process. Empty when the package no longer
+ * has that directory: its own route then serves them from disk, as before.
+ */
+function swaggerUiFiles(): Map<string, FixedDocument> {
+  if (uiFiles) return uiFiles;
+  uiFiles = new Map();
+  try {
+    const directory = join(dirname(createRequire(import.meta.url).resolve("@fastify/swagger-ui")), "static");
+    for (const name of readdirSync(directory)) {
+      const type = STATIC_TYPES[extname(name)];
+      if (type) uiFiles.set(name, fixedDocument(readFileSync(join(directory, name)), type, "public, max-age=0"));
+    }
+  } catch {
+    uiFiles.clear();
+  }
+  return uiFiles;
+}
+
+/** Whether an If-None-Match header names this ETag (or is `*`); weak tags compare equal (RFC 9110 §13.1.2). */
+function matches(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (!ifNoneMatch) return false;
+  return ifNoneMatch.split(",").some((tag) => {
+    const trimmed = tag.trim();
+    return trimmed === "*" || trimmed.replace(/^W\//, "") === etag;
+  });
+}
+
+function sendFixed(request: FastifyRequest, reply: FastifyReply, document: FixedDocument): FastifyReply {
+  reply.header("cache-control", document.cacheControl).header("etag", document.etag).type(document.type);
+  if (matches(request.headers["if-none-match"], document.etag)) return reply.code(304).send();
+  return reply.send(document.body);
+}
+
 /**
  * `GET /openapi.json` (OpenAPI 3.1, generated from the routes' own schemas,
  * so it cannot drift from what is validated and serialized) and `GET /docs`
  * (Swagger UI with try-it-out). Registered before the routes, so it sees
- * every one of them.
+ * every one of them. The document is serialized once, when the app is
+ * ready, and Swagger UI's files are read once at start: each request gets
+ * that one buffer (and its ETag; If-None-Match is answered 304), not a
+ * fresh 170 KB string or a file read.
  */
 export async function openApi(app: FastifyInstance): Promise<void> {
   requireSchemas(app);
+  let document: FixedDocument | undefined;
+  const serveDocument = async (request: FastifyRequest, reply: FastifyReply) => sendFixed(request, reply, document!);
+  const files = swaggerUiFiles();
+  app.addHook("onRoute", (route) => {
+    // Swagger UI's own copy of the document (/docs/json) is the same bytes, not serialized again per request.
+    if (route.url === "/docs/json") route.handler = serveDocument;
+    if (route.url === "/docs/static/*") {
+      const fromDisk = route.handler;
+      route.handler = function (request, reply) {
+        const file = files.get((request.params as { "*"?: string })["*"] ?? "");
+        return file ? sendFixed(request, reply, file) : fromDisk.call(this, request, reply);
+      };
+    }
+  });
   await app.register(swagger, {
     // Routes without tags are not operations of the API (the RPC paths, the catch-all of malformed vendor model paths).
     hideUntagged: true,
@@ -95,10 +174,12 @@ export async function openApi(app: FastifyInstance): Promise<void> {
     uiConfig: { tryItOutEnabled: true, persistAuthorization: false, displayOperationId: true, deepLinking: true },
     staticCSP: true,
   });
-  app.get("/openapi.json", { schema: { hide: true } }, async (_request, reply) => {
-    reply.header("cache-control", "no-cache");
-    return app.swagger();
+  // After @fastify/swagger's own onReady hook, which app.swagger() needs to have run.
+  app.addHook("onReady", (done) => {
+    document = fixedDocument(Buffer.from(JSON.stringify(app.swagger())), "application/json; charset=utf-8");
+    done();
   });
+  app.get("/openapi.json", { schema: { hide: true } }, serveDocument);
 }
 
 const FILE_KEY_PARAMS = {

@@ -153,6 +153,7 @@ export const DEFAULT_RPC_EDGE: RpcEdgeOptions = {
     maxConcurrentLargeUploads: 4,
     maxConcurrentStreams: 100,
     maxBodyMemory: 512 * MIB,
+    maxPipelinedRequests: 8,
   },
   limits: DEFAULT_LIMITS,
 };

@@ -7,6 +7,7 @@ import type { PrometheusMetrics } from "../../../adapters/observability/promethe
 import { extractTraceContext, SpanKind, startSpan } from "../../../adapters/observability/tracing.js";
 import { serverTiming } from "../../server-timing.js";
 import { startTiming, timingOf } from "../request-timing.js";
+import { onAnswerEnd } from "./pipelining.js";
 
 /** An incoming X-Request-Id is kept when it is short and plain; otherwise the gateway makes one. */
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -104,7 +105,8 @@ export function observeRequests(app: FastifyInstance, metrics: PrometheusMetrics
           attributes: { "http.request.method": method, "http.route": route, "url.scheme": "http" },
         })
       : undefined;
-    reply.raw.once("close", () => {
+    // Not the answer's 'close' alone: an answer queued behind another on a connection that dies never emits it.
+    onAnswerEnd(reply.raw, () => {
       metrics.http.inFlight.dec();
       const status = reply.raw.writableFinished ? String(reply.raw.statusCode) : "499";
       const seconds = (performance.now() - timing.startedAt) / 1000;

@@ -1,0 +1,107 @@
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+
+type RequestListener = (request: IncomingMessage, response: ServerResponse) => void;
+
+/**
+ * One connection's requests: those being answered (at most the depth), and
+ * those parsed behind them, waiting to be handed to the app.
+ */
+class Pipeline {
+  /** The answers being produced, each with what runs once it is over. */
+  private readonly active = new Map<ServerResponse, (() => void)[]>();
+  private readonly waiting: [IncomingMessage, ServerResponse][] = [];
+  private held = false;
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly depth: number,
+    private readonly handlers: readonly RequestListener[],
+    private readonly server: Server,
+  ) {
+    // Node resumes a paused socket on its own (on 'drain', when a request body is read): held, it is paused again.
+    socket.on("resume", () => {
+      if (this.held) socket.pause();
+    });
+    // A connection that dies has answers Node never closes (those queued behind the one being written): they end here.
+    socket.once("close", () => {
+      this.waiting.length = 0;
+      this.held = false;
+      for (const response of [...this.active.keys()]) this.end(response);
+    });
+  }
+
+  arrive(request: IncomingMessage, response: ServerResponse): void {
+    if (this.active.size < this.depth && this.waiting.length === 0) return this.start(request, response);
+    this.waiting.push([request, response]);
+    // One read can hold many pipelined requests (Node parses all of it at once): no further read until they are answered.
+    if (!this.held) {
+      this.held = true;
+      this.socket.pause();
+    }
+  }
+
+  onEnd(response: ServerResponse, listener: () => void): boolean {
+    const listeners = this.active.get(response);
+    if (!listeners) return false;
+    listeners.push(listener);
+    return true;
+  }
+
+  private start(request: IncomingMessage, response: ServerResponse): void {
+    this.active.set(response, []);
+    response.once("close", () => this.end(response));
+    for (const handler of this.handlers) handler.call(this.server, request, response);
+  }
+
+  private end(response: ServerResponse): void {
+    const listeners = this.active.get(response);
+    if (!listeners) return;
+    this.active.delete(response);
+    for (const listener of listeners) listener();
+    if (this.socket.destroyed) return;
+    while (this.active.size < this.depth && this.waiting.length > 0) this.start(...this.waiting.shift()!);
+    if (this.held && this.waiting.length === 0) {
+      this.held = false;
+      // When Node paused the socket itself (its writes are not being read), its own 'resume' handler keeps it paused until 'drain'.
+      this.socket.resume();
+    }
+  }
+}
+
+const pipelines = new WeakMap<Socket, Pipeline>();
+
+/**
+ * Bounds what one HTTP/1.1 connection can have outstanding: at most `depth`
+ * of its requests are handed to the app at once; requests pipelined behind
+ * them wait, unanswered and unread, and while any waits the connection is not
+ * read at all. A client that pipelines thousands of requests and never reads
+ * its answers thus holds `depth` answers and one read's worth of parsed
+ * requests, not thousands of answers. (Node itself stops reading a
+ * connection whose writes are not being drained, but only when a request
+ * arrives after the answers were written: a single read of pipelined
+ * requests is parsed whole first.)
+ */
+export function limitPipelining(server: Server, depth: number): void {
+  const handlers = server.listeners("request") as RequestListener[];
+  server.removeAllListeners("request");
+  server.on("request", (request: IncomingMessage, response: ServerResponse) => {
+    const socket = request.socket;
+    let pipeline = pipelines.get(socket);
+    if (!pipeline) {
+      pipeline = new Pipeline(socket, depth, handlers, server);
+      pipelines.set(socket, pipeline);
+    }
+    pipeline.arrive(request, response);
+  });
+}
+
+/**
+ * Calls `listener` exactly once when the answer is over: finished, abandoned
+ * by the client, or its connection gone (an answer queued behind another on
+ * a connection that dies never emits 'close').
+ */
+export function onAnswerEnd(response: ServerResponse, listener: () => void): void {
+  if (pipelines.get(response.req.socket)?.onEnd(response, listener)) return;
+  response.once("close", listener);
+}
