@@ -36,6 +36,8 @@ export interface WebhookAttemptDue {
 const HOLD_MS = 1000;
 /** A handed-off attempt's check comes this long after the request's own bound, so it finds the attempt recorded unless its process died. */
 const CHECK_MARGIN_MS = 5000;
+/** When a handed-off attempt's check is due (a bus delay the Kafka bus should have a tier for). */
+export const webhookCheckDelayMs = (webhookTimeoutMs: number) => webhookTimeoutMs + CHECK_MARGIN_MS;
 /** What an attempt to a destination whose breaker is open records (public: the account sees its deliveries' attempts). */
 const BREAKER_OPEN = "not sent: the destination failed to answer repeatedly and is paused (circuit breaker open)";
 
@@ -57,7 +59,7 @@ const BREAKER_OPEN = "not sent: the destination failed to answer repeatedly and 
  */
 export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairness) {
   const settings = deps.settingsOf;
-  const gate = new DeliveryGate({ ...fairness, probeMs: settings.webhookTimeoutMs + CHECK_MARGIN_MS });
+  const gate = new DeliveryGate({ ...fairness, probeMs: webhookCheckDelayMs(settings.webhookTimeoutMs) });
   /** Attempts of one message run one after another in this process (the log's CAS covers other processes). */
   const inFlight = new Map<string, Promise<void>>();
   /** Requests handed off by their handler, awaited by stop(). */
@@ -79,6 +81,7 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
     if (!admission.admitted) {
       deps.telemetry.observe({ kind: "webhook_deferred", reason: admission.reason });
       if (admission.reason === "breaker_open") {
+        await previous?.catch(() => {}); // after this process's own attempt of the message, so the log sees one attempt at a time
         return send(job, url, messageId, event, async (now) => ({ at: now, url, error: BREAKER_OPEN }));
       }
       await deps.bus.publish<WebhookAttemptDue>(
@@ -106,7 +109,7 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
     if (await within(settled, HOLD_MS)) return settled;
     // Still waiting for its answer: free the bus's slot, and leave a check behind in case this process dies first.
     await deps.bus.publish<WebhookAttemptDue>(
-      TOPICS.webhookDelivery, job.id, { jobId: job.id, attempt: event.attempt, check: true }, { delayMs: settings.webhookTimeoutMs + CHECK_MARGIN_MS },
+      TOPICS.webhookDelivery, job.id, { jobId: job.id, attempt: event.attempt, check: true }, { delayMs: webhookCheckDelayMs(settings.webhookTimeoutMs) },
     );
     const background = settled.catch((error: unknown) =>
       deps.logger.warn({ job_id: job.id, account_id: job.accountId, message_id: messageId, err: error }, "a handed-off webhook attempt failed; its check event makes it again"),
@@ -159,7 +162,6 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
   return {
     onJobFinished: (event: JobFinished) => attempt({ jobId: event.jobId, attempt: 0 }),
     onAttemptDue: attempt,
-    gate,
     /** Waits for handed-off requests (each bounded by the webhook timeout), at most `graceMs`; their check events cover the rest. */
     async stop(graceMs: number): Promise<void> {
       await within(Promise.allSettled([...handedOff]), graceMs);
