@@ -1,8 +1,9 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type AddressInfo, type Server, type Socket } from "node:net";
-import { call, createCustomer, eventually, finishedJob, startTestService, type Customer, type TestService } from "../support/harness.js";
+import { ADMIN_TOKEN, call, createCustomer, eventually, finishedJob, startTestService, type Customer, type TestService } from "../support/harness.js";
 import { postGeneration } from "../support/jobs-api-helpers.js";
+import { rpc } from "../support/panel-helpers.js";
 import { withReceiver } from "../support/webhook-receiver.js";
 
 /*
@@ -91,5 +92,40 @@ describe("webhook fairness between accounts", () => {
       assert.ok(delayMs < 5000, `the other account's webhook came ${delayMs} ms after its job finished`);
     });
     assert.ok(hole.mostOpen <= MAX_PER_DESTINATION, `the black hole held ${hole.mostOpen} connections at once`);
+  });
+});
+
+describe("webhook circuit breaker", () => {
+  const BREAKER_FAILURES = 2;
+  const JOBS = 12;
+  let service: TestService;
+  let hole: BlackHole;
+  before(async () => {
+    hole = await new BlackHole().start();
+    // The breaker stays open past the test, so every later attempt is one made without a request.
+    service = await startTestService({
+      WEBHOOK_TIMEOUT: "300ms", WEBHOOK_BREAKER_FAILURES: String(BREAKER_FAILURES), WEBHOOK_BREAKER_OPEN: "10m", WEBHOOK_DEFER: "100ms",
+    });
+  });
+  after(async () => {
+    await service.close();
+    await hole.close();
+  });
+
+  it("when a destination keeps failing to answer, then its breaker opens: its deliveries still run their retries and end as dead letters, without connecting to it again", async () => {
+    const customer = await createCustomer(service, "1.00");
+    await setAccountWebhook(service, customer, hole.url);
+    const jobIds = await Promise.all(Array.from({ length: JOBS }, (_, i) => textJob(service, customer, hole.url, `to the hole ${i}`)));
+    const asAdmin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    const dead = await eventually(
+      async () => ((await rpc(service, "AdminService/ListWebhookDeadLetters", { limit: 100 }, asAdmin)).json.deliveries ?? []).filter((d: any) => jobIds.includes(d.jobId)),
+      (list: any[]) => list.length === JOBS,
+      { timeoutMs: 30_000, intervalMs: 100, what: "every delivery to the black hole to be a dead letter" },
+    );
+    // 1 + the harness's 3 retries each, none answered.
+    assert.deepEqual(dead.map((d: any) => d.attempts.length), Array(JOBS).fill(4));
+    assert.ok(dead.every((d: any) => d.attempts.every((a: any) => a.statusCode === undefined)));
+    // Before it opened: at most one wave of the per-destination limit, plus the failures that opened it.
+    assert.ok(hole.accepted <= MAX_PER_DESTINATION + BREAKER_FAILURES, `${hole.accepted} connections for ${JOBS * 4} attempts`);
   });
 });
