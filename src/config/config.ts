@@ -8,6 +8,7 @@ import { parsePriceTable, type ModelPricesText, type PriceTable } from "../domai
 import { parseRoutesFile, type Route, type RoutesFile } from "../domain/routing/routes.js";
 import { findModel } from "../domain/catalog/models.js";
 import type { WorkerOptions } from "../core/workers/generation-worker.js";
+import type { WebhookFairness } from "../core/workers/webhook-dispatcher.js";
 import type { TracingSettings } from "../adapters/observability/tracing.js";
 import { DEFAULT_LIMITS, KIB, MIB, type ValidationLimits } from "../domain/validation/limits.js";
 
@@ -34,6 +35,8 @@ export interface Config {
   readonly urlSigningSecret: Buffer;
   readonly webhookRetryScheduleMs: readonly number[];
   readonly webhookTimeoutMs: number;
+  /** Per-destination and per-account limits of webhook requests, and the breaker per destination (issue 34). */
+  readonly webhookFairness: WebhookFairness;
   readonly maxInputImages: number;
   readonly maxInputBytes: number;
   /** Prompt and metadata limits (and the two above), as validation enforces them. */
@@ -366,6 +369,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     urlSigningSecret: signingSecret(env, dataDir),
     webhookRetryScheduleMs: (env.WEBHOOK_RETRY_SCHEDULE || "5s,5m,30m,2h,5h,10h").split(",").map(parseDuration),
     webhookTimeoutMs: parseDuration(env.WEBHOOK_TIMEOUT || "15s"),
+    webhookFairness: {
+      maxPerDestination: integer(env, "WEBHOOK_MAX_PER_DESTINATION", 4, 1),
+      maxPerAccount: integer(env, "WEBHOOK_MAX_PER_ACCOUNT", 16, 1),
+      maxInFlight: integer(env, "WEBHOOK_MAX_IN_FLIGHT", 256, 1),
+      breakerFailures: integer(env, "WEBHOOK_BREAKER_FAILURES", 5, 1),
+      breakerOpenMs: Math.max(100, parseDuration(env.WEBHOOK_BREAKER_OPEN || "30s")),
+      breakerMaxOpenMs: Math.max(100, parseDuration(env.WEBHOOK_BREAKER_MAX_OPEN || "10m")),
+      deferMs: Math.max(10, parseDuration(env.WEBHOOK_DEFER || "1s")),
+    },
     maxInputImages,
     maxInputBytes,
     limits: {

@@ -50,6 +50,8 @@ export type Observation =
   /** A webhook delivery ended: delivered (after `seconds` since its event), or exhausted (a dead letter). */
   | { readonly kind: "webhook_delivered"; readonly seconds: number }
   | { readonly kind: "webhook_exhausted" }
+  /** A webhook attempt handed back to the bus to wait, unsent: its destination, account or process was at its limit, or the destination's breaker is open. */
+  | { readonly kind: "webhook_deferred"; readonly reason: "destination_busy" | "account_busy" | "process_busy" | "breaker_open" }
   /** A message published to the bus (Kafka). */
   | { readonly kind: "bus_publish"; readonly topic: string; readonly ok: boolean; readonly seconds: number };
 

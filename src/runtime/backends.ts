@@ -24,6 +24,7 @@ import type { GenerationProvider } from "../ports/provider.js";
 import { systemClock } from "../ports/clock.js";
 import type { Observability } from "./observability.js";
 import { failureLog } from "./logger.js";
+import { webhookCheckDelayMs } from "../core/workers/webhook-dispatcher.js";
 import { tracedPort } from "../adapters/observability/tracing.js";
 import { observedUpstream } from "../adapters/observability/observed-provider.js";
 import { NO_BARRIER, type WriteBarrier } from "../ports/write-barrier.js";
@@ -131,7 +132,11 @@ async function openKafka(config: Config, obs: Observability, persist: Persist) {
       clientId: `generation-service-${config.worker.workerId}`,
       topicPrefix: kafka.topicPrefix,
       partitions: kafka.partitions,
-      delayTiersMs: [...new Set([REDELIVERY_DELAY_MS, config.simulatedLatencyMs, ...config.webhookRetryScheduleMs].filter((ms) => ms > 0))],
+      // Webhook checks and the longest deferral of a busy lane get tiers of their own, so neither waits for the next retry tier.
+      delayTiersMs: [...new Set([
+        REDELIVERY_DELAY_MS, config.simulatedLatencyMs, ...config.webhookRetryScheduleMs,
+        webhookCheckDelayMs(config.webhookTimeoutMs), config.webhookFairness.breakerMaxOpenMs,
+      ].filter((ms) => ms > 0))],
       redeliveryDelayMs: REDELIVERY_DELAY_MS,
       publishTimeoutMs: config.publishTimeoutMs,
       onHandlerError: (topic, error) => failureLog(obs.logger)(`handler of ${topic} failed`, error),

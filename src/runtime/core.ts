@@ -95,6 +95,7 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
   };
   const subscriptions: Subscription[] = [];
   let worker: ReturnType<typeof createGenerationWorker> | undefined;
+  let webhooks: ReturnType<typeof createWebhookDispatcher> | undefined;
   let retentionTimer: NodeJS.Timeout | undefined;
   return {
     deps,
@@ -118,7 +119,7 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
         retentionTimer.unref();
       }
       if (roles.has("webhooks")) {
-        const webhooks = createWebhookDispatcher(deps);
+        webhooks = createWebhookDispatcher(deps, config.webhookFairness);
         subscriptions.push(
           await deps.bus.subscribe<JobFinished>(TOPICS.jobFinished, "webhook-dispatchers", webhooks.onJobFinished),
           await deps.bus.subscribe<WebhookAttemptDue>(TOPICS.webhookDelivery, "webhook-dispatchers", webhooks.onAttemptDue),
@@ -129,7 +130,7 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
       clearInterval(retentionTimer);
       announcer.close();
       await Promise.all(subscriptions.splice(0).map((s) => s.close()));
-      await worker?.stop(graceMs);
+      await Promise.all([worker?.stop(graceMs), webhooks?.stop(graceMs)]);
     },
   };
 }

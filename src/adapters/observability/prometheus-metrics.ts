@@ -183,6 +183,10 @@ export class PrometheusMetrics implements Telemetry {
       name: "webhook_deliveries_total", help: "Webhook deliveries ended: delivered, or exhausted (every attempt failed: a dead letter).",
       labelNames: ["outcome"], registers: [this.registry],
     }),
+    deferred: new Counter({
+      name: "webhook_deferrals_total", help: "Webhook attempts handed back to wait, unsent, by reason (a busy destination, account or process, or an open breaker).",
+      labelNames: ["reason"], registers: [this.registry],
+    }),
     latency: new Histogram({
       name: "webhook_delivery_latency_seconds", help: "Time from a job's end to its webhook's successful delivery.",
       buckets: JOB_BUCKETS, registers: [this.registry],
@@ -284,6 +288,8 @@ export class PrometheusMetrics implements Telemetry {
         return this.webhooks.latency.observe(o.seconds);
       case "webhook_exhausted":
         return this.webhooks.deliveries.inc({ outcome: "exhausted" });
+      case "webhook_deferred":
+        return this.webhooks.deferred.inc({ reason: o.reason });
       case "bus_publish":
         if (o.ok) return this.bus.publishTime.observe({ topic: o.topic }, o.seconds);
         return this.bus.publishFailures.inc({ topic: o.topic });

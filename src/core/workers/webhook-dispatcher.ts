@@ -4,7 +4,12 @@ import { webhookMessageId } from "../../domain/webhooks/payload.js";
 import { TOPICS } from "../../ports/event-bus.js";
 import type { CoreDeps } from "../core-deps.js";
 import { jobWebhookBody, postSigned, succeeded } from "../webhooks/webhook-requests.js";
+import type { DeliveryAttempt } from "../../ports/delivery-log.js";
 import type { JobFinished } from "../jobs/finish-job.js";
+import { DeliveryGate, destinationOf, type DeliveryGateSettings } from "../webhooks/delivery-gate.js";
+
+/** The gate's limits, from configuration (the probe's bound is the webhook timeout's). */
+export type WebhookFairness = Omit<DeliveryGateSettings, "probeMs">;
 
 /** What lands on the dead-letter topic when a delivery exhausts its retries. */
 export interface WebhookDeadLetter {
@@ -21,18 +26,44 @@ export interface WebhookAttemptDue {
   readonly jobId: string;
   /** 0 for the first attempt. */
   readonly attempt: number;
+  /** Set when the delivery gate handed this attempt back to wait (a busy or failing destination): the attempt is still to be made. */
+  readonly deferred?: boolean;
+  /** Set on the check a handed-off attempt leaves behind: usually that attempt is recorded by then and this is a no-op. */
+  readonly check?: boolean;
 }
+
+/** How long a handler waits for its request before handing it off: most answers come sooner, and the bus's slot is freed for others. */
+const HOLD_MS = 1000;
+/** A handed-off attempt's check comes this long after the request's own bound, so it finds the attempt recorded unless its process died. */
+const CHECK_MARGIN_MS = 5000;
+/** When a handed-off attempt's check is due (a bus delay the Kafka bus should have a tier for). */
+export const webhookCheckDelayMs = (webhookTimeoutMs: number) => webhookTimeoutMs + CHECK_MARGIN_MS;
+/** What an attempt to a destination whose breaker is open records (public: the account sees its deliveries' attempts). */
+const BREAKER_OPEN = "not sent: the destination failed to answer repeatedly and is paused (circuit breaker open)";
 
 /**
  * Delivers the job-completion webhook (spec section 6), signed per Standard
  * Webhooks. A 2xx ends delivery for good; anything else is retried on the
  * configured schedule through the bus (so no partition or loop is blocked
  * while waiting), and the last failure marks the delivery exhausted.
+ *
+ * Fairness (issue 34): every request passes the delivery gate (per-destination
+ * and per-account limits, a breaker per destination). An attempt refused for a
+ * busy lane goes back to the bus with the gate's delay, unsent and not counted.
+ * An attempt to a destination whose breaker is open is made without a request:
+ * it fails at once and follows the retry schedule, so deliveries to a dead
+ * destination still end as dead letters, and cost neither sockets nor bus churn.
+ * A request still running after HOLD_MS is handed off so it does not hold the
+ * bus's consumer slot; a check event published then makes the attempt again if
+ * this process dies before recording it (an attempt already recorded is skipped).
  */
-export function createWebhookDispatcher(deps: CoreDeps) {
+export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairness) {
   const settings = deps.settingsOf;
+  const gate = new DeliveryGate({ ...fairness, probeMs: webhookCheckDelayMs(settings.webhookTimeoutMs) });
   /** Attempts of one message run one after another in this process (the log's CAS covers other processes). */
   const inFlight = new Map<string, Promise<void>>();
+  /** Requests handed off by their handler, awaited by stop(). */
+  const handedOff = new Set<Promise<void>>();
 
   async function attempt(event: WebhookAttemptDue): Promise<void> {
     const job = await deps.jobs.get(event.jobId);
@@ -42,25 +73,61 @@ export function createWebhookDispatcher(deps: CoreDeps) {
     if (!url || !endpoint) return;
     const messageId = webhookMessageId(job);
     const previous = inFlight.get(messageId);
+    if (event.check && !previous) {
+      const record = await deps.deliveries.get(messageId);
+      if (record && (record.state !== "pending" || record.attempts.length > event.attempt)) return; // done, or made: the usual case
+    }
+    const admission = gate.admit(destinationOf(url), job.accountId, deps.clock.now().getTime(), event.deferred === true);
+    if (!admission.admitted) {
+      deps.telemetry.observe({ kind: "webhook_deferred", reason: admission.reason });
+      if (admission.reason === "breaker_open") {
+        await previous?.catch(() => {}); // after this process's own attempt of the message, so the log sees one attempt at a time
+        return send(job, url, messageId, event, async (now) => ({ at: now, url, error: BREAKER_OPEN }));
+      }
+      await deps.bus.publish<WebhookAttemptDue>(
+        TOPICS.webhookDelivery, job.id, { jobId: job.id, attempt: event.attempt, deferred: true }, { delayMs: admission.delayMs },
+      );
+      return;
+    }
+    const { ticket } = admission;
+    const post = async (now: Date, body: string) => {
+      const started = deps.clock.now().getTime();
+      const made = await postSigned(deps, url, endpoint.secret, messageId, body, now);
+      const ended = deps.clock.now().getTime();
+      ticket.finish(made.status === undefined ? "unanswered" : "answered", ended - started, ended);
+      return made;
+    };
     const attributes = { "job.id": job.id, "webhook.attempt": event.attempt + 1 };
     const current = (previous ?? Promise.resolve())
       .catch(() => {})
-      .then(() => deps.tracer.span("webhook.deliver", attributes, () => send(job, endpoint.secret, url, messageId, event)));
+      .then(() => deps.tracer.span("webhook.deliver", attributes, () => send(job, url, messageId, event, post)))
+      .finally(() => ticket.finish("none", 0, deps.clock.now().getTime())); // a no-op unless send ended without a request
     inFlight.set(messageId, current);
-    try {
-      await current;
-    } finally {
+    const settled = current.finally(() => {
       if (inFlight.get(messageId) === current) inFlight.delete(messageId);
-    }
+    });
+    if (await within(settled, HOLD_MS)) return settled;
+    // Still waiting for its answer: free the bus's slot, and leave a check behind in case this process dies first.
+    await deps.bus.publish<WebhookAttemptDue>(
+      TOPICS.webhookDelivery, job.id, { jobId: job.id, attempt: event.attempt, check: true }, { delayMs: webhookCheckDelayMs(settings.webhookTimeoutMs) },
+    );
+    const background = settled.catch((error: unknown) =>
+      deps.logger.warn({ job_id: job.id, account_id: job.accountId, message_id: messageId, err: error }, "a handed-off webhook attempt failed; its check event makes it again"),
+    );
+    handedOff.add(background);
+    void background.finally(() => handedOff.delete(background));
   }
 
-  async function send(job: Job, secret: string, url: string, messageId: string, event: WebhookAttemptDue): Promise<void> {
+  async function send(
+    job: Job, url: string, messageId: string, event: WebhookAttemptDue,
+    post: (now: Date, body: string) => Promise<DeliveryAttempt>,
+  ): Promise<void> {
     const record = await deps.deliveries.get(messageId);
     if (record && record.state !== "pending") return;
     if (record && record.attempts.length > event.attempt) return; // a duplicate of an attempt already made
     const now = deps.clock.now();
     const body = jobWebhookBody(deps, job, now);
-    const attempt = await postSigned(deps, url, secret, messageId, body, now);
+    const attempt = await post(now, body);
     const subject = { jobId: job.id, accountId: job.accountId };
     if (succeeded(attempt)) {
       // Final first: if anything below fails and the event comes again, it finds the delivery done.
@@ -95,5 +162,20 @@ export function createWebhookDispatcher(deps: CoreDeps) {
   return {
     onJobFinished: (event: JobFinished) => attempt({ jobId: event.jobId, attempt: 0 }),
     onAttemptDue: attempt,
+    /** Waits for handed-off requests (each bounded by the webhook timeout), at most `graceMs`; their check events cover the rest. */
+    async stop(graceMs: number): Promise<void> {
+      await within(Promise.allSettled([...handedOff]), graceMs);
+    },
   };
+}
+
+/** True when the promise settled within ms (its failure is the caller's to read). */
+async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, ms))));
+  try {
+    return await Promise.race([promise.then(() => true, () => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
