@@ -1,3 +1,4 @@
+import { createServer } from "node:http";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { PrometheusMetrics } from "../../adapters/observability/prometheus-metrics.js";
 import { GatewayLogController, observeRequests, requestIdOf } from "./edge/observe-requests.js";
@@ -104,17 +105,22 @@ export async function buildGateway(clients: CoreClients, options: GatewayOptions
     forceCloseConnections: true,
     return503OnClosing: true,
     bodyLimit: edge.maxBodyBytes,
-    connectionTimeout: edge.idleTimeoutMs,
-    keepAliveTimeout: edge.keepAliveTimeoutMs,
-    requestTimeout: edge.requestTimeoutMs,
-    http: { headersTimeout: headersTimeoutMs, requestTimeout: edge.requestTimeoutMs, connectionsCheckingInterval: checkingIntervalMs(headersTimeoutMs) },
+    // The server Fastify would make, with each connection's requests handed over at most MAX_PIPELINED_REQUESTS at once.
+    serverFactory: (handler) => {
+      const server = createServer(
+        { headersTimeout: headersTimeoutMs, requestTimeout: edge.requestTimeoutMs, connectionsCheckingInterval: checkingIntervalMs(headersTimeoutMs) },
+        limitPipelining(edge.maxPipelinedRequests, handler),
+      );
+      server.keepAliveTimeout = edge.keepAliveTimeoutMs;
+      server.setTimeout(edge.idleTimeoutMs);
+      return server;
+    },
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors,
     clientErrorHandler,
     trustProxy: typeof options.trustProxy === "object" ? [...options.trustProxy] : (options.trustProxy ?? false),
   });
   limitConnections(app.server, edge, app.log);
-  limitPipelining(app.server, edge.maxPipelinedRequests);
   observeRequests(app, options.metrics, options.tracing);
 
   // `Expect: 100-continue`: the client is told to send its body only once the route's checks passed (preParsing

@@ -1,4 +1,4 @@
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 
 type RequestListener = (request: IncomingMessage, response: ServerResponse) => void;
@@ -16,8 +16,7 @@ class Pipeline {
   constructor(
     private readonly socket: Socket,
     private readonly depth: number,
-    private readonly handlers: readonly RequestListener[],
-    private readonly server: Server,
+    private readonly handler: RequestListener,
   ) {
     // Node resumes a paused socket on its own (on 'drain', when a request body is read): held, it is paused again.
     socket.on("resume", () => {
@@ -51,7 +50,7 @@ class Pipeline {
   private start(request: IncomingMessage, response: ServerResponse): void {
     this.active.set(response, []);
     response.once("close", () => this.end(response));
-    for (const handler of this.handlers) handler.call(this.server, request, response);
+    this.handler(request, response);
   }
 
   private end(response: ServerResponse): void {
@@ -80,20 +79,19 @@ const pipelines = new WeakMap<Socket, Pipeline>();
  * requests, not thousands of answers. (Node itself stops reading a
  * connection whose writes are not being drained, but only when a request
  * arrives after the answers were written: a single read of pipelined
- * requests is parsed whole first.)
+ * requests is parsed whole first.) Returns the server's request listener,
+ * wrapping the app's `handler`.
  */
-export function limitPipelining(server: Server, depth: number): void {
-  const handlers = server.listeners("request") as RequestListener[];
-  server.removeAllListeners("request");
-  server.on("request", (request: IncomingMessage, response: ServerResponse) => {
+export function limitPipelining(depth: number, handler: RequestListener): RequestListener {
+  return (request, response) => {
     const socket = request.socket;
     let pipeline = pipelines.get(socket);
     if (!pipeline) {
-      pipeline = new Pipeline(socket, depth, handlers, server);
+      pipeline = new Pipeline(socket, depth, handler);
       pipelines.set(socket, pipeline);
     }
     pipeline.arrive(request, response);
-  });
+  };
 }
 
 /**
