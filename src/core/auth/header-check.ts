@@ -3,11 +3,13 @@ import type { GenerationService } from "../../../gen/generation/v1/generation_se
 import type { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { RecentValues } from "../../shared/recent-values.js";
+import { createContextValues } from "@connectrpc/connect";
 import type { ApiKeyStore } from "../../ports/api-key-store.js";
 import { rpc } from "../errors/rpc-errors.js";
 import { requireAdmin } from "./admin-auth.js";
 import { hashSecret, presentedKey } from "./api-key-auth.js";
 import { authenticateOwner, ownerOfSession, presentedSession } from "./owner-auth.js";
+import { CLIENT_ADDRESS, type CredentialGuard } from "./credential-guard.js";
 
 /**
  * What a call needs before its body is worth reading: an API key, the
@@ -23,8 +25,11 @@ export type Credential = "api_key" | "admin" | "owner";
  * would (401 in the surface's shape). The handler still authenticates the
  * call itself: this check only decides whether the body is read, so a key
  * revoked a moment ago may pass it (for at most `ttlMs`) and is refused there.
+ * `client` is the caller's address as the edge's connection shows it (see
+ * CredentialGuard): over its budget of failures, the call is refused 429
+ * before its credential is looked at.
  */
-export type HeaderCheck = (headers: Headers, needs: Credential) => Promise<void>;
+export type HeaderCheck = (headers: Headers, needs: Credential, client: string | undefined) => Promise<void>;
 
 /** Remembers keys found valid for `ttlMs`, so a busy client costs one key lookup per interval, not one per call. */
 function rememberValid(ttlMs: number) {
@@ -41,9 +46,9 @@ function rememberValid(ttlMs: number) {
 }
 
 /** The check beside the core: the key store itself. */
-export function localHeaderCheck(keys: ApiKeyStore, adminToken: string, sessionSecret: Buffer, ttlMs = 5_000): HeaderCheck {
+export function localHeaderCheck(keys: ApiKeyStore, adminToken: string, sessionSecret: Buffer, guard: CredentialGuard, ttlMs = 5_000): HeaderCheck {
   const remembered = rememberValid(ttlMs);
-  return (headers, needs) =>
+  return (headers, needs, client) => guard.check(client, headers, () =>
     rpc(async () => {
       if (needs === "admin") return requireAdmin(headers, adminToken, sessionSecret, new Date());
       if (needs === "owner") return void (await authenticateOwner(headers, keys, sessionSecret, new Date()));
@@ -60,31 +65,35 @@ export function localHeaderCheck(keys: ApiKeyStore, adminToken: string, sessionS
       const record = await keys.findBySecretHash(hash);
       if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
       remembered.add(hash, now);
-    });
+    }));
 }
 
 /**
  * A gateway in front of a remote core: the admin token and the session secret
  * are configuration; a key is asked of the core (GetBalance needs only a valid
- * key), an owner too (GetAccount needs only the owner).
+ * key), an owner too (GetAccount needs only the owner). The core counts the
+ * failures of what it is asked (the client travels with the call); the admin
+ * token, checked here, counts in this gateway's own `guard`.
  */
 export function remoteHeaderCheck(
-  generation: Client<typeof GenerationService>, account: Client<typeof AccountService>, adminToken: string, sessionSecret: Buffer, ttlMs = 5_000,
+  generation: Client<typeof GenerationService>, account: Client<typeof AccountService>, adminToken: string, sessionSecret: Buffer,
+  guard: CredentialGuard, ttlMs = 5_000,
 ): HeaderCheck {
   const remembered = rememberValid(ttlMs);
-  return async (headers, needs) => {
-    if (needs === "admin") return rpc(async () => requireAdmin(headers, adminToken, sessionSecret, new Date()));
-    if (needs === "owner") return void (await account.getAccount({}, { headers }));
+  return async (headers, needs, client) => {
+    if (needs === "admin") return guard.check(client, headers, () => rpc(async () => requireAdmin(headers, adminToken, sessionSecret, new Date())));
+    const options = { headers, contextValues: createContextValues().set(CLIENT_ADDRESS, client) };
+    if (needs === "owner") return void (await account.getAccount({}, options));
     const secret = presentedKey(headers);
     if (!secret) {
       // A panel session is checked by the core, which knows whether its owner token still stands.
-      if (headers.has("x-panel-session")) return void (await generation.getBalance({}, { headers }));
+      if (headers.has("x-panel-session")) return void (await generation.getBalance({}, options));
       return rpc(async () => { throw new DomainError("unauthenticated", "missing_api_key", "an API key is required"); });
     }
     const hash = hashSecret(secret);
     const now = Date.now();
     if (remembered.has(hash, now)) return;
-    await generation.getBalance({}, { headers });
+    await generation.getBalance({}, options);
     remembered.add(hash, now);
   };
 }
