@@ -12,6 +12,7 @@ describe("failed credentials per client (the limiter's state)", () => {
     assert.equal(failures.refusedFor("10.0.0.1", 3), 60);
     assert.equal(failures.refusedFor("10.0.0.1", 59_500), 1);
     assert.equal(failures.refusedFor("10.0.0.2", 3), undefined);
+    assert.equal(failures.holds("10.0.0.2"), false, "a client that never failed is not held");
     assert.equal(failures.refusedFor("10.0.0.1", 60_000), undefined);
   });
 

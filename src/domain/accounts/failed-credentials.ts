@@ -29,6 +29,11 @@ export class FailedCredentials {
 
   constructor(private readonly budget: FailureBudget) {}
 
+  /** Whether any failure of `client` is remembered (a map lookup: callers skip reading the clock when not). */
+  holds(client: string): boolean {
+    return this.windows.has(client);
+  }
+
   /** Seconds until `client` may try again (at least 1), or undefined when it may try now. */
   refusedFor(client: string, now: number): number | undefined {
     const window = this.windows.get(client);
