@@ -85,6 +85,10 @@ describe("credential guessing from one client address (AUTH_FAILURE_LIMIT, AUTH_
     assert.equal(vendor.status, 429);
     assert.equal(vendor.json.error.status, "RESOURCE_EXHAUSTED");
     assert.ok(Number(vendor.retryAfter) >= 1);
+    const connect = await request(service, "POST", "/generation.v1.GenerationService/GetBalance", { authorization: `Bearer ${customer.apiKey}` }, "{}");
+    assert.equal(connect.status, 429);
+    assert.equal(connect.json.code, "resource_exhausted");
+    assert.ok(Number(connect.retryAfter) >= 1);
     const rpc = await rpcError(unary(adminRpc, "ListPrices", {}, bearer(ADMIN_TOKEN)));
     assert.equal(rpc.code, grpc.status.RESOURCE_EXHAUSTED);
     assert.equal(errorDetailOf(rpc).details[0]?.reason, "too_many_failed_credentials");
