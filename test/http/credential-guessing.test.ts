@@ -10,6 +10,7 @@ import { ADMIN_TOKEN, createCustomer, eventually, jsonOrUndefined, startTestServ
 import { bearer, errorDetailOf, grpcAddress, loadGrpcPackage, rpcError, unary } from "../support/rpc-helpers.js";
 import { spawnServiceChild } from "../support/service-child.js";
 import { connectH2, rawCall } from "../edge/edge-helpers.js";
+import { ownerToken, rpc, signIn } from "../support/panel-helpers.js";
 
 /** Linux routes all of 127/8 to lo: a request from here is another client address to the service. */
 const OTHER_CLIENT = "127.0.0.2";
@@ -89,10 +90,10 @@ describe("credential guessing from one client address (AUTH_FAILURE_LIMIT, AUTH_
     assert.equal(connect.status, 429);
     assert.equal(connect.json.code, "resource_exhausted");
     assert.ok(Number(connect.retryAfter) >= 1);
-    const rpc = await rpcError(unary(adminRpc, "ListPrices", {}, bearer(ADMIN_TOKEN)));
-    assert.equal(rpc.code, grpc.status.RESOURCE_EXHAUSTED);
-    assert.equal(errorDetailOf(rpc).details[0]?.reason, "too_many_failed_credentials");
-    assert.ok(errorDetailOf(rpc).details[0]!.retryAfterSeconds >= 1);
+    const overGrpc = await rpcError(unary(adminRpc, "ListPrices", {}, bearer(ADMIN_TOKEN)));
+    assert.equal(overGrpc.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.equal(errorDetailOf(overGrpc).details[0]?.reason, "too_many_failed_credentials");
+    assert.ok(errorDetailOf(overGrpc).details[0]!.retryAfterSeconds >= 1);
   });
 
   it("when another address makes calls meanwhile, then it is unaffected: its right credentials pass and its wrong ones are 401", async () => {
@@ -111,6 +112,26 @@ describe("credential guessing from one client address (AUTH_FAILURE_LIMIT, AUTH_
     } finally {
       await limited.close();
     }
+  });
+});
+
+describe("refusals that are no guess", () => {
+  let service: TestService;
+  before(async () => {
+    service = await startTestService({ AUTH_FAILURE_LIMIT: "2", AUTH_FAILURE_WINDOW: "1h" });
+  });
+  after(async () => service?.close());
+
+  it("when a panel session that was valid is refused (its owner token revoked), then its calls are 401 and count nothing", async () => {
+    const customer = await createCustomer(service);
+    const { token, id } = await ownerToken(service, customer.accountId);
+    const owner = await signIn(service, token);
+    assert.equal((await request(service, "DELETE", `/admin/v1/keys/${id}`, asAdmin(ADMIN_TOKEN))).status, 200);
+    for (let i = 0; i < 4; i++) {
+      const refused = await rpc(service, "AccountService/GetAccount", {}, { cookie: owner.cookie, "x-csrf-token": owner.csrf });
+      assert.equal(refused.status, 401);
+    }
+    assert.equal((await request(service, "GET", "/admin/v1/prices", asAdmin(ADMIN_TOKEN))).status, 200);
   });
 });
 

@@ -1,6 +1,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextKey, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { FailedCredentials, type FailureBudget } from "../../domain/accounts/failed-credentials.js";
+import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import type { Clock } from "../../ports/clock.js";
 import { SteppedStream } from "../../shared/stream-step.js";
@@ -18,8 +19,15 @@ const CREDENTIAL_HEADERS = ["authorization", "x-vendor-api-key", "x-panel-sessio
 
 const presentsCredential = (headers: Headers) => CREDENTIAL_HEADERS.some((name) => headers.has(name));
 
-const isUnauthenticated = (error: unknown) =>
-  error instanceof DomainError ? error.category === "unauthenticated" : error instanceof ConnectError && error.code === Code.Unauthenticated;
+/** Refusals of a credential that was once valid (a signed session that expired or whose owner token was revoked): no guess. */
+const ONCE_VALID = new Set(["session_expired", "session_revoked"]);
+
+/** Whether `error` refused a credential as wrong (401), from the core itself or from a remote core's answer. */
+function isWrongCredential(error: unknown): boolean {
+  if (error instanceof DomainError) return error.category === "unauthenticated" && !ONCE_VALID.has(error.reason);
+  if (!(error instanceof ConnectError) || error.code !== Code.Unauthenticated) return false;
+  return !ONCE_VALID.has(error.findDetails(ErrorDetailSchema)[0]?.reason ?? "");
+}
 
 /**
  * The one place every credential check passes through (admin token, panel
@@ -29,7 +37,7 @@ const isUnauthenticated = (error: unknown) =>
  * too_many_failed_credentials (RESOURCE_EXHAUSTED) with Retry-After until
  * the window ends, before its credential is looked at, so a right guess then
  * gains nothing. A call that presents no credential is no guess and counts
- * nothing; neither does a success.
+ * nothing; neither does a success, nor a session that was valid once.
  */
 export class CredentialGuard {
   private readonly failures: FailedCredentials;
@@ -64,7 +72,7 @@ export class CredentialGuard {
 
   /** Counts `error` against `client` when it refused a credential the call presented. */
   noteFailure(client: string | undefined, headers: Headers, error: unknown): void {
-    if (client !== undefined && isUnauthenticated(error) && presentsCredential(headers)) {
+    if (client !== undefined && isWrongCredential(error) && presentsCredential(headers)) {
       this.failures.failed(client, this.clock.now().getTime());
     }
   }
