@@ -29,7 +29,7 @@ if (!dirA || !dirB || !["get", "post", "streams-1", "streams-64"].includes(load 
   console.error("usage: tsx bench/ab.ts <checkout A> <checkout B> get|post|streams-1|streams-64 [rounds] [seconds]");
   process.exit(2);
 }
-const ADMIN_TOKEN = "bench-admin-token";
+const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
 const CLOCK_TICKS = 100;
 const rounds = Number(roundsText);
 const seconds = Number(secondsText);

@@ -32,7 +32,7 @@ function startChild(kind: string, env: Record<string, string>): Promise<{ url: s
 
 const upstream = await startChild("upstream", { BENCH_UPSTREAM_GAP_MS: concurrency === 1 ? "2" : "25" });
 const service = await startService(loadConfig({
-  ...process.env, HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", ADMIN_TOKEN: "t", DATA_DIR: mkdtempSync(join(os.tmpdir(), "alloc-")),
+  ...process.env, HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", ADMIN_TOKEN: "alloc-profile-admin-token-0123456789", DATA_DIR: mkdtempSync(join(os.tmpdir(), "alloc-")),
   SIMULATED_LATENCY_MS: "0", LOG_LEVEL: "warn", VENDOR_BASE_URL: upstream.url, VENDOR_API_KEY: "k",
 }));
 const admin = { authorization: "Bearer t", "content-type": "application/json" };

@@ -45,7 +45,7 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const THIS_FILE = fileURLToPath(import.meta.url);
-const ADMIN_TOKEN = "bench-admin-token";
+const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
 const MB150 = 150 * 1024 * 1024;
 
 const CONNECTIONS = Number(process.env.ATTACK_CONNECTIONS ?? 4000);

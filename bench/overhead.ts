@@ -46,7 +46,7 @@ const RENDER_JOBS = Number(process.env.BENCH_RENDER_JOBS ?? 400);
 const PROFILE_INTERVAL_US = Number(process.env.BENCH_PROFILE_INTERVAL_US ?? 1000);
 const ONLY = new Set((process.env.BENCH_ONLY ?? "rest,grpc,streams,memory,render").split(",").map((s) => s.trim()));
 const PROFILE_DIR = process.env.BENCH_PROFILE;
-const ADMIN_TOKEN = "bench-admin-token";
+const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
 const IMAGE_MODEL = "aimodel-2.5-flash-image";
 const TEXT_MODEL = "aimodel-3.5-flash";
 const GENERATION_BODY = JSON.stringify({ model: IMAGE_MODEL, prompt: "a lighthouse at dusk, oil painting" });

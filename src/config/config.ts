@@ -11,6 +11,7 @@ import type { WorkerOptions } from "../core/workers/generation-worker.js";
 import type { WebhookFairness } from "../core/workers/webhook-dispatcher.js";
 import type { TracingSettings } from "../adapters/observability/tracing.js";
 import { DEFAULT_LIMITS, KIB, MIB, type ValidationLimits } from "../domain/validation/limits.js";
+import type { FailureBudget } from "../domain/accounts/failed-credentials.js";
 
 /** The whole configuration, read from the environment once at boot. Nothing else reads process.env. */
 export interface Config {
@@ -20,6 +21,8 @@ export interface Config {
   readonly adminToken: string;
   /** True when ADMIN_TOKEN was not set and a random one was made for this run. */
   readonly adminTokenGenerated: boolean;
+  /** AUTH_FAILURE_LIMIT per AUTH_FAILURE_WINDOW: wrong credentials a client address may present before it is refused 429. */
+  readonly authFailures: FailureBudget;
   readonly publicBaseUrl: string | undefined;
   /**
    * TRUST_PROXY: the proxies in front of PORT whose X-Forwarded-Proto/-For/-Host are believed (Fastify's trustProxy):
@@ -285,6 +288,22 @@ function flag(env: NodeJS.ProcessEnv, name: string): boolean {
   throw new Error(`${name} must be true or false (got "${raw}")`);
 }
 
+/** An admin token shorter than this is guessable at the rates a client reaches (ALLOW_WEAK_ADMIN_TOKEN waives it for development). */
+export const MIN_ADMIN_TOKEN_LENGTH = 32;
+
+/** ADMIN_TOKEN, or a random one for this run (36 characters, 144 random bits). */
+function adminTokenOf(env: NodeJS.ProcessEnv): string {
+  const given = env.ADMIN_TOKEN;
+  if (!given) return `adm_${randomBytes(24).toString("base64url")}`;
+  if (given.length < MIN_ADMIN_TOKEN_LENGTH && !flag(env, "ALLOW_WEAK_ADMIN_TOKEN")) {
+    throw new Error(
+      `ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (got ${given.length}); make one with \`openssl rand -hex 32\`` +
+      ", or set ALLOW_WEAK_ADMIN_TOKEN=true for development",
+    );
+  }
+  return given;
+}
+
 /** VENDOR_BASE_URL + VENDOR_API_KEY: every model to one upstream; ROUTES_FILE: the full table. */
 function loadRoutes(env: NodeJS.ProcessEnv, maxInputImages: number): Route[] | undefined {
   const timeoutMs = parseDuration(env.UPSTREAM_TIMEOUT || "120s");
@@ -342,7 +361,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.DATA_DIR || "data");
   const pricesFile = env.PRICES_FILE || DEFAULT_PRICES;
   const prices = parsePriceTable(JSON.parse(readFileSync(pricesFile, "utf8")) as Record<string, ModelPricesText>);
-  const adminToken = env.ADMIN_TOKEN || `adm_${randomBytes(18).toString("base64url")}`;
+  const adminToken = adminTokenOf(env);
   const cassandraPoints = list(env.CASSANDRA_CONTACT_POINTS);
   const kafkaBrokers = list(env.KAFKA_BROKERS);
   const processRoles = roles(env.ROLE);
@@ -359,6 +378,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     grpcPort: integer(env, "GRPC_PORT", 8081),
     adminToken,
     adminTokenGenerated: !env.ADMIN_TOKEN,
+    authFailures: {
+      limit: integer(env, "AUTH_FAILURE_LIMIT", 20, 1),
+      windowMs: Math.max(1, parseDuration(env.AUTH_FAILURE_WINDOW || "1m")),
+      maxClients: 100_000,
+    },
     publicBaseUrl: env.PUBLIC_BASE_URL?.replace(/\/+$/, "") || undefined,
     trustProxy: trustProxy(env),
     allowPrivateUrls: flag(env, "ALLOW_PRIVATE_URLS"),

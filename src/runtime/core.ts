@@ -22,6 +22,8 @@ import { TOPICS, type Subscription } from "../ports/event-bus.js";
 import { createInProcessClient } from "../transport/rpc/in-process-client.js";
 import type { CoreClients } from "./core-clients.js";
 import { localHeaderCheck, type HeaderCheck } from "../core/auth/header-check.js";
+import { CLIENT_ADDRESS, CredentialGuard, guardCredentials } from "../core/auth/credential-guard.js";
+import { FORWARDED_CLIENT_HEADER, forwardedClient } from "../transport/client-address.js";
 import { createInlineStaging, type InlineStaging } from "../core/jobs/inline-staging.js";
 import { instrumentService } from "../transport/rpc/instrumented-service.js";
 import { injectTraceContext } from "../adapters/observability/tracing.js";
@@ -51,6 +53,9 @@ export interface Core {
   stopConsumers(graceMs: number): Promise<void>;
 }
 
+/** Methods that check no credential (ListModels is public): a client over its budget of failures may still call them. */
+const OPEN_METHODS: ReadonlySet<object> = new Set([GenerationService.method.listModels]);
+
 /**
  * `ownsStoreSince`: set when this process is the only user of its store (the
  * embedded default), so work left unfinished before it started is recovered at once.
@@ -76,15 +81,18 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
     },
   };
   const announcer = createAnnouncer(deps.bus, deps.logger);
+  // One count of failed credentials per client for the process: the edges' checks and the handlers' (AUTH_FAILURE_*).
+  const guard = new CredentialGuard(config.authFailures, deps.clock);
   // Counted and timed (rpc_server_*) and traced however they are called: over the core port or in-process.
   const observed = <S extends DescService>(service: S, implementation: ServiceImpl<S>) =>
-    instrumentService(service, implementation, observability.metrics.rpc, observability.tracing);
+    instrumentService(service, guardCredentials(service, implementation, guard, OPEN_METHODS), observability.metrics.rpc, observability.tracing);
   const services = {
     generation: observed(GenerationService, createGenerationService(deps, announcer.announce)),
     text: observed(TextService, createTextService(deps)),
     admin: observed(AdminService, createAdminService(deps)),
     account: observed(AccountService, createAccountService(deps)),
-    files: observed(FileService, createFileService(deps)),
+    // Its calls carry a signed link, no credential of a caller.
+    files: instrumentService(FileService, createFileService(deps), observability.metrics.rpc, observability.tracing),
   };
   const clients: CoreClients = {
     generation: createInProcessClient(GenerationService, services.generation),
@@ -101,7 +109,7 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
     deps,
     services,
     clients,
-    headerCheck: localHeaderCheck(deps),
+    headerCheck: localHeaderCheck(deps, guard),
     staging: createInlineStaging(deps.blobs, config.limits),
     async startConsumers(roles, log) {
       if (roles.has("worker")) {
@@ -135,6 +143,13 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
   };
 }
 
+/** Each call to a remote core names its caller's client, signed (forwardedClient): the core counts failed credentials by it. */
+const nameClient = (secret: Buffer): Interceptor => (next) => (request) => {
+  const client = request.contextValues.get(CLIENT_ADDRESS);
+  if (client !== undefined) request.header.set(FORWARDED_CLIENT_HEADER, forwardedClient(client, secret));
+  return next(request);
+};
+
 /** Each call to a remote core carries the current trace context (traceparent), so the core's spans join the request's trace. */
 const carryTrace: Interceptor = (next) => (request) => {
   for (const [name, value] of Object.entries(injectTraceContext({}))) request.header.set(name, value);
@@ -142,8 +157,8 @@ const carryTrace: Interceptor = (next) => (request) => {
 };
 
 /** Clients of a core in another process, over Connect on HTTP/2. */
-export function remoteCoreClients(baseUrl: string): CoreClients {
-  const transport = createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [carryTrace] });
+export function remoteCoreClients(baseUrl: string, secret: Buffer): CoreClients {
+  const transport = createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [carryTrace, nameClient(secret)] });
   return {
     generation: createClient(GenerationService, transport),
     text: createClient(TextService, transport),

@@ -5,6 +5,8 @@ import type { Config } from "../config/config.js";
 import { Readiness } from "../core/health/readiness.js";
 import type { HeaderCheck } from "../core/auth/header-check.js";
 import { remoteHeaderCheck } from "../core/auth/header-check.js";
+import { CredentialGuard } from "../core/auth/credential-guard.js";
+import { systemClock } from "../ports/clock.js";
 import { generationBodyBytes } from "../transport/http/edge/body-guard.js";
 import { buildGateway } from "../transport/http/gateway.js";
 import { BodyBudget, UploadSlots } from "../transport/upload-slots.js";
@@ -141,7 +143,7 @@ export async function launchService(config: Config, options: LaunchOptions = {})
       readiness,
       edge: config.edge,
       generationBodyBytes: generationBodyBytes(config.limits, config.edge),
-      headerCheck: (headers, needs) => headerCheck!(headers, needs),
+      headerCheck: (headers, needs, client) => headerCheck!(headers, needs, client),
       limits: config.limits,
       // Beside the core, large requests' inline images are staged into its blob store while they arrive.
       staging: () => core?.staging,
@@ -199,8 +201,10 @@ export async function launchService(config: Config, options: LaunchOptions = {})
       httpUrl, grpcUrl, core, backends: backends?.description, readiness, edge: { uploadSlots, bodyBudget }, metrics, metricsUrl, close,
     });
     if (config.coreUrl) {
-      clients = remoteCoreClients(config.coreUrl);
-      headerCheck = remoteHeaderCheck(clients.generation, clients.account, config.adminToken, config.urlSigningSecret);
+      clients = remoteCoreClients(config.coreUrl, config.urlSigningSecret);
+      // The core counts what it is asked; the admin token, checked here, counts in this gateway.
+      const guard = new CredentialGuard(config.authFailures, systemClock);
+      headerCheck = remoteHeaderCheck(clients.generation, clients.account, config.adminToken, config.urlSigningSecret, guard);
       readiness.markStarted();
       return running();
     }

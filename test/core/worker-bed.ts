@@ -39,7 +39,7 @@ export interface WorkerBed {
 export async function openWorkerBed(store: EmbeddedStore): Promise<WorkerBed> {
   const dataDir = await mkdtemp(join(tmpdir(), `worker-bed-${store}-`));
   const config = loadConfig({
-    HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", ADMIN_TOKEN: "worker-bed-admin", DATA_DIR: dataDir, LOG_LEVEL: "silent",
+    HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", ADMIN_TOKEN: "worker-bed-admin-token-0123456789abcdef", DATA_DIR: dataDir, LOG_LEVEL: "silent",
     EMBEDDED_STORE: store, SIMULATED_LATENCY_MS: "0", SIMULATED_RENDER_THREADS: "0",
   });
   const log = captureLog("info");

@@ -15,7 +15,14 @@ import { givePooledKeyspaceBack, takePooledKeyspace } from "./keyspace-pool.js";
 // Only under the test runner (which sets NODE_TEST_CONTEXT in a file's process): the benchmarks import this module too.
 if (process.env.NODE_TEST_CONTEXT) watchExit();
 
-export const ADMIN_TOKEN = "test-admin-token";
+/** As long as a real one must be (ADMIN_TOKEN: 32 characters or more). */
+export const ADMIN_TOKEN = "test-admin-token-0123456789abcdef";
+
+/**
+ * AUTH_FAILURE_LIMIT of test services: tests send wrong credentials on purpose, all from 127.0.0.1, so the budget of
+ * failed credential checks is set out of their way; test/http/credential-guessing.test.ts tests the budget itself.
+ */
+export const TESTS_AUTH_FAILURE_LIMIT = "1000000";
 
 /**
  * The backend every behavioural test runs against: "embedded" (the default:
@@ -63,6 +70,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     PORT: "0",
     GRPC_PORT: "0",
     ADMIN_TOKEN,
+    AUTH_FAILURE_LIMIT: TESTS_AUTH_FAILURE_LIMIT,
     DATA_DIR: dataDir,
     SIMULATED_LATENCY_MS: "30",
     // TEST_LOG=1 shows the service's own logs when a test needs explaining.

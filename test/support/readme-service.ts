@@ -12,7 +12,7 @@ import { readerEnvironment, readmeBlock, readReadme, ROOT, runBlockOk } from "./
 
 /**
  * The service as the README starts it: its `start-service` block
- * (`ADMIN_TOKEN=change-me npm start`), run exactly as written, in bash, from
+ * (`ADMIN_TOKEN=change-me-to-a-long-random-secret npm start`), run exactly as written, in bash, from
  * the repository root, in the background as its own process group, on the
  * ports the README names (8080 for REST, 8081 for gRPC). The only additions
  * are variables the command does not mention: DATA_DIR (a temporary

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { buildState } from "../../infra/build-state.mjs";
-import { ADMIN_TOKEN } from "./harness.js";
+import { ADMIN_TOKEN, TESTS_AUTH_FAILURE_LIMIT } from "./harness.js";
 import { REPO_ROOT } from "./repo.js";
 
 const ROOT = REPO_ROOT;
@@ -41,7 +41,7 @@ for (const [signal, code] of [["SIGTERM", 143], ["SIGINT", 130]] as const) {
 export function spawnServiceChild(env: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, serviceArgs(), {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", ADMIN_TOKEN, LOG_LEVEL: "warn", DRAIN_DELAY: "0ms", ...env },
+    env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", ADMIN_TOKEN, AUTH_FAILURE_LIMIT: TESTS_AUTH_FAILURE_LIMIT, LOG_LEVEL: "warn", DRAIN_DELAY: "0ms", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   children.add(child);

@@ -3,6 +3,8 @@ import { UPSTREAM_TIME } from "../../core/text/upstream-time.js";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { SIGNAL_SOURCE, type SignalSource } from "../rpc/light-context.js";
 import { CALL_TIMING, timingOf, type RequestTiming } from "./request-timing.js";
+import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
+import { clientOfSocket } from "../client-address.js";
 
 /** `upstream;dur=<ms>` in a Server-Timing value. */
 const UPSTREAM_DURATION = /(?:^|,)\s*upstream;dur=([0-9.]+)/;
@@ -28,13 +30,16 @@ class RequestCall implements CallOptions, SignalSource {
   private controller: AbortController | undefined;
   readonly [SIGNAL_SOURCE]: SignalSource = this;
   readonly [CALL_TIMING]: RequestTiming | undefined;
+  /** The request's own (staged images, the provider's time), with its client address: the core counts failed credentials by it. */
+  readonly contextValues: ContextValues;
 
   constructor(
     private readonly reply: FastifyReply,
     readonly headers: Headers,
-    readonly contextValues?: ContextValues,
+    contextValues?: ContextValues,
   ) {
     this[CALL_TIMING] = timingOf(reply.request);
+    this.contextValues = callerValues(reply.request, contextValues);
   }
 
   /**
@@ -63,6 +68,11 @@ class RequestCall implements CallOptions, SignalSource {
     }
     return this.controller.signal;
   }
+}
+
+/** `values` (new ones when not given) with the request's client address: its connection's, never a header's. */
+export function callerValues(request: FastifyRequest, values: ContextValues = createContextValues()): ContextValues {
+  return values.set(CLIENT_ADDRESS, clientOfSocket(request.raw.socket));
 }
 
 /** Call options for a request's core calls (see RequestCall): `headers`, and `contextValues` when given. */

@@ -16,6 +16,8 @@ import { methodPolicies, type MethodPolicy } from "../rpc/method-policy.js";
 import { malformedMessage } from "../rpc/refusals.js";
 import { inspectParseFailure, protocolOf } from "../rpc/wire-protocol.js";
 import { httpErrorOf } from "./connect-errors.js";
+import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
+import { clientOfSocket } from "../client-address.js";
 import { lingerUntilDiscarded } from "./edge/body-guard.js";
 import {
   answerThroughHandler, credentialsOf, refusing, RpcAdmission, withBody, type RpcAdmissionSettings,
@@ -47,12 +49,13 @@ type Forward = (request: unknown, options: CallOptions) => unknown;
 
 /**
  * What a forwarded call takes along to the core: the caller's credentials
- * (nothing else of its headers), its abort signal (the client went away, or
+ * (nothing else of its headers) and client address, its abort signal (the client went away, or
  * its deadline passed) and what is left of its deadline.
  */
 function callOptions(context: HandlerContext): CallOptions {
   const timeoutMs = context.timeoutMs();
-  return { headers: credentialsOf(context.requestHeader), signal: context.signal, ...(timeoutMs === undefined ? {} : { timeoutMs }) };
+  const contextValues = createContextValues().set(CLIENT_ADDRESS, context.values.get(CLIENT_ADDRESS));
+  return { headers: credentialsOf(context.requestHeader), signal: context.signal, contextValues, ...(timeoutMs === undefined ? {} : { timeoutMs }) };
 }
 
 /**
@@ -181,7 +184,8 @@ export function connectRoutes(core: CoreClients, options: ConnectRoutesOptions) 
     });
 
     await scope.register(fastifyConnectPlugin, {
-      contextValues: (request) => createContextValues().set(ADMISSION, admissions.get(request)),
+      contextValues: (request) =>
+        createContextValues().set(ADMISSION, admissions.get(request)).set(CLIENT_ADDRESS, clientOfSocket(request.raw.socket)),
       routes: (router: ConnectRouter) => {
         for (const [service, clientOf] of FORWARDED) {
           const implementation = forwarding(service, () => clientOf(core), scope.log);

@@ -1,4 +1,4 @@
-import { constants, type Http2ServerRequest } from "node:http2";
+import { constants, type Http2ServerRequest, type Http2Session } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
@@ -16,6 +16,8 @@ export interface UploadSlotsLike {
 export interface CallGuardSettings {
   readonly readiness: Readiness;
   readonly headerCheck: HeaderCheck;
+  /** The client a call counts against (failed credentials): its connection's address, or the one its gateway signed for. */
+  readonly callerOf: (session: Http2Session | undefined, headers: Headers) => string | undefined;
   /** HTTP_REQUEST_TIMEOUT: the whole request message must have arrived within this (the response may take longer). */
   readonly requestTimeoutMs: number;
   /** LARGE_UPLOAD_BYTES: a message above this takes an upload slot until it has been read whole (the request's end). */
@@ -92,12 +94,12 @@ const methodNameOf = (policy: MethodPolicy) => `${policy.service.typeName}/${pol
  * is missing or wrong.
  */
 export async function headerRefusal(
-  policy: MethodPolicy, settings: Pick<CallGuardSettings, "readiness" | "headerCheck" | "log">, headers: Headers,
+  policy: MethodPolicy, settings: Pick<CallGuardSettings, "readiness" | "headerCheck" | "log">, headers: Headers, client: string | undefined,
 ): Promise<ConnectError | undefined> {
   if (!policy.servedWhileNotReady && !settings.readiness.current.serving) return notServing(settings.readiness);
   if (policy.credential === undefined) return undefined;
   try {
-    await settings.headerCheck(headers, policy.credential);
+    await settings.headerCheck(headers, policy.credential, client);
     return undefined;
   } catch (error) {
     if (error instanceof ConnectError) return error;
@@ -233,8 +235,8 @@ export class GuardedCall {
   }
 
   /** The refusal owed before any byte of the body is read, if any. */
-  async refusalBeforeBody(headers: Headers): Promise<ConnectError | undefined> {
-    const refusal = await headerRefusal(this.policy, this.settings, headers);
+  async refusalBeforeBody(headers: Headers, client: string | undefined): Promise<ConnectError | undefined> {
+    const refusal = await headerRefusal(this.policy, this.settings, headers, client);
     if (refusal) return refusal;
     if (this.timedOut) return requestTimedOut(this.settings.requestTimeoutMs);
     const length = Number(headers.get("content-length") ?? NaN);

@@ -1,5 +1,6 @@
 import { constants, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
+import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { GuardedCall, type CallGuardSettings } from "./call-guard.js";
@@ -52,8 +53,11 @@ export function createEdgeHandler(
       return;
     }
     const call = new GuardedCall(req, policy, protocol, settings);
-    const request = universalRequestFromNodeRequest(req, res, undefined, undefined);
-    const refusal = await call.refusalBeforeBody(request.header);
+    const values = createContextValues();
+    const request = universalRequestFromNodeRequest(req, res, undefined, values);
+    const client = settings.callerOf(req.stream.session, request.header);
+    values.set(CLIENT_ADDRESS, client);
+    const refusal = await call.refusalBeforeBody(request.header, client);
     let response = await handler(refusal ? withoutLength(request, refusing(refusal)) : { ...request, body: call.body() });
     const inspected = await inspectParseFailure(response, protocol);
     response = inspected.parseFailure

@@ -4,6 +4,7 @@ import { Code, ConnectError, createContextValues, type HandlerContext } from "@c
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import * as grpc from "@grpc/grpc-js";
 import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/text/upstream-time.js";
+import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
 import { serverTiming } from "../server-timing.js";
 import { settleFailure, wireError } from "./call-failures.js";
 import { EnvelopeSizes, headerRefusal, MessageHolds, type CallGuardSettings } from "./call-guard.js";
@@ -45,7 +46,9 @@ function statusOf(error: ConnectError, timing?: string): grpc.StatusObject {
 const HEADERS: unique symbol = Symbol("headers");
 /** When the call's metadata arrived (performance.now()): its Server-Timing counts from there. */
 const ARRIVED: unique symbol = Symbol("arrived");
-type WithHeaders = grpc.Metadata & { [HEADERS]?: Headers; [ARRIVED]?: number };
+/** The client the call counts against (CallGuardSettings.callerOf). */
+const CLIENT: unique symbol = Symbol("client");
+type WithHeaders = grpc.Metadata & { [HEADERS]?: Headers; [ARRIVED]?: number; [CLIENT]?: string };
 
 /** A call's metadata as the Headers a Connect handler reads (binary values are left out: no handler reads one). */
 function headersOf(metadata: grpc.Metadata): Headers {
@@ -135,7 +138,7 @@ export class GrpcJsUnaryCalls {
       const context = new LightHandlerContext(
         service, method, "grpc", aborter, metadata[HEADERS] ?? headersOf(call.metadata),
         () => (deadline instanceof Date || Number.isFinite(deadline) ? Math.max(0, Number(deadline) - Date.now()) : undefined),
-        upstream && createContextValues().set(UPSTREAM_TIME, upstream),
+        contextValuesOf(upstream, metadata[CLIENT]),
       );
       let answer: Promise<unknown>;
       try {
@@ -159,6 +162,13 @@ export class GrpcJsUnaryCalls {
       );
     };
   }
+}
+
+/** The call's context values: its client, and where the provider's time goes for a text call; none made when neither is there. */
+function contextValuesOf(upstream: UpstreamTime | undefined, client: string | undefined) {
+  if (!upstream && client === undefined) return undefined;
+  const values = createContextValues().set(CLIENT_ADDRESS, client);
+  return upstream ? values.set(UPSTREAM_TIME, upstream) : values;
 }
 
 function metadataOf(headers: Headers): grpc.Metadata {
@@ -254,7 +264,9 @@ class StreamGuard {
             const headers = headersOf(metadata);
             (metadata as WithHeaders)[HEADERS] = headers;
             (metadata as WithHeaders)[ARRIVED] = this.arrived;
-            headerRefusal(this.policy, this.settings, headers).then(
+            const client = this.settings.callerOf(this.stream.session, headers);
+            (metadata as WithHeaders)[CLIENT] = client;
+            headerRefusal(this.policy, this.settings, headers, client).then(
               (refusal) => {
                 if (refusal) this.refuse(refusal);
                 else if (!this.refused) pass(metadata);

@@ -17,6 +17,7 @@ import type { Readiness } from "../../core/health/readiness.js";
 import { DEFAULT_LIMITS, MIB, type ValidationLimits } from "../../domain/validation/limits.js";
 import type { Core } from "../../runtime/core.js";
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
+import { clientOfCall } from "../client-address.js";
 import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/text/upstream-time.js";
 import { SteppedStream } from "../../shared/stream-step.js";
 import { serverTiming } from "../server-timing.js";
@@ -215,6 +216,7 @@ export async function listenRpc(
   const guardSettings = {
     readiness,
     headerCheck: core.headerCheck,
+    callerOf: (session: http2.Http2Session | undefined, headers: Headers) => clientOfCall(session, headers, core.deps.settingsOf.urlSigningSecret),
     requestTimeoutMs: edge.requestTimeoutMs,
     largeUploadBytes: edge.largeUploadBytes,
     uploads: options.uploads ?? new UploadSlots(edge.maxConcurrentLargeUploads),

@@ -10,13 +10,14 @@ import { balanceJson, ledgerEntryJson, parseBody, usageJson } from "../json-mapp
 import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "../schemas/money.js";
 import { statementRequest, usageRequest, type StatementQueryText, type UsageQueryText } from "./money-routes.js";
 import { GatewayError } from "../gateway-error.js";
+import { callerValues } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { ADMIN_SCHEMAS as S } from "../schemas/admin.js";
 
 const adminCall = (request: FastifyRequest) => {
   const headers = new Headers();
   if (request.headers.authorization) headers.set("authorization", request.headers.authorization);
-  return { headers };
+  return { headers, contextValues: callerValues(request) };
 };
 
 /** A body's fields, as its route schema let them through (types checked there; null means "not set"). */
