@@ -34,7 +34,7 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const SERVICE_ROOT = process.env.BENCH_SERVICE_ROOT ?? ROOT;
-const ADMIN_TOKEN = "bench-admin-token";
+const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
 const ATTACK_JOBS = Number(process.env.ATTACK_JOBS ?? 3000);
 const VICTIMS = Number(process.env.VICTIMS ?? 6);
 const VICTIM_EVERY_S = Number(process.env.VICTIM_EVERY_S ?? 10);

@@ -177,23 +177,23 @@ describe("panel sessions and a changed ADMIN_TOKEN", () => {
   });
 
   it("when the service restarts with a different ADMIN_TOKEN on the same DATA_DIR, then an operator session issued before is refused and opens no account; with the same token it goes on", async () => {
-    const first = await restart("first-admin-token");
-    const operator = await signIn(first, "first-admin-token");
+    const first = await restart("first-admin-token-0123456789abcdef");
+    const operator = await signIn(first, "first-admin-token-0123456789abcdef");
 
-    const same = await restart("first-admin-token");
+    const same = await restart("first-admin-token-0123456789abcdef");
     const kept = await replay(same, operator, "operator");
     assert.equal(kept.status, 200, `a restart alone ends no session: ${kept.text}`);
 
-    const changed = await restart("second-admin-token");
+    const changed = await restart("second-admin-token-0123456789abcdef");
     const replayed = await replay(changed, operator, "operator");
     assert.equal(replayed.status, 401, replayed.text);
     assert.equal(reasonOf(replayed.json), "session_revoked");
     const read = await fetch(`${changed.url}/panel/session`, { headers: { cookie: operator.cookie } });
     assert.equal(read.status, 401, "the old session is not handed its CSRF token either");
-    const listed = await fetch(`${changed.url}/admin/v1/panel-sessions`, { headers: { authorization: "Bearer second-admin-token" } });
+    const listed = await fetch(`${changed.url}/admin/v1/panel-sessions`, { headers: { authorization: "Bearer second-admin-token-0123456789abcdef" } });
     assert.equal(listed.status, 200);
     assert.deepEqual(((await listed.json()) as any).sessions, [], "the old token's operator session is not open");
-    const operatorNow = await signIn(changed, "second-admin-token");
+    const operatorNow = await signIn(changed, "second-admin-token-0123456789abcdef");
     assert.equal((await replay(changed, operatorNow, "operator")).status, 200, "the new token signs in as before");
   });
 });
