@@ -24,7 +24,8 @@ import { acceptJob, type Announce } from "../jobs/accept-job.js";
 import { inlineImageDigest, STAGED_IMAGES } from "../jobs/inline-staging.js";
 import { requireAvailable } from "../jobs/availability.js";
 import { idempotent } from "../jobs/idempotent.js";
-import { abandonIntent } from "../money/holds.js";
+import { abandonIntent, refusalError } from "../money/holds.js";
+import { replayAdmission } from "../../domain/accounts/key-limits.js";
 import { staleBefore } from "../jobs/stale.js";
 import { jobView, STATUS_TO_PROTO } from "../jobs/job-view.js";
 import { balanceView } from "./balance-view.js";
@@ -54,12 +55,18 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
 
   /**
    * Shared by both creation RPCs. Order: key (401), model (422), grant (403),
-   * pause (503), then the full rules (400/422), then money (402).
+   * pause (503), then the full rules (400/422), then money (402). A replay of
+   * an Idempotency-Key passes the same key, model, grant and pause checks, and
+   * the key's spend limits must cover the job's price (replayAdmission).
    */
   async function create(
     caller: Caller, operation: string, request: object, key: string, modelId: string,
     validate: (limits: ValidationLimits) => GenerationSpec,
   ) {
+    // Before the key is looked at: a replay is answered only to a caller who may make the request.
+    const model = requireKnownModel(modelId);
+    requireGrant(caller, model);
+    await requireAvailable(deps.settings, model, settings.retryAfterSeconds);
     const outcome = await idempotent(
       deps.idempotency,
       deps,
@@ -70,9 +77,6 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
       {
         newResponse: () => ({ jobId: randomUUID() }),
         accept: async (pending) => {
-          const model = requireKnownModel(modelId);
-          requireGrant(caller, model);
-          await requireAvailable(deps.settings, model, settings.retryAfterSeconds);
           // The route chosen now decides the input-image limit and is where the job goes first.
           const plan = await deps.provider.planRoute(model);
           const spec = validate({ ...settings.limits, maxInputImages: plan.maxInputImages });
@@ -85,9 +89,17 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
         },
       },
     );
+    if (outcome.replayed) await requireReplayAdmitted(caller, outcome.response.jobId);
     // A 202 means stored: on disk before it is sent.
     await deps.durability.flush();
     return outcome;
+  }
+
+  /** A replay to a key whose spend limits could never have reserved the job is refused as a new request would be. */
+  async function requireReplayAdmitted(caller: Caller, jobId: string) {
+    const job = await deps.jobs.get(jobId);
+    const refusal = job && replayAdmission(caller.limits, job.reserved);
+    if (refusal) throw refusalError({ key: refusal }, job.reserved);
   }
 
   /**
