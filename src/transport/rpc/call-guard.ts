@@ -5,8 +5,8 @@ import type { Readiness } from "../../core/health/readiness.js";
 import type { BodyBudget, BodyHold, ReleaseSlot } from "../upload-slots.js";
 import type { DebugLog } from "./connection-guard.js";
 import type { MethodPolicy } from "./method-policy.js";
-import { bodyMemoryFull, edgeFailure, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
-import { isEnveloped, type WireProtocol } from "./wire-protocol.js";
+import { bodyMemoryFull, edgeFailure, invalidMessageFlags, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
+import { envelopeFlagsAllowed, isEnveloped, messageEncodingHeader, type WireProtocol } from "./wire-protocol.js";
 
 /** The per-process large-upload slots (src/transport/upload-slots.ts), as the edge uses them. */
 export interface UploadSlotsLike {
@@ -84,6 +84,9 @@ class BodyReader {
   }
 }
 
+/** One value of a request header (Node gives a list for a repeated one: the first counts). */
+export const headerValue = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
+
 const methodNameOf = (policy: MethodPolicy) => `${policy.service.typeName}/${policy.method.name}`;
 
 /**
@@ -150,7 +153,7 @@ export class MessageHolds {
 /**
  * Reads the 5-byte length prefixes of a stream of enveloped messages (gRPC,
  * gRPC-Web, Connect streaming) as its chunks pass: `onMessage` hears each
- * message's size before a byte of it (it may throw to refuse it), `onDone` its end.
+ * message's size and flags before a byte of it (it may throw to refuse it), `onDone` its end.
  */
 export class EnvelopeSizes {
   private readonly header = Buffer.alloc(ENVELOPE_HEADER_BYTES);
@@ -158,7 +161,7 @@ export class EnvelopeSizes {
   private payloadLeft = 0;
 
   constructor(
-    private readonly onMessage: (size: number) => void,
+    private readonly onMessage: (size: number, flags: number) => void,
     private readonly onDone: () => void,
   ) {}
 
@@ -179,7 +182,7 @@ export class EnvelopeSizes {
       if (this.headerFilled === ENVELOPE_HEADER_BYTES) {
         this.payloadLeft = this.header.readUInt32BE(1);
         this.headerFilled = 0;
-        this.onMessage(this.payloadLeft);
+        this.onMessage(this.payloadLeft, this.header[0]!);
         if (this.payloadLeft === 0) this.onDone();
       }
     }
@@ -273,7 +276,11 @@ export class GuardedCall {
     const messageDone = () => {
       if (this.clientStreams) this.bodyRead();
     };
-    const envelopes = new EnvelopeSizes((size) => this.admit(size, size), messageDone);
+    const encoding = headerValue(this.request.headers[messageEncodingHeader(this.protocol)]);
+    const envelopes = new EnvelopeSizes((size, flags) => {
+      if (!envelopeFlagsAllowed(flags, encoding)) throw invalidMessageFlags(flags, encoding);
+      this.admit(size, size);
+    }, messageDone);
     let total = 0;
     for (let chunk = await reader.read(); chunk !== undefined; chunk = await reader.read()) {
       if (!enveloped) {

@@ -6,10 +6,11 @@ import * as grpc from "@grpc/grpc-js";
 import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/text/upstream-time.js";
 import { serverTiming } from "../server-timing.js";
 import { settleFailure, wireError } from "./call-failures.js";
-import { EnvelopeSizes, headerRefusal, MessageHolds, type CallGuardSettings } from "./call-guard.js";
+import { EnvelopeSizes, headerRefusal, headerValue, MessageHolds, type CallGuardSettings } from "./call-guard.js";
 import type { MethodPolicy } from "./method-policy.js";
 import { LazyAbort, LightHandlerContext } from "./light-context.js";
-import { edgeFailure, malformedMessage, requestTimedOut } from "./refusals.js";
+import { edgeFailure, invalidMessageFlags, malformedMessage, requestTimedOut, unaryMessageCount } from "./refusals.js";
+import { envelopeFlagsAllowed } from "./wire-protocol.js";
 
 type UnaryImpl = (request: unknown, context: HandlerContext) => unknown;
 
@@ -110,7 +111,7 @@ export class GrpcJsUnaryCalls {
 
   /** Serves one gRPC stream of a unary method (the caller has told its protocol and found its policy). */
   serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, policy: MethodPolicy): void {
-    const guard = new StreamGuard(stream, policy, this.settings);
+    const guard = new StreamGuard(stream, headerValue(headers["grpc-encoding"]), policy, this.settings);
     this.handleStream.call(this.server, [guard.interceptor], stream, headers);
   }
 
@@ -199,18 +200,22 @@ class StreamGuard {
   readonly arrived = performance.now();
   private call: grpc.ServerInterceptingCallInterface | undefined;
   private refused = false;
+  /** Request messages passed on to grpc-js: a unary call takes exactly one. */
+  private messages = 0;
   private readonly holds: MessageHolds;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
+    encoding: string | undefined,
     private readonly policy: MethodPolicy,
     private readonly settings: CallGuardSettings,
   ) {
     this.holds = new MessageHolds(policy, settings);
     const envelopes = new EnvelopeSizes(
-      (size) => {
-        const refusal = this.holds.admitOrRefuse(size, size);
+      (size, flags) => {
+        // grpc-js would read a message flagged compressed with no encoding (or flagged 0x80) as uncompressed.
+        const refusal = envelopeFlagsAllowed(flags, encoding) ? this.holds.admitOrRefuse(size, size) : invalidMessageFlags(flags, encoding);
         if (refusal) this.refuse(refusal);
       },
       () => {},
@@ -265,11 +270,16 @@ class StreamGuard {
               },
             );
           },
+          // grpc-js's own answers to a unary call with two messages or none name a "server streaming method".
           onReceiveMessage: (message, pass) => {
-            if (!this.refused) pass(message);
+            if (this.refused) return;
+            if (++this.messages > 1) this.refuse(unaryMessageCount(this.policy, "received a second request message"));
+            else pass(message);
           },
           onReceiveHalfClose: (pass) => {
-            if (!this.refused) pass();
+            if (this.refused) return;
+            if (this.messages === 0) this.refuse(unaryMessageCount(this.policy, "received no request message"));
+            else pass();
           },
         }),
     });
