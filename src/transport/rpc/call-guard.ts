@@ -1,4 +1,5 @@
-import { constants, type Http2ServerRequest } from "node:http2";
+import { constants, type Http2ServerRequest, type ServerHttp2Stream } from "node:http2";
+import type { AnswerDelivery } from "../../core/jobs/answer-delivery.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
@@ -86,6 +87,17 @@ class BodyReader {
 
 /** One value of a request header (Node gives a list for a repeated one: the first counts). */
 export const headerValue = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
+
+/** Undelivered: the stream closed (a reset, the connection gone) before the answer was written whole. */
+export function streamDelivery(stream: ServerHttp2Stream): AnswerDelivery {
+  return {
+    onUndelivered(undelivered) {
+      if (stream.writableFinished) return;
+      if (stream.closed || stream.destroyed) undelivered();
+      else stream.once("close", () => stream.writableFinished || undelivered());
+    },
+  };
+}
 
 const methodNameOf = (policy: MethodPolicy) => `${policy.service.typeName}/${policy.method.name}`;
 

@@ -1,11 +1,12 @@
 import { constants, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
+import { ANSWER_DELIVERY } from "../../core/jobs/answer-delivery.js";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
-import { GuardedCall, type CallGuardSettings } from "./call-guard.js";
+import { GuardedCall, streamDelivery, type CallGuardSettings } from "./call-guard.js";
 import type { DebugLog } from "./connection-guard.js";
 import type { GrpcJsUnaryCalls } from "./grpc-js-unary.js";
-import type { MethodPolicy } from "./method-policy.js";
+import { ANSWER_WATCHED, type MethodPolicy } from "./method-policy.js";
 import { malformedMessage } from "./refusals.js";
 import { answerUnknownMethod, inspectParseFailure, protocolOf } from "./wire-protocol.js";
 
@@ -52,7 +53,8 @@ export function createEdgeHandler(
       return;
     }
     const call = new GuardedCall(req, policy, protocol, settings);
-    const request = universalRequestFromNodeRequest(req, res, undefined, undefined);
+    const values = ANSWER_WATCHED.has(policy.method) ? createContextValues().set(ANSWER_DELIVERY, streamDelivery(req.stream)) : undefined;
+    const request = universalRequestFromNodeRequest(req, res, undefined, values);
     const refusal = await call.refusalBeforeBody(request.header);
     let response = await handler(refusal ? withoutLength(request, refusing(refusal)) : { ...request, body: call.body() });
     const inspected = await inspectParseFailure(response, protocol);

@@ -6,11 +6,13 @@ import * as grpc from "@grpc/grpc-js";
 import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/text/upstream-time.js";
 import { serverTiming } from "../server-timing.js";
 import { settleFailure, wireError } from "./call-failures.js";
-import { EnvelopeSizes, headerRefusal, headerValue, MessageHolds, type CallGuardSettings } from "./call-guard.js";
+import { EnvelopeSizes, headerRefusal, headerValue, MessageHolds, streamDelivery, type CallGuardSettings } from "./call-guard.js";
 import type { MethodPolicy } from "./method-policy.js";
 import { LazyAbort, LightHandlerContext } from "./light-context.js";
 import { edgeFailure, invalidMessageFlags, malformedMessage, requestTimedOut, unaryMessageCount } from "./refusals.js";
 import { envelopeFlagsAllowed } from "./wire-protocol.js";
+import { ANSWER_DELIVERY, type AnswerDelivery } from "../../core/jobs/answer-delivery.js";
+import { ANSWER_WATCHED } from "./method-policy.js";
 
 type UnaryImpl = (request: unknown, context: HandlerContext) => unknown;
 
@@ -46,7 +48,9 @@ function statusOf(error: ConnectError, timing?: string): grpc.StatusObject {
 const HEADERS: unique symbol = Symbol("headers");
 /** When the call's metadata arrived (performance.now()): its Server-Timing counts from there. */
 const ARRIVED: unique symbol = Symbol("arrived");
-type WithHeaders = grpc.Metadata & { [HEADERS]?: Headers; [ARRIVED]?: number };
+/** Whether the call's answer was written whole (its stream's, told to the core for creations: ANSWER_DELIVERY). */
+const DELIVERY: unique symbol = Symbol("delivery");
+type WithHeaders = grpc.Metadata & { [HEADERS]?: Headers; [ARRIVED]?: number; [DELIVERY]?: AnswerDelivery };
 
 /** A call's metadata as the Headers a Connect handler reads (binary values are left out: no handler reads one). */
 function headersOf(metadata: grpc.Metadata): Headers {
@@ -118,6 +122,7 @@ export class GrpcJsUnaryCalls {
   private unaryHandler(service: DescService, method: DescMethod, impl: UnaryImpl): grpc.handleUnaryCall<unknown, unknown> {
     const name = `${service.typeName}/${method.name}`;
     const providerCalled = PROVIDER_METHODS.has(method);
+    const answerWatched = ANSWER_WATCHED.has(method);
     return (call, callback) => {
       const metadata = call.metadata as WithHeaders;
       const arrived = metadata[ARRIVED] ?? performance.now();
@@ -133,10 +138,13 @@ export class GrpcJsUnaryCalls {
       // grpc-js also reports "cancelled" as the stream closes after the answer: only a call still running is aborted.
       call.once("cancelled", () => answered || aborter.abort(CANCELLED));
       const deadline = call.getDeadline();
+      let values = upstream && createContextValues().set(UPSTREAM_TIME, upstream);
+      const delivery = metadata[DELIVERY];
+      if (delivery && answerWatched) values = (values ?? createContextValues()).set(ANSWER_DELIVERY, delivery);
       const context = new LightHandlerContext(
         service, method, "grpc", aborter, metadata[HEADERS] ?? headersOf(call.metadata),
         () => (deadline instanceof Date || Number.isFinite(deadline) ? Math.max(0, Number(deadline) - Date.now()) : undefined),
-        upstream && createContextValues().set(UPSTREAM_TIME, upstream),
+        values,
       );
       let answer: Promise<unknown>;
       try {
@@ -212,6 +220,7 @@ class StreamGuard {
     private readonly settings: CallGuardSettings,
   ) {
     this.holds = new MessageHolds(policy, settings);
+    this.delivery = streamDelivery(stream);
     const envelopes = new EnvelopeSizes(
       (size, flags) => {
         // grpc-js would read a message flagged compressed with no encoding (or flagged 0x80) as uncompressed.
@@ -230,6 +239,9 @@ class StreamGuard {
     stream.once("end", () => this.bodyRead());
     stream.once("close", () => this.bodyRead());
   }
+
+  /** Whether the answer left whole: told to the core for creations. */
+  readonly delivery: AnswerDelivery;
 
   private bodyRead(): void {
     clearTimeout(this.timer);
@@ -259,6 +271,7 @@ class StreamGuard {
             const headers = headersOf(metadata);
             (metadata as WithHeaders)[HEADERS] = headers;
             (metadata as WithHeaders)[ARRIVED] = this.arrived;
+            (metadata as WithHeaders)[DELIVERY] = this.delivery;
             headerRefusal(this.policy, this.settings, headers).then(
               (refusal) => {
                 if (refusal) this.refuse(refusal);
