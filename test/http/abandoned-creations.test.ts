@@ -77,6 +77,20 @@ describe("creations whose answer never reached the client", () => {
     assert.equal(job?.status, "canceled");
   });
 
+  it("when a Connect client of the gateway port waiting for its job hangs up after it was accepted, then the job is canceled and nothing is charged", async () => {
+    const customer = await createCustomer(service, "10.00");
+    const payload = JSON.stringify({ model: IMAGE.model, prompt: `a slow one ${SIMULATOR_MARKERS.slow}`, aspectRatio: "1:1", waitSeconds: 30 });
+    const exchange = await openExchange(service.url, requestHead("POST", "/generation.v1.GenerationService/CreateGeneration", {
+      authorization: `Bearer ${customer.apiKey}`, "content-type": "application/json", "connect-protocol-version": "1",
+      "content-length": Buffer.byteLength(payload),
+    }));
+    exchange.socket.end(payload);
+    await eventually(() => jobsOf(customer), (jobs) => jobs.length === 1, { what: "the job to be accepted" });
+    exchange.socket.destroy();
+    const [job] = await assertNothingBilled(customer, "10.00");
+    assert.equal(job?.status, "canceled");
+  });
+
   it("when a REST client with an Idempotency-Key hangs up, then its job stays, is charged once, and a retry with the key finds it", async () => {
     const customer = await createCustomer(service, "10.00");
     const exchange = await postAndHangUp(customer, IMAGE, { "idempotency-key": "kept-after-hang-up" });
@@ -101,7 +115,7 @@ describe("creations whose answer never reached the client", () => {
       "content-type": "application/grpc", te: "trailers", authorization: `Bearer ${customer.apiKey}`,
     });
 
-    it("when 30 CreateGeneration calls are each reset right after their message, then no job they created is billed", async () => {
+    it("when 30 CreateGeneration calls are each reset right after their message, then nothing any of them created is billed", async () => {
       const customer = await createCustomer(service, "10.00");
       const session = connectH2(service.grpcUrl);
       try {
@@ -117,6 +131,8 @@ describe("creations whose answer never reached the client", () => {
       } finally {
         session.destroy();
       }
+      // On a quiet loopback the reset mostly arrives before the call is handled (no job at all); under load
+      // some are handled first, as the issue saw. Either way nothing is billed; the next test pins the handled case.
       await assertNothingBilled(customer, "10.00");
     });
 
