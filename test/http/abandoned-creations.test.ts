@@ -36,9 +36,9 @@ describe("creations whose answer never reached the client", () => {
     return listed.json.jobs as { job_id: string; status: string; error: string | null }[];
   };
 
-  /** Every job of the account canceled for client_gone, and the balance whole with nothing reserved. */
-  async function assertNothingBilled(customer: Customer, opening: string) {
-    const jobs = await eventually(() => jobsOf(customer), (list) => list.every((job) => job.status === "canceled"), {
+  /** Every job of the account (`created` of them, when given) canceled for client_gone, and the balance whole with nothing reserved. */
+  async function assertNothingBilled(customer: Customer, opening: string, created?: number) {
+    const jobs = await eventually(() => jobsOf(customer), (list) => (created === undefined || list.length === created) && list.every((job) => job.status === "canceled"), {
       timeoutMs: 20_000, what: "every abandoned job to be canceled",
     });
     for (const job of jobs) assert.equal(job.error, "client_gone", JSON.stringify(job));
@@ -51,21 +51,27 @@ describe("creations whose answer never reached the client", () => {
     return jobs;
   }
 
-  /** A whole POST /api/v1/generations on a raw socket, the socket destroyed right after the last byte. */
+  /** A whole POST /api/v1/generations on a raw socket, left open (a client's FIN also ends its answer in Node). */
   async function postAndHangUp(customer: Customer, body: object, headers: Record<string, string> = {}) {
     const payload = JSON.stringify(body);
     const exchange = await openExchange(service.url, requestHead("POST", "/api/v1/generations", {
       authorization: `Bearer ${customer.apiKey}`, "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...headers,
     }));
-    exchange.socket.end(payload);
+    exchange.socket.write(payload);
     return exchange;
   }
 
   it("when 20 REST clients hang up right after sending the body, then no job they created is billed and each says client_gone", async () => {
     const customer = await createCustomer(service, "10.00");
-    const exchanges = await Promise.all(Array.from({ length: 20 }, () => postAndHangUp(customer, IMAGE)));
+    // Each closes its side right after the body (FIN), then the socket is gone.
+    const exchanges = await Promise.all(Array.from({ length: 20 }, async () => {
+      const exchange = await postAndHangUp(customer, IMAGE);
+      exchange.socket.end();
+      return exchange;
+    }));
     for (const exchange of exchanges) exchange.socket.destroy();
-    await assertNothingBilled(customer, "10.00");
+    // The bodies arrived whole, so each was accepted (as the issue saw), and then canceled.
+    await assertNothingBilled(customer, "10.00", 20);
   });
 
   it("when a REST client waiting with Prefer: wait hangs up after its job was accepted, then the job is canceled and nothing is charged", async () => {
@@ -77,6 +83,15 @@ describe("creations whose answer never reached the client", () => {
     assert.equal(job?.status, "canceled");
   });
 
+  it("when a text job was already being generated as its waiting REST client hung up, then it is canceled and charged nothing", async () => {
+    const customer = await createCustomer(service, "10.00");
+    const exchange = await postAndHangUp(customer, { model: "aimodel-3.5-flash", prompt: `write a long story ${SIMULATOR_MARKERS.slow}` }, { prefer: "wait=30" });
+    await eventually(() => jobsOf(customer), (jobs) => jobs[0]?.status === "processing", { what: "a worker to take the job" });
+    exchange.socket.destroy();
+    const [job] = await assertNothingBilled(customer, "10.00");
+    assert.equal((job as unknown as { usage: { charged: string } }).usage.charged, "0.00");
+  });
+
   it("when a Connect client of the gateway port waiting for its job hangs up after it was accepted, then the job is canceled and nothing is charged", async () => {
     const customer = await createCustomer(service, "10.00");
     const payload = JSON.stringify({ model: IMAGE.model, prompt: `a slow one ${SIMULATOR_MARKERS.slow}`, aspectRatio: "1:1", waitSeconds: 30 });
@@ -84,7 +99,7 @@ describe("creations whose answer never reached the client", () => {
       authorization: `Bearer ${customer.apiKey}`, "content-type": "application/json", "connect-protocol-version": "1",
       "content-length": Buffer.byteLength(payload),
     }));
-    exchange.socket.end(payload);
+    exchange.socket.write(payload);
     await eventually(() => jobsOf(customer), (jobs) => jobs.length === 1, { what: "the job to be accepted" });
     exchange.socket.destroy();
     const [job] = await assertNothingBilled(customer, "10.00");
