@@ -71,8 +71,15 @@ export function invalidMessageFlags(flags: number, encoding: string | undefined)
     ? `the request message is flagged compressed but no message encoding is declared${encoding ? ` (${encoding})` : ""}`
     : `the request message's flags are 0x${flags.toString(16).padStart(2, "0")}; only 0 and 1 (compressed) are defined`;
   const detail = create(ErrorDetailSchema, { reason: "invalid_message_flags", httpStatus: 400, facts: { flags } });
-  return new ConnectError(why, Code.Internal, undefined, [{ desc: ErrorDetailSchema, value: detail }]);
+  const error = new ConnectError(why, Code.Internal, undefined, [{ desc: ErrorDetailSchema, value: detail }]);
+  CALLER_FAULTS.add(error);
+  return error;
 }
+
+/** INTERNAL answers that are the caller's fault (the protocol says INTERNAL), not crashes to log. */
+const CALLER_FAULTS = new WeakSet<ConnectError>();
+
+export const isCallerFault = (error: unknown) => error instanceof ConnectError && CALLER_FAULTS.has(error);
 
 /** UNIMPLEMENTED (as grpc-js and Connect answer it): a unary call sent two request messages, or none. */
 export function unaryMessageCount(policy: { readonly service: { readonly typeName: string }; readonly method: { readonly name: string } }, what: string): ConnectError {
