@@ -2,7 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import {
   admissionNeedsHolds, changeKeyLimits, countCharge, countReservation, keyAdmission, keyStanding, MAX_CONCURRENT_JOBS, MAX_RATE_PER_MINUTE, NO_SPENDING,
-  parseKeyLimits, spentThisMonth, spentToday, type KeySpending,
+  parseKeyLimits, replayAdmission, spentThisMonth, spentToday, type KeySpending,
 } from "../../src/domain/accounts/key-limits.js";
 import { DomainError } from "../../src/domain/errors/domain-error.js";
 
@@ -162,5 +162,18 @@ describe("key limits: what an operator may set", () => {
     );
     assert.deepEqual(changeKeyLimits(current, {}, new Set()), current);
     assert.throws(() => changeKeyLimits(current, { ratePerMinute: 0 }, new Set(["ratePerMinute"])), refused("rate_limit_per_minute", /got 0/));
+  });
+});
+
+describe("key limits: Idempotency-Key replays", () => {
+  it("when a spend limit is below the replayed job's price, then the replay is refused naming it; one that covers the price is admitted whatever was spent", () => {
+    assert.deepEqual(replayAdmission({ spendLimit: 0n }, 39n), { kind: "spend", limit: "spend_limit" });
+    assert.deepEqual(replayAdmission({ dailySpendLimit: 38n }, 39n), { kind: "spend", limit: "daily_spend_limit" });
+    assert.deepEqual(replayAdmission({ monthlySpendLimit: 38n }, 39n), { kind: "spend", limit: "monthly_spend_limit" });
+    assert.equal(replayAdmission({ spendLimit: 39n, dailySpendLimit: 39n, monthlySpendLimit: 39n }, 39n), undefined);
+  });
+
+  it("when a key has only rate or concurrency limits, then a replay is admitted (it reserves nothing)", () => {
+    assert.equal(replayAdmission({ ratePerMinute: 1, maxConcurrentJobs: 1 }, 39n), undefined);
   });
 });

@@ -6,6 +6,7 @@ import { checkGenerationSize, validateGenerationRequest } from "../../src/domain
 import { DEFAULT_LIMITS, KIB, MIB, type ValidationLimits } from "../../src/domain/validation/limits.js";
 import { checkPromptBytes, checkTextPromptBytes, promptByteLimit, promptLimitKind } from "../../src/domain/validation/prompt-size.js";
 import { validateTextRequest } from "../../src/domain/validation/text-request.js";
+import { checkTextLength, MAX_NAME_CHARACTERS } from "../../src/domain/validation/text-fields.js";
 import { checkVideoInteractionSize, validateVideoInteraction } from "../../src/domain/validation/video-interaction.js";
 
 const IMAGE = findModel("aimodel-3-pro-image")!;
@@ -116,5 +117,14 @@ describe("prompt limits", () => {
     const request = (text: string) => ({ model: "aimodel-omni-1.1-flash", contents: [{ role: "user", parts: [{ text }] }] });
     assert.equal(refusal(() => checkTextPromptBytes(request("a".repeat(13)), OMNI, LIMITS)), undefined);
     assert.equal(refusal(() => validateTextRequest(request("a".repeat(14)), LIMITS))?.facts.kind, "text");
+  });
+});
+
+describe("free-text field bounds", () => {
+  it("when a value has more characters than its bound, then it is 400 field_too_long naming the field; code points count, not UTF-16 units", () => {
+    assert.doesNotThrow(() => checkTextLength("name", "🚀".repeat(MAX_NAME_CHARACTERS), MAX_NAME_CHARACTERS));
+    assert.throws(() => checkTextLength("name", "n".repeat(MAX_NAME_CHARACTERS + 1), MAX_NAME_CHARACTERS), (error: unknown) =>
+      error instanceof DomainError && error.category === "bad_request" && error.reason === "field_too_long" && error.facts.field === "name" && error.facts.limit === MAX_NAME_CHARACTERS,
+    );
   });
 });

@@ -196,3 +196,77 @@ describe("Idempotency-Key expiry (IDEMPOTENCY_TTL=3s)", () => {
     await assertCharged(service, customer.apiKey, [first.json.job_id, later.json.job_id], "1.00", 2);
   });
 });
+
+describe("Idempotency-Key replays answer only a key that may make the request", () => {
+  let service: TestService;
+  before(async () => {
+    service = await startTestService();
+  });
+  after(() => service.close());
+
+  async function keyOf(accountId: string, fields: Record<string, unknown>): Promise<string> {
+    const created = await call(service, "POST", `/admin/v1/accounts/${accountId}/keys`, { admin: true, body: { models: ["*"], ...fields } });
+    assert.equal(created.status, 201, created.text);
+    return created.json.api_key as string;
+  }
+
+  async function assertNothingMoved(apiKey: string, jobId: string) {
+    const job = await finishedJob(service, apiKey, jobId);
+    assert.equal(job.status, "done");
+    const final = await checkedBalance(service, apiKey);
+    assert.equal(pico(final.reserved), 0n);
+    assert.equal(pico(final.balance), pico("1.00") - pico(PRICE), "only the original job was charged");
+  }
+
+  it("when another key of the same account with the grant sends the same key and body, then it gets the same job replayed (keys are scoped to the account)", async () => {
+    const customer = await createCustomer(service, "1.00");
+    const sibling = await keyOf(customer.accountId, {});
+    const key = randomUUID();
+    const first = await create(service, customer.apiKey, key);
+    assertFresh(first);
+    assertReplayOf(await create(service, sibling, key), first);
+    await assertCharged(service, customer.apiKey, [first.json.job_id], "1.00", 1);
+  });
+
+  it("when a key without a grant for the model replays another key's Idempotency-Key, then it gets 403 model_not_permitted, as a new request would", async () => {
+    const customer = await createCustomer(service, "1.00");
+    const ungranted = await keyOf(customer.accountId, { models: ["aimodel-2.5-flash-image"] });
+    const key = randomUUID();
+    const first = await create(service, customer.apiKey, key);
+    assertFresh(first);
+    const replay = await create(service, ungranted, key);
+    assert.equal(replay.status, 403, replay.text);
+    assert.equal(replay.json.error.code, "model_not_permitted");
+    assert.equal(replay.headers.get("idempotent-replayed"), null);
+    await assertNothingMoved(customer.apiKey, first.json.job_id);
+  });
+
+  it("when a key with a spend limit of 0 replays another key's Idempotency-Key, then it gets 402 key_spend_limit_exceeded, as a new request would", async () => {
+    const customer = await createCustomer(service, "1.00");
+    const limited = await keyOf(customer.accountId, { spend_limit: "0" });
+    const key = randomUUID();
+    const first = await create(service, customer.apiKey, key);
+    assertFresh(first);
+    const replay = await create(service, limited, key);
+    assert.equal(replay.status, 402, replay.text);
+    assert.equal(replay.json.error.code, "key_spend_limit_exceeded");
+    await assertNothingMoved(customer.apiKey, first.json.job_id);
+  });
+
+  it("when the model is paused, then a replay of its Idempotency-Key gets 503 model_paused, as a new request would, and the job again once unpaused", async () => {
+    const customer = await createCustomer(service, "1.00");
+    const key = randomUUID();
+    const first = await create(service, customer.apiKey, key);
+    assertFresh(first);
+    const pause = (paused: boolean) => call(service, "PUT", "/admin/v1/models/aimodel-3.1-flash-image/pause", { admin: true, body: { paused } });
+    assert.equal((await pause(true)).status, 200);
+    try {
+      const replay = await create(service, customer.apiKey, key);
+      assert.equal(replay.status, 503, replay.text);
+      assert.equal(replay.json.error.code, "model_paused");
+    } finally {
+      assert.equal((await pause(false)).status, 200);
+    }
+    assertReplayOf(await create(service, customer.apiKey, key), first);
+  });
+});

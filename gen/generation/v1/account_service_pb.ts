@@ -391,7 +391,8 @@ export const GetAccountWebhookResponseSchema: GenMessage<GetAccountWebhookRespon
  */
 export type SetAccountWebhookRequest = Message<"generation.v1.SetAccountWebhookRequest"> & {
   /**
-   * An http(s) URL; empty clears it.
+   * An http(s) URL, at most 2,048 characters (400 field_too_long past it);
+   * empty clears it.
    *
    * @generated from field: string url = 1;
    */

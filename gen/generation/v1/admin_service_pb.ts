@@ -29,7 +29,8 @@ export const file_generation_v1_admin_service: GenFile = /*@__PURE__*/
  */
 export type CreateAccountRequest = Message<"generation.v1.CreateAccountRequest"> & {
   /**
-   * Display name.
+   * Display name: at most 200 characters (Unicode code points; 400
+   * field_too_long past it).
    *
    * @generated from field: string name = 1;
    */
@@ -1018,7 +1019,8 @@ export type SetWebhookRequest = Message<"generation.v1.SetWebhookRequest"> & {
   accountId: string;
 
   /**
-   * http:// or https:// URL; empty removes the webhook.
+   * http:// or https:// URL, at most 2,048 characters (400 field_too_long
+   * past it); empty removes the webhook.
    *
    * @generated from field: string url = 2;
    */
@@ -1391,7 +1393,7 @@ export const ListRoutesResponseSchema: GenMessage<ListRoutesResponse> = /*@__PUR
  */
 export type SetRoutePausedRequest = Message<"generation.v1.SetRoutePausedRequest"> & {
   /**
-   * Route name.
+   * Route name: at most 200 characters (400 field_too_long past it).
    *
    * @generated from field: string name = 1;
    */

@@ -58,7 +58,8 @@ export type CreateGenerationRequest = Message<"generation.v1.CreateGenerationReq
   resolution?: string | undefined;
 
   /**
-   * Input images by URL (http:// or https://), fetched after acceptance.
+   * Input images by URL (http:// or https://, at most 2,048 characters
+   * each: 400 field_too_long past it), fetched after acceptance.
    * A URL that cannot be fetched fails the job with "missing_input_images".
    *
    * @generated from field: repeated string input_images_urls = 5;
@@ -74,7 +75,8 @@ export type CreateGenerationRequest = Message<"generation.v1.CreateGenerationReq
   inputImagesBase64: string[];
 
   /**
-   * Webhook for this job; overrides the account-wide webhook.
+   * Webhook for this job; overrides the account-wide webhook. At most 2,048
+   * characters (400 field_too_long past it).
    *
    * @generated from field: optional string callback_url = 7;
    */

@@ -1,4 +1,4 @@
-import { cancelJob, isTerminal } from "../../domain/jobs/job-state-machine.js";
+import { cancelJob, isTerminal, type CancelReason } from "../../domain/jobs/job-state-machine.js";
 import type { Job } from "../../domain/jobs/job.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import type { Clock } from "../../ports/clock.js";
@@ -82,5 +82,37 @@ export async function cancelOwnJob(ports: CancelPorts, jobId: string, options: C
     }
   } finally {
     follow.close();
+  }
+}
+
+/** Spec §7 rule 2: a creation whose 202 never reached its client is not billed. */
+export const CLIENT_GONE: CancelReason = {
+  error: "client_gone",
+  message: "the client went away before this job's acceptance was answered; nothing was charged",
+};
+
+/**
+ * Cancels a job whose acceptance could not be answered (the client went away
+ * first, and it sent no Idempotency-Key to find it by): canceled and its hold
+ * released whether it is queued or already being generated, charging nothing.
+ * The cancel is written first and the worker told after, so a worker's own
+ * outcome (and any charge for what it produced) fails its compare-and-set.
+ * A job already finished is left as it is. Safe to repeat.
+ */
+export async function cancelUnanswered(ports: CancelPorts, jobId: string): Promise<Job | undefined> {
+  for (;;) {
+    const job = await ports.jobs.get(jobId);
+    if (!job) return undefined;
+    if (isTerminal(job.status)) return job.status === "canceled" && !job.settled ? finishJob(ports, job) : job;
+    const canceled = cancelJob(job, ports.clock.now(), 0n, undefined, CLIENT_GONE);
+    const expected = job.status === "queued" ? { status: job.status } : { status: job.status, leaseOwner: job.leaseOwner };
+    if (!(await ports.jobs.transition(canceled, expected))) continue; // claimed or finished meanwhile: look again
+    observeEnd(ports, canceled);
+    if (job.status === "processing") {
+      await ports.feed.publish({ kind: "cancel", jobId }).catch((error: unknown) =>
+        ports.logger.warn({ job_id: jobId, err: error }, "the cancel signal was not sent; the worker's outcome fails its compare-and-set"),
+      );
+    }
+    return finishJob(ports, canceled);
   }
 }

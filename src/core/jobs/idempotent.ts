@@ -52,6 +52,9 @@ export class OutcomeUnknown extends DomainError {
 }
 
 const MAX_KEY_LENGTH = 255;
+
+/** An Idempotency-Key as sent, bare or as an RFC 8941 string; "" when none was sent. */
+export const bareKey = (key: string) => key.replace(/^"(.*)"$/, "$1");
 /** Rounds of resolving and re-reading a contested key before answering 409. */
 const MAX_ROUNDS = 4;
 
@@ -69,7 +72,7 @@ export async function idempotent(
   options: IdempotencyOptions,
   work: IdempotentWork,
 ): Promise<IdempotentOutcome> {
-  const key = options.key.replace(/^"(.*)"$/, "$1");
+  const key = bareKey(options.key);
   if (!key) return { response: await work.accept(work.newResponse()), replayed: false };
   if (key.length > MAX_KEY_LENGTH) {
     throw new DomainError("invalid", "invalid_idempotency_key", `Idempotency-Key may be at most ${MAX_KEY_LENGTH} characters`);

@@ -57,8 +57,9 @@ function makeView(stored: Job, settings: CoreSettings, now: Date): JobMessage {
             mimeType: job.result?.mimeType,
           }
         : undefined,
-    error: job.status === "failed" ? job.error : undefined,
-    errorMessage: job.status === "failed" ? job.errorMessage : undefined,
+    // A failed job's error; a canceled one's reason when it was not its owner's cancel (client_gone).
+    error: job.status === "failed" || job.status === "canceled" ? job.error : undefined,
+    errorMessage: job.status === "failed" || job.status === "canceled" ? job.errorMessage : undefined,
     usage: {
       promptTokenCount: isText ? (usage?.promptTokens ?? 0) : 0,
       candidatesTokenCount: isText ? output : 0,

@@ -1,3 +1,4 @@
+import { checkTextLength, MAX_NAME_CHARACTERS } from "../../domain/validation/text-fields.js";
 import { randomUUID } from "node:crypto";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
@@ -63,6 +64,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
   return {
     createAccount: (request, context) =>
       admin(context.requestHeader, async () => {
+        checkTextLength("name", request.name, MAX_NAME_CHARACTERS);
         const initial = request.balance === "" ? 0n : amount("balance", request.balance, { allowZero: true, max: MAX_OPENING_BALANCE });
         const accountId = `acct_${randomUUID().replaceAll("-", "")}`;
         await deps.ledger.createAccount(accountId, request.name, initial);
@@ -222,6 +224,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     setRoutePaused: (request, context) =>
       admin(context.requestHeader, async () => {
+        checkTextLength("name", request.name, MAX_NAME_CHARACTERS);
         if (!(await deps.provider.routes()).some((route) => route.name === request.name)) {
           throw new DomainError("not_found", "route_not_found", `no upstream route named "${request.name}"`);
         }

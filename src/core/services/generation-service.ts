@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { GenerationService, InputMode } from "../../../gen/generation/v1/generation_service_pb.js";
 import { JobStatus } from "../../../gen/generation/v1/job_pb.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
@@ -17,14 +17,16 @@ import type { ValidationLimits } from "../../domain/validation/limits.js";
 import { authenticate, requireGrant, type Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { rpc, toRpcError } from "../errors/rpc-errors.js";
-import { cancelOwnJob } from "../jobs/cancel-job.js";
+import { cancelOwnJob, cancelUnanswered } from "../jobs/cancel-job.js";
 import { waitForEnd, watchJob } from "../jobs/watch-job.js";
 import { checkWaitSeconds, seenUpTo } from "../../domain/jobs/job-events.js";
 import { acceptJob, type Announce } from "../jobs/accept-job.js";
 import { inlineImageDigest, STAGED_IMAGES } from "../jobs/inline-staging.js";
 import { requireAvailable } from "../jobs/availability.js";
-import { idempotent } from "../jobs/idempotent.js";
-import { abandonIntent } from "../money/holds.js";
+import { bareKey, idempotent } from "../jobs/idempotent.js";
+import { ANSWER_DELIVERY } from "../jobs/answer-delivery.js";
+import { abandonIntent, refusalError } from "../money/holds.js";
+import { replayAdmission } from "../../domain/accounts/key-limits.js";
 import { staleBefore } from "../jobs/stale.js";
 import { jobView, STATUS_TO_PROTO } from "../jobs/job-view.js";
 import { balanceView } from "./balance-view.js";
@@ -54,12 +56,18 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
 
   /**
    * Shared by both creation RPCs. Order: key (401), model (422), grant (403),
-   * pause (503), then the full rules (400/422), then money (402).
+   * pause (503), then the full rules (400/422), then money (402). A replay of
+   * an Idempotency-Key passes the same key, model, grant and pause checks, and
+   * the key's spend limits must cover the job's price (replayAdmission).
    */
   async function create(
     caller: Caller, operation: string, request: object, key: string, modelId: string,
     validate: (limits: ValidationLimits) => GenerationSpec,
   ) {
+    // Before the key is looked at: a replay is answered only to a caller who may make the request.
+    const model = requireKnownModel(modelId);
+    requireGrant(caller, model);
+    await requireAvailable(deps.settings, model, settings.retryAfterSeconds);
     const outcome = await idempotent(
       deps.idempotency,
       deps,
@@ -70,9 +78,6 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
       {
         newResponse: () => ({ jobId: randomUUID() }),
         accept: async (pending) => {
-          const model = requireKnownModel(modelId);
-          requireGrant(caller, model);
-          await requireAvailable(deps.settings, model, settings.retryAfterSeconds);
           // The route chosen now decides the input-image limit and is where the job goes first.
           const plan = await deps.provider.planRoute(model);
           const spec = validate({ ...settings.limits, maxInputImages: plan.maxInputImages });
@@ -85,9 +90,17 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
         },
       },
     );
+    if (outcome.replayed) await requireReplayAdmitted(caller, outcome.response.jobId);
     // A 202 means stored: on disk before it is sent.
     await deps.durability.flush();
     return outcome;
+  }
+
+  /** A replay to a key whose spend limits could never have reserved the job is refused as a new request would be. */
+  async function requireReplayAdmitted(caller: Caller, jobId: string) {
+    const job = await deps.jobs.get(jobId);
+    const refusal = job && replayAdmission(caller.limits, job.reserved);
+    if (refusal) throw refusalError({ key: refusal }, job.reserved);
   }
 
   /**
@@ -107,6 +120,33 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
       job: finished && jobView(finished, settings, deps.clock.now()),
     };
   };
+
+  /**
+   * Spec §7 rule 2 (nothing is billed for a request interrupted before a
+   * response): a job accepted without an Idempotency-Key whose answer does
+   * not reach its client (the call's signal aborts while the handler runs,
+   * or its transport reports the answer undelivered) is canceled, its hold
+   * released (cancelUnanswered): that client has no way to find it. With a
+   * key the job stays; the retry with the key finds it. Returns what to call
+   * once the handler is done (its signal no longer speaks for the answer).
+   */
+  function cancelIfUnanswered(context: HandlerContext, idempotencyKey: string, outcome: { response: { jobId: string }; replayed: boolean }) {
+    if (outcome.replayed || bareKey(idempotencyKey) !== "") return () => {};
+    const { jobId } = outcome.response;
+    let canceling = false;
+    const cancel = () => {
+      if (canceling) return;
+      canceling = true;
+      cancelUnanswered(deps, jobId).catch((error: unknown) =>
+        deps.logger.error({ job_id: jobId, err: error }, "a job whose acceptance was not answered could not be canceled; it runs and is billed"),
+      );
+    };
+    context.values.get(ANSWER_DELIVERY)?.onUndelivered(cancel);
+    const signal = context.signal;
+    if (signal.aborted) cancel();
+    else signal.addEventListener("abort", cancel, { once: true });
+    return () => signal.removeEventListener("abort", cancel);
+  }
 
   /** One of the caller's jobs, or 404: another account's job is indistinguishable from an unknown one. */
   async function ownJob(caller: Caller, jobId: string) {
@@ -146,7 +186,12 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
         const outcome = await create(caller, "generations", fingerprinted, idempotencyKey, request.model, (limits) =>
           validateGenerationRequest(input, limits),
         );
-        return accepted(caller, outcome, waitSeconds, context.signal);
+        const handled = cancelIfUnanswered(context, idempotencyKey, outcome);
+        try {
+          return await accepted(caller, outcome, waitSeconds, context.signal);
+        } finally {
+          handled();
+        }
       }),
 
     createVideoInteraction: (request, context) =>
@@ -161,7 +206,12 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
             parameters: { durationSeconds: request.parameters?.durationSeconds },
           }, limits),
         );
-        return accepted(caller, outcome, undefined, context.signal);
+        const handled = cancelIfUnanswered(context, idempotencyKey, outcome);
+        try {
+          return await accepted(caller, outcome, undefined, context.signal);
+        } finally {
+          handled();
+        }
       }),
 
     getJob: (request, context) =>

@@ -3,6 +3,7 @@ import { WebhookDeliveryState } from "../../../gen/generation/v1/webhook_pb.js";
 import { badRequest, DomainError, invalid } from "../../domain/errors/domain-error.js";
 import { isTerminal } from "../../domain/jobs/job-state-machine.js";
 import { isHttpUrl } from "../../domain/validation/urls.js";
+import { checkTextLength, MAX_URL_CHARACTERS } from "../../domain/validation/text-fields.js";
 import type { DeliveryRecord } from "../../ports/delivery-log.js";
 import type { WebhookEndpoint } from "../../ports/settings-store.js";
 import type { CoreDeps } from "../core-deps.js";
@@ -30,6 +31,7 @@ export async function accountWebhook(deps: WebhookDeps, accountId: string): Prom
 
 /** Sets (or, with "", clears) the URL; the secret stays. 422 invalid_url unless http(s). */
 export async function setWebhookUrl(deps: WebhookDeps, accountId: string, url: string): Promise<WebhookEndpoint> {
+  checkTextLength("url", url, MAX_URL_CHARACTERS);
   if (url !== "" && !isHttpUrl(url)) throw invalid("invalid_url", "url must be an http:// or https:// URL", { field: "url" });
   const endpoint = { url, secret: (await accountWebhook(deps, accountId)).secret };
   await deps.settings.setWebhook(accountId, endpoint);

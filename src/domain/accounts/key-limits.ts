@@ -102,6 +102,19 @@ export function keyAdmission(
   return undefined;
 }
 
+/**
+ * Whether a key may be answered an Idempotency-Key replay of a job priced
+ * `price`: a replay reserves nothing, so rate, concurrency and what the key
+ * spent do not apply, but a spend limit below the price is refused as a new
+ * request for it would be (a key could never have reserved it).
+ */
+export function replayAdmission(limits: KeyLimits, price: Money): KeyRefusal | undefined {
+  if (limits.spendLimit !== undefined && price > limits.spendLimit) return { kind: "spend", limit: "spend_limit" };
+  if (limits.dailySpendLimit !== undefined && price > limits.dailySpendLimit) return { kind: "spend", limit: "daily_spend_limit" };
+  if (limits.monthlySpendLimit !== undefined && price > limits.monthlySpendLimit) return { kind: "spend", limit: "monthly_spend_limit" };
+  return undefined;
+}
+
 /** A reservation was made: it counts in this minute's requests. */
 export function countReservation(spending: KeySpending, now: Date): KeySpending {
   const minute = minuteOf(now);

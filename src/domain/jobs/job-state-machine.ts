@@ -82,7 +82,13 @@ export function completeJob(job: Job, now: Date, result: JobResult, charged: Mon
  * under); 0 for a queued job and for an image or video job, which produced
  * no result. Never more than what was reserved for an image or video job.
  */
-export function cancelJob(job: Job, now: Date, charged: Money = 0n, usage?: JobUsage): Job {
+/** Why a job was canceled, when it was not its owner's request: shown with the job (`client_gone`: its acceptance was never answered). */
+export interface CancelReason {
+  readonly error: string;
+  readonly message: string;
+}
+
+export function cancelJob(job: Job, now: Date, charged: Money = 0n, usage?: JobUsage, reason?: CancelReason): Job {
   guard(job, "canceled");
   if (charged < 0n) throw new Error(`job ${job.id}: a cancellation cannot charge ${charged}`);
   if (charged > 0n && job.kind !== "text" && job.kind !== "multimodal_realtime") {
@@ -90,7 +96,7 @@ export function cancelJob(job: Job, now: Date, charged: Money = 0n, usage?: JobU
   }
   return {
     ...job, status: "canceled", finishedAt: now, charged, usage: usage ?? job.usage, result: undefined,
-    error: undefined, errorMessage: undefined, leaseOwner: undefined, leaseExpiresAt: undefined,
+    error: reason?.error, errorMessage: reason?.message, leaseOwner: undefined, leaseExpiresAt: undefined,
   };
 }
 

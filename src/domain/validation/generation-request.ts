@@ -8,6 +8,7 @@ import {
 import { checkMetadata } from "./metadata.js";
 import { checkPromptBytes } from "./prompt-size.js";
 import { isHttpUrl } from "./urls.js";
+import { checkTextLength, MAX_URL_CHARACTERS } from "./text-fields.js";
 
 export type JsonObject = { [key: string]: unknown };
 
@@ -88,6 +89,7 @@ function checkInputs(input: GenerationRequestInput, limits: ValidationLimits): (
     });
   }
   input.inputImagesUrls.forEach((url, i) => {
+    checkTextLength(`input_images_urls[${i}]`, url, MAX_URL_CHARACTERS);
     if (!isHttpUrl(url)) {
       throw invalid("invalid_input_image_url", `input_images_urls[${i}] must be an http:// or https:// URL`, {
         field: `input_images_urls[${i}]`,
@@ -170,10 +172,13 @@ function checkVideoDuration(resolution: string, requested: number | undefined): 
  * limit), the prompt's UTF-8 bytes, then `metadata`. The service applies them
  * before anything that reads the whole request (its idempotency fingerprint).
  */
-export function checkGenerationSize(input: Pick<GenerationRequestInput, "model" | "prompt" | "metadata">, limits: ValidationLimits): ModelSpec {
+export function checkGenerationSize(
+  input: Pick<GenerationRequestInput, "model" | "prompt" | "metadata" | "callbackUrl">, limits: ValidationLimits,
+): ModelSpec {
   const model = requireKnownModel(input.model);
   checkPromptBytes(input.prompt, model, limits);
   checkMetadata(input.metadata, limits.metadata);
+  if (input.callbackUrl !== undefined) checkTextLength("callback_url", input.callbackUrl, MAX_URL_CHARACTERS);
   return model;
 }
 

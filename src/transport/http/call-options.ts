@@ -1,5 +1,6 @@
 import { createContextValues, type CallOptions, type ContextValues } from "@connectrpc/connect";
 import { UPSTREAM_TIME } from "../../core/text/upstream-time.js";
+import { ANSWER_DELIVERY, type AnswerDelivery } from "../../core/jobs/answer-delivery.js";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { SIGNAL_SOURCE, type SignalSource } from "../rpc/light-context.js";
 import { CALL_TIMING, timingOf, type RequestTiming } from "./request-timing.js";
@@ -117,9 +118,29 @@ export function platformCall(request: FastifyRequest, reply: FastifyReply, conte
 }
 
 /** The vendor surface's calls: the core also reports the provider's time into the request's timing (Server-Timing's upstream). */
-export function vendorCall(request: FastifyRequest, reply: FastifyReply): CallOptions {
+export function vendorCall(request: FastifyRequest, reply: FastifyReply, contextValues?: ContextValues): CallOptions {
   const timing = timingOf(request);
-  return new RequestCall(reply, vendorHeaders(request), timing && createContextValues().set(UPSTREAM_TIME, timing));
+  return new RequestCall(reply, vendorHeaders(request), timing ? (contextValues ?? createContextValues()).set(UPSTREAM_TIME, timing) : contextValues);
+}
+
+/**
+ * Whether a REST answer reached its client: undelivered when the response
+ * closed (the client hung up) before it finished writing; never once it has.
+ */
+export function replyDelivery(reply: FastifyReply): AnswerDelivery {
+  return {
+    onUndelivered(undelivered) {
+      const raw = reply.raw;
+      if (raw.writableFinished) return;
+      if (raw.closed) undelivered();
+      else raw.once("close", () => raw.writableFinished || undelivered());
+    },
+  };
+}
+
+/** `contextValues` (or new ones) with the answer's delivery, for a creation: the core cancels a job whose 202 never left. */
+export function withDelivery(reply: FastifyReply, contextValues?: ContextValues): ContextValues {
+  return (contextValues ?? createContextValues()).set(ANSWER_DELIVERY, replyDelivery(reply));
 }
 
 /** Idempotency-Key may come bare or as an RFC 8941 string ("..."). */

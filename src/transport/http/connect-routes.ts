@@ -12,7 +12,9 @@ import { GenerationService } from "../../../gen/generation/v1/generation_service
 import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
 import type { ValidationLimits } from "../../domain/validation/limits.js";
 import type { CoreClients } from "../../runtime/core-clients.js";
-import { methodPolicies, type MethodPolicy } from "../rpc/method-policy.js";
+import { ANSWER_WATCHED, methodPolicies, type MethodPolicy } from "../rpc/method-policy.js";
+import { ANSWER_DELIVERY, type AnswerDelivery } from "../../core/jobs/answer-delivery.js";
+import { replyDelivery } from "./call-options.js";
 import { malformedMessage } from "../rpc/refusals.js";
 import { inspectParseFailure, protocolOf } from "../rpc/wire-protocol.js";
 import { httpErrorOf } from "./connect-errors.js";
@@ -54,8 +56,11 @@ type Forward = (request: unknown, options: CallOptions) => unknown;
  */
 function callOptions(context: HandlerContext): CallOptions {
   const timeoutMs = context.timeoutMs();
-  const contextValues = createContextValues().set(CLIENT_ADDRESS, context.values.get(CLIENT_ADDRESS));
-  return { headers: credentialsOf(context.requestHeader), signal: context.signal, contextValues, ...(timeoutMs === undefined ? {} : { timeoutMs }) };
+  const values = createContextValues().set(CLIENT_ADDRESS, context.values.get(CLIENT_ADDRESS));
+  // A creation's delivery goes along to an in-process core (a remote one hears of a reset through the call's signal).
+  const delivery = context.values.get(ANSWER_DELIVERY);
+  if (delivery) values.set(ANSWER_DELIVERY, delivery);
+  return { headers: credentialsOf(context.requestHeader), signal: context.signal, contextValues: values, ...(timeoutMs === undefined ? {} : { timeoutMs }) };
 }
 
 /**
@@ -161,6 +166,7 @@ export function connectRoutes(core: CoreClients, options: ConnectRoutesOptions) 
   return async (scope: FastifyInstance) => {
     const handlers = new Map<string, { readonly handler: UniversalHandler; readonly policy: MethodPolicy }>();
     const admissions = new WeakMap<FastifyRequest, RpcAdmission>();
+    const deliveries = new WeakMap<FastifyRequest, AnswerDelivery>();
 
     scope.addHook("onRequest", async (request, reply) => {
       const route = handlers.get(request.routeOptions.url ?? "");
@@ -178,14 +184,17 @@ export function connectRoutes(core: CoreClients, options: ConnectRoutesOptions) 
       const refusal = await admission.refusalBeforeBody();
       if (refusal) return answerThroughHandler(handler, request, reply, refusal);
       admissions.set(request, admission);
+      if (ANSWER_WATCHED.has(policy.method)) deliveries.set(request, replyDelivery(reply));
       reply.raw.once("close", () => {
         if (!reply.raw.writableFinished) request.log.debug({ path: request.url.split("?")[0] }, "client went away");
       });
     });
 
     await scope.register(fastifyConnectPlugin, {
-      contextValues: (request) =>
-        createContextValues().set(ADMISSION, admissions.get(request)).set(CLIENT_ADDRESS, clientOfSocket(request.raw.socket)),
+      contextValues: (request) => createContextValues()
+        .set(ADMISSION, admissions.get(request))
+        .set(CLIENT_ADDRESS, clientOfSocket(request.raw.socket))
+        .set(ANSWER_DELIVERY, deliveries.get(request)),
       routes: (router: ConnectRouter) => {
         for (const [service, clientOf] of FORWARDED) {
           const implementation = forwarding(service, () => clientOf(core), scope.log);

@@ -91,8 +91,8 @@ export function jobJson(job: Job) {
     result: done
       ? { image_url: job.result?.imageUrl ?? null, text: job.result?.text ?? null, mime_type: job.result?.mimeType ?? null }
       : null,
-    error: failed ? (job.error ?? "generation_failed") : null,
-    error_message: failed ? (job.errorMessage ?? null) : null,
+    error: failed ? (job.error ?? "generation_failed") : (job.error || null),
+    error_message: failed ? (job.errorMessage ?? null) : (job.errorMessage || null),
     usage: {
       prompt_token_count: job.usage?.promptTokenCount ?? 0,
       candidates_token_count: job.usage?.candidatesTokenCount ?? 0,

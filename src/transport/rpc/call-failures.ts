@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { isCallerFault } from "./refusals.js";
 
 /** Node's errors for a stream or connection that is gone, as a write to it fails (see connectErrorFromNodeReason). */
 const STREAM_GONE = new Set(["ERR_STREAM_WRITE_AFTER_END", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM", "ERR_HTTP2_STREAM_ERROR", "ECONNRESET"]);
@@ -27,7 +28,7 @@ function endedByClient(signal: AbortSignal, error: unknown): boolean {
  */
 export function settleFailure(signal: AbortSignal, method: string, error: unknown, log: (message: string, error: unknown) => void): unknown {
   if (endedByClient(signal, error)) return error instanceof ConnectError ? error : ConnectError.from(signal.reason);
-  const crash = !(error instanceof ConnectError) || error.code === Code.Internal || error.code === Code.Unknown;
+  const crash = !(error instanceof ConnectError) || ((error.code === Code.Internal || error.code === Code.Unknown) && !isCallerFault(error));
   if (crash) log(`${method} failed`, error);
   return error;
 }

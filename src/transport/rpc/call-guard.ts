@@ -1,12 +1,13 @@
-import { constants, type Http2ServerRequest, type Http2Session } from "node:http2";
+import { constants, type Http2ServerRequest, type Http2Session, type ServerHttp2Stream } from "node:http2";
+import type { AnswerDelivery } from "../../core/jobs/answer-delivery.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
 import type { BodyBudget, BodyHold, ReleaseSlot } from "../upload-slots.js";
 import type { DebugLog } from "./connection-guard.js";
 import type { MethodPolicy } from "./method-policy.js";
-import { bodyMemoryFull, edgeFailure, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
-import { isEnveloped, type WireProtocol } from "./wire-protocol.js";
+import { bodyMemoryFull, edgeFailure, invalidMessageFlags, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
+import { envelopeFlagsAllowed, isEnveloped, messageEncodingHeader, type WireProtocol } from "./wire-protocol.js";
 
 /** The per-process large-upload slots (src/transport/upload-slots.ts), as the edge uses them. */
 export interface UploadSlotsLike {
@@ -86,6 +87,20 @@ class BodyReader {
   }
 }
 
+/** One value of a request header (Node gives a list for a repeated one: the first counts). */
+export const headerValue = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
+
+/** Undelivered: the stream closed (a reset, the connection gone) before the answer was written whole. */
+export function streamDelivery(stream: ServerHttp2Stream): AnswerDelivery {
+  return {
+    onUndelivered(undelivered) {
+      if (stream.writableFinished) return;
+      if (stream.closed || stream.destroyed) undelivered();
+      else stream.once("close", () => stream.writableFinished || undelivered());
+    },
+  };
+}
+
 const methodNameOf = (policy: MethodPolicy) => `${policy.service.typeName}/${policy.method.name}`;
 
 /**
@@ -152,7 +167,7 @@ export class MessageHolds {
 /**
  * Reads the 5-byte length prefixes of a stream of enveloped messages (gRPC,
  * gRPC-Web, Connect streaming) as its chunks pass: `onMessage` hears each
- * message's size before a byte of it (it may throw to refuse it), `onDone` its end.
+ * message's size and flags before a byte of it (it may throw to refuse it), `onDone` its end.
  */
 export class EnvelopeSizes {
   private readonly header = Buffer.alloc(ENVELOPE_HEADER_BYTES);
@@ -160,7 +175,7 @@ export class EnvelopeSizes {
   private payloadLeft = 0;
 
   constructor(
-    private readonly onMessage: (size: number) => void,
+    private readonly onMessage: (size: number, flags: number) => void,
     private readonly onDone: () => void,
   ) {}
 
@@ -181,7 +196,7 @@ export class EnvelopeSizes {
       if (this.headerFilled === ENVELOPE_HEADER_BYTES) {
         this.payloadLeft = this.header.readUInt32BE(1);
         this.headerFilled = 0;
-        this.onMessage(this.payloadLeft);
+        this.onMessage(this.payloadLeft, this.header[0]!);
         if (this.payloadLeft === 0) this.onDone();
       }
     }
@@ -275,7 +290,11 @@ export class GuardedCall {
     const messageDone = () => {
       if (this.clientStreams) this.bodyRead();
     };
-    const envelopes = new EnvelopeSizes((size) => this.admit(size, size), messageDone);
+    const encoding = headerValue(this.request.headers[messageEncodingHeader(this.protocol)]);
+    const envelopes = new EnvelopeSizes((size, flags) => {
+      if (!envelopeFlagsAllowed(flags, encoding)) throw invalidMessageFlags(flags, encoding);
+      this.admit(size, size);
+    }, messageDone);
     let total = 0;
     for (let chunk = await reader.read(); chunk !== undefined; chunk = await reader.read()) {
       if (!enveloped) {

@@ -1,12 +1,13 @@
 import { constants, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
+import { ANSWER_DELIVERY } from "../../core/jobs/answer-delivery.js";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
-import { GuardedCall, type CallGuardSettings } from "./call-guard.js";
+import { GuardedCall, streamDelivery, type CallGuardSettings } from "./call-guard.js";
 import type { DebugLog } from "./connection-guard.js";
 import type { GrpcJsUnaryCalls } from "./grpc-js-unary.js";
-import type { MethodPolicy } from "./method-policy.js";
+import { ANSWER_WATCHED, type MethodPolicy } from "./method-policy.js";
 import { malformedMessage } from "./refusals.js";
 import { answerUnknownMethod, inspectParseFailure, protocolOf } from "./wire-protocol.js";
 
@@ -54,6 +55,7 @@ export function createEdgeHandler(
     }
     const call = new GuardedCall(req, policy, protocol, settings);
     const values = createContextValues();
+    if (ANSWER_WATCHED.has(policy.method)) values.set(ANSWER_DELIVERY, streamDelivery(req.stream));
     const request = universalRequestFromNodeRequest(req, res, undefined, values);
     const client = settings.callerOf(req.stream.session, request.header);
     values.set(CLIENT_ADDRESS, client);

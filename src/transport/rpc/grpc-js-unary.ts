@@ -7,10 +7,13 @@ import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/t
 import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
 import { serverTiming } from "../server-timing.js";
 import { settleFailure, wireError } from "./call-failures.js";
-import { EnvelopeSizes, headerRefusal, MessageHolds, type CallGuardSettings } from "./call-guard.js";
+import { EnvelopeSizes, headerRefusal, headerValue, MessageHolds, streamDelivery, type CallGuardSettings } from "./call-guard.js";
 import type { MethodPolicy } from "./method-policy.js";
 import { LazyAbort, LightHandlerContext } from "./light-context.js";
-import { edgeFailure, malformedMessage, requestTimedOut } from "./refusals.js";
+import { edgeFailure, invalidMessageFlags, malformedMessage, requestTimedOut, unaryMessageCount } from "./refusals.js";
+import { envelopeFlagsAllowed } from "./wire-protocol.js";
+import { ANSWER_DELIVERY, type AnswerDelivery } from "../../core/jobs/answer-delivery.js";
+import { ANSWER_WATCHED } from "./method-policy.js";
 
 type UnaryImpl = (request: unknown, context: HandlerContext) => unknown;
 
@@ -48,7 +51,9 @@ const HEADERS: unique symbol = Symbol("headers");
 const ARRIVED: unique symbol = Symbol("arrived");
 /** The client the call counts against (CallGuardSettings.callerOf). */
 const CLIENT: unique symbol = Symbol("client");
-type WithHeaders = grpc.Metadata & { [HEADERS]?: Headers; [ARRIVED]?: number; [CLIENT]?: string };
+/** Whether the call's answer was written whole (its stream's, told to the core for creations: ANSWER_DELIVERY). */
+const DELIVERY: unique symbol = Symbol("delivery");
+type WithHeaders = grpc.Metadata & { [HEADERS]?: Headers; [ARRIVED]?: number; [CLIENT]?: string; [DELIVERY]?: AnswerDelivery };
 
 /** A call's metadata as the Headers a Connect handler reads (binary values are left out: no handler reads one). */
 function headersOf(metadata: grpc.Metadata): Headers {
@@ -113,13 +118,14 @@ export class GrpcJsUnaryCalls {
 
   /** Serves one gRPC stream of a unary method (the caller has told its protocol and found its policy). */
   serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, policy: MethodPolicy): void {
-    const guard = new StreamGuard(stream, policy, this.settings);
+    const guard = new StreamGuard(stream, headerValue(headers["grpc-encoding"]), policy, this.settings);
     this.handleStream.call(this.server, [guard.interceptor], stream, headers);
   }
 
   private unaryHandler(service: DescService, method: DescMethod, impl: UnaryImpl): grpc.handleUnaryCall<unknown, unknown> {
     const name = `${service.typeName}/${method.name}`;
     const providerCalled = PROVIDER_METHODS.has(method);
+    const answerWatched = ANSWER_WATCHED.has(method);
     return (call, callback) => {
       const metadata = call.metadata as WithHeaders;
       const arrived = metadata[ARRIVED] ?? performance.now();
@@ -138,7 +144,7 @@ export class GrpcJsUnaryCalls {
       const context = new LightHandlerContext(
         service, method, "grpc", aborter, metadata[HEADERS] ?? headersOf(call.metadata),
         () => (deadline instanceof Date || Number.isFinite(deadline) ? Math.max(0, Number(deadline) - Date.now()) : undefined),
-        contextValuesOf(upstream, metadata[CLIENT]),
+        contextValuesOf(upstream, metadata[CLIENT], answerWatched ? metadata[DELIVERY] : undefined),
       );
       let answer: Promise<unknown>;
       try {
@@ -164,11 +170,16 @@ export class GrpcJsUnaryCalls {
   }
 }
 
-/** The call's context values: its client, and where the provider's time goes for a text call; none made when neither is there. */
-function contextValuesOf(upstream: UpstreamTime | undefined, client: string | undefined) {
-  if (!upstream && client === undefined) return undefined;
+/**
+ * The call's context values: its client, where the provider's time goes for a text call, and whether a
+ * creation's answer was delivered; none made when none is there.
+ */
+function contextValuesOf(upstream: UpstreamTime | undefined, client: string | undefined, delivery: AnswerDelivery | undefined) {
+  if (!upstream && client === undefined && !delivery) return undefined;
   const values = createContextValues().set(CLIENT_ADDRESS, client);
-  return upstream ? values.set(UPSTREAM_TIME, upstream) : values;
+  if (upstream) values.set(UPSTREAM_TIME, upstream);
+  if (delivery) values.set(ANSWER_DELIVERY, delivery);
+  return values;
 }
 
 function metadataOf(headers: Headers): grpc.Metadata {
@@ -209,18 +220,23 @@ class StreamGuard {
   readonly arrived = performance.now();
   private call: grpc.ServerInterceptingCallInterface | undefined;
   private refused = false;
+  /** Request messages passed on to grpc-js: a unary call takes exactly one. */
+  private messages = 0;
   private readonly holds: MessageHolds;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
+    encoding: string | undefined,
     private readonly policy: MethodPolicy,
     private readonly settings: CallGuardSettings,
   ) {
     this.holds = new MessageHolds(policy, settings);
+    this.delivery = streamDelivery(stream);
     const envelopes = new EnvelopeSizes(
-      (size) => {
-        const refusal = this.holds.admitOrRefuse(size, size);
+      (size, flags) => {
+        // grpc-js would read a message flagged compressed with no encoding (or flagged 0x80) as uncompressed.
+        const refusal = envelopeFlagsAllowed(flags, encoding) ? this.holds.admitOrRefuse(size, size) : invalidMessageFlags(flags, encoding);
         if (refusal) this.refuse(refusal);
       },
       () => {},
@@ -235,6 +251,9 @@ class StreamGuard {
     stream.once("end", () => this.bodyRead());
     stream.once("close", () => this.bodyRead());
   }
+
+  /** Whether the answer left whole: told to the core for creations. */
+  readonly delivery: AnswerDelivery;
 
   private bodyRead(): void {
     clearTimeout(this.timer);
@@ -266,6 +285,7 @@ class StreamGuard {
             (metadata as WithHeaders)[ARRIVED] = this.arrived;
             const client = this.settings.callerOf(this.stream.session, headers);
             (metadata as WithHeaders)[CLIENT] = client;
+            (metadata as WithHeaders)[DELIVERY] = this.delivery;
             headerRefusal(this.policy, this.settings, headers, client).then(
               (refusal) => {
                 if (refusal) this.refuse(refusal);
@@ -277,11 +297,16 @@ class StreamGuard {
               },
             );
           },
+          // grpc-js's own answers to a unary call with two messages or none name a "server streaming method".
           onReceiveMessage: (message, pass) => {
-            if (!this.refused) pass(message);
+            if (this.refused) return;
+            if (++this.messages > 1) this.refuse(unaryMessageCount(this.policy, "received a second request message"));
+            else pass(message);
           },
           onReceiveHalfClose: (pass) => {
-            if (!this.refused) pass();
+            if (this.refused) return;
+            if (this.messages === 0) this.refuse(unaryMessageCount(this.policy, "received no request message"));
+            else pass();
           },
         }),
     });

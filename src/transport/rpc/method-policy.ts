@@ -93,3 +93,6 @@ export function methodPolicies(limits: ValidationLimits, maxBodyBytes: number): 
   }
   return policies;
 }
+
+/** The creations whose answer's delivery the core is told (ANSWER_DELIVERY): a job whose answer never left is canceled. */
+export const ANSWER_WATCHED: ReadonlySet<DescMethod> = new Set([GenerationService.method.createGeneration, GenerationService.method.createVideoInteraction]);

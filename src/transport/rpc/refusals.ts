@@ -60,6 +60,32 @@ export function requestTimedOut(timeoutMs: number): ConnectError {
   ]);
 }
 
+/**
+ * INTERNAL invalid_message_flags (HTTP 400 in the detail: the caller's
+ * fault): a request envelope flagged compressed with no encoding declared (or
+ * identity), or flagged other than 0 or 1. gRPC's PROTOCOL-HTTP2 requires
+ * INTERNAL (grpc-go answers the same); the message is never read as uncompressed.
+ */
+export function invalidMessageFlags(flags: number, encoding: string | undefined): ConnectError {
+  const why = flags === 1
+    ? `the request message is flagged compressed but no message encoding is declared${encoding ? ` (${encoding})` : ""}`
+    : `the request message's flags are 0x${flags.toString(16).padStart(2, "0")}; only 0 and 1 (compressed) are defined`;
+  const detail = create(ErrorDetailSchema, { reason: "invalid_message_flags", httpStatus: 400, facts: { flags } });
+  const error = new ConnectError(why, Code.Internal, undefined, [{ desc: ErrorDetailSchema, value: detail }]);
+  CALLER_FAULTS.add(error);
+  return error;
+}
+
+/** INTERNAL answers that are the caller's fault (the protocol says INTERNAL), not crashes to log. */
+const CALLER_FAULTS = new WeakSet<ConnectError>();
+
+export const isCallerFault = (error: unknown) => error instanceof ConnectError && CALLER_FAULTS.has(error);
+
+/** UNIMPLEMENTED (as grpc-js and Connect answer it): a unary call sent two request messages, or none. */
+export function unaryMessageCount(policy: { readonly service: { readonly typeName: string }; readonly method: { readonly name: string } }, what: string): ConnectError {
+  return new ConnectError(`protocol error: ${what} for unary method /${policy.service.typeName}/${policy.method.name}`, Code.Unimplemented);
+}
+
 /** Anything else that went wrong in the edge's own checks (a crash): its message stays out of the wire. */
 export function edgeFailure(cause: unknown): ConnectError {
   return new ConnectError("internal error", Code.Internal, undefined, undefined, cause);

@@ -27,6 +27,19 @@ export function protocolOf(contentType: string | undefined): WireProtocol | unde
 /** Whether the request body is a sequence of length-prefixed envelopes (everything but Connect's unary calls); unknown: no. */
 export const isEnveloped = (protocol: WireProtocol | undefined) => protocol !== undefined && protocol !== "connect-unary";
 
+/** The request header that names an enveloped message's encoding in `protocol` (identity when absent). */
+export const messageEncodingHeader = (protocol: WireProtocol | undefined) =>
+  protocol === "connect-stream" ? "connect-content-encoding" : "grpc-encoding";
+
+/**
+ * Whether a request envelope's flags byte is one a client may send: 0, or 1
+ * (compressed) with an encoding other than identity declared. Anything else
+ * is refused before the message is read: gRPC's libraries would read it as
+ * uncompressed (grpc-js), or skip it as a trailer or end of stream (Connect).
+ */
+export const envelopeFlagsAllowed = (flags: number, encoding: string | undefined) =>
+  flags === 0 || (flags === 1 && encoding !== undefined && encoding !== "" && encoding !== "identity");
+
 /**
  * A path the core does not serve (an unknown method, or an unknown service).
  * gRPC and gRPC-Web callers get a trailers-only UNIMPLEMENTED (HTTP 200, the

@@ -11,8 +11,9 @@ import type { EdgeLimits } from "../../../config/config.js";
 import type { HeaderCheck } from "../../../core/auth/header-check.js";
 import type { Readiness } from "../../../core/health/readiness.js";
 import type { MethodPolicy } from "../../rpc/method-policy.js";
-import { bodyMemoryFull, edgeFailure, messageTooLarge, notServing, tooManyUploads } from "../../rpc/refusals.js";
-import { isEnveloped, protocolOf, type WireProtocol } from "../../rpc/wire-protocol.js";
+import { EnvelopeSizes, headerValue } from "../../rpc/call-guard.js";
+import { bodyMemoryFull, edgeFailure, invalidMessageFlags, messageTooLarge, notServing, tooManyUploads } from "../../rpc/refusals.js";
+import { envelopeFlagsAllowed, isEnveloped, messageEncodingHeader, protocolOf, type WireProtocol } from "../../rpc/wire-protocol.js";
 import type { BodyBudget, BodyHold, ReleaseSlot, UploadSlots } from "../../upload-slots.js";
 import { BODY_MEMORY_RETRY_AFTER_SECONDS, lingerUntilDiscarded, UPLOAD_RETRY_AFTER_SECONDS } from "./body-guard.js";
 
@@ -283,12 +284,19 @@ export class RpcAdmission {
   async *body(): AsyncGenerator<Uint8Array> {
     const reader = (this.reader = new PulledBody(this.request.raw));
     const prefix = Buffer.alloc(ENVELOPE_HEADER_BYTES);
+    const encoding = headerValue(this.request.headers[messageEncodingHeader(this.protocol)]);
+    let badFlags: ConnectError | undefined;
+    // Every envelope's flags, as on the core port: Connect would skip one flagged 0x80 (gRPC-Web) or 0x02 (Connect) as an end.
+    const envelopes = new EnvelopeSizes((_size, flags) => {
+      if (!envelopeFlagsAllowed(flags, encoding)) badFlags ??= invalidMessageFlags(flags, encoding);
+    }, () => {});
     let total = 0;
     try {
       for (let chunk = await reader.read(); chunk !== undefined; chunk = await reader.read()) {
         if (isEnveloped(this.protocol) && total < ENVELOPE_HEADER_BYTES) chunk.copy(prefix, total, 0, ENVELOPE_HEADER_BYTES - total);
+        if (isEnveloped(this.protocol)) envelopes.feed(chunk);
         total += chunk.byteLength;
-        const refusal = this.admit(total, chunk.byteLength, total >= ENVELOPE_HEADER_BYTES ? prefix.readUInt32BE(1) : undefined);
+        const refusal = badFlags ?? this.admit(total, chunk.byteLength, total >= ENVELOPE_HEADER_BYTES ? prefix.readUInt32BE(1) : undefined);
         if (refusal) {
           reader.detach();
           lingerUntilDiscarded(this.request);

@@ -8,7 +8,7 @@ import { checkStatus } from "../../../domain/jobs/job-list.js";
 import { GatewayError } from "../gateway-error.js";
 import { limitOf, queryRule, timestampOf } from "../query-params.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
-import { idempotencyKeyOf, platformCall } from "../call-options.js";
+import { idempotencyKeyOf, platformCall, withDelivery } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { serverTimingHeader } from "../edge/observe-requests.js";
 import { balanceJson, jobJson, jobStatusName, parseBody, type BodyRules } from "../json-mapping.js";
@@ -114,7 +114,7 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
           message.waitSeconds = preferredWait(request, reply);
           message.inputMode = fixed?.inputMode ?? InputMode.UNSPECIFIED;
           if (fixed) message.model = fixed.model;
-          const call = platformCall(request, reply, stagedImagesOf(request));
+          const call = platformCall(request, reply, withDelivery(reply, stagedImagesOf(request)));
           return acceptedReply(reply, await core.generation.createGeneration(message, call));
         } finally {
           await discardStaged(request);

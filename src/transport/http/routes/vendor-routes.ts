@@ -7,7 +7,7 @@ import {
   type CountTokensResponse, type GenerateContentResponse, type TextModel,
 } from "../../../../gen/generation/v1/text_service_pb.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
-import { idempotencyKeyOf, vendorCall } from "../call-options.js";
+import { idempotencyKeyOf, vendorCall, withDelivery } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { serverTimingHeader } from "../edge/observe-requests.js";
 import { replyWithError, routeNotFound, sendVendorError, toHttpError, vendorErrorBody } from "../error-replies.js";
@@ -89,7 +89,7 @@ export function vendorRoutes(core: CoreClients, guard: BodyGuard) {
     app.post("/interactions", { ...interactions, schema: VENDOR_SCHEMAS.createVideoInteraction }, async (request, reply) => {
       const message = parseBody(CreateVideoInteractionRequestSchema, request.body);
       message.idempotencyKey = idempotencyKeyOf(request);
-      return acceptedReply(reply, await core.generation.createVideoInteraction(message, vendorCall(request, reply)));
+      return acceptedReply(reply, await core.generation.createVideoInteraction(message, vendorCall(request, reply, withDelivery(reply))));
     });
   };
 }
