@@ -1,4 +1,5 @@
 import type { Money } from "../domain/money.js";
+import type { ReleaseReason } from "../domain/ledger/release-reasons.js";
 import type { ReserveOptions, ReserveOutcome, Settlement, SettledTokens } from "./ledger.js";
 
 /**
@@ -23,5 +24,5 @@ export interface IntentHolds {
   endAndFinalize(intentId: string, reservationId: string, end: HoldEnd): Promise<Settlement | undefined>;
 }
 
-/** How a hold ends: charged `amount` (at most hold + available; tokens for the statement), or released. */
-export type HoldEnd = { readonly charge: Money; readonly tokens?: SettledTokens } | "release";
+/** How a hold ends: charged `amount` (at most hold + available; tokens for the statement), or released (for `reason`, shown on its entry). */
+export type HoldEnd = { readonly charge: Money; readonly tokens?: SettledTokens } | { readonly release: ReleaseReason };

@@ -1,5 +1,6 @@
 import type { Money } from "../domain/money.js";
 import type { KeyLimits, KeyRefusal, KeySpending } from "../domain/accounts/key-limits.js";
+import type { ReleaseReason } from "../domain/ledger/release-reasons.js";
 
 export interface BalanceSnapshot {
   readonly balance: Money;
@@ -62,6 +63,8 @@ export interface LedgerEntry {
   readonly memo?: HoldMemo;
   /** On charges: the tokens paid for. */
   readonly tokens?: SettledTokens;
+  /** On releases: why nothing was charged (undefined when the release gave none, as those written before reasons). */
+  readonly reason?: ReleaseReason;
   readonly at: Date;
 }
 
@@ -146,8 +149,8 @@ export interface Ledger {
    * repeat must ask the same amount as the first call did.
    */
   settle(accountId: string, reservationId: string, amount: Money, tokens?: SettledTokens): Promise<Settlement | undefined>;
-  /** Ends the hold without charging. A no-op when already settled or released. */
-  release(accountId: string, reservationId: string): Promise<void>;
+  /** Ends the hold without charging; `reason` is shown on its entry. A no-op when already settled or released. */
+  release(accountId: string, reservationId: string, reason?: ReleaseReason): Promise<void>;
   /** The account's recorded shortfalls (for operators and tests). */
   shortfalls(accountId: string): Promise<Shortfall[]>;
   /**

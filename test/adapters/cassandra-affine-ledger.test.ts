@@ -76,7 +76,7 @@ describe("AffineLedger: each account's money operations committed by its owner",
     await client.shutdown();
   });
 
-  it("when two members take one account's reservations and releases, then its owner commits all of them and the money is exact", async () => {
+  it("when two members take one account's reservations and releases, then its owner commits all of them, the money is exact and forwarded releases keep their reasons", async () => {
     const a = await member(`a-${randomUUID().slice(0, 6)}`);
     const b = await member(`b-${randomUUID().slice(0, 6)}`);
     await Promise.all([a.members.refresh(), b.members.refresh()]); // each has seen the other
@@ -85,11 +85,15 @@ describe("AffineLedger: each account's money operations committed by its owner",
     const before = { a: a.committed.count, b: b.committed.count };
     const outcomes = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).ledger.reserve(account, `r-${i}`, 10n)));
     assert.ok(outcomes.every((o) => o === "reserved"));
-    await Promise.all(Array.from({ length: 20 }, (_, i) => b.ledger.release(account, `r-${i}`)));
+    await Promise.all(Array.from({ length: 20 }, (_, i) => b.ledger.release(account, `r-${i}`, i % 2 ? undefined : "client_gone")));
     assert.deepEqual(await b.ledger.settle(account, "r-20", 7n), { charged: 7n, shortfall: 0n });
     assert.equal(b.committed.count - before.b, 0, "the member that does not own the account committed none");
     assert.equal(a.committed.count - before.a, 61);
     assert.deepEqual(await b.ledger.balance(account), { balance: 993n, reserved: 190n });
+    const releases = (await b.ledger.entries({ accountId: account, limit: 100 })).entries.filter((e) => e.type === "release");
+    assert.equal(releases.length, 20);
+    assert.equal(releases.filter((e) => e.reason === "client_gone").length, 10);
+    assert.equal(releases.filter((e) => e.reason === undefined).length, 10);
   });
 
   it("when 200 reservations race through two members against funds for exactly 50, then exactly 50 are held", async () => {

@@ -127,6 +127,30 @@ for (const subject of SUBJECTS) {
       assertSums(entries, 1_250n, 0n);
     });
 
+    it("when a hold is released with a reason, then its release entry reads it back (to another writer too), and entries without one read no reason", async () => {
+      const id = account();
+      await ledger.createAccount(id, "a", 1_000n);
+      // Reservation ids are unique across accounts (as the service's are).
+      const memo = { jobId: "job-r", model: "aimodel-2.5-flash-image" };
+      for (const n of [1, 2, 3]) assert.equal(await ledger.reserve(id, `job:${id}-why${n}`, 100n, { memo: { ...memo, jobId: `job-r${n}` } }), "reserved");
+      await ledger.release(id, `job:${id}-why1`, "client_gone");
+      await ledger.release(id, `job:${id}-why1`, "job_failed"); // a repeat moves nothing and writes nothing, not even its reason
+      await ledger.release(id, `job:${id}-why2`);
+      await ledger.settle(id, `job:${id}-why3`, 40n);
+      const entries = await all(other, id);
+      assert.deepEqual(
+        entries.map((e) => [e.type, e.memo?.jobId, e.reason]).reverse(),
+        [
+          ["credit", undefined, undefined],
+          ["hold", "job-r1", undefined], ["hold", "job-r2", undefined], ["hold", "job-r3", undefined],
+          ["release", "job-r1", "client_gone"],
+          ["release", "job-r2", undefined],
+          ["charge", "job-r3", undefined],
+        ],
+      );
+      assertSums(entries, 960n, 0n);
+    });
+
     it("when an account opens with nothing, then it has no entry until money moves", async () => {
       const id = account();
       await ledger.createAccount(id, "a", 0n);

@@ -352,6 +352,35 @@ describe("SqliteDeliveryLog listing migration", () => {
   });
 });
 
+describe("SqliteLedger release reasons migration", () => {
+  it("when a database of schema version 12 holds a release, then version 13 reads it with no reason, and new releases keep theirs", async () => {
+    const dataDir = freshDir();
+    const oldMigrations = join(dataDir, "migrations-v12");
+    mkdirSync(oldMigrations);
+    const migrations = join(REPO_ROOT, "src/adapters/sqlite/migrations/");
+    for (const file of readdirSync(migrations).filter((f) => f < "0013")) copyFileSync(join(migrations, file), join(oldMigrations, file));
+    const old = openSqliteDatabase({ path: join(dataDir, "service.db"), synchronous: "normal", migrationsDir: oldMigrations });
+    old.db.prepare("INSERT INTO accounts (account_id, name, balance, reserved, created_at) VALUES ('acct', 'acct', '1000', '0', 1)").run();
+    const entry = old.db.prepare(
+      `INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id, job_id, model, at)
+       VALUES ('acct', ?, ?, '1000', ?, ?, ?, ?, ?, ?)`,
+    );
+    entry.run("credit", "1000", "0", "0", null, null, null, 1);
+    entry.run("hold", "0", "100", "100", "job:old", "old", "m", 2);
+    entry.run("release", "0", "-100", "0", "job:old", "old", "m", 3);
+    old.close();
+
+    const { stores } = await open(dataDir);
+    await stores.ledger.reserve("acct", "job:new", 100n, { memo: { jobId: "new", model: "m" } });
+    await stores.ledger.release("acct", "job:new", "job_canceled");
+    const entries = (await stores.ledger.entries({ accountId: "acct", limit: 10 })).entries;
+    assert.deepEqual(entries.map((e) => [e.type, e.memo?.jobId, e.reason]).reverse(), [
+      ["credit", undefined, undefined], ["hold", "old", undefined], ["release", "old", undefined],
+      ["hold", "new", undefined], ["release", "new", "job_canceled"],
+    ]);
+  });
+});
+
 describe("SqliteJobStore retention", () => {
   it("when a job is purged, then its webhook deliveries go with it, and holds, ledger rows, accounts and keys stay", async () => {
     const { stores, database } = await open(freshDir());
@@ -653,13 +682,16 @@ describe("SqliteIntentHolds", () => {
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 850_000n, reserved: 0n });
   });
 
-  it("when a hold is released with its intent in one write, then nothing is charged and the intent is no longer listed", async () => {
+  it("when a hold is released with its intent in one write, then nothing is charged, the intent is no longer listed, and the release entry says why", async () => {
     const { stores } = await open(freshDir());
     await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
     await stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
-    assert.equal(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", "release"), undefined);
+    assert.equal(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", { release: "nothing_delivered" }), undefined);
     assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 0n });
+    const [release] = (await stores.ledger.entries({ accountId: "acct_1", limit: 1 })).entries;
+    assert.equal(release?.type, "release");
+    assert.equal(release?.reason, "nothing_delivered");
   });
 
   it("when 100 text calls hold at once against funds for 40, then they share commits, exactly 40 are held with their intents, and their ends share commits too", async () => {

@@ -17,6 +17,7 @@ import { SIMULATOR_MARKERS } from "../../src/adapters/provider/simulated/simulat
 import { call, createCustomer, eventually, finishedJob, startTestService, type Customer, type TestService } from "../support/harness.js";
 import { openExchange, requestHead } from "../support/raw-http.js";
 import { connectH2, envelope } from "../edge/edge-helpers.js";
+import { allEntries } from "../support/ledger-helpers.js";
 
 const IMAGE = { model: "aimodel-2.5-flash-image", prompt: "a lighthouse", aspect_ratio: "1:1" };
 
@@ -36,7 +37,10 @@ describe("creations whose answer never reached the client", () => {
     return listed.json.jobs as { job_id: string; status: string; error: string | null }[];
   };
 
-  /** Every job of the account (at least one, unless `someJob` is false) canceled for client_gone, and the balance whole with nothing reserved. */
+  /**
+   * Every job of the account (at least one, unless `someJob` is false) canceled for client_gone, the balance whole
+   * with nothing reserved, and each job's hold ended by one release whose statement entry says client_gone.
+   */
   async function assertNothingBilled(customer: Customer, opening: string, { someJob = true } = {}) {
     const jobs = await eventually(() => jobsOf(customer), (list) => (!someJob || list.length > 0) && list.every((job) => job.status === "canceled"), {
       timeoutMs: 20_000, what: "every abandoned job to be canceled",
@@ -48,6 +52,12 @@ describe("creations whose answer never reached the client", () => {
       { what: "every hold to be released" },
     );
     assert.deepEqual([balance.json.balance, balance.json.reserved], [opening, "0.00"], "nothing was charged");
+    const ends = (await allEntries(service, { key: customer.apiKey })).filter((entry) => entry.type === "charge" || entry.type === "release");
+    assert.deepEqual(
+      ends.map((entry) => [entry.job_id, entry.type, entry.reason]).sort(),
+      jobs.map((job) => [job.job_id, "release", "client_gone"]).sort(),
+      "each job's release says why: client_gone",
+    );
     return jobs;
   }
 
@@ -61,7 +71,7 @@ describe("creations whose answer never reached the client", () => {
     return exchange;
   }
 
-  it("when 20 REST clients hang up right after sending the body, then no job they created is billed and each says client_gone", async () => {
+  it("when 20 REST clients hang up right after sending the body, then no job they created is billed, and each job and its release entry say client_gone", async () => {
     const customer = await createCustomer(service, "10.00");
     // Each closes its side right after the body (FIN), then the socket is gone.
     const exchanges = await Promise.all(Array.from({ length: 20 }, async () => {

@@ -86,6 +86,21 @@ describe("the account statement", () => {
     }
   });
 
+  it("when a job fails or is canceled, then its release entry says job_failed or job_canceled, to the key, the operator and gRPC, and no other entry gives a reason", async () => {
+    const { customer, failed, canceled } = await busyAccount();
+    const reasons = (entries: { type: string; job_id: string | null; reason: string | null }[]) =>
+      entries.filter((e) => e.reason !== null).map((e) => [e.job_id, e.type, e.reason]).sort();
+    const expected = [[failed.job_id, "release", "job_failed"], [canceled.job_id, "release", "job_canceled"]].sort();
+    assert.deepEqual(reasons(await allEntries(service, { key: customer.apiKey })), expected);
+    assert.deepEqual(reasons(await allEntries(service, { accountId: customer.accountId })), expected);
+    const client = createClient(GenerationService, createGrpcTransport({ baseUrl: service.grpcUrl }));
+    const page = await client.listLedgerEntries({ limit: 100 }, { headers: { authorization: `Bearer ${customer.apiKey}` } });
+    assert.deepEqual(
+      page.entries.filter((e) => e.reason !== "").map((e) => [e.jobId, e.type, e.reason]).sort(),
+      [[failed.job_id, LedgerEntryType.RELEASE, "job_failed"], [canceled.job_id, LedgerEntryType.RELEASE, "job_canceled"]].sort(),
+    );
+  });
+
   it("when the statement is read in pages, then the pages are the whole statement in order, none twice, and the operator sees the same", async () => {
     const { customer } = await busyAccount();
     const whole = await allEntries(service, { key: customer.apiKey }, 100);

@@ -14,6 +14,8 @@ export interface LedgerEntryJson {
   key_id: string | null;
   prompt_token_count: number;
   candidates_token_count: number;
+  /** On releases: why nothing was charged (domain/ledger/release-reasons.ts); null elsewhere. */
+  reason: string | null;
 }
 
 /** Who reads the statement: the account's key (GET /api/v1/ledger) or the operator (GET /admin/v1/accounts/{id}/ledger). */
@@ -58,6 +60,7 @@ export async function assertLedgerReconciles(service: { url: string }, reader: S
     if (entry.type === "charge" || entry.type === "release") assert.ok(pico(entry.reserved_change) <= 0n);
     if (entry.type === "charge") assert.ok(pico(entry.amount) <= 0n);
     if (entry.type === "credit") assert.ok(pico(entry.amount) > 0n);
+    if (entry.type !== "release") assert.equal(entry.reason, null, `entry ${entry.entry_id}: only a release says why`);
   }
   assert.equal(sum, pico(balance.balance), "the entries add up to the balance");
   assert.equal(reserved, pico(balance.reserved), "the reserved changes add up to reserved");

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import { timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import type { Money } from "../../domain/money.js";
+import { readReleaseReason, type ReleaseReason } from "../../domain/ledger/release-reasons.js";
 import type {
   BalanceSnapshot, KeyAccount, Ledger, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
@@ -12,7 +13,7 @@ import { DependencyUnavailableError } from "../../ports/dependency.js";
 type Call =
   | { readonly op: "reserve"; readonly accountId: string; readonly reservationId: string; readonly amount: Money; readonly options?: ReserveOptions }
   | { readonly op: "settle"; readonly accountId: string; readonly reservationId: string; readonly amount: Money; readonly tokens?: SettledTokens }
-  | { readonly op: "release"; readonly accountId: string; readonly reservationId: string };
+  | { readonly op: "release"; readonly accountId: string; readonly reservationId: string; readonly reason?: string };
 
 type Answer = { readonly ok: unknown } | { readonly error: string };
 
@@ -85,8 +86,8 @@ export class AffineLedger implements Ledger {
     return this.route({ op: "settle", accountId, reservationId, amount, ...(tokens ? { tokens } : {}) }, () => this.local.settle(accountId, reservationId, amount, tokens));
   }
 
-  release(accountId: string, reservationId: string): Promise<void> {
-    return this.route({ op: "release", accountId, reservationId }, () => this.local.release(accountId, reservationId));
+  release(accountId: string, reservationId: string, reason?: ReleaseReason): Promise<void> {
+    return this.route({ op: "release", accountId, reservationId, ...(reason !== undefined ? { reason } : {}) }, () => this.local.release(accountId, reservationId, reason));
   }
 
   shortfalls(accountId: string): Promise<Shortfall[]> {
@@ -269,7 +270,8 @@ function isCall(value: unknown): value is Call {
     case "settle":
       return isAmount(call.amount) && (call.tokens === undefined || (call.tokens !== null && typeof call.tokens === "object"));
     case "release":
-      return true;
+      // A reason the owner does not know (a newer sender's) is dropped by run(): the release itself still counts.
+      return call.reason === undefined || (typeof call.reason === "string" && call.reason.length <= 64);
     default:
       return false;
   }
@@ -282,7 +284,7 @@ function run(ledger: Ledger, call: Call): Promise<unknown> {
     case "settle":
       return ledger.settle(call.accountId, call.reservationId, call.amount, call.tokens);
     case "release":
-      return ledger.release(call.accountId, call.reservationId);
+      return ledger.release(call.accountId, call.reservationId, readReleaseReason(call.reason));
     default:
       return Promise.reject(new Error(`unknown call ${(call as { op: string }).op}`));
   }

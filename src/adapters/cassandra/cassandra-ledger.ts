@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Money } from "../../domain/money.js";
+import { readReleaseReason, type ReleaseReason } from "../../domain/ledger/release-reasons.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
 import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeyRefusal, type KeySpending } from "../../domain/accounts/key-limits.js";
 import { decodeKeySpending, encodeKeySpending } from "../shared/key-limits-codec.js";
@@ -15,7 +16,7 @@ import { DependencyUnavailableError } from "../../ports/dependency.js";
 type Operation =
   | { kind: "reserve"; reservationId: string; amount: Money; options?: ReserveOptions }
   | { kind: "settle"; reservationId: string; amount: Money; tokens?: SettledTokens }
-  | { kind: "release"; reservationId: string }
+  | { kind: "release"; reservationId: string; reason?: ReleaseReason }
   | { kind: "credit"; amount: Money };
 
 /**
@@ -132,6 +133,8 @@ interface JournalEntry {
   readonly reservedAfter: string;
   readonly memo?: HoldMemo;
   readonly tokens?: SettledTokens;
+  /** On a release: why (absent on other entries, and in journals written before releases said why). */
+  readonly reason?: ReleaseReason;
   readonly at: number;
   /** The id of the operation that made it (absent in journals written before version 12). */
   readonly op?: string;
@@ -326,8 +329,8 @@ export class CassandraLedger implements Ledger {
     return typeof outcome === "object" && "charged" in outcome ? outcome : undefined;
   }
 
-  async release(accountId: string, reservationId: string): Promise<void> {
-    await this.enqueue(accountId, { kind: "release", reservationId });
+  async release(accountId: string, reservationId: string, reason?: ReleaseReason): Promise<void> {
+    await this.enqueue(accountId, { kind: "release", reservationId, ...(reason !== undefined && { reason }) });
   }
 
   async shortfalls(accountId: string): Promise<Shortfall[]> {
@@ -732,10 +735,13 @@ export class CassandraLedger implements Ledger {
     const seqBase = (state.version + 1n) * SEQ_PER_VERSION;
     // Entry times never go back along an account's entries (they order its statement and bucket its days).
     const at = Math.max(now, state.journal?.entries.at(-1)?.at ?? 0);
-    const record = (op: string, type: LedgerEntryType, amount: Money, reservedChange: Money, memo?: HoldMemo, tokens?: SettledTokens) => {
+    const record = (
+      op: string, type: LedgerEntryType, amount: Money, reservedChange: Money, memo?: HoldMemo, tokens?: SettledTokens, reason?: ReleaseReason,
+    ) => {
       entries.push({
         seq: (seqBase + BigInt(entries.length)).toString(), type, amount: amount.toString(), balanceAfter: state.balance.toString(),
-        reservedChange: reservedChange.toString(), reservedAfter: state.reserved.toString(), ...(memo ? { memo } : {}), ...(tokens ? { tokens } : {}), at, op,
+        reservedChange: reservedChange.toString(), reservedAfter: state.reserved.toString(), ...(memo ? { memo } : {}), ...(tokens ? { tokens } : {}),
+        ...(reason !== undefined ? { reason } : {}), at, op,
       });
     };
     for (const { id, operation } of batch) {
@@ -791,7 +797,7 @@ export class CassandraLedger implements Ledger {
             if (memo?.keyId !== undefined) state.keys.set(memo.keyId, encodeKeySpending(countCharge(spendingOf(state, memo.keyId), settlement.charged, new Date(now))));
             record(id, "charge", -settlement.charged, -held.amount, memo, operation.kind === "settle" ? operation.tokens : undefined);
           } else {
-            record(id, "release", 0n, -held.amount, memo);
+            record(id, "release", 0n, -held.amount, memo, undefined, operation.kind === "release" ? operation.reason : undefined);
           }
           changed.push(id);
           outcomes.push(settlement ?? "done");
@@ -1064,6 +1070,7 @@ function ledgerEntryOf(entry: JournalEntry): LedgerEntry {
     reservedAfter: BigInt(entry.reservedAfter),
     memo: entry.memo === undefined ? undefined : { jobId: entry.memo.jobId, model: entry.memo.model, keyId: entry.memo.keyId },
     tokens: entry.tokens === undefined ? undefined : { promptTokens: entry.tokens.promptTokens, candidatesTokens: entry.tokens.candidatesTokens },
+    reason: readReleaseReason(entry.reason),
     at: new Date(entry.at),
   };
 }
@@ -1080,6 +1087,7 @@ function entryOf(row: Row): LedgerEntry {
     reservedAfter: row.reserved_after as bigint,
     memo: model === null ? undefined : { jobId: (row.job_id as string | null) ?? undefined, model, keyId: (row.key_id as string | null) ?? undefined },
     tokens: promptTokens === null ? undefined : { promptTokens, candidatesTokens: (row.candidates_tokens as number | null) ?? 0 },
+    reason: undefined, // copied before releases said why
     at: row.at as Date,
   };
 }

@@ -1,4 +1,5 @@
 import type { Money } from "../../domain/money.js";
+import type { ReleaseReason } from "../../domain/ledger/release-reasons.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
 import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeySpending } from "../../domain/accounts/key-limits.js";
 import type {
@@ -85,8 +86,8 @@ export class MemoryLedger implements Ledger {
     return this.end(reservationId, "settled", amount, tokens);
   }
 
-  async release(_accountId: string, reservationId: string): Promise<void> {
-    this.end(reservationId, "released", 0n);
+  async release(_accountId: string, reservationId: string, reason?: ReleaseReason): Promise<void> {
+    this.end(reservationId, "released", 0n, undefined, reason);
   }
 
   async shortfalls(accountId: string): Promise<Shortfall[]> {
@@ -127,7 +128,7 @@ export class MemoryLedger implements Ledger {
     return { entries: page, next: matching.length > query.limit ? page.at(-1) : undefined };
   }
 
-  private end(reservationId: string, state: "settled" | "released", asked: Money, tokens?: SettledTokens): Settlement | undefined {
+  private end(reservationId: string, state: "settled" | "released", asked: Money, tokens?: SettledTokens, reason?: ReleaseReason): Settlement | undefined {
     const reservation = this.reservations.get(reservationId);
     if (!reservation) return undefined;
     // A repeated settle answers what the settlement recorded; nothing moves again.
@@ -144,13 +145,13 @@ export class MemoryLedger implements Ledger {
     if (state === "settled" && keyId !== undefined) account.keys.set(keyId, countCharge(account.keys.get(keyId) ?? NO_SPENDING, settlement.charged, new Date()));
     record(account, state === "settled"
       ? { type: "charge", amount: -settlement.charged, reservedChange: -reservation.amount, memo: reservation.memo, tokens }
-      : { type: "release", amount: 0n, reservedChange: -reservation.amount, memo: reservation.memo });
+      : { type: "release", amount: 0n, reservedChange: -reservation.amount, memo: reservation.memo, ...(reason !== undefined && { reason }) });
     return settlement;
   }
 }
 
 /** Appends an entry for a movement already applied to the account. */
-function record(account: Account, entry: Pick<LedgerEntry, "type" | "amount" | "reservedChange" | "memo" | "tokens">): void {
+function record(account: Account, entry: Pick<LedgerEntry, "type" | "amount" | "reservedChange" | "memo" | "tokens" | "reason">): void {
   account.entries.push({
     ...entry, seq: BigInt(account.entries.length + 1), balanceAfter: account.balance, reservedAfter: account.reserved, at: new Date(),
   });

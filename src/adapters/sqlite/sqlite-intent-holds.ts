@@ -37,11 +37,11 @@ export class SqliteIntentHolds implements IntentHolds {
       return outcome;
     };
     this.endWrite = (intentId, reservationId, end) => {
-      const settlement = end === "release"
-        ? ledger.endNow(reservationId, "released", 0n)
+      const settlement = "release" in end
+        ? ledger.endNow(reservationId, "released", 0n, undefined, end.release)
         : ledger.endNow(reservationId, "settled", end.charge, end.tokens);
       jobs.markFinalizedNow(intentId);
-      return end === "release" ? undefined : settlement;
+      return "release" in end ? undefined : settlement;
     };
     this.endAlone = db.transaction(this.endWrite).immediate;
   }

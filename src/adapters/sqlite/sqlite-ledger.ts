@@ -1,4 +1,5 @@
 import type { Money } from "../../domain/money.js";
+import { readReleaseReason, type ReleaseReason } from "../../domain/ledger/release-reasons.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
 import {
   admissionNeedsHolds, countCharge, countReservation, keyAdmission, NO_HOLDS, NO_SPENDING, type KeyHolds, type KeySpending,
@@ -39,6 +40,8 @@ interface EntryRow {
   key_id: string | null;
   prompt_tokens: number | null;
   candidates_tokens: number | null;
+  /** Why a release was made (migrations/0013); NULL elsewhere and on older releases. */
+  reason: string | null;
   at: number;
 }
 
@@ -53,6 +56,7 @@ function toEntry(row: EntryRow): LedgerEntry {
     reservedAfter: money(row.reserved_after),
     memo: row.model === null ? undefined : { jobId: row.job_id ?? undefined, model: row.model, keyId: row.key_id ?? undefined },
     tokens: row.prompt_tokens === null ? undefined : { promptTokens: row.prompt_tokens, candidatesTokens: row.candidates_tokens ?? 0 },
+    reason: readReleaseReason(row.reason),
     at: new Date(row.at),
   };
 }
@@ -79,12 +83,13 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     ),
     entry: db.prepare(
       `INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id,
-         job_id, model, key_id, prompt_tokens, candidates_tokens, at)
+         job_id, model, key_id, prompt_tokens, candidates_tokens, reason, at)
        VALUES (@account_id, @kind, @amount, @balance_after, @reserved_change, @reserved_after, @reservation_id,
-         @job_id, @model, @key_id, @prompt_tokens, @candidates_tokens, @at)`,
+         @job_id, @model, @key_id, @prompt_tokens, @candidates_tokens, @reason, @at)`,
     ),
     entries: db.prepare(
-      `SELECT entry_id, kind, amount, balance_after, reserved_change, reserved_after, job_id, model, key_id, prompt_tokens, candidates_tokens, at
+      `SELECT entry_id, kind, amount, balance_after, reserved_change, reserved_after, job_id, model, key_id, prompt_tokens, candidates_tokens,
+         reason, at
        FROM ledger_entries
        WHERE account_id = @account_id AND (@before IS NULL OR entry_id < @before)
          AND (@from IS NULL OR at >= @from) AND (@to IS NULL OR at < @to)
@@ -175,7 +180,7 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
   /** Records a movement in the transaction that makes it. */
   const record = (
     accountId: string, kind: LedgerEntryType, moved: { amount: Money; reservedChange: Money; balance: Money; reserved: Money },
-    at: number, reservationId: string | null = null, memo?: HoldMemo | HoldRow, tokens?: SettledTokens,
+    at: number, reservationId: string | null = null, memo?: HoldMemo | HoldRow, tokens?: SettledTokens, reason?: ReleaseReason,
   ) => {
     const fromRow = memo !== undefined && "state" in memo;
     s.entry.run({
@@ -184,7 +189,7 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
       job_id: (fromRow ? memo.job_id : memo?.jobId) ?? null,
       model: (fromRow ? memo.model : memo?.model) ?? null,
       key_id: (fromRow ? memo.key_id : memo?.keyId) ?? null,
-      prompt_tokens: tokens?.promptTokens ?? null, candidates_tokens: tokens?.candidatesTokens ?? null, at,
+      prompt_tokens: tokens?.promptTokens ?? null, candidates_tokens: tokens?.candidatesTokens ?? null, reason: reason ?? null, at,
     });
   };
 
@@ -229,7 +234,9 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     return "reserved";
   });
 
-  const endTx = db.transaction((reservationId: string, state: "settled" | "released", asked: Money, tokens?: SettledTokens): Settlement | undefined => {
+  const endTx = db.transaction((
+    reservationId: string, state: "settled" | "released", asked: Money, tokens?: SettledTokens, reason?: ReleaseReason,
+  ): Settlement | undefined => {
     const hold = s.hold.get(reservationId) as HoldRow | undefined;
     if (!hold) return undefined;
     if (hold.state !== "held") {
@@ -248,7 +255,7 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     moveTallies(hold.account_id, reservationId, -1, money(hold.amount), hold.key_id, hold.job_id !== null);
     const moved = { amount: -charged, reservedChange: -money(hold.amount), balance, reserved };
     if (state === "settled") record(hold.account_id, "charge", moved, at, reservationId, hold, tokens);
-    else record(hold.account_id, "release", { ...moved, amount: 0n }, at, reservationId, hold);
+    else record(hold.account_id, "release", { ...moved, amount: 0n }, at, reservationId, hold, undefined, reason);
     if (state === "settled" && hold.key_id !== null) {
       s.setKeySpending.run(hold.key_id, hold.account_id, encodeKeySpending(countCharge(spendingOf(hold.key_id), charged, new Date(at))));
     }
@@ -298,9 +305,9 @@ export class SqliteLedger implements Ledger {
     return this.ops.reserveTx(accountId, reservationId, amount, options);
   }
 
-  /** settle's (or release's) transaction, synchronous: a savepoint of a caller's transaction on the same database (SqliteIntentHolds). */
-  endNow(reservationId: string, state: "settled" | "released", amount: Money, tokens?: SettledTokens): Settlement | undefined {
-    return this.ops.endTx(reservationId, state, amount, tokens);
+  /** settle's (or release's, for `reason`) transaction, synchronous: a savepoint of a caller's transaction on the same database (SqliteIntentHolds). */
+  endNow(reservationId: string, state: "settled" | "released", amount: Money, tokens?: SettledTokens, reason?: ReleaseReason): Settlement | undefined {
+    return this.ops.endTx(reservationId, state, amount, tokens, reason);
   }
 
   /** The hold names its account; `accountId` is not needed to find it. A repeat answers the hold's recorded charge. */
@@ -308,8 +315,8 @@ export class SqliteLedger implements Ledger {
     return sqliteCall(() => this.ops.endTx.immediate(reservationId, "settled", amount, tokens));
   }
 
-  async release(_accountId: string, reservationId: string): Promise<void> {
-    sqliteCall(() => this.ops.endTx.immediate(reservationId, "released", 0n));
+  async release(_accountId: string, reservationId: string, reason?: ReleaseReason): Promise<void> {
+    sqliteCall(() => this.ops.endTx.immediate(reservationId, "released", 0n, undefined, reason));
   }
 
   async shortfalls(accountId: string): Promise<Shortfall[]> {

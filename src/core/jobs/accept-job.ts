@@ -143,7 +143,7 @@ async function takeHoldThenStore(
     }
     if (!stored) {
       // Fenced off: a retry with the same key found this acceptance dead and took the key over.
-      await releaseHold(deps, caller.accountId, job.id);
+      await releaseHold(deps, caller.accountId, job.id, "abandoned");
       await undo();
       throw supersededError();
     }

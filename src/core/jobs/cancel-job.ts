@@ -1,6 +1,7 @@
 import { cancelJob, isTerminal, type CancelReason } from "../../domain/jobs/job-state-machine.js";
 import type { Job } from "../../domain/jobs/job.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
+import { CLIENT_GONE_ERROR } from "../../domain/ledger/release-reasons.js";
 import type { Clock } from "../../ports/clock.js";
 import type { JobStore } from "../../ports/job-store.js";
 import { finishJob, observeEnd, type FinishPorts } from "./finish-job.js";
@@ -87,7 +88,7 @@ export async function cancelOwnJob(ports: CancelPorts, jobId: string, options: C
 
 /** Spec §7 rule 2: a creation whose 202 never reached its client is not billed. */
 export const CLIENT_GONE: CancelReason = {
-  error: "client_gone",
+  error: CLIENT_GONE_ERROR,
   message: "the client went away before this job's acceptance was answered; nothing was charged",
 };
 

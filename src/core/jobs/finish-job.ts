@@ -1,5 +1,6 @@
 import { chargesOnFinish, settleJob } from "../../domain/jobs/job-state-machine.js";
 import type { Job } from "../../domain/jobs/job.js";
+import { jobReleaseReason } from "../../domain/ledger/release-reasons.js";
 import { TOPICS, type EventBus } from "../../ports/event-bus.js";
 import type { JobFeed, JobSignal } from "../../ports/job-feed.js";
 import { releaseHold, settleHold, type HoldPorts } from "../money/holds.js";
@@ -40,7 +41,7 @@ export async function finishJob(ports: FinishPorts, job: Job): Promise<Job> {
   // A repeat (after a crash) answers the charge recorded then; without a record, what was asked was charged.
   let charged = job.charged;
   if (chargesOnFinish(job)) charged = (await settleHold(ports, job.accountId, job.id, job.charged, job.usage)) ?? job.charged;
-  else await releaseHold(ports, job.accountId, job.id);
+  else await releaseHold(ports, job.accountId, job.id, jobReleaseReason(job));
   let shown = job;
   if (!job.settled) {
     shown = settleJob(job, charged);

@@ -6,6 +6,7 @@ import type { Job } from "../../domain/jobs/job.js";
 import type { JobStore } from "../../ports/job-store.js";
 import type { HoldMemo, Ledger, ReserveOptions, ReserveOutcome, Settlement } from "../../ports/ledger.js";
 import type { KeyRefusal } from "../../domain/accounts/key-limits.js";
+import type { ReleaseReason } from "../../domain/ledger/release-reasons.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import type { TokenUsage } from "../../domain/pricing/quotes.js";
 import type { Logger } from "../../ports/logger.js";
@@ -117,32 +118,32 @@ export async function settleHold(
   return settlement?.charged;
 }
 
-/** Ends the hold without charging. */
-export async function releaseHold(ports: HoldPorts, accountId: string, intentId: string): Promise<void> {
-  await ports.ledger.release(accountId, reservationIdOf(intentId));
+/** Ends the hold without charging; `reason` is shown on the statement's release entry. */
+export async function releaseHold(ports: HoldPorts, accountId: string, intentId: string, reason: ReleaseReason): Promise<void> {
+  await ports.ledger.release(accountId, reservationIdOf(intentId), reason);
   ports.telemetry.observe({ kind: "hold_released" });
 }
 
 /**
  * Ends the hold of an intent that nothing else finishes (a synchronous text
- * call, an abandoned acceptance): settled for `charge` (with the usage behind it), or released when
- * `charge` is undefined, and the intent no longer listed; in one write where
+ * call, an abandoned acceptance): settled for `charge` (with the usage behind it), or released for
+ * `reason` when `charge` is undefined, and the intent no longer listed; in one write where
  * the stores offer it (IntentHolds), else the two steps. Returns what was
  * charged, as settleHold does.
  */
 export async function endIntentHold(
-  ports: HoldPorts, accountId: string, intentId: string, charge?: { amount: Money; usage?: TokenUsage },
+  ports: HoldPorts, accountId: string, intentId: string, charge: { amount: Money; usage?: TokenUsage } | undefined, reason: ReleaseReason,
 ): Promise<Money | undefined> {
   if (!ports.intentHolds) {
     let charged: Money | undefined;
     if (charge) charged = await settleHold(ports, accountId, intentId, charge.amount, charge.usage);
-    else await releaseHold(ports, accountId, intentId);
+    else await releaseHold(ports, accountId, intentId, reason);
     await ports.jobs.markFinalized(intentId);
     return charged;
   }
   const reservationId = reservationIdOf(intentId);
   const settlement = await ports.intentHolds.endAndFinalize(
-    intentId, reservationId, charge ? { charge: charge.amount, tokens: tokensOf(charge.usage) } : "release",
+    intentId, reservationId, charge ? { charge: charge.amount, tokens: tokensOf(charge.usage) } : { release: reason },
   );
   if (!charge) {
     ports.telemetry.observe({ kind: "hold_released" });
@@ -180,7 +181,7 @@ const reserveResult = (outcome: ReserveOutcome): ReserveResult => (typeof outcom
  */
 export async function abandonIntent(ports: HoldPorts, accountId: string, intentId: string): Promise<boolean> {
   if (!(await ports.jobs.abandonIntent(intentId))) return false;
-  await endIntentHold(ports, accountId, intentId);
+  await endIntentHold(ports, accountId, intentId, undefined, "abandoned");
   ports.telemetry.observe({ kind: "acceptance_fenced" });
   return true;
 }

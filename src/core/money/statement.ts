@@ -41,6 +41,7 @@ export function entryView(entry: LedgerEntry): LedgerEntryMessage {
     reservedAfter: formatMoney(entry.reservedAfter),
     promptTokenCount: BigInt(entry.tokens?.promptTokens ?? 0),
     candidatesTokenCount: BigInt(entry.tokens?.candidatesTokens ?? 0),
+    reason: entry.type === "release" ? entry.reason ?? "" : "",
   });
 }
 

@@ -56,6 +56,6 @@ export class TextCall {
     this.ended = true;
     const usage = this.delivered;
     const charge = usage && { amount: tokenCost(this.spec.model.id, this.prices, usage), usage };
-    return (await endIntentHold(this.deps, this.accountId, this.intentId, charge)) ?? 0n;
+    return (await endIntentHold(this.deps, this.accountId, this.intentId, charge, "nothing_delivered")) ?? 0n;
   }
 }

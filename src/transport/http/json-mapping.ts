@@ -130,6 +130,7 @@ export function ledgerEntryJson(entry: LedgerEntry) {
     key_id: entry.keyId ?? null,
     prompt_token_count: Number(entry.promptTokenCount),
     candidates_token_count: Number(entry.candidatesTokenCount),
+    reason: entry.reason === "" ? null : entry.reason,
   };
 }
 

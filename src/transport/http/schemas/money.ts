@@ -26,10 +26,18 @@ export const LEDGER_ENTRY = {
     key_id: { ...orNull({ type: "string" }), description: "The API key that asked for the hold; null for credits." },
     prompt_token_count: { type: "integer", description: "On a charge: the prompt tokens paid for (0 for images and videos)." },
     candidates_token_count: { type: "integer", description: "On a charge: the produced tokens paid for." },
+    reason: {
+      ...orNull({ type: "string" }),
+      description:
+        "On a release: why nothing was charged. job_failed (the job failed), job_canceled (the job was canceled), client_gone (the job " +
+        "was canceled because its acceptance could not be answered: the client went away first, with no Idempotency-Key), " +
+        "nothing_delivered (a synchronous text call delivered nothing), abandoned (the request died before finishing; the reaper or a " +
+        "retry ended its hold). null on other entries and on releases recorded before reasons were; treat an unknown value as null.",
+    },
   },
   required: [
     "entry_id", "type", "amount", "balance_after", "job_id", "model", "created_at", "reserved_change", "reserved_after", "key_id",
-    "prompt_token_count", "candidates_token_count",
+    "prompt_token_count", "candidates_token_count", "reason",
   ],
 } as const;
 
@@ -46,7 +54,7 @@ const STATEMENT = {
       {
         entry_id: "3000000", type: "charge", amount: "-0.039", balance_after: "9.961", job_id: "3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41",
         model: "aimodel-2.5-flash-image", created_at: "2026-11-23T10:00:02.480Z", reserved_change: "-0.039", reserved_after: "0.00",
-        key_id: "key_0f3e7c6d41", prompt_token_count: 0, candidates_token_count: 0,
+        key_id: "key_0f3e7c6d41", prompt_token_count: 0, candidates_token_count: 0, reason: null,
       },
     ],
     next_page_token: null,
