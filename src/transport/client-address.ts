@@ -27,6 +27,15 @@ export function clientOfSocket(socket: Socket | undefined): string | undefined {
   return CLIENT in held ? held[CLIENT] : (held[CLIENT] = clientOf(socket.remoteAddress));
 }
 
+/**
+ * The client of a gateway request: its connection's (clientOfSocket), or, when it came through a proxy that
+ * TRUST_PROXY names, the address that proxy forwarded (Fastify's `request.ip` believes only trusted proxies).
+ */
+export function clientOfRequest(request: { readonly ip: string; readonly raw: { readonly socket: Socket } }): string | undefined {
+  const socket = request.raw.socket;
+  return request.ip === socket.remoteAddress ? clientOfSocket(socket) : clientOf(request.ip);
+}
+
 /** The same for an HTTP/2 session of the core port (kept on the session: its `socket` is a proxy). */
 export function clientOfSession(session: Http2Session | undefined): string | undefined {
   if (!session) return undefined;

@@ -118,6 +118,21 @@ describe("creations whose answer never reached the client", () => {
     assert.equal(job?.status, "canceled");
   });
 
+  it("when a creation pipelined behind a slow request loses its connection, then its job is canceled and nothing is charged", async () => {
+    const customer = await createCustomer(service, "10.00");
+    const waiting = JSON.stringify({ ...IMAGE, prompt: `first, slow ${SIMULATOR_MARKERS.slow}` });
+    const behind = JSON.stringify(IMAGE);
+    const head = (payload: string, extra: Record<string, string> = {}) => requestHead("POST", "/api/v1/generations", {
+      authorization: `Bearer ${customer.apiKey}`, "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...extra,
+    });
+    // The second's 202 queues behind the first's answer, which waits for its slow job: neither is written when the connection dies.
+    const exchange = await openExchange(service.url, head(waiting, { prefer: "wait=30" }) + waiting + head(behind) + behind);
+    await eventually(() => jobsOf(customer), (jobs) => jobs.length === 2, { what: "both pipelined jobs to be accepted" });
+    exchange.socket.destroy();
+    const jobs = await assertNothingBilled(customer, "10.00");
+    assert.equal(jobs.length, 2);
+  });
+
   it("when a REST client with an Idempotency-Key hangs up, then its job stays, is charged once, and a retry with the key finds it", async () => {
     const customer = await createCustomer(service, "10.00");
     // It waits for its job, so its answer is still unwritten when it hangs up after the acceptance.

@@ -135,6 +135,32 @@ describe("refusals that are no guess", () => {
   });
 });
 
+describe("credential guessing behind a trusted proxy (TRUST_PROXY)", () => {
+  let service: TestService;
+  before(async () => {
+    service = await startTestService({ AUTH_FAILURE_LIMIT: "3", AUTH_FAILURE_WINDOW: "1h", TRUST_PROXY: "127.0.0.1" });
+  });
+  after(() => service?.close());
+
+  it("when one client behind the proxy guesses, then that client is locked out and another client behind the same proxy is not", async () => {
+    const from = (client: string) => ({ ...asAdmin(WRONG_ADMIN_TOKEN), "x-forwarded-for": client });
+    for (let i = 0; i < 3; i++) assert.equal((await request(service, "GET", "/admin/v1/prices", from("203.0.113.7"))).status, 401);
+    const locked = await request(service, "GET", "/admin/v1/prices", { ...asAdmin(ADMIN_TOKEN), "x-forwarded-for": "203.0.113.7" });
+    assert.equal(locked.status, 429, JSON.stringify(locked.json));
+    const neighbour = await request(service, "GET", "/admin/v1/prices", { ...asAdmin(ADMIN_TOKEN), "x-forwarded-for": "203.0.113.8" });
+    assert.equal(neighbour.status, 200, "the proxy's other clients are not locked out with the guesser");
+  });
+
+  it("when the peer is not a trusted proxy, then its X-Forwarded-For is ignored and the peer itself is counted", async () => {
+    for (let i = 0; i < 3; i++) {
+      const guess = await request(service, "GET", "/admin/v1/prices", { ...asAdmin(WRONG_ADMIN_TOKEN), "x-forwarded-for": `198.51.100.${i}` }, undefined, OTHER_CLIENT);
+      assert.equal(guess.status, 401);
+    }
+    const locked = await request(service, "GET", "/admin/v1/prices", { ...asAdmin(ADMIN_TOKEN), "x-forwarded-for": "198.51.100.99" }, undefined, OTHER_CLIENT);
+    assert.equal(locked.status, 429, "a client cannot pick a fresh address by a header");
+  });
+});
+
 describe("the end of an address's window of failed credential checks", () => {
   let service: TestService;
   before(async () => {

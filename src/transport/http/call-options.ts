@@ -5,7 +5,8 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { SIGNAL_SOURCE, type SignalSource } from "../rpc/light-context.js";
 import { CALL_TIMING, timingOf, type RequestTiming } from "./request-timing.js";
 import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
-import { clientOfSocket } from "../client-address.js";
+import { clientOfRequest } from "../client-address.js";
+import { onAnswerEnd } from "./edge/pipelining.js";
 
 /** `upstream;dur=<ms>` in a Server-Timing value. */
 const UPSTREAM_DURATION = /(?:^|,)\s*upstream;dur=([0-9.]+)/;
@@ -61,11 +62,10 @@ class RequestCall implements CallOptions, SignalSource {
     if (!this.controller) {
       const controller = (this.controller = new AbortController());
       const raw = this.reply.raw;
-      const gone = () => {
+      // onAnswerEnd, not 'close': an answer queued behind another pipelined one never closes when its connection dies.
+      onAnswerEnd(raw, () => {
         if (!raw.writableFinished) controller.abort(CLIENT_GONE);
-      };
-      if (raw.closed) gone();
-      else raw.once("close", gone);
+      });
     }
     return this.controller.signal;
   }
@@ -73,7 +73,7 @@ class RequestCall implements CallOptions, SignalSource {
 
 /** `values` (new ones when not given) with the request's client address: its connection's, never a header's. */
 export function callerValues(request: FastifyRequest, values: ContextValues = createContextValues()): ContextValues {
-  return values.set(CLIENT_ADDRESS, clientOfSocket(request.raw.socket));
+  return values.set(CLIENT_ADDRESS, clientOfRequest(request));
 }
 
 /** Call options for a request's core calls (see RequestCall): `headers`, and `contextValues` when given. */
@@ -132,8 +132,7 @@ export function replyDelivery(reply: FastifyReply): AnswerDelivery {
     onUndelivered(undelivered) {
       const raw = reply.raw;
       if (raw.writableFinished) return;
-      if (raw.closed) undelivered();
-      else raw.once("close", () => raw.writableFinished || undelivered());
+      onAnswerEnd(raw, () => raw.writableFinished || undelivered());
     },
   };
 }

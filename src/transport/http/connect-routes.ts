@@ -19,7 +19,7 @@ import { malformedMessage } from "../rpc/refusals.js";
 import { inspectParseFailure, protocolOf } from "../rpc/wire-protocol.js";
 import { httpErrorOf } from "./connect-errors.js";
 import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
-import { clientOfSocket } from "../client-address.js";
+import { clientOfRequest } from "../client-address.js";
 import { lingerUntilDiscarded } from "./edge/body-guard.js";
 import {
   answerThroughHandler, credentialsOf, refusing, RpcAdmission, withBody, type RpcAdmissionSettings,
@@ -193,7 +193,7 @@ export function connectRoutes(core: CoreClients, options: ConnectRoutesOptions) 
     await scope.register(fastifyConnectPlugin, {
       contextValues: (request) => createContextValues()
         .set(ADMISSION, admissions.get(request))
-        .set(CLIENT_ADDRESS, clientOfSocket(request.raw.socket))
+        .set(CLIENT_ADDRESS, clientOfRequest(request))
         .set(ANSWER_DELIVERY, deliveries.get(request)),
       routes: (router: ConnectRouter) => {
         for (const [service, clientOf] of FORWARDED) {

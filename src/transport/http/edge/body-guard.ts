@@ -8,7 +8,7 @@ import type { BodyBudget, UploadSlots } from "../../upload-slots.js";
 import { platformHeaders, vendorHeaders } from "../call-options.js";
 import { bodyTooLarge, replyWithError, sizeText, unsupportedMediaType } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
-import { clientOfSocket } from "../../client-address.js";
+import { clientOfRequest } from "../../client-address.js";
 import { otherFieldsBytes } from "../streamed-images.js";
 
 /** Retry-After of 429 too_many_uploads: about the time a large upload takes on a good link. */
@@ -93,7 +93,7 @@ export function bodyGuard(options: BodyGuardOptions) {
     const headersOf = route.keyFrom === "vendor" ? vendorHeaders : platformHeaders;
     const onRequest = async (request: FastifyRequest, reply: FastifyReply) => {
       try {
-        await options.headerCheck(headersOf(request), route.credential, clientOfSocket(request.raw.socket));
+        await options.headerCheck(headersOf(request), route.credential, clientOfRequest(request));
       } catch (error) {
         return refuseBody(request, reply, error);
       }

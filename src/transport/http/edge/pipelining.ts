@@ -101,5 +101,6 @@ export function limitPipelining(depth: number, handler: RequestListener): Reques
  */
 export function onAnswerEnd(response: ServerResponse, listener: () => void): void {
   if (pipelines.get(response.req.socket)?.onEnd(response, listener)) return;
-  response.once("close", listener);
+  if (response.closed || response.req.socket.destroyed) listener();
+  else response.once("close", listener);
 }

@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest } from "@connectrpc/connect-node";
 import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { httpErrorOf } from "../connect-errors.js";
-import { clientOfSocket } from "../../client-address.js";
+import { clientOfRequest } from "../../client-address.js";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
@@ -233,7 +233,7 @@ export class RpcAdmission {
     if (!this.settings.readiness.current.serving) return notServing(this.settings.readiness);
     if (this.policy.credential !== undefined) {
       try {
-        await this.settings.headerCheck(credentialsOf(this.request.headers), this.policy.credential, clientOfSocket(this.request.raw.socket));
+        await this.settings.headerCheck(credentialsOf(this.request.headers), this.policy.credential, clientOfRequest(this.request));
       } catch (error) {
         if (error instanceof ConnectError) return error;
         this.request.log.error({ err: error }, `${this.policy.method.name}: credential check failed`);
