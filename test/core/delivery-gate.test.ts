@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { DeliveryGate, destinationOf, type Admission, type DeliveryGateSettings, type GateTicket } from "../../src/core/webhooks/delivery-gate.js";
+import { DeliveryGate, destinationOf, MAX_BREAKERS, type Admission, type DeliveryGateSettings, type GateTicket } from "../../src/core/webhooks/delivery-gate.js";
 
 const SETTINGS: DeliveryGateSettings = {
   maxPerDestination: 2, maxPerAccount: 3, maxInFlight: 5,
@@ -23,6 +23,16 @@ function trip(gate: DeliveryGate, destination: string, at: number): void {
 }
 
 describe("delivery gate: fair webhook requests", () => {
+  it("when more destinations fail than MAX_BREAKERS, then the gate keeps at most that many breakers, forgetting the one that failed longest ago", () => {
+    const gate = new DeliveryGate(SETTINGS);
+    for (let i = 0; i <= MAX_BREAKERS; i++) ticketOf(gate.admit(`http://gone-${i}`, "a", i)).finish("unanswered", 100, i);
+    assert.equal(gate.size, MAX_BREAKERS, "only breakers are left (every lane is idle)");
+    // gone-0 was forgotten; gone-1 kept its first failure, so two more open its breaker.
+    for (let k = 0; k < SETTINGS.breakerFailures - 1; k++) ticketOf(gate.admit("http://gone-1", "a", MAX_BREAKERS + 1)).finish("unanswered", 100, MAX_BREAKERS + 1);
+    assert.equal(gate.destination("http://gone-1").breaker, "open", "a breaker still failing is kept");
+    assert.equal(gate.size, MAX_BREAKERS);
+  });
+
   it("when a destination has its limit in flight, then the next request to it waits while another destination's goes", () => {
     const gate = new DeliveryGate(SETTINGS);
     ticketOf(gate.admit("http://hole", "a", 0));

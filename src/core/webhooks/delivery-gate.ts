@@ -60,6 +60,9 @@ export interface DestinationState {
   readonly breaker: Breaker["state"];
 }
 
+/** Breakers kept at most; one forgotten only means its destination starts again closed (its lane still bounds its sockets). */
+export const MAX_BREAKERS = 10_000;
+
 export class DeliveryGate {
   private readonly destinations = new Map<string, Lane>();
   private readonly accounts = new Map<string, Lane>();
@@ -121,7 +124,7 @@ export class DeliveryGate {
     return { inFlight: dest?.inFlight ?? 0, waiting: dest?.waiting ?? 0, breaker: this.breakers.get(destination)?.state ?? "closed" };
   }
 
-  /** Lanes and breakers kept (bounded by the destinations and accounts with something in flight, waiting, or failing). */
+  /** Lanes and breakers kept (lanes: the destinations and accounts with something in flight or waiting; breakers: at most MAX_BREAKERS). */
   get size(): number {
     return this.destinations.size + this.accounts.size + this.breakers.size;
   }
@@ -150,11 +153,10 @@ export class DeliveryGate {
   private record(destination: string, outcome: Exclude<GateOutcome, "none">, now: number): void {
     const s = this.settings;
     const breaker = this.breakers.get(destination) ?? { state: "closed", failures: 0, openMs: s.breakerOpenMs };
-    if (outcome === "answered") {
-      // Any answer closes it: the destination is there, and slow answers are bounded by the per-destination limit.
-      this.breakers.delete(destination);
-      return;
-    }
+    // Most recently failing last: a full map forgets the destination that failed longest ago (callback URLs are the client's to choose).
+    this.breakers.delete(destination);
+    if (outcome === "answered") return; // any answer closes it: the destination is there, and slow answers are bounded by its lane
+    if (this.breakers.size >= MAX_BREAKERS) this.breakers.delete(this.breakers.keys().next().value!);
     if (breaker.state === "half-open") {
       const openMs = Math.min(s.breakerMaxOpenMs, breaker.openMs * 2);
       this.breakers.set(destination, { state: "open", until: now + openMs, openMs });
@@ -164,8 +166,9 @@ export class DeliveryGate {
         destination,
         failures >= s.breakerFailures ? { state: "open", until: now + breaker.openMs, openMs: breaker.openMs } : { state: "closed", failures, openMs: breaker.openMs },
       );
+    } else {
+      this.breakers.set(destination, breaker); // already open: requests admitted before it opened end without extending it
     }
-    // Already open: requests admitted before it opened end without extending it.
   }
 
   private forget(destination: string, account: string, dest: Lane, acct: Lane): void {
