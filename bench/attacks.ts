@@ -32,9 +32,9 @@
  * connections to be cut, 60), PIPE_CONNECTIONS (8), PIPE_REQUESTS (1000),
  * PIPE_HOLD_S (20), PIPE_PATH (/openapi.json), BENCH_OUT (also write the report there).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { connect, type Socket } from "node:net";
 import os from "node:os";
@@ -42,8 +42,10 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { memory, runNode, waitFor, type Running } from "./child-processes.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const run = (args: string[], env: NodeJS.ProcessEnv) => runNode(args, env, ROOT);
 const THIS_FILE = fileURLToPath(import.meta.url);
 const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
 const MB150 = 150 * 1024 * 1024;
@@ -169,31 +171,6 @@ async function pipeliningAttack(order: PipelineOrder): Promise<void> {
 
 // ---------------------------------------------------------------- driver
 
-interface Running { readonly child: ChildProcess; output: string }
-
-function run(args: string[], env: NodeJS.ProcessEnv): Running {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
-  const running: Running = { child, output: "" };
-  child.stdout!.on("data", (chunk) => (running.output += chunk));
-  child.stderr!.on("data", (chunk) => (running.output += chunk));
-  return running;
-}
-
-async function waitFor<T>(probe: () => T | undefined, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await delay(50);
-  }
-}
-
-function memory(pid: number) {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? 0);
-  return { rssMiB: Math.round(kib("VmRSS") / 1024), peakMiB: Math.round(kib("VmHWM") / 1024), fds: readdirSync(`/proc/${pid}/fd`).length };
-}
 
 function getStatus(url: string, timeoutMs: number): Promise<number> {
   return new Promise((resolve) => {

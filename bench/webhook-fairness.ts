@@ -22,18 +22,20 @@
  * BENCH_SERVICE_ROOT (the checkout whose src/main.ts runs, e.g. an older
  * commit's worktree; default this one), BENCH_OUT (also write the report there).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import os from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { memory, runNode, waitFor } from "./child-processes.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const SERVICE_ROOT = process.env.BENCH_SERVICE_ROOT ?? ROOT;
+const run = (args: string[], env: NodeJS.ProcessEnv) => runNode(args, env, SERVICE_ROOT);
 const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
 const ATTACK_JOBS = Number(process.env.ATTACK_JOBS ?? 3000);
 const VICTIMS = Number(process.env.VICTIMS ?? 6);
@@ -42,31 +44,6 @@ const VICTIM_WAIT_S = Number(process.env.VICTIM_WAIT_S ?? 300);
 const WEBHOOK_TIMEOUT = process.env.BENCH_WEBHOOK_TIMEOUT ?? "15s";
 const MODEL = "aimodel-3.5-flash-lite";
 
-interface Running { readonly child: ChildProcess; output: string }
-
-function run(args: string[], env: NodeJS.ProcessEnv): Running {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd: SERVICE_ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
-  const running: Running = { child, output: "" };
-  child.stdout!.on("data", (chunk) => (running.output += chunk));
-  child.stderr!.on("data", (chunk) => (running.output += chunk));
-  return running;
-}
-
-async function waitFor<T>(probe: () => T | undefined, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await delay(50);
-  }
-}
-
-function memory(pid: number) {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? 0);
-  return { rssMiB: Math.round(kib("VmRSS") / 1024), fds: readdirSync(`/proc/${pid}/fd`).length };
-}
 
 async function api(url: string, method: string, path: string, auth: string, body?: unknown): Promise<{ status: number; json: any }> {
   const response = await fetch(url + path, {
