@@ -78,6 +78,19 @@ describe("delivery gate: fair webhook requests", () => {
     assert.deepEqual(gate.destination("http://d"), { inFlight: 2, waiting: 0, breaker: "closed" });
   });
 
+  it("when a waiting request never comes back to this process, then it stops counting once twice its wait and the probe's bound have passed", () => {
+    const gate = new DeliveryGate(SETTINGS);
+    const held = [ticketOf(gate.admit("http://d", "a", 0)), ticketOf(gate.admit("http://d", "a", 0))];
+    const { delayMs } = refusalOf(gate.admit("http://d", "a", 0));
+    assert.equal(gate.destination("http://d").waiting, 1);
+    const lapsesAt = 2 * delayMs + SETTINGS.probeMs;
+    held[0]!.finish("answered", 10, lapsesAt - 1);
+    assert.equal(gate.destination("http://d").waiting, 1, "still expected back");
+    held[1]!.finish("answered", 10, lapsesAt);
+    assert.deepEqual(gate.destination("http://d"), { inFlight: 0, waiting: 0, breaker: "closed" });
+    assert.equal(gate.size, 0, "nothing of it is kept");
+  });
+
   it("when a destination fails to answer breakerFailures times in a row, then its breaker opens and refuses without counting a slot", () => {
     const gate = new DeliveryGate(SETTINGS);
     trip(gate, "http://hole", 100);

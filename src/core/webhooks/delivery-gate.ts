@@ -5,8 +5,10 @@
  * Plain in-process state, no I/O: each process keeps its own (the webhooks
  * role of every process limits only what it sends itself). A delivery refused
  * for a busy lane is handed back to the bus with the delay the gate names (its
- * lanes count it as waiting until it returns); one refused for an open breaker
- * is the dispatcher's to fail without a request.
+ * lanes count it as waiting until it returns, or until twice its wait and a
+ * probe's bound have passed: one that never comes back here, taken by another
+ * process or ended early, stops counting by itself); one refused for an open
+ * breaker is the dispatcher's to fail without a request.
  */
 export interface DeliveryGateSettings {
   /** Requests in flight to one destination (origin: scheme, host, port). */
@@ -42,8 +44,8 @@ export type Admission =
 
 interface Lane {
   inFlight: number;
-  /** Deliveries handed back to the bus and not yet returned: how deep the backlog is. */
-  waiting: number;
+  /** When each delivery handed back to the bus and not yet returned stops counting (oldest first): how deep the backlog is. */
+  readonly waiting: number[];
   /** Typical request duration (moving average), to space the backlog's returns. */
   typicalMs: number;
 }
@@ -70,7 +72,7 @@ export class DeliveryGate {
   private readonly process: Lane;
 
   constructor(private readonly settings: DeliveryGateSettings) {
-    this.process = { inFlight: 0, waiting: 0, typicalMs: settings.deferMs };
+    this.process = { inFlight: 0, waiting: [], typicalMs: settings.deferMs };
   }
 
   /**
@@ -80,10 +82,9 @@ export class DeliveryGate {
   admit(destination: string, account: string, now: number, returning = false): Admission {
     const dest = lane(this.destinations, destination, this.settings.deferMs);
     const acct = lane(this.accounts, account, this.settings.deferMs);
-    if (returning) {
-      dest.waiting = Math.max(0, dest.waiting - 1);
-      acct.waiting = Math.max(0, acct.waiting - 1);
-      this.process.waiting = Math.max(0, this.process.waiting - 1);
+    for (const held of [dest, acct, this.process]) {
+      lapse(held, now);
+      if (returning) held.waiting.shift();
     }
     const refusal = this.refusal(destination, dest, acct, now);
     if (refusal?.reason === "breaker_open") {
@@ -91,9 +92,8 @@ export class DeliveryGate {
       return { admitted: false, ...refusal };
     }
     if (refusal) {
-      dest.waiting++;
-      acct.waiting++;
-      this.process.waiting++;
+      const lapsesAt = now + 2 * refusal.delayMs + this.settings.probeMs;
+      for (const held of [dest, acct, this.process]) held.waiting.push(lapsesAt);
       return { admitted: false, ...refusal };
     }
     const breaker = this.breakers.get(destination);
@@ -113,6 +113,8 @@ export class DeliveryGate {
             if (outcome !== "none") held.typicalMs = held.typicalMs * 0.8 + Math.max(0, durationMs) * 0.2;
           }
           if (outcome !== "none") this.record(destination, outcome, at);
+          lapse(dest, at);
+          lapse(acct, at);
           this.forget(destination, account, dest, acct);
         },
       },
@@ -121,7 +123,7 @@ export class DeliveryGate {
 
   destination(destination: string): DestinationState {
     const dest = this.destinations.get(destination);
-    return { inFlight: dest?.inFlight ?? 0, waiting: dest?.waiting ?? 0, breaker: this.breakers.get(destination)?.state ?? "closed" };
+    return { inFlight: dest?.inFlight ?? 0, waiting: dest?.waiting.length ?? 0, breaker: this.breakers.get(destination)?.state ?? "closed" };
   }
 
   /** Lanes and breakers kept (lanes: the destinations and accounts with something in flight or waiting; breakers: at most MAX_BREAKERS). */
@@ -146,7 +148,7 @@ export class DeliveryGate {
 
   /** A busy lane's backlog comes back about as fast as the lane can take it (its typical duration per free slot), not all at once. */
   private spacing(busy: Lane, limit: number): number {
-    const turns = Math.ceil((busy.waiting + 1) / limit);
+    const turns = Math.ceil((busy.waiting.length + 1) / limit);
     return Math.min(this.settings.breakerMaxOpenMs, Math.max(this.settings.deferMs, Math.round(busy.typicalMs * turns)));
   }
 
@@ -172,14 +174,14 @@ export class DeliveryGate {
   }
 
   private forget(destination: string, account: string, dest: Lane, acct: Lane): void {
-    if (dest.inFlight === 0 && dest.waiting === 0) this.destinations.delete(destination);
-    if (acct.inFlight === 0 && acct.waiting === 0) this.accounts.delete(account);
+    if (dest.inFlight === 0 && dest.waiting.length === 0) this.destinations.delete(destination);
+    if (acct.inFlight === 0 && acct.waiting.length === 0) this.accounts.delete(account);
   }
 }
 
 function lane(lanes: Map<string, Lane>, key: string, typicalMs: number): Lane {
   let found = lanes.get(key);
-  if (!found) lanes.set(key, (found = { inFlight: 0, waiting: 0, typicalMs }));
+  if (!found) lanes.set(key, (found = { inFlight: 0, waiting: [], typicalMs }));
   return found;
 }
 
@@ -190,4 +192,9 @@ export function destinationOf(url: string): string {
   } catch {
     return url;
   }
+}
+
+/** Drops the waiting deliveries whose time to come back has lapsed (they went elsewhere, or ended without returning). */
+function lapse(lane: Lane, now: number): void {
+  while (lane.waiting.length > 0 && lane.waiting[0]! <= now) lane.waiting.shift();
 }
