@@ -42,7 +42,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { memory, runNode, waitFor, type Running } from "./child-processes.js";
+import { memory, readyGatewayUrl, runNode, waitFor, type Running } from "./child-processes.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const run = (args: string[], env: NodeJS.ProcessEnv) => runNode(args, env, ROOT);
@@ -223,7 +223,7 @@ async function main(): Promise<void> {
     console.log(line);
   };
   try {
-    const url = await waitFor(() => (/"msg":"ready"/.test(service.output) ? /"url":"([^"]+)","msg":"gateway/.exec(service.output)?.[1] : undefined), 60_000, "the service");
+    const url = await readyGatewayUrl(service);
     const pid = service.child.pid!;
     const account = await admin(url, "/admin/v1/accounts", { name: "bench", balance: "10.00" });
     const key = await admin(url, `/admin/v1/accounts/${account.account_id}/keys`, { models: ["*"] });

@@ -31,3 +31,8 @@ export function memory(pid: number) {
   const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? 0);
   return { rssMiB: Math.round(kib("VmRSS") / 1024), peakMiB: Math.round(kib("VmHWM") / 1024), fds: readdirSync(`/proc/${pid}/fd`).length };
 }
+
+/** The gateway URL of a service child once it says it is ready (its log lines, LOG_LEVEL at least error). */
+export function readyGatewayUrl(service: Running, timeoutMs = 60_000): Promise<string> {
+  return waitFor(() => (/"msg":"ready"/.test(service.output) ? /"url":"([^"]+)","msg":"gateway/.exec(service.output)?.[1] : undefined), timeoutMs, "the service");
+}

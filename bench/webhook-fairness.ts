@@ -31,7 +31,7 @@ import os from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { memory, runNode, waitFor } from "./child-processes.js";
+import { memory, readyGatewayUrl, runNode } from "./child-processes.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const SERVICE_ROOT = process.env.BENCH_SERVICE_ROOT ?? ROOT;
@@ -156,7 +156,7 @@ async function main(): Promise<void> {
     console.log(line);
   };
   try {
-    const url = await waitFor(() => (/"msg":"ready"/.test(service.output) ? /"url":"([^"]+)","msg":"gateway/.exec(service.output)?.[1] : undefined), 60_000, "the service");
+    const url = await readyGatewayUrl(service);
     const pid = service.child.pid!;
     const atRest = memory(pid);
     const attacker = await customer(url, holeUrl);
