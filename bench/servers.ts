@@ -309,6 +309,7 @@ function vendorChunks(events: number): string[] {
 async function upstream(): Promise<void> {
   const events = Number(process.env.BENCH_UPSTREAM_EVENTS ?? 8);
   const gapMs = Number(process.env.BENCH_UPSTREAM_GAP_MS ?? 25);
+  const firstMs = Number(process.env.BENCH_UPSTREAM_FIRST_MS ?? 0);
   const chunks = vendorChunks(events);
   const whole = JSON.stringify({
     candidates: [{ content: { role: "model", parts: [{ text: chunks.map((_, i) => `word${i} `).join("") }] }, index: 0, finishReason: "STOP" }],
@@ -326,6 +327,7 @@ async function upstream(): Promise<void> {
       }
       if (url.includes(":streamGenerateContent")) {
         response.writeHead(200, { "content-type": "text/event-stream" });
+        if (firstMs > 0) await sleep(firstMs);
         for (let i = 0; i < chunks.length; i++) {
           if (i > 0 && gapMs > 0) await sleep(gapMs);
           response.write(`data: ${chunks[i]}\r\n\r\n`);
