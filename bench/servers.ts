@@ -31,8 +31,8 @@
  *   upstream     a minimal vendor upstream: POST /v1beta/models/{model}:streamGenerateContent?alt=sse
  *                answers BENCH_UPSTREAM_EVENTS (8) SSE events BENCH_UPSTREAM_GAP_MS (25) apart (a model's token stream), and
  *                :generateContent the whole answer, in the vendor's wire format. BENCH_UPSTREAM_FIRST_MS (0): the wait
- *                before a generateContent answer and before a stream's first event. Without alt=sse a stream is the
- *                vendor's JSON array, one element a line. BENCH_UPSTREAM_KEY: if set, the key (x-vendor-api-key,
+ *                before a stream's first event; BENCH_UPSTREAM_ANSWER_MS (the same): before a generateContent answer.
+ *                Without alt=sse a stream is the vendor's JSON array, one element a line. BENCH_UPSTREAM_KEY: if set, the key (x-vendor-api-key,
  *                x-goog-api-key or ?key=) must be it, else 401. GET /bench/stats: the requests answered, by kind and by
  *                where the key came, so a bench can check that a gateway in front really called this upstream.
  */
@@ -314,6 +314,7 @@ async function upstream(): Promise<void> {
   const events = Number(process.env.BENCH_UPSTREAM_EVENTS ?? 8);
   const gapMs = Number(process.env.BENCH_UPSTREAM_GAP_MS ?? 25);
   const firstMs = Number(process.env.BENCH_UPSTREAM_FIRST_MS ?? 0);
+  const answerMs = Number(process.env.BENCH_UPSTREAM_ANSWER_MS ?? firstMs);
   const key = process.env.BENCH_UPSTREAM_KEY;
   const chunks = vendorChunks(events);
   const whole = JSON.stringify({
@@ -355,8 +356,8 @@ async function upstream(): Promise<void> {
         return;
       }
       count(`key in ${carrier}`);
-      if (firstMs > 0) await sleep(firstMs);
       if (url.pathname.includes(":streamGenerateContent")) {
+        if (firstMs > 0) await sleep(firstMs);
         const sse = url.searchParams.get("alt") === "sse";
         count(sse ? "streamGenerateContent?alt=sse" : "streamGenerateContent (JSON array)");
         response.writeHead(200, { "content-type": sse ? "text/event-stream" : "application/json" });
@@ -369,6 +370,7 @@ async function upstream(): Promise<void> {
         return;
       }
       count("generateContent");
+      if (answerMs > 0) await sleep(answerMs);
       response.writeHead(200, { "content-type": "application/json" }).end(whole);
     });
   });
