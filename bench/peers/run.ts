@@ -483,7 +483,8 @@ function goalChecks(all: Measured[], base: Measured): string[] {
     lines.push(`- Added p99 at 1 in flight ≤ 0.6× Portkey's: ${signed(a)} ms vs ${signed(b)} ms = ${b > 0 ? `${fmt(ratio, 2)}×` : "– (Portkey added none)"} → ${verdict(clean && b > 0 && ratio <= 0.6)}`);
     const ob = bestWithin(ours, base, 50)?.rps ?? 0;
     const pb = bestWithin(portkey, base, 50)?.rps ?? 0;
-    lines.push(`- Sustained req/s at the 50 ms bound ≥ 2× Portkey's: ${rps(ob)} vs ${rps(pb)} = ${pb > 0 ? `${fmt(ob / pb, 2)}×` : "–"} → ${verdict(clean && pb > 0 && ob >= 2 * pb)}`);
+    const within50 = (n: number) => (n > 0 ? rps(n) : "none");
+    lines.push(`- Sustained req/s at the 50 ms bound ≥ 2× Portkey's: ${within50(ob)} vs ${within50(pb)} = ${pb > 0 ? `${fmt(ob / pb, 2)}×` : "–"} → ${verdict(clean && pb > 0 && ob >= 2 * pb)}`);
     const oc = cpuPer1000(ours);
     const pc = cpuPer1000(portkey);
     lines.push(`- CPU per 1,000 requests ≤ 0.6× Portkey's: ${fmt(oc, 2)} s vs ${fmt(pc, 2)} s = ${fmt(oc / pc, 2)}× → ${verdict(oc <= 0.6 * pc)}`);
