@@ -30,7 +30,11 @@
  *                it when the answer ends.
  *   upstream     a minimal vendor upstream: POST /v1beta/models/{model}:streamGenerateContent?alt=sse
  *                answers BENCH_UPSTREAM_EVENTS (8) SSE events BENCH_UPSTREAM_GAP_MS (25) apart (a model's token stream), and
- *                :generateContent the whole answer, in the vendor's wire format.
+ *                :generateContent the whole answer, in the vendor's wire format. BENCH_UPSTREAM_FIRST_MS (0): the wait
+ *                before a stream's first event; BENCH_UPSTREAM_ANSWER_MS (the same): before a generateContent answer.
+ *                Without alt=sse a stream is the vendor's JSON array, one element a line. BENCH_UPSTREAM_KEY: if set, the key (x-vendor-api-key,
+ *                x-goog-api-key or ?key=) must be it, else 401. GET /bench/stats: the requests answered, by kind and by
+ *                where the key came, so a bench can check that a gateway in front really called this upstream.
  */
 import http2 from "node:http2";
 import { Agent, createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
@@ -310,6 +314,8 @@ async function upstream(): Promise<void> {
   const events = Number(process.env.BENCH_UPSTREAM_EVENTS ?? 8);
   const gapMs = Number(process.env.BENCH_UPSTREAM_GAP_MS ?? 25);
   const firstMs = Number(process.env.BENCH_UPSTREAM_FIRST_MS ?? 0);
+  const answerMs = Number(process.env.BENCH_UPSTREAM_ANSWER_MS ?? firstMs);
+  const key = process.env.BENCH_UPSTREAM_KEY;
   const chunks = vendorChunks(events);
   const whole = JSON.stringify({
     candidates: [{ content: { role: "model", parts: [{ text: chunks.map((_, i) => `word${i} `).join("") }] }, index: 0, finishReason: "STOP" }],
@@ -317,24 +323,54 @@ async function upstream(): Promise<void> {
     modelVersion: "bench",
     responseId: "bench-response",
   });
+  const stats: Record<string, number> = {};
+  const count = (name: string) => (stats[name] = (stats[name] ?? 0) + 1);
+  /** Where the request's key came, if it is the expected one (any key when none is expected); undefined if refused. */
+  const keyCarrier = (request: IncomingMessage, url: URL): string | undefined => {
+    const carriers: [string, string | undefined][] = [
+      ["x-vendor-api-key", request.headers["x-vendor-api-key"] as string | undefined],
+      ["x-goog-api-key", request.headers["x-goog-api-key"] as string | undefined],
+      ["?key=", url.searchParams.get("key") ?? undefined],
+    ];
+    const found = carriers.find(([, value]) => value !== undefined);
+    if (key === undefined) return found?.[0] ?? "none";
+    return found && found[1] === key ? found[0] : undefined;
+  };
   const server = createServer({ keepAliveTimeout: 60_000 }, (request: IncomingMessage, response: ServerResponse) => {
     request.resume();
     request.on("end", async () => {
-      const url = request.url ?? "";
-      if (request.method !== "POST" || !url.startsWith("/v1beta/models/")) {
+      const url = new URL(request.url ?? "/", "http://upstream");
+      if (request.method === "GET" && url.pathname === "/bench/stats") {
+        response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(stats));
+        return;
+      }
+      if (request.method !== "POST" || !url.pathname.startsWith("/v1beta/models/")) {
+        count("not found");
         response.writeHead(404, { "content-type": "application/json" }).end('{"error":{"code":404,"message":"not found","status":"NOT_FOUND"}}');
         return;
       }
-      if (url.includes(":streamGenerateContent")) {
-        response.writeHead(200, { "content-type": "text/event-stream" });
+      const carrier = keyCarrier(request, url);
+      if (carrier === undefined) {
+        count("unauthorized");
+        response.writeHead(401, { "content-type": "application/json" }).end('{"error":{"code":401,"message":"API key not valid","status":"UNAUTHENTICATED"}}');
+        return;
+      }
+      count(`key in ${carrier}`);
+      if (url.pathname.includes(":streamGenerateContent")) {
         if (firstMs > 0) await sleep(firstMs);
+        const sse = url.searchParams.get("alt") === "sse";
+        count(sse ? "streamGenerateContent?alt=sse" : "streamGenerateContent (JSON array)");
+        response.writeHead(200, { "content-type": sse ? "text/event-stream" : "application/json" });
         for (let i = 0; i < chunks.length; i++) {
           if (i > 0 && gapMs > 0) await sleep(gapMs);
-          response.write(`data: ${chunks[i]}\r\n\r\n`);
+          const last = i === chunks.length - 1;
+          response.write(sse ? `data: ${chunks[i]}\r\n\r\n` : `${i === 0 ? "[" : ""}${chunks[i]}${last ? "\n]" : ",\r\n"}`);
         }
         response.end();
         return;
       }
+      count("generateContent");
+      if (answerMs > 0) await sleep(answerMs);
       response.writeHead(200, { "content-type": "application/json" }).end(whole);
     });
   });

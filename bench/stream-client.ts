@@ -18,6 +18,8 @@ export interface StreamRun {
   readonly concurrency: number;
   readonly durationMs: number;
   readonly warmupMs: number;
+  /** When set, a stream whose bytes do not hold it (its last token, say) counts as failed: a 200 that ended early is no success. */
+  readonly expect?: string;
 }
 
 export interface StreamResult {
@@ -46,6 +48,7 @@ function oneStream(agent: Agent, run: StreamRun, body: Buffer): Promise<{ first:
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     let first = NaN;
+    let seen = "";
     const req = request(run.url, {
       method: "POST", agent,
       headers: { ...run.headers, "content-type": "application/json", "content-length": String(body.length) },
@@ -57,9 +60,15 @@ function oneStream(agent: Agent, run: StreamRun, body: Buffer): Promise<{ first:
       }
       response.on("data", (chunk: Buffer) => {
         if (Number.isNaN(first) && chunk.includes("data:")) first = performance.now() - t0;
+        if (run.expect !== undefined) seen += chunk.toString("latin1");
       });
       const own = gatewayMs(response.headers["server-timing"]);
-      response.on("end", () => (Number.isNaN(first) ? reject(new Error("stream ended without an event")) : resolve({ first, whole: performance.now() - t0, own })));
+      response.on("end", () => {
+        const whole = performance.now() - t0;
+        if (Number.isNaN(first)) reject(new Error("stream ended without an event"));
+        else if (run.expect !== undefined && !seen.includes(run.expect)) reject(new Error(`stream ended without ${JSON.stringify(run.expect)}`));
+        else resolve({ first, whole, own });
+      });
       response.on("error", reject);
     });
     req.on("error", reject);
