@@ -9,12 +9,13 @@
  *   - non-streamed requests in closed loops at 1, 2, 4, … 128 in flight (bench/peers/request-client.ts), until
  *     the added p99 passes the widest bound or errors appear (never before 32 in flight);
  *   - streams at 1 and 32 in flight (bench/stream-client.ts): first event and whole stream;
- *   - RSS of the process tree idle and after load; CPU of the tree over the 32-in-flight window.
+ *   - RSS of the process tree idle and after the same load for all (the steps to 32 in flight and the streams);
+ *     CPU of the tree over the 32-in-flight window.
  * Prints one markdown table, a sweep table and the goal checks (and writes them to BENCH_OUT when set).
  *
  * Knobs (environment): BENCH_PEERS_DURATION_S (5: measured seconds per step; 1 in flight runs 3× as long, for its
  * p99), BENCH_PEERS_WARMUP_S (1), BENCH_PEERS_ONLY (service,portkey,litellm), BENCH_PEERS_STEPS
- * (1,2,4,8,16,32,64,128), BENCH_OUT.
+ * (1,2,4,8,16,32,48,64,96,128), BENCH_PEERS_ANSWER_MS (20), BENCH_PEERS_GAP_MS (0), BENCH_OUT.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
@@ -35,17 +36,21 @@ const WARMUP_MS = Number(process.env.BENCH_PEERS_WARMUP_S ?? 1) * 1000;
 /** One in flight gives few requests a second: it runs longer, so that its p99 rests on hundreds. */
 const SINGLE_FACTOR = 3;
 const ONLY = (process.env.BENCH_PEERS_ONLY ?? "service,portkey,litellm").split(",").map((s) => s.trim()).filter(Boolean);
-const STEPS = (process.env.BENCH_PEERS_STEPS ?? "1,2,4,8,16,32,64,128").split(",").map(Number);
+const STEPS = (process.env.BENCH_PEERS_STEPS ?? "1,2,4,8,16,32,48,64,96,128").split(",").map(Number);
 const BOUNDS_MS = [10, 50] as const;
 const AT = 32;
 const STREAM_CONCURRENCY = [1, AT] as const;
 
 /**
- * The mock: generateContent answers after answerMs (BENCH_PEERS_ANSWER_MS, 20); a stream sends 10 events, the first
- * after 20 ms, then 5 ms apart (65 ms in all). This service streams from the upstream for a non-streamed request too,
- * so with answerMs below 65 its non-streamed figures carry the difference (see docs/benchmarks-peers.md).
+ * The mock: every answer takes 20 ms, as "a 20 ms mock" means in the public comparisons: generateContent answers
+ * after answerMs (BENCH_PEERS_ANSWER_MS, 20); a stream sends its 10 events after firstMs (20), gapMs apart
+ * (BENCH_PEERS_GAP_MS, 0). A model takes as long streamed or not, and this service streams from the upstream for a
+ * non-streamed request too (to stop and charge what was produced when the client leaves), so a stream longer than
+ * generateContent would put the difference into its non-streamed figures (see docs/benchmarks-peers.md).
  */
-const MOCK = { answerMs: Number(process.env.BENCH_PEERS_ANSWER_MS ?? 20), firstMs: 20, events: 10, gapMs: 5 } as const;
+const MOCK = {
+  answerMs: Number(process.env.BENCH_PEERS_ANSWER_MS ?? 20), firstMs: 20, events: 10, gapMs: Number(process.env.BENCH_PEERS_GAP_MS ?? 0),
+} as const;
 const UPSTREAM_KEY = "bench-upstream-key-0123456789";
 const ADMIN_TOKEN = "bench-admin-token-0123456789abcdef";
 const LITELLM_MASTER_KEY = "sk-bench-litellm-master-key";
@@ -348,21 +353,26 @@ interface Measured {
   readonly rssAfter: number;
 }
 
-/** Steps up the concurrency; past AT in flight, stops once the added p99 passes the widest bound or an error appears. */
+/**
+ * Steps up the concurrency to AT in flight, runs the streams, reads the RSS (so that every gateway's "after load"
+ * follows the same load), then steps on past AT until the added p99 passes the widest bound or an error appears.
+ */
 async function measure(
   name: string, does: string, pid: number, unary: Target["unary"], stream: Target["stream"], baseline: Measured | undefined,
 ): Promise<Measured> {
   const rssIdle = treeRssMiB(pid);
   const results = new Map<number, RequestResult>();
-  for (const concurrency of STEPS) {
+  /** Runs one step; false once a step past AT breaks the widest bound or errs. */
+  const step = async (concurrency: number): Promise<boolean> => {
     process.stderr.write(`${name}, requests: `);
     const result = await requests(unary, concurrency, pid);
     results.set(concurrency, result);
     const base = baseline?.unary.get(concurrency);
     const added = base ? result.p99 - base.p99 : NaN;
     if (result.errors > 0) process.stderr.write(`  ${result.errors} errors, e.g. ${result.errorSamples.join(" | ")}\n`);
-    if (baseline && concurrency >= AT && (result.errors > 0 || !(added <= Math.max(...BOUNDS_MS)))) break;
-  }
+    return !(baseline && concurrency > AT && (result.errors > 0 || !(added <= Math.max(...BOUNDS_MS))));
+  };
+  for (const concurrency of STEPS.filter((c) => c <= AT)) await step(concurrency);
   const streamResults = new Map<number, StreamResult>();
   for (const concurrency of STREAM_CONCURRENCY) {
     const result = await streams(stream, concurrency);
@@ -372,7 +382,9 @@ async function measure(
     );
     streamResults.set(concurrency, result);
   }
-  return { name, does, unary: results, streams: streamResults, rssIdle, rssAfter: treeRssMiB(pid) };
+  const rssAfter = treeRssMiB(pid);
+  for (const concurrency of STEPS.filter((c) => c > AT)) if (!(await step(concurrency))) break;
+  return { name, does, unary: results, streams: streamResults, rssIdle, rssAfter };
 }
 
 // ---------------------------------------------------------------- report
@@ -572,15 +584,15 @@ async function main(): Promise<void> {
       `${fmt((performance.now() - started) / 1000, 0)} s in all`,
     "",
     `Mock upstream (Gemini wire format): generateContent answers after ${MOCK.answerMs} ms; streamGenerateContent sends ${MOCK.events} events, ` +
-      `the first after ${MOCK.firstMs} ms, then ${MOCK.gapMs} ms apart (${streamMs} ms in all), each with cumulative usageMetadata. ` +
+      `the first after ${MOCK.firstMs} ms, then ${MOCK.gapMs} ms apart (${streamMs} ms in all: a model takes as long either way), each with cumulative usageMetadata. ` +
       (MOCK.answerMs < streamMs
         ? `This service calls the upstream's stream for a non-streamed request too, so its non-streamed figures include the mock's ${streamMs - MOCK.answerMs} ms ` +
-          `longer stream (BENCH_PEERS_ANSWER_MS=${streamMs} makes both take as long, as a model's do). `
+          `longer stream. `
         : "") +
       `Every figure is the gateway's minus the mock's ` +
       `called directly, same request kind, concurrency and load generator. Closed loops, ${WARMUP_MS / 1000} s warm-up + ${DURATION_MS / 1000} s measured ` +
       `per step (${(DURATION_MS * SINGLE_FACTOR) / 1000} s at 1 in flight). Bounds apply to the added p99; "(n)" is the concurrency it was reached at. ` +
-      `CPU: the server's process tree over the ${AT}-in-flight window. RSS: the process tree, MiB.`,
+      `CPU: the server's process tree over the ${AT}-in-flight window. RSS: the process tree, MiB, idle and after the steps to ${AT} in flight and the streams.`,
     "",
     `| gateway: what it does per request | added p50 / p99 at 1, ms | req/s, added p99 ≤ ${BOUNDS_MS[0]} ms | req/s, added p99 ≤ ${BOUNDS_MS[1]} ms | req/s at ${AT} | ` +
       `stream first event added p50 / p99 at 1, ms | … at ${AT}, ms | whole stream added p50 / p99 at 1, ms | … at ${AT}, ms | CPU s per 1,000 requests | RSS idle → after load, MiB | errors |`,

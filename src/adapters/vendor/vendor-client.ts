@@ -105,9 +105,18 @@ async function json<T>(response: IncomingMessage, route: Route, what: string): P
  * an async iterator's promises per piece that arrived (issue 13: a text
  * stream's garbage per event). A response that closes before its end fails
  * the next take, as the iterator's premature close did.
+ *
+ * When one piece carries several events, only its first is taken at once: the
+ * rest wait one turn of the event loop, so that other streams' pieces that
+ * arrived in the same turn are handled first. Without it, a stream whose
+ * upstream sent its whole answer at once was carried to its end before the
+ * next stream's first event left (issue 35: with 32 streams in flight, the
+ * first event's added p99 fell from 10 to 5 ms).
  */
 class SseEvents {
   private readonly waiting: string[] = [];
+  /** Whether an event of the last piece was taken already (the next one of it yields first). */
+  private takenOfPiece = false;
   private ended = false;
   private failure: Error | undefined;
   private wake: (() => void) | undefined;
@@ -118,6 +127,7 @@ class SseEvents {
     response.setEncoding("utf8");
     response.on("data", (text: string) => {
       arrived();
+      this.takenOfPiece = false;
       parser.feed(text);
       if (this.waiting.length > 0) {
         response.pause();
@@ -141,8 +151,14 @@ class SseEvents {
   /** The next event's data; undefined once the answer has ended. */
   async next(): Promise<string | undefined> {
     for (;;) {
+      if (this.takenOfPiece && this.waiting.length > 0) {
+        this.takenOfPiece = false;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        continue;
+      }
       const data = this.waiting.shift();
       if (data !== undefined) {
+        this.takenOfPiece = true;
         if (this.waiting.length === 0 && this.response.isPaused()) this.response.resume();
         return data;
       }
