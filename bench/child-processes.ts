@@ -1,4 +1,4 @@
-/** What the attack benches share: a Node child process with its output kept, a poll for a condition, a process's memory. */
+/** What the benches share: a Node child process with its output kept, a poll for a condition, a process's memory and its tree's. */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
@@ -35,4 +35,34 @@ export function memory(pid: number) {
 /** The gateway URL of a service child once it says it is ready (its log lines, LOG_LEVEL at least error). */
 export function readyGatewayUrl(service: Running, timeoutMs = 60_000): Promise<string> {
   return waitFor(() => (/"msg":"ready"/.test(service.output) ? /"url":"([^"]+)","msg":"gateway/.exec(service.output)?.[1] : undefined), timeoutMs, "the service");
+}
+
+/** `root` and its descendants, from /proc. */
+export function treePids(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const out: number[] = [];
+  const visit = (pid: number) => { out.push(pid); for (const child of children.get(pid) ?? []) visit(child); };
+  visit(root);
+  return out;
+}
+
+/** Resident memory of the process tree, summed (MiB). */
+export function treeRssMiB(root: number): number {
+  return treePids(root).reduce((sum, pid) => {
+    try {
+      return sum + memory(pid).rssMiB;
+    } catch {
+      return sum;
+    }
+  }, 0);
 }

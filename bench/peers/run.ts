@@ -18,15 +18,16 @@
  * (1,2,4,8,16,32,48,64,96,128), BENCH_PEERS_ANSWER_MS (20), BENCH_PEERS_GAP_MS (0), BENCH_OUT.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import os from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
-import { memory, waitFor } from "../child-processes.js";
+import { treePids, treeRssMiB, waitFor } from "../child-processes.js";
 import type { StreamResult, StreamRun } from "../stream-client.js";
 import { ensurePeers, LITELLM_VERSION, PORTKEY_VERSION, type Peers } from "./install.js";
+import { AT, BOUNDS_MS, baselineLine, fmt, goalChecks, row, sweepTable, type Measured } from "./report.js";
 import type { RequestResult, RequestRun } from "./request-client.js";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -37,8 +38,6 @@ const WARMUP_MS = Number(process.env.BENCH_PEERS_WARMUP_S ?? 1) * 1000;
 const SINGLE_FACTOR = 3;
 const ONLY = (process.env.BENCH_PEERS_ONLY ?? "service,portkey,litellm").split(",").map((s) => s.trim()).filter(Boolean);
 const STEPS = (process.env.BENCH_PEERS_STEPS ?? "1,2,4,8,16,32,48,64,96,128").split(",").map(Number);
-const BOUNDS_MS = [10, 50] as const;
-const AT = 32;
 const STREAM_CONCURRENCY = [1, AT] as const;
 
 /**
@@ -152,36 +151,6 @@ function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
-}
-
-/** `root` and its descendants, from /proc. */
-function treePids(root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
-    } catch {
-      // exited meanwhile
-    }
-  }
-  const out: number[] = [];
-  const visit = (pid: number) => { out.push(pid); for (const child of children.get(pid) ?? []) visit(child); };
-  visit(root);
-  return out;
-}
-
-/** Resident memory of the process tree, summed (MiB). */
-function treeRssMiB(root: number): number {
-  return treePids(root).reduce((sum, pid) => {
-    try {
-      return sum + memory(pid).rssMiB;
-    } catch {
-      return sum;
-    }
-  }, 0);
 }
 
 /** A load generator: `node --import tsx <script> <json>`, in a process group of its own; its one JSON line. */
@@ -344,14 +313,6 @@ function streams(request: Target["stream"], concurrency: number): Promise<Stream
   return runClient<StreamResult>("bench/stream-client.ts", spec);
 }
 
-interface Measured {
-  readonly name: string;
-  readonly does: string;
-  readonly unary: Map<number, RequestResult>;
-  readonly streams: Map<number, StreamResult>;
-  readonly rssIdle: number;
-  readonly rssAfter: number;
-}
 
 /**
  * Steps up the concurrency to AT in flight, runs the streams, reads the RSS (so that every gateway's "after load"
@@ -385,135 +346,6 @@ async function measure(
   const rssAfter = treeRssMiB(pid);
   for (const concurrency of STEPS.filter((c) => c > AT)) if (!(await step(concurrency))) break;
   return { name, does, unary: results, streams: streamResults, rssIdle, rssAfter };
-}
-
-// ---------------------------------------------------------------- report
-
-const fmt = (n: number | undefined, digits = 1) => (n !== undefined && Number.isFinite(n) ? n.toFixed(digits) : "–");
-const signed = (n: number) => (Number.isFinite(n) ? (n < 0 ? `−${fmt(-n)}` : `+${fmt(n)}`) : "–");
-const rps = (n: number | undefined) => (n !== undefined && Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "–");
-
-function addedP99(m: Measured, base: Measured, concurrency: number): number {
-  const r = m.unary.get(concurrency);
-  const b = base.unary.get(concurrency);
-  return r && b ? r.p99 - b.p99 : NaN;
-}
-
-/** The most req/s of a step with no error whose added p99 is within the bound, and its concurrency. */
-function bestWithin(m: Measured, base: Measured, boundMs: number): { rps: number; concurrency: number } | undefined {
-  let best: { rps: number; concurrency: number } | undefined;
-  for (const [concurrency, r] of m.unary) {
-    if (r.errors === 0 && addedP99(m, base, concurrency) <= boundMs && (!best || r.rps > best.rps)) best = { rps: r.rps, concurrency };
-  }
-  return best;
-}
-
-const cpuPer1000 = (m: Measured) => {
-  const r = m.unary.get(AT);
-  return r && r.ok > 0 ? (r.cpuSeconds / r.ok) * 1000 : NaN;
-};
-
-function errorsOf(m: Measured): { count: number; samples: string[] } {
-  let count = 0;
-  const samples: string[] = [];
-  for (const r of m.unary.values()) { count += r.errors; samples.push(...r.errorSamples); }
-  for (const s of m.streams.values()) { count += s.failures; samples.push(...s.failureSamples); }
-  return { count, samples: [...new Set(samples)].slice(0, 2) };
-}
-
-function streamCell(m: Measured, base: Measured, concurrency: number, which: "firstEvent" | "whole"): string {
-  const s = m.streams.get(concurrency);
-  const b = base.streams.get(concurrency);
-  if (!s || !b) return "–";
-  return `${signed(s[which].p50 - b[which].p50)} / ${signed(s[which].p99 - b[which].p99)}`;
-}
-
-function row(m: Measured, base: Measured): string {
-  const one = m.unary.get(1);
-  const b1 = base.unary.get(1);
-  const within = BOUNDS_MS.map((bound) => {
-    const best = bestWithin(m, base, bound);
-    return best ? `${rps(best.rps)} (${best.concurrency})` : "none";
-  });
-  const at = m.unary.get(AT);
-  const errors = errorsOf(m);
-  const cells = [
-    `**${m.name}**: ${m.does}`,
-    one && b1 ? `${signed(one.p50 - b1.p50)} / ${signed(one.p99 - b1.p99)}` : "–",
-    ...within,
-    at ? `${rps(at.rps)}${at.errors ? ` (${at.errors} errors)` : ""}` : "–",
-    streamCell(m, base, 1, "firstEvent"), streamCell(m, base, AT, "firstEvent"),
-    streamCell(m, base, 1, "whole"), streamCell(m, base, AT, "whole"),
-    fmt(cpuPer1000(m), 2),
-    `${fmt(m.rssIdle, 0)} → ${fmt(m.rssAfter, 0)}`,
-    errors.count ? `**${errors.count}** (${errors.samples.join("; ").replace(/\|/g, "/").replace(/\s+/g, " ").slice(0, 160)})` : "0",
-  ];
-  return `| ${cells.join(" | ")} |`;
-}
-
-function baselineLine(base: Measured): string {
-  const one = base.unary.get(1);
-  const at = base.unary.get(AT);
-  const s1 = base.streams.get(1);
-  const s32 = base.streams.get(AT);
-  return (
-    `The mock called directly (the baseline each figure subtracts), absolute: request p50/p99 at 1 in flight ${fmt(one?.p50)} / ${fmt(one?.p99)} ms, ` +
-    `${rps(at?.rps)} req/s at ${AT} (p99 ${fmt(at?.p99)} ms); stream first event p50/p99 ${fmt(s1?.firstEvent.p50)} / ${fmt(s1?.firstEvent.p99)} ms at 1, ` +
-    `${fmt(s32?.firstEvent.p50)} / ${fmt(s32?.firstEvent.p99)} ms at ${AT}; whole stream ${fmt(s1?.whole.p50)} / ${fmt(s1?.whole.p99)} ms at 1, ` +
-    `${fmt(s32?.whole.p50)} / ${fmt(s32?.whole.p99)} ms at ${AT}; its errors ${errorsOf(base).count}.`
-  );
-}
-
-function sweepTable(all: Measured[], base: Measured): string[] {
-  const lines = [
-    `| in flight | mock: req/s, p99 ms | ${all.map((m) => `${m.name}: req/s, p99 ms (added), errors`).join(" | ")} |`,
-    `|---:|---:|${all.map(() => "---:").join("|")}|`,
-  ];
-  for (const concurrency of STEPS) {
-    const b = base.unary.get(concurrency);
-    const cells = all.map((m) => {
-      const r = m.unary.get(concurrency);
-      return r ? `${rps(r.rps)}, ${fmt(r.p99)} (${signed(addedP99(m, base, concurrency))}), ${r.errors}` : "not run";
-    });
-    lines.push(`| ${concurrency} | ${b ? `${rps(b.rps)}, ${fmt(b.p99)}` : "–"} | ${cells.join(" | ")} |`);
-  }
-  return lines;
-}
-
-function goalChecks(all: Measured[], base: Measured): string[] {
-  const ours = all.find((m) => m.name === "this service");
-  const portkey = all.find((m) => m.name === "Portkey");
-  const peers = all.filter((m) => m !== ours);
-  const verdict = (pass: boolean) => (pass ? "PASS" : "**FAIL**");
-  const lines: string[] = [];
-  if (!ours) return ["Goal checks: this service was not measured (BENCH_PEERS_ONLY)."];
-  const clean = errorsOf(ours).count === 0;
-  if (portkey) {
-    const a = addedP99(ours, base, 1);
-    const b = addedP99(portkey, base, 1);
-    const ratio = a / b;
-    lines.push(`- Added p99 at 1 in flight ≤ 0.6× Portkey's: ${signed(a)} ms vs ${signed(b)} ms = ${b > 0 ? `${fmt(ratio, 2)}×` : "– (Portkey added none)"} → ${verdict(clean && b > 0 && ratio <= 0.6)}`);
-    const ob = bestWithin(ours, base, 50)?.rps ?? 0;
-    const pb = bestWithin(portkey, base, 50)?.rps ?? 0;
-    const within50 = (n: number) => (n > 0 ? rps(n) : "none");
-    lines.push(`- Sustained req/s at the 50 ms bound ≥ 2× Portkey's: ${within50(ob)} vs ${within50(pb)} = ${pb > 0 ? `${fmt(ob / pb, 2)}×` : "–"} → ${verdict(clean && pb > 0 && ob >= 2 * pb)}`);
-    const oc = cpuPer1000(ours);
-    const pc = cpuPer1000(portkey);
-    lines.push(`- CPU per 1,000 requests ≤ 0.6× Portkey's: ${fmt(oc, 2)} s vs ${fmt(pc, 2)} s = ${fmt(oc / pc, 2)}× → ${verdict(oc <= 0.6 * pc)}`);
-  } else {
-    lines.push("- The three checks against Portkey: Portkey was not measured (BENCH_PEERS_ONLY).");
-  }
-  if (peers.length) {
-    const lowest = Math.min(...peers.map((m) => m.rssAfter));
-    lines.push(`- RSS after load below every peer's: ${fmt(ours.rssAfter, 0)} MiB vs ${peers.map((m) => `${m.name} ${fmt(m.rssAfter, 0)} MiB`).join(", ")} = ${fmt(ours.rssAfter / lowest, 2)}× the lowest → ${verdict(ours.rssAfter < lowest)}`);
-  } else {
-    lines.push("- RSS after load below every peer's: no peer was measured (BENCH_PEERS_ONLY).");
-  }
-  const s = ours.streams.get(AT);
-  const b = base.streams.get(AT);
-  const first = s && b ? s.firstEvent.p99 - b.firstEvent.p99 : NaN;
-  lines.push(`- Stream first-event added p99 at ${AT} in flight ≤ 10 ms: ${signed(first)} ms → ${verdict(Boolean(s) && s!.failures === 0 && first <= 10)}`);
-  return lines;
 }
 
 function sh(command: string, args: string[]): string {
@@ -608,7 +440,7 @@ async function main(): Promise<void> {
     "",
     "The sweep (non-streamed requests), every step run:",
     "",
-    ...sweepTable(all, base),
+    ...sweepTable(all, base, STEPS),
   ];
   const report = lines.join("\n");
   console.log(report);
