@@ -1,5 +1,5 @@
 /** What the benches share: a Node child process with its output kept, a poll for a condition, a process's memory and its tree's. */
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 
@@ -65,4 +65,39 @@ export function treeRssMiB(root: number): number {
       return sum;
     }
   }, 0);
+}
+
+/** A command's output, trimmed; "(unavailable)" when it fails (a report names what it could not read). */
+export function sh(command: string, args: string[], cwd?: string): string {
+  try {
+    return execFileSync(command, args, { encoding: "utf8", cwd }).trim();
+  } catch {
+    return "(unavailable)";
+  }
+}
+
+/** The commit a report was measured at, and whether src/ or bench/ differ from it. */
+export function measuredCommit(root: string): { readonly commit: string; readonly dirty: string } {
+  return {
+    commit: sh("git", ["rev-parse", "--short", "HEAD"], root),
+    dirty: sh("git", ["status", "--porcelain", "src", "bench"], root) ? " (working tree differs under src/ or bench/)" : "",
+  };
+}
+
+/** Runs a bench's main with a 30-minute watchdog; `cleanUp` runs however it ends (its children killed, its files removed). */
+export async function runBench(name: string, main: () => Promise<void>, cleanUp: () => void): Promise<void> {
+  const watchdog = setTimeout(() => {
+    process.stderr.write(`${name}: gave up after 30 minutes\n`);
+    cleanUp();
+    process.exit(2);
+  }, 30 * 60_000);
+  watchdog.unref();
+  try {
+    await main();
+  } catch (error) {
+    console.error(error);
+    process.exitCode = 1;
+  } finally {
+    cleanUp();
+  }
 }

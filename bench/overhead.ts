@@ -36,6 +36,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { GenerationService, GetJobRequestSchema, GetJobResponseSchema } from "../gen/generation/v1/generation_service_pb.js";
+import { measuredCommit, runBench, sh } from "./child-processes.js";
 import type { StreamResult, StreamRun } from "./stream-client.js";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
@@ -520,19 +521,11 @@ async function renderSection(): Promise<void> {
 
 // ---------------------------------------------------------------- report
 
-function sh(command: string, args: string[]): string {
-  try {
-    return execFileSync(command, args, { encoding: "utf8", cwd: ROOT }).trim();
-  } catch {
-    return "(unavailable)";
-  }
-}
 
 async function main(): Promise<void> {
   const loadBefore = os.loadavg();
   const started = performance.now();
-  const commit = sh("git", ["rev-parse", "--short", "HEAD"]);
-  const dirty = sh("git", ["status", "--porcelain", "src", "bench"]) ? " (working tree differs under src/ or bench/)" : "";
+  const { commit, dirty } = measuredCommit(ROOT);
   execFileSync("npm", ["run", "--silent", "build"], { cwd: ROOT, stdio: "inherit" });
   let shared: Awaited<ReturnType<typeof restSection>> | undefined;
   if (ONLY.has("rest") || ONLY.has("grpc")) shared = await restSection();
@@ -564,20 +557,8 @@ async function main(): Promise<void> {
   if (process.env.BENCH_OUT) writeFileSync(process.env.BENCH_OUT, report + "\n");
 }
 
-const watchdog = setTimeout(() => {
-  console.error("bench: gave up after 30 minutes");
-  for (const child of running) child.kill("SIGKILL");
-  process.exit(2);
-}, 30 * 60_000);
-watchdog.unref();
-
-try {
-  await main();
-} catch (error) {
-  console.error(error);
-  process.exitCode = 1;
-} finally {
+await runBench("bench", main, () => {
   for (const child of running) child.kill("SIGKILL");
   for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
   dataDirs = [];
-}
+});

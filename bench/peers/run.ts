@@ -24,7 +24,7 @@ import os from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
-import { treePids, treeRssMiB, waitFor } from "../child-processes.js";
+import { measuredCommit, runBench, treePids, treeRssMiB, waitFor } from "../child-processes.js";
 import type { StreamResult, StreamRun } from "../stream-client.js";
 import { ensurePeers, LITELLM_VERSION, PORTKEY_VERSION, type Peers } from "./install.js";
 import { AT, BOUNDS_MS, baselineLine, fmt, goalChecks, row, sweepTable, type Measured } from "./report.js";
@@ -348,13 +348,6 @@ async function measure(
   return { name, does, unary: results, streams: streamResults, rssIdle, rssAfter };
 }
 
-function sh(command: string, args: string[]): string {
-  try {
-    return execFileSync(command, args, { encoding: "utf8", cwd: ROOT }).trim();
-  } catch {
-    return "(unavailable)";
-  }
-}
 
 // ---------------------------------------------------------------- main
 
@@ -367,8 +360,7 @@ async function main(): Promise<void> {
   process.stderr.write(`· ${peers.bifrost}\n`);
   // Compiled, as `npm start` runs the service: no TypeScript loader in the measured process.
   execFileSync("npm", ["run", "--silent", "build"], { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] });
-  const commit = sh("git", ["rev-parse", "--short", "HEAD"]);
-  const dirty = sh("git", ["status", "--porcelain", "src", "bench"]) ? " (working tree differs under src/ or bench/)" : "";
+  const { commit, dirty } = measuredCommit(ROOT);
   const mock = launch("mock", process.execPath, [join(ROOT, "dist/bench/servers.js"), "upstream"], {
     ...process.env, BENCH_UPSTREAM_FIRST_MS: String(MOCK.firstMs), BENCH_UPSTREAM_ANSWER_MS: String(MOCK.answerMs), BENCH_UPSTREAM_EVENTS: String(MOCK.events),
     BENCH_UPSTREAM_GAP_MS: String(MOCK.gapMs), BENCH_UPSTREAM_KEY: UPSTREAM_KEY,
@@ -455,18 +447,4 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
   });
 }
 process.once("exit", killAll);
-const watchdog = setTimeout(() => {
-  process.stderr.write("bench:peers: gave up after 30 minutes\n");
-  killAll();
-  process.exit(2);
-}, 30 * 60_000);
-watchdog.unref();
-
-try {
-  await main();
-} catch (error) {
-  console.error(error);
-  process.exitCode = 1;
-} finally {
-  killAll();
-}
+await runBench("bench:peers", main, killAll);
