@@ -14,7 +14,8 @@
  * Prints one markdown table, a sweep table and the goal checks (and writes them to BENCH_OUT when set).
  *
  * Knobs (environment): BENCH_PEERS_DURATION_S (5: measured seconds per step; 1 in flight runs 3× as long, for its
- * p99), BENCH_PEERS_WARMUP_S (1), BENCH_PEERS_ONLY (service,portkey,litellm), BENCH_PEERS_STEPS
+ * p99), BENCH_PEERS_WARMUP_S (1: before each step), BENCH_PEERS_PREWARM_S (5: requests at 32 in flight, and a fifth of
+ * that of streams, before the first step), BENCH_PEERS_ONLY (service,portkey,litellm), BENCH_PEERS_STEPS
  * (1,2,4,8,16,32,48,64,96,128), BENCH_PEERS_ANSWER_MS (20), BENCH_PEERS_GAP_MS (0), BENCH_OUT.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
@@ -34,6 +35,8 @@ const ROOT = new URL("../..", import.meta.url).pathname;
 const RUN_DIR = join(ROOT, ".peers/run");
 const DURATION_MS = Number(process.env.BENCH_PEERS_DURATION_S ?? 5) * 1000;
 const WARMUP_MS = Number(process.env.BENCH_PEERS_WARMUP_S ?? 1) * 1000;
+/** Load before the first step, at AT in flight, not measured: a gateway's code is compiled by its first thousands of requests (steady state, as a served gateway runs). */
+const PREWARM_MS = Number(process.env.BENCH_PEERS_PREWARM_S ?? 5) * 1000;
 /** One in flight gives few requests a second: it runs longer, so that its p99 rests on hundreds. */
 const SINGLE_FACTOR = 3;
 const ONLY = (process.env.BENCH_PEERS_ONLY ?? "service,portkey,litellm").split(",").map((s) => s.trim()).filter(Boolean);
@@ -322,6 +325,13 @@ async function measure(
   name: string, does: string, pid: number, unary: Target["unary"], stream: Target["stream"], baseline: Measured | undefined,
 ): Promise<Measured> {
   const rssIdle = treeRssMiB(pid);
+  if (PREWARM_MS > 0) {
+    process.stderr.write(`${name}, warming up: `);
+    await runClient<RequestResult>("bench/peers/request-client.ts", {
+      ...unary, concurrency: AT, warmupMs: 0, durationMs: PREWARM_MS, expect: EXPECT, cpuPids: [],
+    } satisfies RequestRun);
+    await runClient<StreamResult>("bench/stream-client.ts", { ...stream, concurrency: AT, warmupMs: 0, durationMs: PREWARM_MS / 5, expect: EXPECT } satisfies StreamRun);
+  }
   const results = new Map<number, RequestResult>();
   /** Runs one step; false once a step past AT breaks the widest bound or errs. */
   const step = async (concurrency: number): Promise<boolean> => {
@@ -414,7 +424,7 @@ async function main(): Promise<void> {
           `longer stream. `
         : "") +
       `Every figure is the gateway's minus the mock's ` +
-      `called directly, same request kind, concurrency and load generator. Closed loops, ${WARMUP_MS / 1000} s warm-up + ${DURATION_MS / 1000} s measured ` +
+      `called directly, same request kind, concurrency and load generator. Before the first step, ${PREWARM_MS / 1000} s of requests at ${AT} in flight and ${PREWARM_MS / 5000} s of streams, unmeasured (steady state). Closed loops, ${WARMUP_MS / 1000} s warm-up + ${DURATION_MS / 1000} s measured ` +
       `per step (${(DURATION_MS * SINGLE_FACTOR) / 1000} s at 1 in flight). Bounds apply to the added p99; "(n)" is the concurrency it was reached at. ` +
       `CPU: the server's process tree over the ${AT}-in-flight window. RSS: the process tree, MiB, idle and after the steps to ${AT} in flight and the streams.`,
     "",
