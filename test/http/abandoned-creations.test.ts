@@ -140,7 +140,12 @@ describe("creations whose answer never reached the client", () => {
     const exchange = await postAndHangUp(customer, slow, { "idempotency-key": "kept-after-hang-up", prefer: "wait=30" });
     const [kept] = await eventually(() => jobsOf(customer), (jobs) => jobs.length === 1, { what: "the job to be accepted" });
     exchange.socket.destroy();
-    const retry = await call(service, "POST", "/api/v1/generations", { key: customer.apiKey, body: slow, headers: { "idempotency-key": "kept-after-hang-up" } });
+    // Until the acceptance has recorded its answer under the key, a retry is told 409 "retry shortly" (the job is listed first on Cassandra).
+    const retry = await eventually(
+      () => call(service, "POST", "/api/v1/generations", { key: customer.apiKey, body: slow, headers: { "idempotency-key": "kept-after-hang-up" } }),
+      (answer) => answer.status !== 409,
+      { what: "the acceptance to record its answer under the key" },
+    );
     assert.equal(retry.status, 202, retry.text);
     assert.equal(retry.json.job_id, kept!.job_id);
     assert.equal(retry.headers.get("idempotent-replayed"), "true");
