@@ -19,32 +19,31 @@ import { createWebhookDispatcher, type WebhookAttemptDue } from "../core/workers
 import { createRetentionSweeper } from "../core/workers/retention.js";
 import { createAnnouncer } from "../core/jobs/announcer.js";
 import { TOPICS, type Subscription } from "../ports/event-bus.js";
-import { createInProcessClient } from "../transport/rpc/in-process-client.js";
+import { createInProcessTransport } from "../transport/rpc/in-process-transport.js";
 import type { CoreClients } from "./core-clients.js";
 import { localHeaderCheck, type HeaderCheck } from "../core/auth/header-check.js";
-import { CLIENT_ADDRESS, CredentialGuard, guardCredentials } from "../core/auth/credential-guard.js";
+import { CLIENT_ADDRESS, CredentialGuard, credentialGuardInterceptor } from "../core/auth/credential-guard.js";
+import { domainErrors } from "../core/errors/rpc-errors.js";
 import { FORWARDED_CLIENT_HEADER, forwardedClient } from "../transport/client-address.js";
 import { createInlineStaging, type InlineStaging } from "../core/jobs/inline-staging.js";
-import { instrumentService } from "../transport/rpc/instrumented-service.js";
+import { coreTime } from "../transport/http/request-timing.js";
+import { rpcObservation } from "../adapters/observability/rpc-observation.js";
 import { injectTraceContext } from "../adapters/observability/tracing.js";
-import type { Interceptor } from "@connectrpc/connect";
+import type { Interceptor, Transport } from "@connectrpc/connect";
 import type { Observability } from "./observability.js";
 import type { DescService } from "@bufbuild/protobuf";
-import type { ServiceImpl } from "@connectrpc/connect";
 
 export interface Core {
   readonly deps: CoreDeps;
-  readonly services: {
-    readonly generation: ServiceImpl<typeof GenerationService>;
-    readonly text: ServiceImpl<typeof TextService>;
-    readonly admin: ServiceImpl<typeof AdminService>;
-    readonly account: ServiceImpl<typeof AccountService>;
-    readonly files: ServiceImpl<typeof FileService>;
-  };
-  /** The in-process clients the gateway uses when it runs beside the core. */
+  /**
+   * The core as every edge calls it: clients of a transport that runs the core's interceptors and reaches
+   * its services in this process (the ports' routers forward to these too).
+   */
   readonly clients: CoreClients;
   /** Credentials from headers alone, checked by both edges before a body is read. */
   readonly headerCheck: HeaderCheck;
+  /** URL_SIGNING_SECRET: signs result links, and the client a remote gateway forwards a call for. */
+  readonly urlSigningSecret: Buffer;
   /** Where the gateway beside the core decodes a large request's inline images while it arrives. */
   readonly staging: InlineStaging;
   /** Starts the consumers of the given roles (worker: generation + reaper; webhooks: deliveries). */
@@ -55,6 +54,9 @@ export interface Core {
 
 /** Methods that check no credential (ListModels is public): a client over its budget of failures may still call them. */
 const OPEN_METHODS: ReadonlySet<object> = new Set([GenerationService.method.listModels]);
+
+/** The services whose calls present credentials. */
+const GUARDED: ReadonlySet<DescService> = new Set<DescService>([GenerationService, TextService, AdminService, AccountService]);
 
 /**
  * `ownsStoreSince`: set when this process is the only user of its store (the
@@ -83,33 +85,39 @@ export function createCore(config: Config, ports: CorePorts, publicBaseUrl: stri
   const announcer = createAnnouncer(deps.bus, deps.logger);
   // One count of failed credentials per client for the process: the edges' checks and the handlers' (AUTH_FAILURE_*).
   const guard = new CredentialGuard(config.authFailures, deps.clock);
-  // Counted and timed (rpc_server_*) and traced however they are called: over the core port or in-process.
-  const observed = <S extends DescService>(service: S, implementation: ServiceImpl<S>) =>
-    instrumentService(service, guardCredentials(service, implementation, guard, OPEN_METHODS), observability.metrics.rpc, observability.tracing);
   const services = {
-    generation: observed(GenerationService, createGenerationService(deps, announcer.announce)),
-    text: observed(TextService, createTextService(deps)),
-    admin: observed(AdminService, createAdminService(deps)),
-    account: observed(AccountService, createAccountService(deps)),
-    // Its calls carry a signed link, no credential of a caller.
-    files: instrumentService(FileService, createFileService(deps), observability.metrics.rpc, observability.tracing),
+    generation: createGenerationService(deps, announcer.announce),
+    text: createTextService(deps),
+    admin: createAdminService(deps),
+    account: createAccountService(deps),
+    files: createFileService(deps),
   };
-  const clients: CoreClients = {
-    generation: createInProcessClient(GenerationService, services.generation),
-    text: createInProcessClient(TextService, services.text),
-    admin: createInProcessClient(AdminService, services.admin),
-    account: createInProcessClient(AccountService, services.account),
-    files: createInProcessClient(FileService, services.files),
-  };
+  // Every call reaches the services through these, however it arrived: counted, timed and traced (rpc_server_*),
+  // its credentials' failures counted per client (FileService's calls carry a signed link, no credential), refusals as ConnectErrors.
+  const interceptors = [
+    // A gateway request's core time (Server-Timing, http_server_core_duration_seconds), when a gateway request made the call.
+    coreTime,
+    rpcObservation(observability.metrics.rpc, observability.tracing),
+    credentialGuardInterceptor(guard, GUARDED, OPEN_METHODS),
+    domainErrors,
+  ];
+  const transport = createInProcessTransport([
+    [GenerationService, services.generation],
+    [TextService, services.text],
+    [AdminService, services.admin],
+    [AccountService, services.account],
+    [FileService, services.files],
+  ], interceptors);
+  const clients = coreClientsOf(transport);
   const subscriptions: Subscription[] = [];
   let worker: ReturnType<typeof createGenerationWorker> | undefined;
   let webhooks: ReturnType<typeof createWebhookDispatcher> | undefined;
   let retentionTimer: NodeJS.Timeout | undefined;
   return {
     deps,
-    services,
     clients,
     headerCheck: localHeaderCheck(deps, guard),
+    urlSigningSecret: config.urlSigningSecret,
     staging: createInlineStaging(deps.blobs, config.limits),
     async startConsumers(roles, log) {
       if (roles.has("worker")) {
@@ -158,7 +166,11 @@ const carryTrace: Interceptor = (next) => (request) => {
 
 /** Clients of a core in another process, over Connect on HTTP/2. */
 export function remoteCoreClients(baseUrl: string, secret: Buffer): CoreClients {
-  const transport = createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [carryTrace, nameClient(secret)] });
+  return coreClientsOf(createConnectTransport({ baseUrl, httpVersion: "2", interceptors: [coreTime, carryTrace, nameClient(secret)] }));
+}
+
+/** The core's services as clients of one transport. */
+function coreClientsOf(transport: Transport): CoreClients {
   return {
     generation: createClient(GenerationService, transport),
     text: createClient(TextService, transport),

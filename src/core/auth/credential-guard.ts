@@ -1,5 +1,5 @@
 import type { DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextKey, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import { FailedCredentials, type FailureBudget } from "../../domain/accounts/failed-credentials.js";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
@@ -78,40 +78,35 @@ export class CredentialGuard {
   }
 }
 
-type AnyHandler = (request: unknown, context: HandlerContext) => unknown;
-
 /**
- * A service whose every method (but `open` ones, which check no credential)
- * goes through `guard`, for the client its transport put in the call's
- * context (CLIENT_ADDRESS): the handlers' own credential checks, however the
- * call arrived (the core port, the gateway in-process, a remote gateway).
+ * Every call of a guarded service (but `open` methods, which check no
+ * credential) goes through `guard`, for the client its transport put in the
+ * call's context (CLIENT_ADDRESS): the handlers' own credential checks,
+ * however the call arrived (a port, the gateway in-process, a remote gateway).
  */
-export function guardCredentials<S extends DescService>(
-  service: S, implementation: ServiceImpl<S>, guard: CredentialGuard, open: ReadonlySet<object> = new Set(),
-): ServiceImpl<S> {
-  const handlers = implementation as unknown as Record<string, AnyHandler>;
-  const guarded: Record<string, AnyHandler> = {};
-  for (const method of service.methods) {
-    const handler = handlers[method.localName]!.bind(implementation);
-    if (open.has(method)) guarded[method.localName] = handler;
-    else if (method.methodKind === "unary") {
-      guarded[method.localName] = (request, context) =>
-        guard.check(context.values.get(CLIENT_ADDRESS), context.requestHeader, async () => handler(request, context));
-    } else if (method.methodKind === "server_streaming") {
-      guarded[method.localName] = (request, context) => {
-        const client = context.values.get(CLIENT_ADDRESS);
-        return new SteppedStream<unknown, unknown>({
-          open: () => {
-            guard.refuseIfOverBudget(client);
-            return handler(request, context) as AsyncIterable<unknown>;
-          },
-          map: (message) => message,
-          ended: (outcome, error) => {
-            if (outcome === "failed") guard.noteFailure(client, context.requestHeader, error);
-          },
-        });
-      };
-    } else guarded[method.localName] = handler;
-  }
-  return guarded as unknown as ServiceImpl<S>;
+export function credentialGuardInterceptor(guard: CredentialGuard, guarded: ReadonlySet<DescService>, open: ReadonlySet<object> = new Set()): Interceptor {
+  return (next) => async (request) => {
+    if (!guarded.has(request.service) || open.has(request.method)) return next(request);
+    const client = request.contextValues.get(CLIENT_ADDRESS);
+    if (!request.stream) return guard.check(client, request.header, () => next(request));
+    guard.refuseIfOverBudget(client);
+    let response;
+    try {
+      response = await next(request);
+    } catch (error) {
+      guard.noteFailure(client, request.header, error);
+      throw error;
+    }
+    if (!response.stream) return response;
+    return {
+      ...response,
+      message: new SteppedStream<unknown, unknown>({
+        open: () => response.message,
+        map: (message) => message,
+        ended: (outcome, error) => {
+          if (outcome === "failed") guard.noteFailure(client, request.header, error);
+        },
+      }) as typeof response.message,
+    };
+  };
 }

@@ -1,4 +1,5 @@
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { SteppedStream } from "../../shared/stream-step.js";
 import { create } from "@bufbuild/protobuf";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { DomainError, type ErrorCategory } from "../../domain/errors/domain-error.js";
@@ -57,3 +58,26 @@ export async function rpc<T>(work: () => Promise<T>): Promise<T> {
     throw toRpcError(error);
   }
 }
+
+/**
+ * The core's refusals leave every call as ConnectErrors with their detail
+ * (toRpcError), whichever transport carried it: in the interceptors of the
+ * ports' router and of the in-process transport alike.
+ */
+export const domainErrors: Interceptor = (next) => async (request) => {
+  let response;
+  try {
+    response = await next(request);
+  } catch (error) {
+    throw toRpcError(error);
+  }
+  if (!response.stream) return response;
+  return {
+    ...response,
+    message: new SteppedStream<unknown, unknown>({
+      open: () => response.message,
+      map: (message) => message,
+      failure: toRpcError,
+    }) as typeof response.message,
+  };
+};

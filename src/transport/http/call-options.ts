@@ -2,20 +2,10 @@ import { createContextValues, type CallOptions, type ContextValues } from "@conn
 import { UPSTREAM_TIME } from "../../core/text/upstream-time.js";
 import { ANSWER_DELIVERY, type AnswerDelivery } from "../../core/jobs/answer-delivery.js";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { SIGNAL_SOURCE, type SignalSource } from "../rpc/light-context.js";
-import { CALL_TIMING, timingOf, type RequestTiming } from "./request-timing.js";
+import { REQUEST_TIMING, timingOf } from "./request-timing.js";
 import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
 import { clientOfRequest } from "../client-address.js";
 import { onAnswerEnd } from "./edge/pipelining.js";
-
-/** `upstream;dur=<ms>` in a Server-Timing value. */
-const UPSTREAM_DURATION = /(?:^|,)\s*upstream;dur=([0-9.]+)/;
-
-/** Adds the provider's time a remote core's Server-Timing names (if any) to `timing`. */
-function addUpstreamTime(timing: RequestTiming, headers: Headers): void {
-  const named = UPSTREAM_DURATION.exec(headers.get("server-timing") ?? "");
-  if (named) timing.upstreamMs = (timing.upstreamMs ?? 0) + Number(named[1]);
-}
 
 /** Why a request's core calls are aborted when its client went away before the answer was complete. */
 const CLIENT_GONE = new Error("client disconnected");
@@ -23,16 +13,13 @@ const CLIENT_GONE = new Error("client disconnected");
 /**
  * The options of the core calls made for one request: its headers, and a
  * signal that aborts when the client goes away before the answer is
- * complete. The signal (an AbortController and a close listener) is made
- * only when a call asks for it: a GET of a job never does, and they were
- * 4 % of its CPU (issue 13). The calls made with these options count toward
- * the request's core time (CALL_TIMING).
+ * complete, made only when a call asks for it (an AbortController and a
+ * close listener per request otherwise). The calls made with these options
+ * count toward the request's core time (REQUEST_TIMING).
  */
-class RequestCall implements CallOptions, SignalSource {
+class RequestCall implements CallOptions {
   private controller: AbortController | undefined;
-  readonly [SIGNAL_SOURCE]: SignalSource = this;
-  readonly [CALL_TIMING]: RequestTiming | undefined;
-  /** The request's own (staged images, the provider's time), with its client address: the core counts failed credentials by it. */
+  /** The request's own (staged images, the provider's time), with its client address and timing. */
   readonly contextValues: ContextValues;
 
   constructor(
@@ -40,22 +27,7 @@ class RequestCall implements CallOptions, SignalSource {
     readonly headers: Headers,
     contextValues?: ContextValues,
   ) {
-    this[CALL_TIMING] = timingOf(reply.request);
-    this.contextValues = callerValues(reply.request, contextValues);
-  }
-
-  /**
-   * A remote core (CORE_URL) reports the provider's time in its answer's
-   * Server-Timing (a stream's in its trailers): it is added to the request's
-   * as the in-process core adds it through UPSTREAM_TIME.
-   */
-  onHeader(headers: Headers): void {
-    const timing = this[CALL_TIMING];
-    if (timing) addUpstreamTime(timing, headers);
-  }
-
-  onTrailer(trailers: Headers): void {
-    this.onHeader(trailers);
+    this.contextValues = callerValues(reply.request, contextValues).set(REQUEST_TIMING, timingOf(reply.request));
   }
 
   get signal(): AbortSignal {

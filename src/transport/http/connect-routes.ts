@@ -1,10 +1,8 @@
 import type { DescService } from "@bufbuild/protobuf";
-import {
-  Code, ConnectError, createContextKey, createContextValues, type CallOptions, type ConnectRouter, type HandlerContext,
-} from "@connectrpc/connect";
+import { createContextKey, createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
-import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
@@ -16,13 +14,14 @@ import { ANSWER_WATCHED, methodPolicies, type MethodPolicy } from "../rpc/method
 import { ANSWER_DELIVERY, type AnswerDelivery } from "../../core/jobs/answer-delivery.js";
 import { replyDelivery } from "./call-options.js";
 import { malformedMessage } from "../rpc/refusals.js";
-import { inspectParseFailure, protocolOf } from "../rpc/wire-protocol.js";
-import { httpErrorOf } from "./connect-errors.js";
+import { admittedBody, CALL_PROGRESS, inspectParseFailure, markInvoked, protocolOf, type CallProgress } from "../rpc/wire-protocol.js";
+import { forwarding } from "../rpc/forwarding.js";
+import { answerFailures } from "../rpc/edge-interceptors.js";
 import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
 import { clientOfRequest } from "../client-address.js";
 import { lingerUntilDiscarded } from "./edge/body-guard.js";
 import {
-  answerThroughHandler, credentialsOf, refusing, RpcAdmission, withBody, type RpcAdmissionSettings,
+  answerThroughHandler, refusing, RpcAdmission, withBody, type RpcAdmissionSettings,
 } from "./edge/rpc-admission.js";
 
 /**
@@ -47,75 +46,6 @@ export interface ConnectRoutesOptions extends RpcAdmissionSettings {
 /** The admission of the call a universal handler serves (set in onRequest, read by the guarded handler). */
 const ADMISSION = createContextKey<RpcAdmission | undefined>(undefined, { description: "gateway RPC admission" });
 
-type Forward = (request: unknown, options: CallOptions) => unknown;
-
-/**
- * What a forwarded call takes along to the core: the caller's credentials
- * (nothing else of its headers) and client address, its abort signal (the client went away, or
- * its deadline passed) and what is left of its deadline.
- */
-function callOptions(context: HandlerContext): CallOptions {
-  const timeoutMs = context.timeoutMs();
-  const values = createContextValues().set(CLIENT_ADDRESS, context.values.get(CLIENT_ADDRESS));
-  // A creation's delivery goes along to an in-process core (a remote one hears of a reset through the call's signal).
-  const delivery = context.values.get(ANSWER_DELIVERY);
-  if (delivery) values.set(ANSWER_DELIVERY, delivery);
-  return { headers: credentialsOf(context.requestHeader), signal: context.signal, contextValues: values, ...(timeoutMs === undefined ? {} : { timeoutMs }) };
-}
-
-/**
- * The core's error as the caller gets it: code, message and details (the
- * ErrorDetail with reason, HTTP status, Retry-After), never its cause or the
- * core's response headers (a remote core's ConnectError carries them as
- * metadata, which Connect would copy into this answer). A fault of this
- * service (what the REST surface answers as internal_error: no detail, 5xx)
- * is logged with its stack and leaves as "internal error".
- */
-function passedOn(error: unknown, context: HandlerContext, log: FastifyBaseLogger): ConnectError {
-  // The caller's deadline passed (the call's signal says so, or it is about to): that is the answer,
-  // whatever the aborted forward reported (its own copy of the deadline may fire first, as a cancel).
-  const ended = context.signal.aborted ? ConnectError.from(context.signal.reason) : undefined;
-  if (ended?.code === Code.DeadlineExceeded || (context.timeoutMs() ?? 1) <= 0) {
-    return new ConnectError("the operation timed out", Code.DeadlineExceeded);
-  }
-  const received = ConnectError.from(error);
-  if (!context.signal.aborted && httpErrorOf(received).reason === "internal_error") {
-    log.error({ err: error }, `rpc ${context.service.typeName}/${context.method.name} failed`);
-    return new ConnectError("internal error", received.code === Code.Unknown ? Code.Internal : received.code);
-  }
-  const answer = new ConnectError(received.rawMessage, received.code);
-  answer.details = received.details;
-  return answer;
-}
-
-/** A service implementation whose every method calls the same method of the core's client (read per call: `core` may be lazy). */
-function forwarding(service: DescService, clientOf: () => object, log: FastifyBaseLogger): Record<string, unknown> {
-  const implementation: Record<string, unknown> = {};
-  for (const method of service.methods) {
-    const forward: Forward = (request, options) => (clientOf() as Record<string, Forward>)[method.localName]!(request, options);
-    if (method.methodKind === "unary") {
-      implementation[method.localName] = async (request: unknown, context: HandlerContext) => {
-        try {
-          return await forward(request, callOptions(context));
-        } catch (error) {
-          throw passedOn(error, context, log);
-        }
-      };
-    } else if (method.methodKind === "server_streaming") {
-      implementation[method.localName] = async function* (request: unknown, context: HandlerContext) {
-        try {
-          yield* forward(request, callOptions(context)) as AsyncIterable<unknown>;
-        } catch (error) {
-          throw passedOn(error, context, log);
-        }
-      };
-    } else {
-      throw new Error(`${service.typeName}/${method.name}: only unary and server-streaming methods are forwarded over HTTP/1.1`);
-    }
-  }
-  return implementation;
-}
-
 /**
  * The handler Connect built for a method, with the edge in front of its body:
  * the body it reads is the admission's (each piece admitted as it arrives),
@@ -128,8 +58,10 @@ function guarded(handler: UniversalHandler): UniversalHandler {
   const serve = async (request: UniversalServerRequest) => {
     const admission = request.contextValues?.get(ADMISSION);
     if (!admission) return handler(request);
-    let response = await handler({ ...request, body: admission.body() });
-    const inspected = await inspectParseFailure(response, admission.protocol);
+    const progress: CallProgress = { refused: false, invoked: false };
+    request.contextValues?.set(CALL_PROGRESS, progress);
+    let response = await handler({ ...request, body: admittedBody(admission.body(), progress) });
+    const inspected = await inspectParseFailure(response, admission.protocol, progress);
     response = inspected.parseFailure
       ? await handler(withBody(request, refusing(malformedMessage(`${handler.service.typeName}/${handler.method.name}`))))
       : inspected.response;
@@ -191,13 +123,15 @@ export function connectRoutes(core: CoreClients, options: ConnectRoutesOptions) 
     });
 
     await scope.register(fastifyConnectPlugin, {
+      // A crash is logged once, with its stack; a refusal is an answer.
+      interceptors: [answerFailures((message, error) => scope.log.error({ err: error }, message)), markInvoked],
       contextValues: (request) => createContextValues()
         .set(ADMISSION, admissions.get(request))
         .set(CLIENT_ADDRESS, clientOfRequest(request))
         .set(ANSWER_DELIVERY, deliveries.get(request)),
       routes: (router: ConnectRouter) => {
         for (const [service, clientOf] of FORWARDED) {
-          const implementation = forwarding(service, () => clientOf(core), scope.log);
+          const implementation = forwarding(service, () => clientOf(core));
           for (const method of service.methods) {
             const { maxMessageBytes } = policies.get(`/${service.typeName}/${method.name}`)!;
             router.rpc(method, implementation[method.localName] as never, { readMaxBytes: maxMessageBytes });

@@ -4,7 +4,6 @@ import type { PrometheusMetrics } from "../../adapters/observability/prometheus-
 import { GatewayLogController, observeRequests, requestIdOf } from "./edge/observe-requests.js";
 import { requestLoggerFactory } from "./edge/request-logger.js";
 import { metricsRoutes } from "./routes/metrics-routes.js";
-import { timedClients } from "./request-timing.js";
 import type { EdgeLimits } from "../../config/config.js";
 import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
@@ -90,8 +89,7 @@ const checkingIntervalMs = (headersTimeoutMs: number) => Math.min(1_000, Math.ma
  */
 export async function buildGateway(clients: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
   const { edge } = options;
-  // Every core call made for a request counts toward its core time (Server-Timing, http_server_core_duration_seconds).
-  const core = timedClients(clients);
+  const core = clients;
   const headersTimeoutMs = Math.min(edge.headersTimeoutMs, edge.requestTimeoutMs);
   const app = Fastify({
     // Result links carry their signature in the query, vendor calls may carry `?key=`: logs keep the path only.

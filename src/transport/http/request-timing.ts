@@ -1,7 +1,7 @@
+import { createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import type { UpstreamTime } from "../../core/text/upstream-time.js";
-import type { CoreClients } from "../../runtime/core-clients.js";
-import { timedWaits } from "../../shared/stream-step.js";
+import { SteppedStream } from "../../shared/stream-step.js";
 
 /**
  * Where a request's time went: since its arrival, waiting for the core, and
@@ -25,58 +25,53 @@ export function startTiming(request: FastifyRequest): RequestTiming {
 
 export const timingOf = (request: FastifyRequest): RequestTiming | undefined => (request as Timed)[TIMING];
 
+/** The timing of the request a core call is made for (set by the gateway's call options). */
+export const REQUEST_TIMING = createContextKey<RequestTiming | undefined>(undefined, { description: "the gateway request's timing" });
+
+/** `upstream;dur=<ms>` in a Server-Timing value. */
+const UPSTREAM_DURATION = /(?:^|,)\s*upstream;dur=([0-9.]+)/;
+
+/** Adds the provider's time a remote core's Server-Timing names (if any) to `timing`. */
+function addUpstreamTime(timing: RequestTiming, headers: Headers): void {
+  const named = UPSTREAM_DURATION.exec(headers.get("server-timing") ?? "");
+  if (named) timing.upstreamMs = (timing.upstreamMs ?? 0) + Number(named[1]);
+}
+
 /**
- * Core calls are tied to their request by the call options every route
- * passes (requestCall: one per request), which carry the request's timing,
- * so the clients below know whose clock to add their time to without any
- * change to the routes.
+ * A gateway request's core calls count toward its core time (Server-Timing,
+ * http_server_core_duration_seconds): a unary call's whole time, a stream's
+ * waits for each next message. A remote core reports the provider's time in
+ * its answer's Server-Timing (a stream's in its trailers), added to the
+ * request's as the in-process core adds it through UPSTREAM_TIME.
  */
-export const CALL_TIMING: unique symbol = Symbol("callTiming");
-type TimedCall = { [CALL_TIMING]?: RequestTiming };
-
-type AnyMethod = (input: unknown, options?: object) => unknown;
-
-function timedMethod(method: AnyMethod): AnyMethod {
-  return (input, options) => {
-    const timing = (options as TimedCall | undefined)?.[CALL_TIMING];
-    if (!timing) return method(input, options);
-    const started = performance.now();
-    const answer = method(input, options);
-    if (answer instanceof Promise) {
-      return answer.finally(() => {
-        timing.coreMs += performance.now() - started;
-      });
-    }
-    return timedStream(answer as AsyncIterable<unknown>, timing, started);
+export const coreTime: Interceptor = (next) => async (request) => {
+  const timing = request.contextValues.get(REQUEST_TIMING);
+  if (!timing) return next(request);
+  const started = performance.now();
+  let waitFrom = started;
+  const waited = () => {
+    const now = performance.now();
+    timing.coreMs += now - waitFrom;
+    waitFrom = now;
   };
-}
-
-/** A server stream: the time spent waiting for each next message is the core's. */
-const timedStream = (stream: AsyncIterable<unknown>, timing: RequestTiming, started: number) =>
-  timedWaits(stream, (ms) => (timing.coreMs += ms), started);
-
-/** The gateway's clients of the core, timing every call made for a request (Server-Timing, http_server_core_duration_seconds). */
-export function timedClients(clients: CoreClients): CoreClients {
-  const wrapped = new WeakMap<object, Map<PropertyKey, AnyMethod>>();
-  const serviceProxy = (client: object) =>
-    new Proxy(client, {
-      get(target, property) {
-        const value = Reflect.get(target, property) as unknown;
-        if (typeof value !== "function") return value;
-        let methods = wrapped.get(target);
-        if (!methods) wrapped.set(target, (methods = new Map()));
-        let method = methods.get(property);
-        if (!method) methods.set(property, (method = timedMethod(value.bind(target) as AnyMethod)));
-        return method;
+  let response;
+  try {
+    response = await next(request);
+  } finally {
+    waited();
+  }
+  addUpstreamTime(timing, response.header);
+  if (!response.stream) return response;
+  return {
+    ...response,
+    message: new SteppedStream<unknown, unknown>({
+      open: () => response.message,
+      map: (message) => message,
+      pulling: () => (waitFrom = performance.now()),
+      pulled: waited,
+      ended: (outcome) => {
+        if (outcome === "done") addUpstreamTime(timing, response.trailer);
       },
-    });
-  const proxies = new WeakMap<object, object>();
-  return new Proxy(clients, {
-    get(target, property) {
-      const client = Reflect.get(target, property) as object;
-      let proxy = proxies.get(client);
-      if (!proxy) proxies.set(client, (proxy = serviceProxy(client)));
-      return proxy;
-    },
-  });
-}
+    }) as typeof response.message,
+  };
+};

@@ -2,7 +2,7 @@ import { setMaxListeners } from "node:events";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
-import { createConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { createConnectRouter } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
@@ -13,112 +13,21 @@ import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import type { EdgeLimits } from "../../config/config.js";
+import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
 import { DEFAULT_LIMITS, MIB, type ValidationLimits } from "../../domain/validation/limits.js";
-import type { Core } from "../../runtime/core.js";
+import type { CoreClients } from "../../runtime/core-clients.js";
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
 import { clientOfCall } from "../client-address.js";
-import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/text/upstream-time.js";
-import { SteppedStream } from "../../shared/stream-step.js";
-import { serverTiming } from "../server-timing.js";
 import { guardedListener, type DebugLog } from "./connection-guard.js";
-import { settleFailure, wireError } from "./call-failures.js";
-import { createEdgeHandler, splitStreams } from "./edge-handler.js";
-import { GrpcJsUnaryCalls } from "./grpc-js-unary.js";
+import { createEdgeHandler } from "./edge-handler.js";
+import { answerFailures, readinessGate, serverTimingOnAnswers } from "./edge-interceptors.js";
+import { forwarding } from "./forwarding.js";
+import { markInvoked } from "./wire-protocol.js";
 import type { UploadSlotsLike } from "./call-guard.js";
 import { createHealthService } from "./health-service.js";
-import { methodPolicies, SERVED_WHILE_NOT_READY } from "./method-policy.js";
+import { methodPolicies } from "./method-policy.js";
 import { createReflectionServices } from "./reflection-service.js";
-import { notServing } from "./refusals.js";
-
-/**
- * How a handler's failure leaves (unary calls, and streams that fail
- * midway). A call its client ended (a cancel, a passed deadline) is answered
- * with the signal's reason, DEADLINE_EXCEEDED or CANCELED, whatever the
- * aborted store or upstream threw (an AbortError would otherwise become
- * Connect's INTERNAL: a 500 for the client's own deadline); it is no crash
- * (the edge logs it once, at debug: createEdgeHandler). Crashes are logged
- * through our logger instead of Connect's console.error; refusals (invalid,
- * unauthenticated, …) are answers and not logged.
- */
-function answerFailures(log: (message: string, error: unknown) => void): Interceptor {
-  const settle = (signal: AbortSignal, method: string, error: unknown) => settleFailure(signal, method, error, log);
-  return (next) => async (request) => {
-    let response;
-    try {
-      response = await next(request);
-    } catch (error) {
-      throw settle(request.signal, request.method.name, error);
-    }
-    if (!response.stream) return response;
-    return { ...response, message: settlingFailures(response.message, (error) => settle(request.signal, request.method.name, error)) };
-  };
-}
-
-/** A stream's messages as they come; a failure midway is settled (answerFailures), then passed on. */
-async function* settlingFailures<T>(messages: AsyncIterable<T>, settle: (error: unknown) => unknown): AsyncGenerator<T> {
-  try {
-    yield* messages;
-  } catch (error) {
-    throw settle(error);
-  }
-}
-
-/**
- * Server-Timing on the answers Connect serves on the core port (the Connect
- * and gRPC-Web protocols, and gRPC's streaming methods; grpc-js's unary calls
- * set theirs): this service's own time and, for a text call, the provider's,
- * as on the REST gateway. In the headers of a unary answer and of a failure;
- * in the trailers of a stream, which then covers the whole stream.
- */
-function serverTimingOnAnswers(): Interceptor {
-  return (next) => async (request) => {
-    const started = performance.now();
-    const upstream: UpstreamTime | undefined = PROVIDER_METHODS.has(request.method) ? {} : undefined;
-    if (upstream) request.contextValues.set(UPSTREAM_TIME, upstream);
-    const timing = () => serverTiming(performance.now() - started, upstream?.upstreamMs);
-    const failed = (error: unknown) => {
-      const failure = wireError(error);
-      failure.metadata.set("server-timing", timing());
-      return failure;
-    };
-    let response;
-    try {
-      response = await next(request);
-    } catch (error) {
-      throw failed(error);
-    }
-    if (!response.stream) {
-      response.header.set("server-timing", timing());
-      return response;
-    }
-    const trailer = response.trailer;
-    return {
-      ...response,
-      message: new SteppedStream<unknown, unknown>({
-        open: () => response.message,
-        map: (message) => message,
-        ended: (outcome) => {
-          if (outcome === "done") trailer.set("server-timing", timing());
-        },
-        failure: failed,
-      }) as typeof response.message,
-    };
-  };
-}
-
-/**
- * Refuses every RPC but health's and reflection's while the process cannot serve
- * (starting, or a dependency requests need is down): UNAVAILABLE with the
- * usual ErrorDetail (service_unavailable, 503, retry-after). The edge refuses
- * such calls before reading their message; this gate covers the rest.
- */
-function readinessGate(readiness: Readiness): Interceptor {
-  return (next) => async (request) => {
-    if (!readiness.current.serving && !SERVED_WHILE_NOT_READY.has(request.service.typeName)) throw notServing(readiness);
-    return next(request);
-  };
-}
 
 /** The edge settings of the core port; `listenRpc` without them uses the configuration's defaults. */
 export interface RpcEdgeOptions {
@@ -163,18 +72,28 @@ const UPLOAD_RETRY_AFTER_SECONDS = 2;
 /** As the gateway's 503 server_busy: messages being received are usually read whole within a second. */
 const BODY_MEMORY_RETRY_AFTER_SECONDS = 1;
 
+/** What the core port serves and checks with. */
+export interface RpcCore {
+  /** The core's clients: every call is forwarded to them (the core's interceptors run there). */
+  readonly clients: CoreClients;
+  /** Credentials from headers alone, checked before a message is read. */
+  readonly headerCheck: HeaderCheck;
+  /** URL_SIGNING_SECRET: a remote gateway signs the client it forwards a call for (x-gateway-client) with it. */
+  readonly urlSigningSecret: Buffer;
+}
+
 /**
- * The core on an HTTP/2 cleartext port: gRPC, gRPC-Web and Connect, so plain
- * gRPC clients (grpc-js, grpcurl, grpc-health-probe) and Connect clients all
- * work. gRPC's unary calls are served by grpc-js, the rest by Connect
- * (splitStreams, GrpcJsUnaryCalls). `grpc.health.v1.Health` reports `readiness`, which also gates every
- * other RPC but reflection's: `grpc.reflection.v1` and `v1alpha` describe
- * every served service, so grpcurl and buf curl need no .proto files. The edge (createEdgeHandler, guardConnections) bounds what a
- * client may hold: connections, sessions, streams, time and message sizes,
- * and checks credentials before a message is read.
+ * The core on an HTTP/2 cleartext port: gRPC, gRPC-Web and Connect, all
+ * served by Connect's router, so plain gRPC clients (grpc-js, grpcurl,
+ * grpc-health-probe) and Connect clients all work. `grpc.health.v1.Health`
+ * reports `readiness`, which also gates every other RPC but reflection's:
+ * `grpc.reflection.v1` and `v1alpha` describe every served service, so
+ * grpcurl and buf curl need no .proto files. The edge (createEdgeHandler,
+ * guardedListener) bounds what a client may hold: connections, sessions,
+ * streams, time and message sizes, and checks credentials before a message is read.
  */
 export async function listenRpc(
-  core: Core,
+  core: RpcCore,
   host: string,
   port: number,
   log: (message: string, error: unknown) => void,
@@ -183,25 +102,25 @@ export async function listenRpc(
 ) {
   const { edge } = options;
   const debug = options.debugLog ?? (() => {});
-  const served = [GenerationService, TextService, AdminService, AccountService, FileService].map((service) => service.typeName);
+  const forwarded: [DescService, () => object][] = [
+    [GenerationService, () => core.clients.generation],
+    [TextService, () => core.clients.text],
+    [AdminService, () => core.clients.admin],
+    [AccountService, () => core.clients.account],
+    [FileService, () => core.clients.files],
+  ];
   // Ends open health Watch calls on close; they would otherwise hold the HTTP/2 sessions open.
   const closing = new AbortController();
   // One listener per open Watch: any number of them is expected (no MaxListenersExceededWarning).
   setMaxListeners(0, closing.signal);
-  const health = createHealthService(readiness, served, { shutdownSignal: closing.signal });
+  const health = createHealthService(readiness, forwarded.map(([service]) => service.typeName), { shutdownSignal: closing.signal });
   const policies = methodPolicies(options.limits, edge.maxBodyBytes);
   const router = createConnectRouter({
-    interceptors: [serverTimingOnAnswers(), answerFailures(log), readinessGate(readiness)],
+    interceptors: [serverTimingOnAnswers(), answerFailures(log), readinessGate(readiness), markInvoked],
     acceptCompression: [compressionGzip, compressionBrotli],
   });
-  const implementations: [DescService, object][] = [
-    [GenerationService, core.services.generation],
-    [TextService, core.services.text],
-    [AdminService, core.services.admin],
-    [AccountService, core.services.account],
-    [FileService, core.services.files],
-    [Health, health],
-  ];
+  const implementations: [DescService, object][] = forwarded.map(([service, clientOf]) => [service, forwarding(service, clientOf)]);
+  implementations.push([Health, health]);
   const reflection = createReflectionServices(implementations.map(([service]) => service));
   implementations.push([ReflectionV1, reflection.v1], [ReflectionV1alpha, reflection.v1alpha]);
   for (const [service, implementation] of implementations) {
@@ -216,7 +135,7 @@ export async function listenRpc(
   const guardSettings = {
     readiness,
     headerCheck: core.headerCheck,
-    callerOf: (session: http2.Http2Session | undefined, headers: Headers) => clientOfCall(session, headers, core.deps.settingsOf.urlSigningSecret),
+    callerOf: (session: http2.Http2Session | undefined, headers: Headers) => clientOfCall(session, headers, core.urlSigningSecret),
     requestTimeoutMs: edge.requestTimeoutMs,
     largeUploadBytes: edge.largeUploadBytes,
     uploads: options.uploads ?? new UploadSlots(edge.maxConcurrentLargeUploads),
@@ -228,7 +147,6 @@ export async function listenRpc(
   };
   const handler = createEdgeHandler(router, policies, guardSettings);
   const server = http2.createServer({ settings: { maxConcurrentStreams: edge.maxConcurrentStreams } }, handler);
-  splitStreams(server, policies, new GrpcJsUnaryCalls(implementations, guardSettings), debug);
   const listener = guardedListener(server, edge, debug);
   await new Promise<void>((resolve, reject) => {
     listener.once("error", reject);

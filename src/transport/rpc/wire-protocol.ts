@@ -1,5 +1,5 @@
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
 import {
   contentTypeStreamRegExp as connectStreamContentType,
@@ -65,16 +65,55 @@ export function answerUnknownMethod(req: Http2ServerRequest, res: Http2ServerRes
   req.stream.respond(headers, { endStream: true });
 }
 
+/** How far a call got: whether the edge refused its body midway, whether its message reached the interceptors. */
+export interface CallProgress {
+  refused: boolean;
+  invoked: boolean;
+}
+
+/** The body Connect reads, as the edge admits it; a refusal the edge throws from it is marked (see inspectParseFailure). */
+export async function* admittedBody(body: AsyncIterable<Uint8Array>, progress: CallProgress): AsyncGenerator<Uint8Array> {
+  try {
+    yield* body;
+  } catch (error) {
+    progress.refused = true;
+    throw error;
+  }
+}
+
+export const CALL_PROGRESS = createContextKey<CallProgress | undefined>(undefined, { description: "whether the call reached its interceptors" });
+
 /**
- * Connect parses a request's binary protobuf itself and reports a malformed
- * message as INTERNAL ("parse binary: …", @connectrpc/connect 2.x,
- * createBinarySerialization), before any interceptor or handler sees the
- * call. It is the caller's fault, so the edge tells it apart by that code
- * and message (only the request side is ever parsed on a server) and has the
- * call answered again as `replacement`.
+ * The routers' innermost interceptor: the call's message was parsed (see
+ * inspectParseFailure). A unary call's is parsed before interceptors run; a
+ * stream's messages are parsed as the handler pulls them.
  */
-function isRequestParseFailure(error: ConnectError | undefined): boolean {
-  return error !== undefined && error.code === Code.Internal && error.rawMessage.startsWith("parse binary:");
+export const markInvoked: Interceptor = (next) => (request) => {
+  const progress = request.contextValues.get(CALL_PROGRESS);
+  if (!progress) return next(request);
+  if (!request.stream) {
+    progress.invoked = true;
+    return next(request);
+  }
+  return next({ ...request, message: parsed(request.message, progress) });
+};
+
+async function* parsed<T>(messages: AsyncIterable<T>, progress: CallProgress): AsyncGenerator<T> {
+  for await (const message of messages) {
+    progress.invoked = true;
+    yield message;
+  }
+}
+
+/**
+ * Connect parses a request's message itself and reports a malformed binary
+ * message as INTERNAL, before any interceptor sees the call. An INTERNAL of
+ * a call whose body the edge passed whole and that never reached the
+ * interceptors is therefore that: the caller's fault, answered again as
+ * INVALID_ARGUMENT malformed_message.
+ */
+function isRequestParseFailure(error: ConnectError | undefined, progress: CallProgress): boolean {
+  return error !== undefined && error.code === Code.Internal && !progress.invoked && !progress.refused;
 }
 
 /**
@@ -87,6 +126,7 @@ function isRequestParseFailure(error: ConnectError | undefined): boolean {
 export async function inspectParseFailure(
   response: UniversalServerResponse,
   protocol: WireProtocol | undefined,
+  progress: CallProgress,
 ): Promise<{ readonly parseFailure: boolean; readonly response: UniversalServerResponse }> {
   if (protocol === undefined || response.body === undefined) return { parseFailure: false, response };
   if (protocol === "connect-unary" && response.status !== 500) return { parseFailure: false, response };
@@ -94,7 +134,7 @@ export async function inspectParseFailure(
   const first = await iterator.next();
   if (first.done === true) {
     // gRPC: an error before any message leaves the body empty and the status in the trailers.
-    const failed = protocol === "grpc" && response.trailer !== undefined && isRequestParseFailure(findTrailerError(response.trailer));
+    const failed = protocol === "grpc" && response.trailer !== undefined && isRequestParseFailure(findTrailerError(response.trailer), progress);
     return { parseFailure: failed, response: { ...response, body: emptyBody() } };
   }
   const chunk = first.value;
@@ -104,7 +144,7 @@ export async function inspectParseFailure(
   } catch {
     error = undefined;
   }
-  if (isRequestParseFailure(error)) {
+  if (isRequestParseFailure(error, progress)) {
     await iterator.return?.();
     return { parseFailure: true, response };
   }

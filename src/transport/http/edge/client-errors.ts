@@ -1,4 +1,7 @@
+import { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import { isRefused } from "./connection-limits.js";
+import { answerInProgress } from "./pipelining.js";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { rawErrorResponse, replyWithError, toHttpError } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
@@ -19,7 +22,7 @@ function refusalOf(code: string): GatewayError {
 
 /** The path of the request the socket was reading, to pick the error shape (never echoed). */
 function pathOf(error: { rawPacket?: unknown }, socket: Duplex): string {
-  const inFlight = (socket as { _httpMessage?: { req?: { url?: unknown } } })._httpMessage?.req?.url;
+  const inFlight = socket instanceof Socket ? answerInProgress(socket)?.req.url : undefined;
   if (typeof inFlight === "string") return inFlight;
   const raw = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.subarray(0, 512).toString("latin1") : "";
   return /^[A-Z]+ (\/\S*)/.exec(raw)?.[1] ?? "/";
@@ -34,12 +37,14 @@ function pathOf(error: { rawPacket?: unknown }, socket: Duplex): string {
  */
 export function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
   const code = error.code ?? "unknown";
+  // A connection refused for its client's cap has had its answer; it closes on its own (limitConnections).
+  if (socket instanceof Socket && isRefused(socket)) return;
   if (code === "ECONNRESET" || code === "EPIPE" || socket.destroyed) {
     this.log.debug({ code }, "client went away");
     return;
   }
   this.log.debug({ code }, "client error");
-  const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  const inFlight = socket instanceof Socket ? answerInProgress(socket) : undefined;
   if (socket.writable && !inFlight?.headersSent) {
     socket.end(rawErrorResponse(pathOf(error, socket), toHttpError(refusalOf(code))), () => socket.destroy());
   } else {

@@ -18,15 +18,21 @@ export interface ConnectionLimits {
 /** How long a refused connection stays open for its client to read the refusal (then it is closed regardless). */
 const REFUSAL_GRACE_MS = 1_000;
 
+/** Connections answered with the refusal: whatever requests they still send are never handed to the app. */
+const refused = new WeakSet<Socket>();
+
+/** Whether `socket` was refused for its client's cap (its requests are dropped: see limitPipelining). */
+export const isRefused = (socket: Socket): boolean => refused.has(socket);
+
 /**
  * Caps open connections, in all and per client address. A connection beyond
- * its client's cap is answered at once and never reaches the HTTP parser: a
- * minimal `429 too_many_connections` with `Retry-After: 1` and
- * `Connection: close` (in the platform's error shape: no path has been
- * read), whatever the client sends meanwhile is discarded, and the
- * connection is closed once the client closes its side or after
- * REFUSAL_GRACE_MS. One client holding its cap in slow requests thus cannot
- * take the sockets every other client needs.
+ * its client's cap is answered at once: a minimal `429 too_many_connections`
+ * with `Retry-After: 1` and `Connection: close` (in the platform's error
+ * shape: no path has been read); whatever the client sends meanwhile is
+ * read and dropped, never handed to the app (isRefused), and the connection
+ * is closed once the client closes its side or after REFUSAL_GRACE_MS. One
+ * client holding its cap in slow requests thus cannot take the sockets every
+ * other client needs.
  */
 export function limitConnections(server: Server, limits: ConnectionLimits, log: FastifyBaseLogger): void {
   server.maxConnections = limits.maxConnections;
@@ -37,14 +43,13 @@ export function limitConnections(server: Server, limits: ConnectionLimits, log: 
     CONNECTION_RETRY_AFTER_SECONDS,
   )));
   const open = new Map<string, number>();
-  // Node's own listener (the HTTP parser's set-up) runs only for the connections let in.
-  const handlers = server.listeners("connection") as ((socket: Socket) => void)[];
-  server.removeAllListeners("connection");
-  server.on("connection", (socket: Socket) => {
+  // Before Node's own listener (the HTTP parser's set-up), which runs for every connection.
+  server.prependListener("connection", (socket: Socket) => {
     const client = clientOf(socket.remoteAddress);
     const count = client === undefined ? 0 : open.get(client) ?? 0;
     if (client !== undefined && count >= limits.maxConnectionsPerClient) {
       log.debug({ client }, "connection refused: MAX_CONNECTIONS_PER_CLIENT reached");
+      refused.add(socket);
       refuse(socket, refusal);
       return;
     }
@@ -56,14 +61,11 @@ export function limitConnections(server: Server, limits: ConnectionLimits, log: 
         else open.delete(client);
       });
     }
-    for (const handler of handlers) handler.call(server, socket);
   });
 }
 
 function refuse(socket: Socket, answer: string): void {
   socket.on("error", () => {});
-  // Read and drop what the client sends: closing with unread bytes would reset the connection, answer and all.
-  socket.resume();
   socket.end(answer);
   const timer = setTimeout(() => socket.destroy(), REFUSAL_GRACE_MS);
   timer.unref();

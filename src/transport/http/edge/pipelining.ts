@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import { isRefused } from "./connection-limits.js";
 
 type RequestListener = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -38,6 +39,12 @@ class Pipeline {
       this.held = true;
       this.socket.pause();
     }
+  }
+
+  /** The answer being written (the oldest one started), if any. */
+  get current(): ServerResponse | undefined {
+    for (const response of this.active.keys()) return response;
+    return undefined;
   }
 
   onEnd(response: ServerResponse, listener: () => void): boolean {
@@ -85,6 +92,11 @@ const pipelines = new WeakMap<Socket, Pipeline>();
 export function limitPipelining(depth: number, handler: RequestListener): RequestListener {
   return (request, response) => {
     const socket = request.socket;
+    // A connection refused for its client's cap: what it still sends is read and dropped.
+    if (isRefused(socket)) {
+      request.resume();
+      return;
+    }
     let pipeline = pipelines.get(socket);
     if (!pipeline) {
       pipeline = new Pipeline(socket, depth, handler);
@@ -93,6 +105,9 @@ export function limitPipelining(depth: number, handler: RequestListener): Reques
     pipeline.arrive(request, response);
   };
 }
+
+/** The answer a connection is writing (its oldest one started and not over), if any. */
+export const answerInProgress = (socket: Socket): ServerResponse | undefined => pipelines.get(socket)?.current;
 
 /**
  * Calls `listener` exactly once when the answer is over: finished, abandoned

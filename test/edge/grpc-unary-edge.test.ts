@@ -7,11 +7,10 @@ import { createCustomer, startTestService, type Customer, type TestService } fro
 import { bearer, errorDetailOf, grpcAddress, loadGrpcPackage, unary } from "../support/rpc-helpers.js";
 
 /**
- * gRPC unary calls on the core port are served by grpc-js (src/transport/rpc/grpc-js-unary.ts), which decodes a
- * message as soon as it has arrived: the edge's refusal from the length prefix must keep the handler from ever
+ * gRPC unary calls on the core port: the edge's refusal from the length prefix must keep the handler from ever
  * running, even when the whole message came in the same chunk as its prefix.
  */
-describe("gRPC unary calls served by grpc-js behind the core port's edge", () => {
+describe("gRPC unary calls behind the core port's edge", () => {
   let service: TestService;
   let customer: Customer;
   let generation: grpc.Client;

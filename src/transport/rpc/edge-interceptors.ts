@@ -1,0 +1,98 @@
+import { type Interceptor } from "@connectrpc/connect";
+import type { Readiness } from "../../core/health/readiness.js";
+import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/text/upstream-time.js";
+import { SteppedStream } from "../../shared/stream-step.js";
+import { serverTiming } from "../server-timing.js";
+import { settleFailure, wireError } from "./call-failures.js";
+import { SERVED_WHILE_NOT_READY } from "./method-policy.js";
+import { notServing } from "./refusals.js";
+
+/**
+ * How a handler's failure leaves (unary calls, and streams that fail
+ * midway). A call its client ended (a cancel, a passed deadline) is answered
+ * with the signal's reason, DEADLINE_EXCEEDED or CANCELED, whatever the
+ * aborted store or upstream threw (an AbortError would otherwise become
+ * Connect's INTERNAL: a 500 for the client's own deadline); it is no crash
+ * (the edge logs it once, at debug: createEdgeHandler). Crashes are logged
+ * through our logger instead of Connect's console.error; refusals (invalid,
+ * unauthenticated, …) are answers and not logged.
+ */
+export function answerFailures(log: (message: string, error: unknown) => void): Interceptor {
+  const settle = (signal: AbortSignal, method: string, error: unknown) => settleFailure(signal, method, error, log);
+  return (next) => async (request) => {
+    let response;
+    try {
+      response = await next(request);
+    } catch (error) {
+      throw settle(request.signal, request.method.name, error);
+    }
+    if (!response.stream) return response;
+    return { ...response, message: settlingFailures(response.message, (error) => settle(request.signal, request.method.name, error)) };
+  };
+}
+
+/** A stream's messages as they come; a failure midway is settled (answerFailures), then passed on. */
+async function* settlingFailures<T>(messages: AsyncIterable<T>, settle: (error: unknown) => unknown): AsyncGenerator<T> {
+  try {
+    yield* messages;
+  } catch (error) {
+    throw settle(error);
+  }
+}
+
+/**
+ * Server-Timing on the answers Connect serves on the core port (the Connect
+ * and gRPC-Web protocols, and gRPC's streaming methods; grpc-js's unary calls
+ * set theirs): this service's own time and, for a text call, the provider's,
+ * as on the REST gateway. In the headers of a unary answer and of a failure;
+ * in the trailers of a stream, which then covers the whole stream.
+ */
+export function serverTimingOnAnswers(): Interceptor {
+  return (next) => async (request) => {
+    const started = performance.now();
+    const upstream: UpstreamTime | undefined = PROVIDER_METHODS.has(request.method) ? {} : undefined;
+    if (upstream) request.contextValues.set(UPSTREAM_TIME, upstream);
+    const timing = () => serverTiming(performance.now() - started, upstream?.upstreamMs);
+    const failed = (error: unknown) => {
+      const failure = wireError(error);
+      failure.metadata.set("server-timing", timing());
+      return failure;
+    };
+    let response;
+    try {
+      response = await next(request);
+    } catch (error) {
+      throw failed(error);
+    }
+    if (!response.stream) {
+      response.header.set("server-timing", timing());
+      return response;
+    }
+    const trailer = response.trailer;
+    return {
+      ...response,
+      message: new SteppedStream<unknown, unknown>({
+        open: () => response.message,
+        map: (message) => message,
+        ended: (outcome) => {
+          if (outcome === "done") trailer.set("server-timing", timing());
+        },
+        failure: failed,
+      }) as typeof response.message,
+    };
+  };
+}
+
+/**
+ * Refuses every RPC but health's and reflection's while the process cannot serve
+ * (starting, or a dependency requests need is down): UNAVAILABLE with the
+ * usual ErrorDetail (service_unavailable, 503, retry-after). The edge refuses
+ * such calls before reading their message; this gate covers the rest.
+ */
+export function readinessGate(readiness: Readiness): Interceptor {
+  return (next) => async (request) => {
+    if (!readiness.current.serving && !SERVED_WHILE_NOT_READY.has(request.service.typeName)) throw notServing(readiness);
+    return next(request);
+  };
+}
+
