@@ -16,7 +16,7 @@ import { SimulatedProvider } from "../adapters/provider/simulated/simulated-prov
 import { openSqliteStores } from "../adapters/sqlite/sqlite-stores.js";
 import { RoutedVendorProvider } from "../adapters/vendor/routed-vendor-provider.js";
 import { acceptanceWithSimulatedQueueTime, withSimulatedQueueTime } from "../adapters/provider/simulated/simulated-queue-time.js";
-import type { Config } from "../config/config.js";
+import type { ServiceSettings } from "./settings.js";
 import type { CorePorts } from "../core/core-deps.js";
 import type { DependencyProbe } from "../ports/dependency.js";
 import type { EventBus } from "../ports/event-bus.js";
@@ -66,7 +66,7 @@ interface OpenedStores {
   close(): Promise<void>;
 }
 
-async function openStores(config: Config, obs: Observability, persist: Persist): Promise<OpenedStores> {
+async function openStores(config: ServiceSettings, obs: Observability, persist: Persist): Promise<OpenedStores> {
   if (config.cassandra) {
     const cassandra = config.cassandra;
     // Imported only when configured: the embedded default does not load cassandra-driver (idle memory, start-up time).
@@ -123,7 +123,7 @@ async function openStores(config: Config, obs: Observability, persist: Persist):
   };
 }
 
-async function openKafka(config: Config, obs: Observability, persist: Persist) {
+async function openKafka(config: ServiceSettings, obs: Observability, persist: Persist) {
   const kafka = config.kafka!;
   const { createKafkaEventBus } = await import("../adapters/kafka/kafka-event-bus.js"); // only when configured, as Cassandra
   return persist("kafka", () =>
@@ -147,7 +147,7 @@ async function openKafka(config: Config, obs: Observability, persist: Persist) {
 }
 
 /** Every process hears every job signal: a consumer group of its own on the lifecycle topic. */
-async function openKafkaFeed(config: Config, obs: Observability, persist: Persist): Promise<JobFeed> {
+async function openKafkaFeed(config: ServiceSettings, obs: Observability, persist: Persist): Promise<JobFeed> {
   const kafka = config.kafka!;
   const { createKafkaJobFeed } = await import("../adapters/kafka/kafka-job-feed.js");
   return persist("kafka", () =>
@@ -168,7 +168,7 @@ async function openKafkaFeed(config: Config, obs: Observability, persist: Persis
  * DATA_DIR, with its durable in-process bus). Servers that are not up yet are
  * waited for through `persist`.
  */
-export async function openBackends(config: Config, obs: Observability, persist: Persist): Promise<Backends> {
+export async function openBackends(config: ServiceSettings, obs: Observability, persist: Persist): Promise<Backends> {
   const opened = await openStores(config, obs, persist);
   const dependencies: WatchedDependency[] = opened.dependency ? [opened.dependency] : [];
   let bus: EventBus | undefined;

@@ -5,7 +5,8 @@ import { AdminService } from "../../gen/generation/v1/admin_service_pb.js";
 import { FileService } from "../../gen/generation/v1/file_service_pb.js";
 import { GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
 import { TextService } from "../../gen/generation/v1/text_service_pb.js";
-import type { Config, Role } from "../config/config.js";
+import type { Role } from "../config/config.js";
+import type { ServiceSettings } from "./settings.js";
 import type { CoreDeps, CorePorts } from "../core/core-deps.js";
 import type { GenerationRequested } from "../core/jobs/accept-job.js";
 import { createAccountService } from "../core/services/account-service.js";
@@ -62,7 +63,7 @@ const GUARDED: ReadonlySet<DescService> = new Set<DescService>([GenerationServic
  * `ownsStoreSince`: set when this process is the only user of its store (the
  * embedded default), so work left unfinished before it started is recovered at once.
  */
-export function createCore(config: Config, ports: CorePorts, publicBaseUrl: string, ownsStoreSince: Date | undefined, observability: Observability): Core {
+export function createCore(config: ServiceSettings, ports: CorePorts, publicBaseUrl: string, ownsStoreSince: Date | undefined, observability: Observability): Core {
   const deps: CoreDeps = {
     ...ports,
     settingsOf: {

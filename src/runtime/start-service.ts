@@ -19,6 +19,7 @@ import type { Logger as PinoLogger } from "pino";
 import type { PrometheusMetrics } from "../adapters/observability/prometheus-metrics.js";
 import { listenMetrics } from "../transport/http/metrics-server.js";
 import { createObservability } from "./observability.js";
+import { loadServiceSettings } from "./settings.js";
 
 export interface RunningService {
   /** Gateway origin, e.g. http://127.0.0.1:8080 (when this process serves the API). */
@@ -111,7 +112,9 @@ export interface LaunchOptions {
   readonly logger?: PinoLogger;
 }
 
-export async function launchService(config: Config, options: LaunchOptions = {}): Promise<LaunchedService> {
+export async function launchService(given: Config, options: LaunchOptions = {}): Promise<LaunchedService> {
+  // The files the configuration names (prices, routes, the URL-signing key) are read here, before anything listens.
+  const config = loadServiceSettings(given);
   const logger = options.logger ?? createLogger(config.logLevel, [...config.roles].join(","));
   const observability = createObservability(logger, config.tracing !== undefined);
   const metrics = observability.metrics;

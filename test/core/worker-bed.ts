@@ -11,6 +11,7 @@ import type { Money } from "../../src/domain/money.js";
 import { validateGenerationRequest } from "../../src/domain/validation/generation-request.js";
 import { TOPICS } from "../../src/ports/event-bus.js";
 import { openBackends } from "../../src/runtime/backends.js";
+import { loadServiceSettings } from "../../src/runtime/settings.js";
 import { createCore } from "../../src/runtime/core.js";
 import { captureLog, type LogLine } from "../support/capture-log.js";
 import { createObservability } from "../../src/runtime/observability.js";
@@ -45,8 +46,9 @@ export async function openWorkerBed(store: EmbeddedStore): Promise<WorkerBed> {
   const log = captureLog("info");
   const logged = log.lines;
   const observability = createObservability(log.logger, false);
-  const backends = await openBackends(config, observability, (_dependency, open) => open());
-  const { deps } = createCore(config, backends.ports, "http://127.0.0.1:1", undefined, observability);
+  const settings = loadServiceSettings(config);
+  const backends = await openBackends(settings, observability, (_dependency, open) => open());
+  const { deps } = createCore(settings, backends.ports, "http://127.0.0.1:1", undefined, observability);
   const announce = (jobId: string) => deps.bus.publish(TOPICS.generationRequested, jobId, { jobId });
   return {
     deps,

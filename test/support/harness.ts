@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
-import { loadConfig } from "../../src/config/config.js";
+import { configFrom } from "../../src/config/config.js";
 import { startService, type RunningService } from "../../src/runtime/start-service.js";
 import type { Config } from "../../src/config/config.js";
 import cassandra from "cassandra-driver";
@@ -65,7 +65,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
   // On the real backend, a migrated keyspace from the pool unless the test names its own (test/support/keyspace-pool.ts).
   const pooled = BACKEND === "real" && env.CASSANDRA_KEYSPACE === undefined;
   if (pooled) backend.CASSANDRA_KEYSPACE = takePooledKeyspace(backend.CASSANDRA_CONTACT_POINTS!) ?? backend.CASSANDRA_KEYSPACE!;
-  const config = loadConfig({
+  const config = configFrom({
     HOST: "127.0.0.1",
     PORT: "0",
     GRPC_PORT: "0",

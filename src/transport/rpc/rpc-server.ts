@@ -12,10 +12,10 @@ import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
 import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
-import type { EdgeLimits } from "../../config/config.js";
+import { DEFAULT_EDGE_LIMITS, type EdgeLimits } from "../../config/config.js";
 import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
-import { DEFAULT_LIMITS, MIB, type ValidationLimits } from "../../domain/validation/limits.js";
+import { DEFAULT_LIMITS, type ValidationLimits } from "../../domain/validation/limits.js";
 import type { CoreClients } from "../../runtime/core-clients.js";
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
 import { clientOfCall } from "../client-address.js";
@@ -49,22 +49,9 @@ export interface RpcEdgeOptions {
   readonly debugLog?: DebugLog;
 }
 
-/** The defaults of src/config/config.ts (HTTP_*_TIMEOUT, MAX_*), for callers that pass no configuration. */
+/** The configuration's defaults (HTTP_*_TIMEOUT, MAX_*: its schema's), for callers that pass no configuration. */
 export const DEFAULT_RPC_EDGE: RpcEdgeOptions = {
-  edge: {
-    headersTimeoutMs: 10_000,
-    requestTimeoutMs: 60_000,
-    idleTimeoutMs: 30_000,
-    keepAliveTimeoutMs: 5_000,
-    maxConnections: 10_000,
-    maxConnectionsPerClient: 256,
-    maxBodyBytes: 1 * MIB,
-    largeUploadBytes: 1 * MIB,
-    maxConcurrentLargeUploads: 4,
-    maxConcurrentStreams: 100,
-    maxBodyMemory: 512 * MIB,
-    maxPipelinedRequests: 8,
-  },
+  edge: DEFAULT_EDGE_LIMITS,
   limits: DEFAULT_LIMITS,
 };
 
