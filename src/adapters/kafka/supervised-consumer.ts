@@ -90,8 +90,6 @@ export async function startSupervisedConsumer(options: SupervisedConsumerOptions
       options.logger.info({ group: options.label }, `kafka consumer ${options.label} replaced and running`);
     } catch {
       // Only stop() ends the replacing (every error is retried); it disconnects whatever consumer is current.
-    } finally {
-      due = false;
     }
   }
 
