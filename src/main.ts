@@ -1,3 +1,4 @@
+import closeWithGrace from "close-with-grace";
 import { loadConfig } from "./config/config.js";
 import { startTracing } from "./adapters/observability/tracing.js";
 import { createLogger } from "./runtime/logger.js";
@@ -19,31 +20,53 @@ const launched = await launchService(config, { logger }).catch((error: NodeJS.Er
 if (launched.httpUrl) lifecycle.info({ url: launched.httpUrl }, "gateway (REST/SSE) listening (503 until ready)");
 if (launched.metricsUrl && launched.metricsUrl !== launched.httpUrl) lifecycle.info({ url: launched.metricsUrl }, "metrics listening");
 
+/** How much longer than DRAIN_DELAY and SHUTDOWN_GRACE a stop may take (closing the stores and the bus, the last spans) before it is cut short. */
+const STOP_SLACK_MS = 30_000;
+
 /**
  * SIGTERM: /readyz turns 503 at once and requests are still served for
  * DRAIN_DELAY (a load balancer takes the process out), then no new requests
  * or jobs, in-flight work finishes within SHUTDOWN_GRACE, the rest is handed
- * back (leases lapse at once), exit. SIGINT (Ctrl-C) skips the drain delay.
+ * back (leases lapse at once), exit 0. SIGINT (Ctrl-C) skips the drain delay.
+ *
+ * close-with-grace runs the stop: for SIGINT and SIGTERM (heard below), for
+ * SIGHUP, SIGQUIT and SIGUSR2 (as SIGINT), and for an uncaught exception or
+ * unhandled rejection (logged, stopped without the drain, exit 1). A stop
+ * that fails exits 1; one that takes longer than DRAIN_DELAY + SHUTDOWN_GRACE
+ * + 30 s is cut short, exit 1; another uncaught error while stopping exits 1
+ * at once. The fault signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
+ * SIGTRAP) keep Node's default: no JavaScript should run after one.
  */
 let stopping = false;
+/** The SIGINT or SIGTERM that began the stop (close-with-grace hands its callback only the signals it hears itself). */
+let stopSignal: NodeJS.Signals | undefined;
+const grace = closeWithGrace(
+  {
+    delay: config.drainDelayMs + config.shutdownGraceMs + STOP_SLACK_MS,
+    // SIGINT and SIGTERM are heard below, where a repeat is ignored: `npm start` forwards to this process the very
+    // signal that a terminal's Ctrl-C or a kill of the process group has sent it already (close-with-grace would exit 1).
+    skip: ["SIGINT", "SIGTERM", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT", "SIGTRAP"],
+    // What close-with-grace logs itself: a stop that failed.
+    logger: { error: (error: unknown) => logger.error({ err: error }, "shutdown failed") },
+    onTimeout: (ms) => logger.error({ timeout_ms: ms }, `shutdown did not finish within ${ms} ms; exiting`),
+    onSecondSignal: (signal) => logger.error({ signal }, `${signal} while stopping; exiting`),
+    onSecondError: (error) => logger.fatal({ err: error }, "another uncaught error while stopping; exiting"),
+  },
+  async ({ signal, err }) => {
+    stopping = true; // a stop close-with-grace began itself
+    if (err) lifecycle.fatal({ err }, "uncaught error; stopping");
+    else lifecycle.info({ signal: signal ?? stopSignal }, "stopping");
+    await launched.close({ drain: !signal && stopSignal === "SIGTERM" && !err });
+    await tracing?.shutdown(); // the last spans are sent before the exit
+    lifecycle.info("stopped");
+  },
+);
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => {
     if (stopping) return;
     stopping = true;
-    lifecycle.info({ signal }, "stopping");
-    launched
-      .close({ drain: signal === "SIGTERM" })
-      .then(() => tracing?.shutdown()) // the last spans are sent before the exit
-      .then(
-        () => {
-          lifecycle.info("stopped");
-          process.exit(0);
-        },
-        (error) => {
-          logger.error({ err: error }, "shutdown failed");
-          process.exit(1);
-        },
-      );
+    stopSignal = signal;
+    grace.close();
   });
 }
 

@@ -1,6 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyInstance } from "fastify";
+import pRetry from "p-retry";
 import type { Config } from "../config/config.js";
 import { Readiness } from "../core/health/readiness.js";
 import type { HeaderCheck } from "../core/auth/header-check.js";
@@ -20,6 +21,7 @@ import type { PrometheusMetrics } from "../adapters/observability/prometheus-met
 import { listenMetrics } from "../transport/http/metrics-server.js";
 import { createObservability } from "./observability.js";
 import { loadServiceSettings } from "./settings.js";
+import { retryingEveryError } from "../shared/every-error.js";
 
 export interface RunningService {
   /** Gateway origin, e.g. http://127.0.0.1:8080 (when this process serves the API). */
@@ -170,17 +172,25 @@ export async function launchService(given: Config, options: LaunchOptions = {}):
   let stopWatching: (() => Promise<void>) | undefined;
   let closing: Promise<void> | undefined;
 
-  const persist: Persist = async (dependency, open) => {
-    for (let attempt = 1; ; attempt++) {
+  /** Opens a dependency, trying again every START_RETRY_MS, whatever its error, until it opens or the process stops. */
+  const persist: Persist = async <T>(dependency: string, open: () => Promise<T>): Promise<T> => {
+    // p-retry rejects an attempt that succeeds after the abort: what it opened is returned anyway, for the caller to close.
+    let opened: { value: T } | undefined;
+    try {
+      return await pRetry(retryingEveryError(async () => (opened = { value: await open() }).value), {
+        retries: Infinity,
+        minTimeout: START_RETRY_MS,
+        factor: 1,
+        signal: stopping.signal,
+        onFailedAttempt: ({ error, attemptNumber }) => {
+          readiness.starting(`${dependency} unreachable`);
+          if (attemptNumber === 1) logger.warn({ dependency }, `waiting for ${dependency} (retrying every ${START_RETRY_MS} ms): ${firstLine(error)}`);
+        },
+      });
+    } catch (error) {
+      if (opened) return opened.value;
       if (stopping.signal.aborted) throw new Error("stopped during start-up");
-      try {
-        return await open();
-      } catch (error) {
-        const message = firstLine(error);
-        readiness.starting(`${dependency} unreachable`);
-        if (attempt === 1) logger.warn({ dependency }, `waiting for ${dependency} (retrying every ${START_RETRY_MS} ms): ${message}`);
-        await sleep(START_RETRY_MS, undefined, { signal: stopping.signal }).catch(() => undefined);
-      }
+      throw error;
     }
   };
 

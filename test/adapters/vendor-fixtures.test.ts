@@ -14,7 +14,7 @@ import { findModel } from "../../src/domain/catalog/models.js";
 import { parsePriceTable } from "../../src/domain/pricing/price-table.js";
 import { tokenCost } from "../../src/domain/pricing/quotes.js";
 import { ProviderError } from "../../src/ports/provider.js";
-import { pico } from "../support/harness.js";
+import { eventually, pico } from "../support/harness.js";
 import { probePng } from "../support/media-probe.js";
 import { REPO_ROOT } from "../support/repo.js";
 
@@ -260,6 +260,54 @@ describe("upstream failures: which route faults fail over", () => {
       await assert.rejects(generateVideo(), (e: unknown) => e instanceof ProviderError && e.code === "output_blocked");
       videoUpstream([pending, await load<VendorOperation>("video-operation-error.json")]);
       await assert.rejects(generateVideo(), (e: unknown) => e instanceof ProviderError && e.code === "generation_failed");
+    });
+
+    /** Serves predict, then answers each poll with the next of `polls` (a status, or the operation), then the MP4. */
+    function flakyPolls(polls: (number | VendorOperation)[]) {
+      const asked: number[] = [];
+      answer = (request) => {
+        const url = request.url ?? "";
+        if (url.endsWith(":predictLongRunning")) return { status: 200, body: { name: "operations/flaky" } };
+        if (url.includes("/operations/")) {
+          const next = polls[Math.min(asked.length, polls.length - 1)]!;
+          asked.push(typeof next === "number" ? next : 200);
+          return typeof next === "number" ? { status: next, body: { error: { code: next, message: `answered ${next}` } } } : { status: 200, body: next };
+        }
+        return { status: 404, body: { error: { code: 404, message: "no" } } };
+      };
+      return asked;
+    }
+
+    it("when a poll of a running video gets a passing fault (503, 429), then the same route is asked again until it answers", async () => {
+      const inline: VendorOperation = {
+        name: "operations/flaky", done: true,
+        response: { generateVideoResponse: { generatedSamples: [{ video: { bytesBase64Encoded: Buffer.from("mp4").toString("base64") } }] } },
+      };
+      const asked = flakyPolls([503, 429, 503, inline]);
+      const output = await generateVideo();
+      assert.deepEqual(asked, [503, 429, 503, 200]);
+      assert.equal(Buffer.from(output.media!.bytes).toString(), "mp4");
+    });
+
+    it("when a poll of a running video is refused (400), then the video fails upstream_rejected without asking again", async () => {
+      const asked = flakyPolls([503, 400, 503]);
+      await assert.rejects(generateVideo(), (e: unknown) => e instanceof ProviderError && e.code === "upstream_rejected" && e.message.includes("answered 400"));
+      assert.deepEqual(asked, [503, 400]);
+    });
+
+    it("when the job is aborted while a poll's fault is waited out, then the video ends with the abort's reason at once", async () => {
+      const asked = flakyPolls([503]);
+      const controller = new AbortController();
+      const provider = new RoutedVendorProvider({ routes: [route()], pausedRoutes: async () => new Set(), pollIntervalMs: 60_000 });
+      const video = provider.generateVideo(
+        { model: findModel(VIDEO_MODEL)!, prompt: "waves", resolution: "720p", aspectRatio: "16:9", durationSeconds: 4, inputImages: [] },
+        controller.signal,
+      );
+      await eventually(async () => asked.length, (count) => count === 1, { what: "the first poll" });
+      const reason = new Error("the job was canceled");
+      controller.abort(reason);
+      await assert.rejects(video, (e: unknown) => e === reason);
+      assert.equal(asked.length, 1);
     });
   });
 });

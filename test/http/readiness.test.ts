@@ -82,6 +82,24 @@ describe("liveness, readiness and the start-up gate", () => {
     const unknown = await call(service, "GET", "/no/such/route");
     assert.equal(unknown.status, 503, "not even a 404 is answered before the process can serve");
   });
+
+  it("when it is stopped while it waits for its store, then start-up ends with \"stopped during start-up\", and the wait was logged once", async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), "gen-starting-"));
+    const log = captureLog("info");
+    const config = loadConfig({
+      HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", ADMIN_TOKEN, DATA_DIR: dataDir, DRAIN_DELAY: "0ms",
+      CASSANDRA_CONTACT_POINTS: "127.0.0.1:1", KAFKA_BROKERS: "127.0.0.1:1",
+    });
+    const launched = await launchService(config, { logger: log.logger });
+    closers.push(() => rm(dataDir, { recursive: true, force: true }));
+    const ready = launched.ready.then(() => "ready", (error: Error) => error.message);
+    const waits = () => log.messages().filter((m) => m.startsWith("waiting for"));
+    await eventually(async () => waits(), (lines) => lines.length > 0, { what: "the wait logged" });
+    await launched.close({ drain: false });
+    assert.equal(await ready, "stopped during start-up");
+    assert.equal(waits().length, 1, waits().join("\n"));
+    assert.match(waits()[0]!, /^waiting for cassandra \(retrying every 1000 ms\): /);
+  });
 });
 
 /**

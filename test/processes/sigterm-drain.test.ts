@@ -34,4 +34,27 @@ describe("SIGTERM drains before it stops", { skip }, () => {
     assert.equal(await service.exited, 0, "a graceful stop exits 0");
     assert.match(service.output(), /"signal":"SIGTERM","msg":"stopping"[\s\S]*"msg":"stopped"/);
   });
+
+  it("when SIGINT comes twice at once (a terminal's Ctrl-C that `npm start` forwards too), then the process stops once, without the drain delay, and exits 0", async () => {
+    await service?.stop("SIGKILL");
+    service = await startProcess({ DATA_DIR: dataDir, DRAIN_DELAY: "60s" });
+    const started = performance.now();
+    service.child.kill("SIGINT");
+    service.child.kill("SIGINT");
+    assert.equal(await service.exited, 0, "a repeated signal is the same stop, not a reason to exit 1");
+    assert.ok(performance.now() - started < 30_000, "stopped without the 60 s drain delay");
+    const output = service.output();
+    assert.equal(output.match(/"msg":"stopping"/g)?.length, 1, output);
+    assert.match(output, /"signal":"SIGINT","msg":"stopping"[\s\S]*"msg":"stopped"/);
+  });
+
+  it("when the process gets SIGHUP, then it stops as on SIGINT, without the drain delay, and exits 0", async () => {
+    await service?.stop("SIGKILL");
+    service = await startProcess({ DATA_DIR: dataDir, DRAIN_DELAY: "60s" });
+    const started = performance.now();
+    service.child.kill("SIGHUP");
+    assert.equal(await service.exited, 0);
+    assert.ok(performance.now() - started < 30_000, "stopped without the 60 s drain delay");
+    assert.match(service.output(), /"signal":"SIGHUP","msg":"stopping"[\s\S]*"msg":"stopped"/);
+  });
 });

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
+import pRetry, { AbortError } from "p-retry";
 import type { Money } from "../../domain/money.js";
 import { readReleaseReason, type ReleaseReason } from "../../domain/ledger/release-reasons.js";
 import type {
@@ -148,20 +149,18 @@ export class AffineLedger implements Ledger {
     try {
       const body = encode({ calls: calls.map((c) => c.call) });
       const signal = AbortSignal.timeout(this.timeoutMs);
-      let response: Response | undefined;
-      for (let attempt = 0; !response; attempt++) {
-        try {
-          response = await fetch(`${address}${PATH}`, {
-            method: "POST", headers: { authorization: `Bearer ${this.secret}`, "content-type": "application/json" }, body, signal,
-          });
-        } catch (error) {
+      // A pooled connection the owner closed (it stopped, or was killed) fails the request mid-way: asked again, once and at
+      // once, on a new connection, a gone owner refuses it, and a live one runs the calls in the same queue as any first try
+      // still under way. A refused connection is never asked again (AbortError: p-retry rejects with the NotDelivered).
+      const response = await pRetry(
+        () => fetch(`${address}${PATH}`, {
+          method: "POST", headers: { authorization: `Bearer ${this.secret}`, "content-type": "application/json" }, body, signal,
+        }).catch((error: unknown) => {
           const code = ((error as Error).cause as { code?: string } | undefined)?.code;
-          if (code === "ECONNREFUSED") throw new NotDelivered(`${address} refused the connection`);
-          // A pooled connection the owner closed (it stopped, or was killed) fails the request mid-way: asked again on a new
-          // connection, a gone owner refuses it, and a live one runs the calls in the same queue as any first try still under way.
-          if (signal.aborted || attempt > 0) throw error;
-        }
-      }
+          throw code === "ECONNREFUSED" ? new AbortError(new NotDelivered(`${address} refused the connection`)) : error;
+        }),
+        { retries: 1, minTimeout: 0, shouldRetry: () => !signal.aborted },
+      );
       const text = await response.text();
       // The owner answers 200 once it has run the calls; anything else was refused before any ran.
       if (response.status !== 200) throw new NotDelivered(`${address} answered ${response.status}`);

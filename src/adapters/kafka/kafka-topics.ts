@@ -3,7 +3,9 @@
  * on a KRaft broker and waiting until they can be written to.
  */
 import type { Admin, ITopicConfig } from "kafkajs";
+import pRetry from "p-retry";
 import type { Logger } from "../../ports/logger.js";
+import { retryingEveryError } from "../../shared/every-error.js";
 
 /** Creates the topics that are missing and waits until every partition has a leader. */
 export async function ensureTopics(admin: Admin, wanted: ITopicConfig[], logger: Logger): Promise<void> {
@@ -18,24 +20,20 @@ export async function ensureTopics(admin: Admin, wanted: ITopicConfig[], logger:
     if ((error as { type?: string }).type !== "UNKNOWN_TOPIC_OR_PARTITION") throw error;
   }
   const names = wanted.map((t) => t.topic);
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
+  // Asked every 100 ms for 30 s; the error of the last try (a broker's, or "no leaders") is the one thrown.
+  const topics = await pRetry(
+    retryingEveryError(async () => {
       const { topics } = await admin.fetchTopicMetadata({ topics: names });
       const ready = topics.length === names.length && topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0));
-      if (ready) {
-        for (const t of wanted) {
-          const actual = topics.find((m) => m.name === t.topic)?.partitions.length;
-          if (t.numPartitions !== undefined && actual !== t.numPartitions) {
-            logger.warn({ topic: t.topic, partitions: actual, configured: t.numPartitions }, "kafka topic has another partition count than configured; leaving it as is");
-          }
-        }
-        return;
-      }
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
+      if (!ready) throw new Error(`kafka topics have no leaders after 30 s: ${names.join(", ")}`);
+      return topics;
+    }),
+    { retries: Infinity, minTimeout: 100, factor: 1, maxRetryTime: 30_000 },
+  );
+  for (const t of wanted) {
+    const actual = topics.find((m) => m.name === t.topic)?.partitions.length;
+    if (t.numPartitions !== undefined && actual !== t.numPartitions) {
+      logger.warn({ topic: t.topic, partitions: actual, configured: t.numPartitions }, "kafka topic has another partition count than configured; leaving it as is");
     }
-    if (Date.now() > deadline) throw new Error(`kafka topics have no leaders after 30 s: ${names.join(", ")}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

@@ -12,7 +12,10 @@
  * are committed only after a handler returned, so the new member starts where
  * the old one stopped.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Consumer } from "kafkajs";
+import pRetry from "p-retry";
+import { retryingEveryError } from "../../shared/every-error.js";
 import type { Logger } from "../../ports/logger.js";
 
 export interface SupervisedConsumerOptions {
@@ -38,40 +41,55 @@ export interface SupervisedConsumer {
 export async function startSupervisedConsumer(options: SupervisedConsumerOptions): Promise<SupervisedConsumer> {
   const initialDelayMs = options.initialDelayMs ?? 500;
   const maxDelayMs = options.maxDelayMs ?? 10_000;
+  const stopping = new AbortController();
   let current = options.create();
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
+  /** A replacement under way (for stop() to await); `due` until a replacement consumer runs. */
   let replacing: Promise<void> | undefined;
+  let due = false;
 
   function watch(consumer: Consumer): void {
     consumer.on(consumer.events.CRASH, (event) => {
       const { error, restart } = event.payload;
       options.logger.warn({ group: options.label }, `kafka consumer ${options.label} crashed${restart ? " (kafkajs restarts it)" : "; replacing it"}: ${describe(error)}`);
-      if (!restart && consumer === current) schedule(initialDelayMs);
+      if (!restart && consumer === current && !due && !stopping.signal.aborted) {
+        due = true;
+        replacing = replace();
+      }
     });
   }
 
-  function schedule(delayMs: number): void {
-    if (stopped || timer) return;
-    timer = setTimeout(() => {
-      timer = undefined;
-      replacing = replace(delayMs);
-    }, delayMs);
-  }
-
-  async function replace(delayMs: number): Promise<void> {
-    await current.disconnect().catch(() => undefined);
-    if (stopped) return;
-    const next = options.create();
-    watch(next);
-    current = next;
+  /**
+   * After `initialDelayMs`, a new consumer in place of the current one, tried again after a delay
+   * that doubles up to `maxDelayMs` whatever the error, until one runs or stop() is called.
+   */
+  async function replace(): Promise<void> {
+    const { signal } = stopping;
     try {
-      await options.start(next);
-      if (stopped) await next.disconnect().catch(() => undefined);
-      else options.logger.info({ group: options.label }, `kafka consumer ${options.label} replaced and running`);
-    } catch (error) {
-      options.logger.warn({ group: options.label }, `kafka consumer ${options.label} could not be replaced yet: ${describe(error)}`);
-      schedule(Math.min(delayMs * 2, maxDelayMs));
+      await sleep(initialDelayMs, undefined, { signal });
+      await pRetry(
+        retryingEveryError(async () => {
+          await current.disconnect().catch(() => undefined);
+          signal.throwIfAborted();
+          const next = options.create();
+          watch(next);
+          current = next;
+          await options.start(next);
+          due = false; // from here a crash of this consumer is replaced in turn
+        }),
+        {
+          retries: Infinity,
+          minTimeout: Math.min(initialDelayMs * 2, maxDelayMs),
+          factor: 2,
+          maxTimeout: maxDelayMs,
+          signal,
+          onFailedAttempt: ({ error }) => {
+            if (!signal.aborted) options.logger.warn({ group: options.label }, `kafka consumer ${options.label} could not be replaced yet: ${describe(error)}`);
+          },
+        },
+      );
+      options.logger.info({ group: options.label }, `kafka consumer ${options.label} replaced and running`);
+    } catch {
+      // Only stop() ends the replacing (every error is retried); it disconnects whatever consumer is current.
     }
   }
 
@@ -79,25 +97,24 @@ export async function startSupervisedConsumer(options: SupervisedConsumerOptions
   try {
     await options.start(current);
   } catch (error) {
-    stopped = true;
+    stopping.abort();
     await current.disconnect().catch(() => undefined);
     throw error;
   }
 
-  let stopping: Promise<void> | undefined;
+  let stopped: Promise<void> | undefined;
   return {
     get consumer() {
       return current;
     },
     stop() {
-      stopping ??= (async () => {
-        stopped = true;
-        clearTimeout(timer);
+      stopped ??= (async () => {
+        stopping.abort();
         await replacing;
         // disconnect() stops fetching, waits for the handlers in flight, commits and leaves the group.
         await current.disconnect();
       })();
-      return stopping;
+      return stopped;
     },
   };
 }

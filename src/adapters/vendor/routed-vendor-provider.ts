@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import pRetry from "p-retry";
 import type { ModelSpec } from "../../domain/catalog/models.js";
 import { orderRoutes, routesForModel, type Route } from "../../domain/routing/routes.js";
 import {
@@ -187,19 +188,29 @@ export class RoutedVendorProvider implements GenerationProvider {
     }
   }
 
-  /** Retries one route's call through its passing faults (not its refusals) until it answers or the deadline ends it. */
+  /**
+   * Retries one route's call through its passing faults (not its refusals), every poll interval,
+   * until it answers or the deadline ends it (`signal`: p-retry then rejects with its reason).
+   */
   private async persist<T>(client: VendorClient, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
-    for (;;) {
-      try {
+    try {
+      return await pRetry(async () => {
         const result = await call();
         this.answered(client.route.name);
         return result;
-      } catch (error) {
-        if (!(error instanceof UpstreamError)) throw error;
-        this.answered(client.route.name, error.message);
-        if (!error.retryable) throw new ProviderError("upstream_rejected", error.message);
-        await sleep(this.options.pollIntervalMs, undefined, { signal });
-      }
+      }, {
+        retries: Infinity,
+        minTimeout: this.options.pollIntervalMs,
+        factor: 1,
+        signal,
+        onFailedAttempt: ({ error }) => {
+          if (error instanceof UpstreamError) this.answered(client.route.name, error.message);
+        },
+        shouldRetry: ({ error }) => error instanceof UpstreamError && error.retryable,
+      });
+    } catch (error) {
+      if (error instanceof UpstreamError && !error.retryable) throw new ProviderError("upstream_rejected", error.message);
+      throw error;
     }
   }
 

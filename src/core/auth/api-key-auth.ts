@@ -1,6 +1,6 @@
 import type { KeyLimits } from "../../domain/accounts/key-limits.js";
 import { hash } from "node:crypto";
-import { RecentValues } from "../../shared/recent-values.js";
+import { LRUCache } from "lru-cache";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { isModelGranted } from "../../domain/accounts/grants.js";
 import type { ModelSpec } from "../../domain/catalog/models.js";
@@ -22,7 +22,7 @@ export interface Caller {
  * edge's check, then the handler's). Bounded in entries and in length (a key
  * is 40-some characters; a header's worth of garbage is hashed, not kept).
  */
-const recentHashes = new RecentValues<string, string>(1_024);
+const recentHashes = new LRUCache<string, string>({ max: 1_024 });
 const MAX_REMEMBERED_KEY_LENGTH = 128;
 
 /** A key's stored form: its SHA-256, hex. */
@@ -30,7 +30,8 @@ export function hashSecret(secret: string): string {
   const known = recentHashes.get(secret);
   if (known !== undefined) return known;
   const hashed = hash("sha256", secret, "hex");
-  return secret.length > MAX_REMEMBERED_KEY_LENGTH ? hashed : recentHashes.remember(secret, hashed);
+  if (secret.length <= MAX_REMEMBERED_KEY_LENGTH) recentHashes.set(secret, hashed);
+  return hashed;
 }
 
 /** The platform key from `authorization: Bearer` or `x-vendor-api-key` (spec section 5). */

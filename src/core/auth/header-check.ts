@@ -3,8 +3,8 @@ import type { GenerationService } from "../../../gen/generation/v1/generation_se
 import { SessionRole, type AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { checkCsrfToken, readSession } from "../../domain/accounts/panel-session.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
-import { RecentValues } from "../../shared/recent-values.js";
 import { createContextValues } from "@connectrpc/connect";
+import { LRUCache } from "lru-cache";
 import { rpc } from "../errors/rpc-errors.js";
 import { notOperator, requireAdmin, requireAdminToken } from "./admin-auth.js";
 import { hashSecret, presentedKey, type CallerAuthDeps } from "./api-key-auth.js";
@@ -31,17 +31,16 @@ export type Credential = "api_key" | "admin" | "owner";
  */
 export type HeaderCheck = (headers: Headers, needs: Credential, client: string | undefined) => Promise<void>;
 
-/** Remembers keys found valid for `ttlMs`, so a busy client costs one key lookup per interval, not one per call. */
+/**
+ * Remembers keys found valid for `ttlMs` (at most 10,000 of them, the least
+ * recently used going first), so a busy client costs one key lookup per
+ * interval, not one per call.
+ */
 function rememberValid(ttlMs: number) {
-  const valid = new RecentValues<string, number>(10_000);
+  const valid = new LRUCache<string, true>({ max: 10_000, ttl: ttlMs });
   return {
-    has(hash: string, now: number) {
-      const until = valid.get(hash);
-      return until !== undefined && until > now;
-    },
-    add(hash: string, now: number) {
-      valid.remember(hash, now + ttlMs);
-    },
+    has: (hash: string) => valid.has(hash),
+    add: (hash: string) => void valid.set(hash, true),
   };
 }
 
@@ -61,11 +60,10 @@ export function localHeaderCheck(deps: CallerAuthDeps, guard: CredentialGuard, t
         throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
       }
       const hash = hashSecret(secret);
-      const now = Date.now();
-      if (remembered.has(hash, now)) return;
+      if (remembered.has(hash)) return;
       const record = await keys.findBySecretHash(hash);
       if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
-      remembered.add(hash, now);
+      remembered.add(hash);
     }));
 }
 
@@ -106,9 +104,8 @@ export function remoteHeaderCheck(
       return rpc(async () => { throw new DomainError("unauthenticated", "missing_api_key", "an API key is required"); });
     }
     const hash = hashSecret(secret);
-    const now = Date.now();
-    if (remembered.has(hash, now)) return;
+    if (remembered.has(hash)) return;
     await generation.getBalance({}, options);
-    remembered.add(hash, now);
+    remembered.add(hash);
   };
 }

@@ -1,9 +1,11 @@
+import pRetry from "p-retry";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { requestFingerprint } from "../../domain/idempotency/fingerprint.js";
 import { UNAVAILABLE_RETRY_AFTER_SECONDS } from "../health/readiness.js";
 import type { ClaimOutcome, IdempotencyStore, StoredResponse } from "../../ports/idempotency-store.js";
 import type { Logger } from "../../ports/logger.js";
 import type { Telemetry } from "../../ports/telemetry.js";
+import { retryingEveryError } from "../../shared/every-error.js";
 
 export interface IdempotentOutcome {
   readonly response: StoredResponse;
@@ -126,19 +128,11 @@ export async function idempotent(
     }
     throw error;
   }
-  // The job exists now: its key must never be given back, so recording it is retried, and a
-  // failure is logged rather than turned into an error the client would retry (a retry then
-  // finds the stored job through the claim's pending id and replays it).
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await store.complete(scope, key, token, response, ttlMs);
-      break;
-    } catch (error) {
-      if (attempt >= 3) {
-        observers.logger.error({ job_id: response.jobId, account_id: scope, err: error }, "the Idempotency-Key of an accepted job could not be recorded as complete");
-        break;
-      }
-    }
-  }
+  // The job exists now: its key must never be given back, so recording it is tried three times
+  // at once, and a failure is logged rather than turned into an error the client would retry (a
+  // retry then finds the stored job through the claim's pending id and replays it).
+  await pRetry(retryingEveryError(() => store.complete(scope, key, token, response, ttlMs)), { retries: 2, minTimeout: 0 }).catch((error) =>
+    observers.logger.error({ job_id: response.jobId, account_id: scope, err: error }, "the Idempotency-Key of an accepted job could not be recorded as complete"),
+  );
   return { response, replayed: false };
 }

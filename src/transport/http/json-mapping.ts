@@ -1,6 +1,6 @@
 import { fromJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { RecentValues } from "../../shared/recent-values.js";
+import { LRUCache } from "lru-cache";
 import { JobStatus, type Job } from "../../../gen/generation/v1/job_pb.js";
 import { LedgerEntryTypeSchema, type Balance, type LedgerEntry, type UsageRow } from "../../../gen/generation/v1/money_pb.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
@@ -69,12 +69,14 @@ const STATUS_NAMES: Record<JobStatus, string> = {
 export const jobStatusName = (status: JobStatus) => STATUS_NAMES[status];
 
 /** ISO strings of the instants formatted lately: a polled job's times are formatted once, not on every GET. */
-const isoByMs = new RecentValues<number, string>(4_096);
+const isoByMs = new LRUCache<number, string>({ max: 4_096 });
 
 function iso(timestamp: Timestamp | undefined): string | null {
   if (!timestamp) return null;
   const ms = timestampMs(timestamp);
-  return isoByMs.get(ms) ?? isoByMs.remember(ms, new Date(ms).toISOString());
+  let text = isoByMs.get(ms);
+  if (text === undefined) isoByMs.set(ms, (text = new Date(ms).toISOString()));
+  return text;
 }
 
 /** GET /api/v1/jobs/{id} (spec 2.4): every documented field present, null where the spec says null. */
