@@ -1,5 +1,5 @@
 import { createServer } from "node:http";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { PrometheusMetrics } from "../../adapters/observability/prometheus-metrics.js";
 import { GatewayLogController, observeRequests, requestIdOf } from "./edge/observe-requests.js";
 import { requestLoggerFactory } from "./edge/request-logger.js";
@@ -16,8 +16,8 @@ import { clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from "./edge/cl
 import { limitConnections } from "./edge/connection-limits.js";
 import { limitPipelining } from "./edge/pipelining.js";
 import { corsRoutes } from "./edge/cors.js";
-import { connectRoutes } from "./connect-routes.js";
-import { answerUnknownRpc } from "./edge/rpc-admission.js";
+import { gatewayRpcRoutes } from "./gateway-rpc.js";
+import { unknownRpcAnswer } from "../rpc/connect-routes.js";
 import { replyWithError, routeNotFound, sendError, toHttpError } from "./error-replies.js";
 import { openApi } from "./openapi.js";
 import { useRequestValidators } from "./schemas/validation.js";
@@ -159,14 +159,13 @@ export async function buildGateway(clients: CoreClients, options: GatewayOptions
   useRequestValidators(app);
   await openApi(app);
   // Connect and gRPC-Web: before the readiness gate, which answers in the REST shape; these routes have their own.
-  await app.register(connectRoutes(core, {
+  await app.register(gatewayRpcRoutes(core, {
     readiness: options.readiness,
     headerCheck: options.headerCheck,
     edge,
-    limits: options.limits,
     uploadSlots: options.uploadSlots,
     bodyBudget,
-  }));
+  }, options.limits));
   // Not encapsulated: the gate must stand in front of every route, the 404 handler included.
   await healthRoutes(options.readiness)(app);
   await app.register(metricsRoutes(options.metrics));
@@ -190,4 +189,12 @@ export async function buildGateway(clients: CoreClients, options: GatewayOptions
   await app.register(panelRoutes(core, { distDir: options.panelDir, httpsOrigin: options.publicBaseUrl?.startsWith("https://") ?? false }));
   for (const prefix of VENDOR_PREFIXES) await app.register(vendorRoutes(core, guard), { prefix });
   return app;
+}
+
+/** A call of an RPC this port does not serve, answered in the caller's protocol (unknownRpcAnswer), its body unread; undefined for a request that is no RPC. */
+function answerUnknownRpc(request: FastifyRequest, reply: FastifyReply): FastifyReply | undefined {
+  const answer = unknownRpcAnswer(request);
+  if (!answer) return undefined;
+  lingerUntilDiscarded(request);
+  return reply.code(answer.status).headers(answer.headers).send(answer.body);
 }

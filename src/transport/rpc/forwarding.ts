@@ -4,7 +4,7 @@ import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
 import { ANSWER_DELIVERY } from "../../core/jobs/answer-delivery.js";
 import { UPSTREAM_TIME } from "../../core/text/upstream-time.js";
 import { httpErrorOf } from "../http/connect-errors.js";
-import { credentialsOf } from "../http/edge/rpc-admission.js";
+import { credentialsOf } from "./credentials.js";
 
 type Forward = (request: unknown, options: CallOptions) => unknown;
 

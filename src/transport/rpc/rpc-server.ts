@@ -2,8 +2,8 @@ import { setMaxListeners } from "node:events";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
-import { createConnectRouter } from "@connectrpc/connect";
-import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import { universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
@@ -13,20 +13,19 @@ import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { DEFAULT_EDGE_LIMITS, type EdgeLimits } from "../../config/config.js";
+import type { AnswerDelivery } from "../../core/jobs/answer-delivery.js";
 import type { HeaderCheck } from "../../core/auth/header-check.js";
 import type { Readiness } from "../../core/health/readiness.js";
 import { DEFAULT_LIMITS, type ValidationLimits } from "../../domain/validation/limits.js";
 import type { CoreClients } from "../../runtime/core-clients.js";
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
 import { clientOfCall } from "../client-address.js";
+import { serverTiming } from "../server-timing.js";
 import { guardedListener, type DebugLog } from "./connection-guard.js";
-import { createEdgeHandler } from "./edge-handler.js";
-import { answerFailures, readinessGate, serverTimingOnAnswers } from "./edge-interceptors.js";
+import { connectRoutes, unknownRpcAnswer, type ConnectWire } from "./connect-routes.js";
+import { readinessGate, serverTimingOnAnswers } from "./edge-interceptors.js";
 import { forwarding } from "./forwarding.js";
-import { markInvoked } from "./wire-protocol.js";
-import type { UploadSlotsLike } from "./call-guard.js";
 import { createHealthService } from "./health-service.js";
-import { methodPolicies } from "./method-policy.js";
 import { createReflectionServices } from "./reflection-service.js";
 
 /** The edge settings of the core port; `listenRpc` without them uses the configuration's defaults. */
@@ -35,13 +34,9 @@ export interface RpcEdgeOptions {
   /** Prompt, metadata and input-image limits: the image-carrying methods' message limit derives from them. */
   readonly limits: ValidationLimits;
   /** The process's large-upload slots, shared with the gateway; a core port of its own makes its own. */
-  readonly uploads?: UploadSlotsLike;
-  /** Retry-After of a too_many_uploads refusal (default 2 s: an upload slot frees in seconds). */
-  readonly uploadRetryAfterSeconds?: number;
+  readonly uploads?: Pick<UploadSlots, "tryTake">;
   /** The process's body memory (MAX_BODY_MEMORY), shared with the gateway; a core port of its own makes its own from `edge.maxBodyMemory`. */
   readonly bodyBudget?: BodyBudget;
-  /** Retry-After of a server_busy refusal for want of body memory (default 1 s, as the gateway's). */
-  readonly bodyMemoryRetryAfterSeconds?: number;
   /**
    * Debug lines of the edge, each a message and its facts, never a stack: a client that went away
    * (a cancel, RST_STREAM, a passed deadline), a connection over its client's cap. Default: none.
@@ -55,10 +50,6 @@ export const DEFAULT_RPC_EDGE: RpcEdgeOptions = {
   limits: DEFAULT_LIMITS,
 };
 
-const UPLOAD_RETRY_AFTER_SECONDS = 2;
-/** As the gateway's 503 server_busy: messages being received are usually read whole within a second. */
-const BODY_MEMORY_RETRY_AFTER_SECONDS = 1;
-
 /** What the core port serves and checks with. */
 export interface RpcCore {
   /** The core's clients: every call is forwarded to them (the core's interceptors run there). */
@@ -67,6 +58,68 @@ export interface RpcCore {
   readonly headerCheck: HeaderCheck;
   /** URL_SIGNING_SECRET: a remote gateway signs the client it forwards a call for (x-gateway-client) with it. */
   readonly urlSigningSecret: Buffer;
+}
+
+/** Undelivered: the stream closed (a reset, the connection gone) before the answer was written whole. */
+function streamDelivery(stream: http2.ServerHttp2Stream): AnswerDelivery {
+  return {
+    onUndelivered(undelivered) {
+      if (stream.writableFinished) return;
+      if (stream.closed || stream.destroyed) undelivered();
+      else stream.once("close", () => stream.writableFinished || undelivered());
+    },
+  };
+}
+
+/**
+ * Once the answer is out, a request side still open (a refusal, a timeout) is closed with RST_STREAM NO_ERROR, as
+ * HTTP/2 allows after a complete response (RFC 9113, 8.1), so the sender stops and the stream slot is free; what
+ * arrived and was not read is dropped. Http2ServerResponse always ends with trailers (gRPC's status; empty
+ * otherwise), sent on "wantTrailers": the close comes after them.
+ */
+function closeRequestSide(request: http2.Http2ServerRequest): void {
+  const stream = request.stream;
+  const close = () => {
+    if (request.readableEnded || stream.closed || stream.destroyed) return;
+    request.resume();
+    stream.close(http2.constants.NGHTTP2_NO_ERROR);
+  };
+  if (stream.writableEnded) close();
+  else stream.once("wantTrailers", () => setImmediate(close));
+}
+
+/** HTTP/2: the caller by its session (or the client its gateway signed for); the request timeout kept here; a call abandoned is closed. */
+function coreWire(urlSigningSecret: Buffer, requestTimeoutMs: number, debug: DebugLog): ConnectWire {
+  const raw = (request: FastifyRequest) => request.raw as unknown as http2.Http2ServerRequest;
+  return {
+    grpc: true,
+    requestTimeoutMs,
+    callerOf: (request) => {
+      const headers = new Headers();
+      const forwarded = request.headers["x-gateway-client"];
+      if (typeof forwarded === "string") headers.set("x-gateway-client", forwarded);
+      return clientOfCall(raw(request).stream.session, headers, urlSigningSecret);
+    },
+    abandonBody: (request) => closeRequestSide(raw(request)),
+    delivery: (request) => streamDelivery(raw(request).stream),
+    sendRefusal: async (reply: FastifyReply, response, refusal) => {
+      reply.hijack();
+      await universalResponseToNodeResponse(response, reply.raw as never);
+      return refusal;
+    },
+    // A refusal is this service's time too (the answers' Server-Timing: serverTimingOnAnswers).
+    refusing: (refusal, elapsedMs) => refusal.metadata.set("server-timing", serverTiming(elapsedMs, undefined)),
+    // A client that reset the stream (a cancel, a passed deadline) or its connection: one debug line per call.
+    // The edge's own resets (closeRequestSide) are NO_ERROR, after the answer.
+    watchClient: (request) => {
+      const stream = raw(request).stream;
+      stream.once("close", () => {
+        if (raw(request).aborted || stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR) {
+          debug("client went away", { path: request.url.split("?", 1)[0], rstCode: stream.rstCode });
+        }
+      });
+    },
+  };
 }
 
 /**
@@ -101,39 +154,46 @@ export async function listenRpc(
   // One listener per open Watch: any number of them is expected (no MaxListenersExceededWarning).
   setMaxListeners(0, closing.signal);
   const health = createHealthService(readiness, forwarded.map(([service]) => service.typeName), { shutdownSignal: closing.signal });
-  const policies = methodPolicies(options.limits, edge.maxBodyBytes);
-  const router = createConnectRouter({
-    interceptors: [serverTimingOnAnswers(), answerFailures(log), readinessGate(readiness), markInvoked],
-    acceptCompression: [compressionGzip, compressionBrotli],
+  const services: [DescService, object][] = forwarded.map(([service, clientOf]) => [service, forwarding(service, clientOf)]);
+  services.push([Health, health]);
+  const reflection = createReflectionServices(services.map(([service]) => service));
+  services.push([ReflectionV1, reflection.v1], [ReflectionV1alpha, reflection.v1alpha]);
+
+  // The server is this module's: its connections come from guardedListener, which bounds them before HTTP/2 sees them.
+  const server = http2.createServer({ settings: { maxConcurrentStreams: edge.maxConcurrentStreams } });
+  const app = Fastify({
+    serverFactory: (handler) => server.on("request", handler) as never,
+    http2: true,
+    logger: false,
+    return503OnClosing: false,
   });
-  const implementations: [DescService, object][] = forwarded.map(([service, clientOf]) => [service, forwarding(service, clientOf)]);
-  implementations.push([Health, health]);
-  const reflection = createReflectionServices(implementations.map(([service]) => service));
-  implementations.push([ReflectionV1, reflection.v1], [ReflectionV1alpha, reflection.v1alpha]);
-  for (const [service, implementation] of implementations) {
-    for (const method of service.methods) {
-      // The edge refuses a message over its method's limit from its length prefix; Connect applies the same
-      // limit to the message once decompressed (a small compressed message cannot grow past it).
-      const { maxMessageBytes } = policies.get(`/${service.typeName}/${method.name}`)!;
-      const impl = (implementation as Record<string, (...args: never[]) => unknown>)[method.localName]!.bind(implementation);
-      router.rpc(method, impl as never, { readMaxBytes: maxMessageBytes });
-    }
-  }
-  const guardSettings = {
-    readiness,
-    headerCheck: core.headerCheck,
-    callerOf: (session: http2.Http2Session | undefined, headers: Headers) => clientOfCall(session, headers, core.urlSigningSecret),
-    requestTimeoutMs: edge.requestTimeoutMs,
-    largeUploadBytes: edge.largeUploadBytes,
-    uploads: options.uploads ?? new UploadSlots(edge.maxConcurrentLargeUploads),
-    uploadRetryAfterSeconds: options.uploadRetryAfterSeconds ?? UPLOAD_RETRY_AFTER_SECONDS,
-    bodyBudget: options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory),
-    bodyMemoryRetryAfterSeconds: options.bodyMemoryRetryAfterSeconds ?? BODY_MEMORY_RETRY_AFTER_SECONDS,
+  await app.register(connectRoutes({
+    settings: {
+      readiness,
+      headerCheck: core.headerCheck,
+      edge,
+      uploadSlots: options.uploads ?? new UploadSlots(edge.maxConcurrentLargeUploads),
+      bodyBudget: options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory),
+    },
+    limits: options.limits,
+    services,
+    interceptors: [serverTimingOnAnswers(), readinessGate(readiness)],
+    wire: coreWire(core.urlSigningSecret, edge.requestTimeoutMs, debug),
     log,
-    debug,
-  };
-  const handler = createEdgeHandler(router, policies, guardSettings);
-  const server = http2.createServer({ settings: { maxConcurrentStreams: edge.maxConcurrentStreams } }, handler);
+  }));
+  // Any other path, in the caller's protocol; its body is never read.
+  app.setNotFoundHandler((request, reply) => {
+    const answer = unknownRpcAnswer(request, true)!;
+    reply.hijack();
+    const stream = (request.raw as unknown as http2.Http2ServerRequest).stream;
+    if (answer.body === undefined) {
+      stream.respond({ ":status": answer.status, ...answer.headers }, { endStream: true });
+      return;
+    }
+    stream.respond({ ":status": answer.status, ...answer.headers, "content-length": String(answer.body.byteLength) });
+    stream.end(answer.body);
+  });
+  await app.ready();
   const listener = guardedListener(server, edge, debug);
   await new Promise<void>((resolve, reject) => {
     listener.once("error", reject);
@@ -146,11 +206,13 @@ export async function listenRpc(
   });
   return {
     port: (listener.address() as AddressInfo).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        closing.abort();
+    close: async () => {
+      closing.abort();
+      await new Promise<void>((resolve) => {
         listener.close(() => resolve());
         for (const session of sessions) session.close();
-      }),
+      });
+      await app.close();
+    },
   };
 }

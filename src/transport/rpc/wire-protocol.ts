@@ -1,4 +1,3 @@
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
 import {
@@ -7,9 +6,8 @@ import {
   endStreamFlag,
   endStreamFromJson,
   errorFromJsonBytes,
-  errorToJsonBytes,
 } from "@connectrpc/connect/protocol-connect";
-import { contentTypeRegExp as grpcContentType, findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { contentTypeRegExp as grpcContentType, findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { contentTypeRegExp as grpcWebContentType, trailerFlag, trailerParse } from "@connectrpc/connect/protocol-grpc-web";
 
 /** The protocols the core port speaks, told apart by the request's content type (as Connect's handlers do). */
@@ -39,31 +37,6 @@ export const messageEncodingHeader = (protocol: WireProtocol | undefined) =>
  */
 export const envelopeFlagsAllowed = (flags: number, encoding: string | undefined) =>
   flags === 0 || (flags === 1 && encoding !== undefined && encoding !== "" && encoding !== "identity");
-
-/**
- * A path the core does not serve (an unknown method, or an unknown service).
- * gRPC and gRPC-Web callers get a trailers-only UNIMPLEMENTED (HTTP 200, the
- * status in the one HEADERS frame, which ends the stream), as gRPC servers
- * answer an unknown method. Everyone else (Connect, unary or streaming, and
- * requests of no known protocol) gets Connect's `unimplemented`: HTTP 404,
- * the status Connect maps it to, with its JSON error body, which Connect
- * clients read as Code.Unimplemented and the message. The request body is
- * never read.
- */
-export function answerUnknownMethod(req: Http2ServerRequest, res: Http2ServerResponse, protocol: WireProtocol | undefined): void {
-  const path = (req.url ?? "").split("?", 1)[0]!;
-  const error = new ConnectError(`unknown method ${path}`, Code.Unimplemented);
-  if (protocol !== "grpc" && protocol !== "grpc-web") {
-    const body = errorToJsonBytes(error, undefined);
-    res.writeHead(404, { "content-type": "application/json", "content-length": String(body.byteLength) });
-    res.end(body);
-    return;
-  }
-  const status = setTrailerStatus(new Headers(), error);
-  const headers: Record<string, string> = { ":status": "200", "content-type": req.headers["content-type"]! };
-  status.forEach((value, key) => (headers[key] = value));
-  req.stream.respond(headers, { endStream: true });
-}
 
 /** How far a call got: whether the edge refused its body midway, whether its message reached the interceptors. */
 export interface CallProgress {

@@ -9,7 +9,7 @@ import { SessionRole, type StartSessionResponse } from "../../../../gen/generati
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { platformCall, requestCall } from "../call-options.js";
 import { hasBody, refuseBody } from "../edge/body-guard.js";
-import { cookieValue, SESSION_COOKIE } from "../edge/rpc-admission.js";
+import { cookieValue, SESSION_COOKIE } from "../../rpc/credentials.js";
 import { GatewayError } from "../gateway-error.js";
 import { PLATFORM_ERRORS } from "../schemas/common.js";
 import { PANEL_SESSION_SCHEMA, PANEL_SIGN_IN_SCHEMA, PANEL_SIGN_OUT_SCHEMA } from "../schemas/panel.js";

@@ -1,0 +1,193 @@
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextKey, createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest } from "@connectrpc/connect-node";
+import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
+import { ANSWER_DELIVERY, type AnswerDelivery } from "../../core/jobs/answer-delivery.js";
+import type { ValidationLimits } from "../../domain/validation/limits.js";
+import { answerFailures } from "./edge-interceptors.js";
+import { ANSWER_WATCHED, methodPolicies, type MethodPolicy } from "./method-policy.js";
+import { malformedMessage } from "./refusals.js";
+import { RpcAdmission, type RpcAdmissionSettings, type WireHooks } from "./rpc-admission.js";
+import { admittedBody, CALL_PROGRESS, inspectParseFailure, markInvoked, protocolOf, type CallProgress, type WireProtocol } from "./wire-protocol.js";
+
+/** What a port's Connect routes do that depends on its wire (HTTP/1.1 on the gateway port, HTTP/2 on the core port). */
+export interface ConnectWire extends WireHooks {
+  /** Whether gRPC itself is served (it needs HTTP/2's trailers). */
+  readonly grpc: boolean;
+  /** Whether the creation's answer reached its client (the core cancels a job whose 202 never left). */
+  delivery(request: FastifyRequest, reply: FastifyReply): AnswerDelivery;
+  /** Sends `refusal` as Connect wrote it in the caller's protocol (`response`), with the reply's own headers. */
+  sendRefusal(reply: FastifyReply, response: UniversalServerResponse, refusal: ConnectError): Promise<unknown>;
+  /** One debug line when the client went away before its answer was complete. */
+  watchClient(request: FastifyRequest, reply: FastifyReply): void;
+  /** A refusal before the body, `elapsedMs` after the call arrived: what the wire adds to it (Server-Timing). */
+  refusing?(refusal: ConnectError, elapsedMs: number): void;
+}
+
+export interface ConnectRoutesOptions {
+  readonly settings: RpcAdmissionSettings;
+  /** Prompt, metadata and input-image limits: each method's message limit derives from them. */
+  readonly limits: ValidationLimits;
+  /** What is served: each service with its implementation. */
+  readonly services: readonly (readonly [DescService, object])[];
+  /** The port's interceptors, outermost first (answerFailures and markInvoked follow them). */
+  readonly interceptors?: readonly Interceptor[];
+  readonly wire: ConnectWire;
+  /** Crashes (error level, with the stack). */
+  readonly log: (message: string, error: unknown) => void;
+}
+
+/** The admission of the call a universal handler serves (set in onRequest, read by the guarded handler). */
+const ADMISSION = createContextKey<RpcAdmission | undefined>(undefined, { description: "RPC admission" });
+
+/** A body that refuses the call at Connect's first read: Connect then answers `error` in the caller's protocol. */
+export async function* refusing(error: ConnectError): AsyncGenerator<Uint8Array> {
+  throw error;
+}
+
+/** Connect sizes a unary Connect body by Content-Length before reading it; a refused body has none to size. */
+export function withBody(request: UniversalServerRequest, body: AsyncIterable<Uint8Array>): UniversalServerRequest {
+  const header = new Headers(request.header);
+  header.delete("content-length");
+  return { ...request, header, body };
+}
+
+/** An RPC's path, `/package.Service/Method`: what Connect and gRPC-Web clients call. */
+export const RPC_PATH = /^\/[a-z_]\w*(\.[a-z_]\w*)*\.[A-Z]\w*\/[A-Z]\w*$/;
+
+/**
+ * The answer to a call of a method a port does not serve (an unknown method
+ * or service): gRPC and gRPC-Web get a trailers-only UNIMPLEMENTED (HTTP 200,
+ * the status in the headers), as gRPC servers answer an unknown method;
+ * Connect (and a POST of no known protocol) Connect's `unimplemented` with
+ * HTTP 404. Undefined for a request that is no RPC (a REST path, a GET).
+ */
+export function unknownRpcAnswer(
+  request: Pick<FastifyRequest, "method" | "url" | "headers">, anyPath = false,
+): { status: number; headers: Record<string, string>; body?: Buffer } | undefined {
+  const path = request.url.split("?", 1)[0]!;
+  if (!anyPath && (request.method !== "POST" || !RPC_PATH.test(path))) return undefined;
+  const protocol: WireProtocol | undefined = protocolOf(request.headers["content-type"]);
+  const error = new ConnectError(`unknown method ${path}`, Code.Unimplemented);
+  if (protocol === "grpc-web" || protocol === "grpc") {
+    const headers: Record<string, string> = { "content-type": request.headers["content-type"]! };
+    setTrailerStatus(new Headers(), error).forEach((value, name) => (headers[name] = value));
+    return { status: 200, headers };
+  }
+  return { status: 404, headers: { "content-type": "application/json" }, body: Buffer.from(errorToJsonBytes(error, undefined)) };
+}
+
+/**
+ * The handler Connect built for a method, with the edge in front of its body:
+ * the body it reads is the admission's (each piece admitted as it arrives),
+ * a malformed request message is answered INVALID_ARGUMENT malformed_message
+ * (Connect says INTERNAL), and once the answer is ready the wire's idle clock
+ * runs again.
+ */
+function guarded(handler: UniversalHandler): UniversalHandler {
+  const serve = async (request: UniversalServerRequest) => {
+    const admission = request.contextValues?.get(ADMISSION);
+    if (!admission) return handler(request);
+    const progress: CallProgress = { refused: false, invoked: false };
+    request.contextValues?.set(CALL_PROGRESS, progress);
+    let response = await handler({ ...request, body: admittedBody(admission.body(), progress) });
+    const inspected = await inspectParseFailure(response, admission.protocol, progress);
+    response = inspected.parseFailure
+      ? await handler(withBody(request, refusing(malformedMessage(`${handler.service.typeName}/${handler.method.name}`))))
+      : inspected.response;
+    admission.answering();
+    return response;
+  };
+  return Object.assign(serve, {
+    protocolNames: handler.protocolNames,
+    service: handler.service,
+    method: handler.method,
+    requestPath: handler.requestPath,
+    allowedMethods: handler.allowedMethods,
+    supportedContentType: handler.supportedContentType,
+  });
+}
+
+/**
+ * A port's RPCs through Connect's router (@connectrpc/connect-fastify), one
+ * edge in front of every call whatever its protocol: readiness, the
+ * credential its method needs and the announced size are checked before a
+ * byte of the body is read (RpcAdmission), each refusal answered in the
+ * caller's protocol; then each message is admitted as it arrives. The same
+ * plugin serves the gateway port (Connect and gRPC-Web on HTTP/1.1) and the
+ * core port (gRPC too, on HTTP/2); what differs is the wire's hooks.
+ */
+export function connectRoutes(options: ConnectRoutesOptions) {
+  const policies = methodPolicies(options.limits, options.settings.edge.maxBodyBytes);
+  const { wire } = options;
+  // Encapsulation does not matter to a plugin's callers: the `any`s are Fastify's server generics (HTTP/1.1 or HTTP/2).
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  return async (scope: FastifyInstance<any, any, any, any>) => {
+    const handlers = new Map<string, { readonly handler: UniversalHandler; readonly policy: MethodPolicy }>();
+    const admissions = new WeakMap<FastifyRequest, RpcAdmission>();
+    const deliveries = new WeakMap<FastifyRequest, AnswerDelivery>();
+
+    scope.addHook("onRequest", async (request: FastifyRequest, reply: FastifyReply) => {
+      const arrived = performance.now();
+      const route = handlers.get(request.routeOptions.url ?? "");
+      if (!route) return;
+      const { handler, policy } = route;
+      // A method Connect does not serve this way (GET, OPTIONS without CORS): its 405, the body left unread.
+      if (!handler.allowedMethods.includes(request.method)) {
+        wire.abandonBody(request, reply);
+        return;
+      }
+      // No protocol Connect knows, or gRPC where it is not served: Connect's bare 415, the body unread.
+      const protocol = protocolOf(request.headers["content-type"]);
+      if (protocol === undefined || (protocol === "grpc" && !wire.grpc)) {
+        wire.abandonBody(request, reply);
+        return reply.code(415).send();
+      }
+      const admission = new RpcAdmission(request, reply, policy, options.settings, wire, options.log);
+      const refusal = await admission.refusalBeforeBody();
+      if (refusal) {
+        wire.refusing?.(refusal, performance.now() - arrived);
+        wire.abandonBody(request, reply);
+        const universal = universalRequestFromNodeRequest(request.raw, reply.raw, undefined, undefined);
+        return wire.sendRefusal(reply, await handler(withBody(universal, refusing(refusal))), refusal);
+      }
+      admissions.set(request, admission);
+      if (ANSWER_WATCHED.has(policy.method)) deliveries.set(request, wire.delivery(request, reply));
+      wire.watchClient(request, reply);
+    });
+
+    await scope.register(fastifyConnectPlugin, {
+      // A crash is logged once, with its stack; a refusal is an answer.
+      interceptors: [...(options.interceptors ?? []), answerFailures(options.log), markInvoked],
+      acceptCompression: [compressionGzip, compressionBrotli],
+      contextValues: (request: FastifyRequest) => {
+        const admission = admissions.get(request);
+        return createContextValues()
+          .set(ADMISSION, admission)
+          .set(CLIENT_ADDRESS, admission?.client)
+          .set(ANSWER_DELIVERY, deliveries.get(request));
+      },
+      routes: (router: ConnectRouter) => {
+        for (const [service, implementation] of options.services) {
+          for (const method of service.methods) {
+            // The edge refuses a message over its method's limit from its length prefix; Connect applies the same
+            // limit to the message once decompressed (a small compressed message cannot grow past it).
+            const { maxMessageBytes } = policies.get(`/${service.typeName}/${method.name}`)!;
+            const impl = (implementation as Record<string, (...args: never[]) => unknown>)[method.localName]!.bind(implementation);
+            router.rpc(method, impl as never, { readMaxBytes: maxMessageBytes });
+          }
+        }
+        // The plugin mounts router.handlers once this returns: each is mounted behind the edge.
+        router.handlers.forEach((handler, index) => {
+          handlers.set(handler.requestPath, { handler, policy: policies.get(handler.requestPath)! });
+          router.handlers[index] = guarded(handler);
+        });
+      },
+    });
+  };
+}
