@@ -139,24 +139,6 @@ export interface CassandraConfig {
   readonly localDataCenter: string;
   /** CQL replication map used when the keyspace is created. */
   readonly replication: string;
-  /** CLUSTER_SECRET set: each account's money operations go to the process that owns the account. */
-  readonly ledgerAffinity?: LedgerAffinityConfig;
-}
-
-export interface LedgerAffinityConfig {
-  /** CLUSTER_SECRET: the bearer token members present to each other's peer endpoint. */
-  readonly secret: string;
-  /** This process's member id (WORKER_ID's). */
-  readonly memberId: string;
-  /** LEDGER_PEER_PORT set: this process owns accounts and takes its peers' forwards; unset, it only forwards. */
-  readonly serve?: {
-    /** LEDGER_PEER_HOST (127.0.0.1): where the peer endpoint listens. */
-    readonly host: string;
-    /** LEDGER_PEER_PORT: its port (0: any free one). */
-    readonly port: number;
-    /** LEDGER_PEER_ADVERTISE (the host): the host peers reach it at. */
-    readonly advertise: string;
-  };
 }
 
 export interface KafkaConfig {
@@ -242,18 +224,6 @@ function retention(env: NodeJS.ProcessEnv): number {
   const ms = parseDuration(env.JOB_RETENTION || "30d");
   if (ms < 1000 || ms > MAX_RETENTION_MS) throw new Error(`JOB_RETENTION must be between 1s and 20 years (got "${env.JOB_RETENTION}")`);
   return ms;
-}
-
-function ledgerAffinity(env: NodeJS.ProcessEnv, memberId: string): LedgerAffinityConfig | undefined {
-  const serves = env.LEDGER_PEER_PORT !== undefined && env.LEDGER_PEER_PORT !== "";
-  const secret = env.CLUSTER_SECRET ?? "";
-  if (secret === "" && !serves) return undefined;
-  if (secret.length < 16) throw new Error("LEDGER_PEER_PORT needs CLUSTER_SECRET: at least 16 characters, the same on every process");
-  if (!serves) return { secret, memberId };
-  const host = env.LEDGER_PEER_HOST || "127.0.0.1";
-  const advertise = env.LEDGER_PEER_ADVERTISE || host;
-  if (["0.0.0.0", "::", "[::]"].includes(advertise)) throw new Error(`LEDGER_PEER_ADVERTISE must be an address peers can reach (LEDGER_PEER_HOST is ${host})`);
-  return { secret, memberId, serve: { host, port: integer(env, "LEDGER_PEER_PORT", 0), advertise } };
 }
 
 /** proxy-addr's names for address ranges, as TRUST_PROXY may use them. */
@@ -449,7 +419,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           keyspace: env.CASSANDRA_KEYSPACE || "generation",
           localDataCenter: env.CASSANDRA_LOCAL_DC || "datacenter1",
           replication: env.CASSANDRA_REPLICATION || "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-          ledgerAffinity: ledgerAffinity(env, workerId),
         }
       : undefined,
     kafka: kafkaBrokers.length
