@@ -22,7 +22,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import { join } from "node:path";
-import { CassandraLedger } from "../src/adapters/cassandra/cassandra-ledger.js";
+import { CassandraLedger } from "../src/adapters/cassandra/ledger/cassandra-ledger.js";
 import { openSession, type CassandraClient } from "../src/adapters/cassandra/cassandra-session.js";
 import { dropRealBackend, realBackendEnv } from "../test/support/harness.js";
 import { startProcess, type ServiceProcess } from "../test/support/processes.js";

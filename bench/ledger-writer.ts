@@ -16,7 +16,7 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import cassandra from "cassandra-driver";
-import { CassandraLedger } from "../src/adapters/cassandra/cassandra-ledger.js";
+import { CassandraLedger } from "../src/adapters/cassandra/ledger/cassandra-ledger.js";
 import type { Telemetry } from "../src/ports/telemetry.js";
 import { openSession } from "../src/adapters/cassandra/cassandra-session.js";
 import { closedLoop } from "./load-kit.js";

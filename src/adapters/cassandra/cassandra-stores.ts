@@ -6,7 +6,7 @@ import { CassandraApiKeyStore } from "./cassandra-api-key-store.js";
 import { CassandraDeliveryLog } from "./cassandra-delivery-log.js";
 import { CassandraIdempotencyStore } from "./cassandra-idempotency-store.js";
 import { CassandraJobStore } from "./cassandra-job-store.js";
-import { CassandraLedger } from "./cassandra-ledger.js";
+import { CassandraLedger } from "./ledger/cassandra-ledger.js";
 import { CassandraPanelSessionStore } from "./cassandra-panel-session-store.js";
 import { cassandraProbe, openSession } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
