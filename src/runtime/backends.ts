@@ -10,6 +10,7 @@ import { MemoryDeliveryLog } from "../adapters/memory/memory-delivery-log.js";
 import { MemoryIdempotencyStore } from "../adapters/memory/memory-idempotency-store.js";
 import { MemoryJobStore } from "../adapters/memory/memory-job-store.js";
 import { MemoryLedger } from "../adapters/memory/memory-ledger.js";
+import { StepwiseIntentHolds } from "../adapters/shared/stepwise-intent-holds.js";
 import { MemoryPanelSessionStore } from "../adapters/memory/memory-panel-session-store.js";
 import { MemorySettingsStore } from "../adapters/memory/memory-settings-store.js";
 import { SimulatedProvider } from "../adapters/provider/simulated/simulated-provider.js";
@@ -107,10 +108,13 @@ async function openStores(config: Config, obs: Observability, persist: Persist):
       close: opened.close,
     };
   }
+  const jobs = new MemoryJobStore();
+  const ledger = new MemoryLedger();
   return {
     stores: {
-      jobs: new MemoryJobStore(),
-      ledger: new MemoryLedger(),
+      jobs,
+      ledger,
+      intentHolds: new StepwiseIntentHolds(jobs, ledger),
       apiKeys: new MemoryApiKeyStore(),
       panelSessions: new MemoryPanelSessionStore(),
       idempotency: new MemoryIdempotencyStore(),
@@ -207,7 +211,7 @@ export async function openBackends(config: Config, obs: Observability, persist: 
     ports: {
       jobs: traced(stores.jobs, "jobs"),
       ledger: traced(stores.ledger, "ledger"),
-      intentHolds: stores.intentHolds && traced(stores.intentHolds, "intent_holds"),
+      intentHolds: traced(stores.intentHolds, "intent_holds"),
       acceptanceWrites: opened.acceptanceWrites && traced(
         config.routes ? opened.acceptanceWrites : acceptanceWithSimulatedQueueTime(opened.acceptanceWrites, config.simulatedLatencyMs),
         "acceptance_writes",

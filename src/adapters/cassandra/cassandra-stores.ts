@@ -10,6 +10,7 @@ import { CassandraLedger } from "./ledger/cassandra-ledger.js";
 import { CassandraPanelSessionStore } from "./cassandra-panel-session-store.js";
 import { cassandraProbe, openSession } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
+import { StepwiseIntentHolds } from "../shared/stepwise-intent-holds.js";
 import type { Telemetry } from "../../ports/telemetry.js";
 
 export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "intentHolds" | "apiKeys" | "panelSessions" | "idempotency" | "settings" | "deliveries">;
@@ -28,9 +29,13 @@ export async function openCassandraStores(
   try {
     const settings = new CassandraSettingsStore(client);
     await settings.seedPrices(options.defaultPrices);
+    const jobs = new CassandraJobStore(client, options.retentionSeconds);
+    const ledger = new CassandraLedger(client, Date.now, options.telemetry);
     const stores: StorePorts = {
-      jobs: new CassandraJobStore(client, options.retentionSeconds),
-      ledger: new CassandraLedger(client, Date.now, options.telemetry),
+      jobs,
+      ledger,
+      // Jobs and money are apart on Cassandra: the steps one by one behind the port.
+      intentHolds: new StepwiseIntentHolds(jobs, ledger),
       apiKeys: new CassandraApiKeyStore(client),
       panelSessions: new CassandraPanelSessionStore(client),
       idempotency: new CassandraIdempotencyStore(client),
