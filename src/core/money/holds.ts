@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { formatMoney, type Money } from "../../domain/money.js";
 import type { IntentHolds } from "../../ports/intent-holds.js";
-import type { AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
+import type { AcceptanceOutcome, AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
 import type { Job } from "../../domain/jobs/job.js";
 import type { JobStore } from "../../ports/job-store.js";
 import type { HoldMemo, Ledger, ReserveOptions, ReserveOutcome, Settlement } from "../../ports/ledger.js";
@@ -23,8 +23,8 @@ export interface HoldPorts {
   readonly ledger: Ledger;
   /** An intent with its hold: taken, and ended for an intent nothing else finishes (one write where the stores can). */
   readonly intentHolds: IntentHolds;
-  /** takeHold with the job stored and announced, in one write, where the stores and the bus offer it. */
-  readonly acceptanceWrites?: AcceptanceWrites;
+  /** takeHold with the job stored (and announced, where the stores and the bus write it in one transaction). */
+  readonly acceptanceWrites: AcceptanceWrites;
   /** Where a settlement that fell short is reported to the operator. */
   readonly logger: Logger;
   /** Holds taken, refused, settled and released. */
@@ -74,19 +74,19 @@ export async function takeHold(
 }
 
 /**
- * A job's acceptance in one write where the stores and the bus offer it
- * (AcceptanceWrites): the hold taken as takeHold takes it (the intent listed,
- * the reservation), with the job stored and announced in the same
- * transaction. Its outcome is takeHold's, or "fenced" / "exists" (nothing
- * written: see the port). Undefined where the port is absent: the caller
- * takes the steps one by one (takeHold, JobStore.create, the announcement).
+ * A job's acceptance (AcceptanceWrites): the hold taken as takeHold takes it
+ * (the intent listed, the reservation), with the job stored, and announced
+ * ("reserved") where the stores and the bus write it in one transaction;
+ * "stored" where the caller announces it. Else refused, or "fenced" /
+ * "exists" (see the port).
  */
 export async function takeHoldWithJob(
   ports: HoldPorts, job: Job, memo: HoldMemo, options: ReserveOptions, announcement: Announcement,
-): Promise<ReserveOutcome | "fenced" | "exists" | undefined> {
-  if (!ports.acceptanceWrites) return undefined;
+): Promise<AcceptanceOutcome> {
   const outcome = await ports.acceptanceWrites.accept(job, { amount: job.reserved, options: { ...options, memo } }, announcement);
-  if (outcome !== "fenced" && outcome !== "exists") ports.telemetry.observe({ kind: "hold_reserved", outcome: reserveResult(outcome) });
+  if (outcome !== "fenced" && outcome !== "exists") {
+    ports.telemetry.observe({ kind: "hold_reserved", outcome: reserveResult(outcome === "stored" ? "reserved" : outcome) });
+  }
   return outcome;
 }
 
