@@ -14,8 +14,7 @@
  *    BENCH_DURATION_S (15) through 1, 2 and 4 API processes, all on one account,
  *    against the same load spread over 64 accounts.
  *
- * Knobs: BENCH_ONLY (ledger,depth,service), BENCH_AFFINE (1: the service's API processes are ledger
- * members, CLUSTER_SECRET), BENCH_LEDGER_S (8), BENCH_CALLERS (64),
+ * Knobs: BENCH_ONLY (ledger,depth,service), BENCH_LEDGER_S (8), BENCH_CALLERS (64),
  * BENCH_PROCESSES (1,2,4), BENCH_OUT (also write the report there).
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -23,7 +22,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import { join } from "node:path";
-import { CassandraLedger } from "../src/adapters/cassandra/cassandra-ledger.js";
+import { CassandraLedger } from "../src/adapters/cassandra/ledger/cassandra-ledger.js";
 import { openSession, type CassandraClient } from "../src/adapters/cassandra/cassandra-session.js";
 import { dropRealBackend, realBackendEnv } from "../test/support/harness.js";
 import { startProcess, type ServiceProcess } from "../test/support/processes.js";
@@ -54,8 +53,7 @@ interface WriterResult {
 
 /** Runs `processes` writer processes of `mode` on one account together; merges what they measured. */
 /** `accountId`: the one account all processes load, or one per process (the i-th for the i-th). */
-async function writers(mode: "ledger" | "affine" | "cas", keyspace: string, accountId: string | readonly string[], processes: number): Promise<WriterResult> {
-  const cluster = `bench-${randomUUID()}`;
+async function writers(mode: "ledger" | "cas", keyspace: string, accountId: string | readonly string[], processes: number): Promise<WriterResult> {
   let ready = 0;
   const children: ChildProcess[] = [];
   const runs = Array.from({ length: processes }, (_, i) => {
@@ -65,7 +63,6 @@ async function writers(mode: "ledger" | "affine" | "cas", keyspace: string, acco
       env: {
         PATH: process.env.PATH ?? "", ...(process.env.BENCH_MAX_OPS ? { BENCH_MAX_OPS: process.env.BENCH_MAX_OPS } : {}), WRITER_MODE: mode, CASSANDRA_CONTACT_POINTS: CASSANDRA, CASSANDRA_KEYSPACE: keyspace, ACCOUNT_ID: typeof accountId === "string" ? accountId : accountId[i]!,
         CALLERS: String(callers), WARMUP_MS: String(WARMUP_MS), DURATION_MS: String(LEDGER_MS),
-        LEDGER_CLUSTER: cluster, WRITERS: String(processes),
       },
       stdio: ["pipe", "pipe", "inherit"],
     });
@@ -152,8 +149,8 @@ async function main(): Promise<void> {
       report.push(
         `### The ledger alone: one account, ${CALLERS} callers, ${LEDGER_MS / 1000} s per run`,
         "",
-        "| writer processes | bare CAS loop (`UPDATE … IF`), updates | ledger, reserve-and-release pairs | pairs ÷ bare updates | affine (each account's owner commits; CLUSTER_SECRET) | affine ÷ bare | each process its own account (the ceiling of any split of one account's money) | target |",
-        "|---:|---|---|---:|---|---:|---|---|",
+        "| writer processes | bare CAS loop (`UPDATE … IF`), updates | ledger, reserve-and-release pairs | pairs ÷ bare updates | each process its own account (the ceiling of any split of one account's money) | target |",
+        "|---:|---|---|---:|---|---|",
       );
       for (const processes of PROCESSES) {
         const row = `cas-${randomUUID()}`;
@@ -164,11 +161,7 @@ async function main(): Promise<void> {
         const accountId = `hot-${randomUUID()}`;
         await ledger.createAccount(accountId, "hot", 10n ** 30n);
         const pairs = await writers("ledger", keyspace, accountId, processes);
-        process.stderr.write(`${writerCell(pairs)}\n· affine pairs, ${processes} process(es) … `);
-        const affineAccount = `hot-affine-${randomUUID()}`;
-        await ledger.createAccount(affineAccount, "hot", 10n ** 30n);
-        const affine = await writers("affine", keyspace, affineAccount, processes);
-        process.stderr.write(`${writerCell(affine)}\n· pairs, each process its own account, ${processes} process(es) … `);
+        process.stderr.write(`${writerCell(pairs)}\n· pairs, each process its own account, ${processes} process(es) … `);
         // What escrow (slices of one account's money, each committed by one writer) could reach at best: no two
         // processes ever write one partition, so nothing conflicts and nothing is forwarded.
         const own = Array.from({ length: processes }, () => `hot-own-${randomUUID()}`);
@@ -176,9 +169,9 @@ async function main(): Promise<void> {
         const split = await writers("ledger", keyspace, own, processes);
         process.stderr.write(`${writerCell(split)}\n`);
         report.push(
-          `| ${processes} | ${writerCell(bare)} | ${writerCell(pairs)} | ${fmt(pairs.perSecond / bare.perSecond, 2)}× | ${writerCell(affine)} | ${fmt(affine.perSecond / bare.perSecond, 2)}× | ${writerCell(split)} | ≥ 10×, never falling as writers are added |`,
+          `| ${processes} | ${writerCell(bare)} | ${writerCell(pairs)} | ${fmt(pairs.perSecond / bare.perSecond, 2)}× | ${writerCell(split)} | ≥ 10×, never falling as writers are added |`,
         );
-        for (const error of [...bare.errors, ...pairs.errors, ...affine.errors, ...split.errors].slice(0, 3)) report.push(`|  | error: ${error.replace(/\|/g, "/")} | | | | | | |`);
+        for (const error of [...bare.errors, ...pairs.errors, ...split.errors].slice(0, 3)) report.push(`|  | error: ${error.replace(/\|/g, "/")} | | | | |`);
       }
       report.push("");
     }
@@ -224,8 +217,6 @@ async function main(): Promise<void> {
         serviceBackends.push(serviceBackend);
         const env = {
           ...serviceBackend, ROLE: "api", DATA_DIR: dataDir, URL_SIGNING_SECRET: secret, MAX_QUEUED_JOBS_PER_ACCOUNT: "1000000", SHUTDOWN_GRACE: "2s",
-          // BENCH_AFFINE=1: the API processes are ledger members (one writer per account).
-          ...(process.env.BENCH_AFFINE === "1" ? { CLUSTER_SECRET: "bench-cluster-secret-0123456789", LEDGER_PEER_PORT: "0" } : {}),
         };
         process.stderr.write(`starting ${count} API process(es) …\n`);
         const first = await startProcess(env, 90_000); // the first creates the keyspace and topics

@@ -6,9 +6,7 @@
  * its own CPU) and exits.
  *
  * Environment: WRITER_MODE (`ledger`: reserve-and-release pairs through
- * CassandraLedger; `affine`: the same through AffineLedger, each writer a
- * member of LEDGER_CLUSTER with a peer endpoint, waiting until it sees WRITERS
- * members; `cas`: the bare baseline, one `UPDATE … IF v = ?` on one row
+ * CassandraLedger; `cas`: the bare baseline, one `UPDATE … IF v = ?` on one row
  * per operation, retried with the value a lost round answers until applied),
  * CASSANDRA_CONTACT_POINTS, CASSANDRA_KEYSPACE (migrated already), ACCOUNT_ID,
  * CALLERS, WARMUP_MS, DURATION_MS, and START_AT (epoch ms the measured window opens) or, without it,
@@ -18,10 +16,7 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import cassandra from "cassandra-driver";
-import { CassandraLedger } from "../src/adapters/cassandra/cassandra-ledger.js";
-import { AffineLedger, startLedgerPeer } from "../src/adapters/cassandra/affine-ledger.js";
-import { LedgerMembers } from "../src/adapters/cassandra/ledger-members.js";
-import type { Ledger } from "../src/ports/ledger.js";
+import { CassandraLedger } from "../src/adapters/cassandra/ledger/cassandra-ledger.js";
 import type { Telemetry } from "../src/ports/telemetry.js";
 import { openSession } from "../src/adapters/cassandra/cassandra-session.js";
 import { closedLoop } from "./load-kit.js";
@@ -56,21 +51,9 @@ const roundTelemetry: Telemetry = {
   },
 };
 
-async function ledgerOperation(affine: boolean): Promise<{ op: Operation; close: () => Promise<void> }> {
+async function ledgerOperation(): Promise<{ op: Operation; close: () => Promise<void> }> {
   const session = await openSession({ contactPoints, keyspace, localDataCenter: "datacenter1", replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}" });
-  let ledger: Ledger = new CassandraLedger(session, Date.now, roundTelemetry);
-  if (affine) {
-    const secret = "bench-cluster-secret-0123456789";
-    const peer = await startLedgerPeer({ host: "127.0.0.1", port: 0, secret, ledger });
-    const members = new LedgerMembers(session, env("LEDGER_CLUSTER"), { id: randomUUID(), address: peer.address });
-    await members.start();
-    // Every writer routes by the same members before the window opens.
-    while (members.known.length < Number(env("WRITERS"))) {
-      await sleep(100);
-      await members.refresh();
-    }
-    ledger = new AffineLedger(ledger, members, secret);
-  }
+  const ledger = new CassandraLedger(session, Date.now, roundTelemetry);
   return {
     op: async () => {
       const id = `job:${randomUUID()}`;
@@ -106,7 +89,7 @@ async function casOperation(): Promise<{ op: Operation; close: () => Promise<voi
   };
 }
 
-const { op, close } = mode === "cas" ? await casOperation() : await ledgerOperation(mode === "affine");
+const { op, close } = mode === "cas" ? await casOperation() : await ledgerOperation();
 const startAt = process.env.START_AT ? Number(process.env.START_AT) : await startFromParent();
 
 /** Says `ready` and waits for the parent's line with the moment the window opens. */

@@ -28,7 +28,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import cassandra from "cassandra-driver";
 import kafkajs from "kafkajs";
-import { CassandraLedger } from "../src/adapters/cassandra/cassandra-ledger.js";
+import { CassandraLedger } from "../src/adapters/cassandra/ledger/cassandra-ledger.js";
 import { openSession, type CassandraClient } from "../src/adapters/cassandra/cassandra-session.js";
 import { dropRealBackend, realBackendEnv } from "../test/support/harness.js";
 import { startProcess, type ServiceProcess } from "../test/support/processes.js";

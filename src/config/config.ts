@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { ConfigError } from "./parsers.js";
 import { ENVIRONMENT, type Environment } from "./schema.js";
-import { ROLES, type CassandraConfig, type Config, type EdgeLimits, type LedgerAffinityConfig, type Role, type TracingSettings } from "./types.js";
+import { ROLES, type CassandraConfig, type Config, type EdgeLimits, type Role, type TracingSettings } from "./types.js";
 
 export * from "./types.js";
 export { ConfigError, parseDuration } from "./parsers.js";
@@ -36,26 +36,13 @@ function adminTokenOf(e: Environment): string {
   return given;
 }
 
-function ledgerAffinity(e: Environment, memberId: string): LedgerAffinityConfig | undefined {
-  const serves = e.LEDGER_PEER_PORT !== undefined;
-  const secret = e.CLUSTER_SECRET ?? "";
-  if (secret === "" && !serves) return undefined;
-  if (secret.length < 16) throw new ConfigError("LEDGER_PEER_PORT needs CLUSTER_SECRET: at least 16 characters, the same on every process");
-  if (!serves) return { secret, memberId };
-  const host = e.LEDGER_PEER_HOST;
-  const advertise = e.LEDGER_PEER_ADVERTISE ?? host;
-  if (["0.0.0.0", "::", "[::]"].includes(advertise)) throw new ConfigError(`LEDGER_PEER_ADVERTISE must be an address peers can reach (LEDGER_PEER_HOST is ${host})`);
-  return { secret, memberId, serve: { host, port: e.LEDGER_PEER_PORT!, advertise } };
-}
-
-function cassandraOf(e: Environment, workerId: string): CassandraConfig | undefined {
+function cassandraOf(e: Environment): CassandraConfig | undefined {
   if (e.CASSANDRA_CONTACT_POINTS.length === 0) return undefined;
   return {
     contactPoints: e.CASSANDRA_CONTACT_POINTS,
     keyspace: e.CASSANDRA_KEYSPACE,
     localDataCenter: e.CASSANDRA_LOCAL_DC,
     replication: e.CASSANDRA_REPLICATION,
-    ledgerAffinity: ledgerAffinity(e, workerId),
   };
 }
 
@@ -149,7 +136,7 @@ export function configFrom(env: Readonly<Record<string, string | undefined>>): C
     tracing: tracingOf(e, e.ROLE),
     retryAfterSeconds: e.RETRY_AFTER_SECONDS,
     roles: e.ROLE,
-    cassandra: cassandraOf(e, workerId),
+    cassandra: cassandraOf(e),
     kafka: e.KAFKA_BROKERS.length ? { brokers: e.KAFKA_BROKERS, topicPrefix: e.KAFKA_TOPIC_PREFIX, partitions: e.KAFKA_PARTITIONS } : undefined,
     worker: {
       workerId,

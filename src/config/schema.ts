@@ -1,6 +1,6 @@
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ConfigError, corsOrigins, duration, integer, list, otlpHeaders, parseDuration, roles, trustProxy } from "./parsers.js";
+import { ConfigError, corsOrigins, duration, list, otlpHeaders, parseDuration, roles, trustProxy } from "./parsers.js";
 import {
   bool, bytes, choice, environmentSchema, int, maybeText, optional, text, time, variable, type Variable,
 } from "./variables.js";
@@ -124,10 +124,6 @@ export const VARIABLES = {
   CASSANDRA_KEYSPACE: text("generation", "Keyspace; created and migrated at start."),
   CASSANDRA_LOCAL_DC: text("datacenter1", "The driver's local data center."),
   CASSANDRA_REPLICATION: text("{'class': 'SimpleStrategy', 'replication_factor': 1}", "Replication map used when the keyspace is created."),
-  CLUSTER_SECRET: maybeText("With Cassandra: turns on the account-affine ledger (each account's reservations, settlements and releases committed by the one process that owns the account). At least 16 characters, the same on every process; the bearer token of the peer endpoint."),
-  LEDGER_PEER_PORT: optional({ type: "integer", defaultText: "unset", bound: "≥ 0", description: "With `CLUSTER_SECRET`: this process owns accounts and serves its peers' forwards on this port (`0`: any free one); unset, it only forwards." }, (value, name) => integer(value, name, 0)),
-  LEDGER_PEER_HOST: text("127.0.0.1", "Where the peer endpoint listens: a network only the cluster reaches (it is not part of the public API)."),
-  LEDGER_PEER_ADVERTISE: maybeText("The host the other processes reach this one at.", "`LEDGER_PEER_HOST`"),
   KAFKA_BROKERS: names("e.g. `127.0.0.1:9092`. When set, job lifecycle events travel over Kafka."),
   KAFKA_TOPIC_PREFIX: text("", "Prefix of every topic and consumer group (several deployments on one cluster).", "empty"),
   KAFKA_PARTITIONS: int(6, "Partitions of the main topics, created at start.", 1),

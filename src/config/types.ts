@@ -138,24 +138,6 @@ export interface CassandraConfig {
   readonly localDataCenter: string;
   /** CQL replication map used when the keyspace is created. */
   readonly replication: string;
-  /** CLUSTER_SECRET set: each account's money operations go to the process that owns the account. */
-  readonly ledgerAffinity?: LedgerAffinityConfig;
-}
-
-export interface LedgerAffinityConfig {
-  /** CLUSTER_SECRET: the bearer token members present to each other's peer endpoint. */
-  readonly secret: string;
-  /** This process's member id (WORKER_ID's). */
-  readonly memberId: string;
-  /** LEDGER_PEER_PORT set: this process owns accounts and takes its peers' forwards; unset, it only forwards. */
-  readonly serve?: {
-    /** LEDGER_PEER_HOST (127.0.0.1): where the peer endpoint listens. */
-    readonly host: string;
-    /** LEDGER_PEER_PORT: its port (0: any free one). */
-    readonly port: number;
-    /** LEDGER_PEER_ADVERTISE (the host): the host peers reach it at. */
-    readonly advertise: string;
-  };
 }
 
 export interface KafkaConfig {

@@ -24,10 +24,10 @@ import type { Tracer } from "../ports/tracer.js";
 export interface CorePorts {
   readonly jobs: JobStore;
   readonly ledger: Ledger;
-  /** Intent and hold in one write, where the stores can (the embedded SQLite file); absent, holds.ts takes the steps one by one. */
-  readonly intentHolds?: IntentHolds;
-  /** An accepted job's intent, hold, job and announcement in one write, where the stores and the bus can (the embedded file with its own bus). */
-  readonly acceptanceWrites?: AcceptanceWrites;
+  /** An intent with its hold, taken and ended together: one write where the stores can (the embedded SQLite file), the steps one by one behind the port elsewhere. */
+  readonly intentHolds: IntentHolds;
+  /** An accepted job's intent, hold and job: with its announcement in one write where the stores and the bus can (the embedded file with its own bus), the steps one by one behind the port elsewhere. */
+  readonly acceptanceWrites: AcceptanceWrites;
   readonly apiKeys: ApiKeyStore;
   /** The web panel's sessions: a session is valid only while its record is open. */
   readonly panelSessions: PanelSessionStore;

@@ -10,6 +10,8 @@ import { MemoryDeliveryLog } from "../adapters/memory/memory-delivery-log.js";
 import { MemoryIdempotencyStore } from "../adapters/memory/memory-idempotency-store.js";
 import { MemoryJobStore } from "../adapters/memory/memory-job-store.js";
 import { MemoryLedger } from "../adapters/memory/memory-ledger.js";
+import { StepwiseIntentHolds } from "../adapters/shared/stepwise-intent-holds.js";
+import { StepwiseAcceptanceWrites } from "../adapters/shared/stepwise-acceptance-writes.js";
 import { MemoryPanelSessionStore } from "../adapters/memory/memory-panel-session-store.js";
 import { MemorySettingsStore } from "../adapters/memory/memory-settings-store.js";
 import { SimulatedProvider } from "../adapters/provider/simulated/simulated-provider.js";
@@ -56,7 +58,7 @@ interface OpenedStores {
   readonly stores: StorePorts;
   readonly barrier?: WriteBarrier;
   readonly bus?: EventBus;
-  /** An accepted job's writes in one transaction, announcing on `bus` (the embedded file's own bus only). */
+  /** An accepted job's writes in one transaction, announcing on `bus` (the embedded file's own bus only); absent, they are taken step by step (StepwiseAcceptanceWrites). */
   readonly acceptanceWrites?: AcceptanceWrites;
   readonly dependency?: WatchedDependency;
   readonly description: string;
@@ -107,10 +109,13 @@ async function openStores(config: ServiceSettings, obs: Observability, persist: 
       close: opened.close,
     };
   }
+  const jobs = new MemoryJobStore();
+  const ledger = new MemoryLedger();
   return {
     stores: {
-      jobs: new MemoryJobStore(),
-      ledger: new MemoryLedger(),
+      jobs,
+      ledger,
+      intentHolds: new StepwiseIntentHolds(jobs, ledger),
       apiKeys: new MemoryApiKeyStore(),
       panelSessions: new MemoryPanelSessionStore(),
       idempotency: new MemoryIdempotencyStore(),
@@ -203,15 +208,18 @@ export async function openBackends(config: ServiceSettings, obs: Observability, 
       }), obs.metrics, "simulated");
   // With tracing on, every store and ledger call is a span of the trace it serves.
   const traced = <T extends object>(port: T, name: string) => (obs.tracing ? tracedPort(port, name) : port);
+  const jobs = traced(stores.jobs, "jobs");
+  const ledger = traced(stores.ledger, "ledger");
+  const intentHolds = traced(stores.intentHolds, "intent_holds");
   return {
     ports: {
-      jobs: traced(stores.jobs, "jobs"),
-      ledger: traced(stores.ledger, "ledger"),
-      intentHolds: stores.intentHolds && traced(stores.intentHolds, "intent_holds"),
-      acceptanceWrites: opened.acceptanceWrites && traced(
-        config.routes ? opened.acceptanceWrites : acceptanceWithSimulatedQueueTime(opened.acceptanceWrites, config.simulatedLatencyMs),
-        "acceptance_writes",
-      ),
+      jobs,
+      ledger,
+      intentHolds,
+      // One transaction where the stores and the bus share the embedded file; elsewhere the steps one by one (each its own span).
+      acceptanceWrites: opened.acceptanceWrites
+        ? traced(config.routes ? opened.acceptanceWrites : acceptanceWithSimulatedQueueTime(opened.acceptanceWrites, config.simulatedLatencyMs), "acceptance_writes")
+        : new StepwiseAcceptanceWrites(jobs, ledger, intentHolds),
       apiKeys: traced(stores.apiKeys, "api_keys"),
       panelSessions: traced(stores.panelSessions, "panel_sessions"),
       idempotency: traced(stores.idempotency, "idempotency"),

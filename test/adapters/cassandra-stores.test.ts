@@ -2,7 +2,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import cassandra from "cassandra-driver";
 import { CassandraJobStore } from "../../src/adapters/cassandra/cassandra-job-store.js";
-import { CassandraLedger } from "../../src/adapters/cassandra/cassandra-ledger.js";
+import { CassandraLedger } from "../../src/adapters/cassandra/ledger/cassandra-ledger.js";
 import { openSession, type CassandraClient } from "../../src/adapters/cassandra/cassandra-session.js";
 import { completeJob, settleJob, startJob } from "../../src/domain/jobs/job-state-machine.js";
 import type { Job } from "../../src/domain/jobs/job.js";

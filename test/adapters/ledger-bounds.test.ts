@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import Database from "better-sqlite3";
 import cassandra from "cassandra-driver";
-import { CassandraLedger } from "../../src/adapters/cassandra/cassandra-ledger.js";
+import { CassandraLedger } from "../../src/adapters/cassandra/ledger/cassandra-ledger.js";
 import { openSession, type CassandraClient } from "../../src/adapters/cassandra/cassandra-session.js";
 import { MemoryLedger } from "../../src/adapters/memory/memory-ledger.js";
 import { SqliteLedger } from "../../src/adapters/sqlite/sqlite-ledger.js";

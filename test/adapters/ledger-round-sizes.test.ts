@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { RoundSizes } from "../../src/adapters/cassandra/cassandra-ledger.js";
+import { RoundSizes } from "../../src/adapters/cassandra/ledger/group-commit.js";
 
 /*
  * When the Cassandra ledger's next round waits for operations on their way

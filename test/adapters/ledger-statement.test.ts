@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { CassandraLedger } from "../../src/adapters/cassandra/cassandra-ledger.js";
+import { CassandraLedger } from "../../src/adapters/cassandra/ledger/cassandra-ledger.js";
 import { openSession, type CassandraClient } from "../../src/adapters/cassandra/cassandra-session.js";
 import { MemoryLedger } from "../../src/adapters/memory/memory-ledger.js";
 import { openSqliteStores, type SqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";

@@ -644,7 +644,7 @@ describe("SqliteIntentHolds", () => {
   it("when a hold is reserved with its intent in one write, then the intent is listed unfinished and the amount is held", async () => {
     const { stores } = await open(freshDir());
     await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
-    const outcome = await stores.intentHolds!.registerAndReserve("job-1", "acct_1", new Date(1_000), "job:job-1", 400_000n, MEMO);
+    const outcome = await stores.intentHolds.registerAndReserve("job-1", "acct_1", new Date(1_000), "job:job-1", 400_000n, MEMO);
     assert.equal(outcome, "reserved");
     const { entries } = await stores.jobs.listUnfinished(10);
     assert.deepEqual(entries.map((entry) => [entry.jobId, entry.accountId]), [["job-1", "acct_1"]]);
@@ -654,8 +654,8 @@ describe("SqliteIntentHolds", () => {
   it("when the reservation is refused, then neither the intent nor a hold is left behind", async () => {
     const { stores } = await open(freshDir());
     await stores.ledger.createAccount("acct_1", "one", 100n);
-    assert.equal(await stores.intentHolds!.registerAndReserve("job-1", "acct_1", new Date(1_000), "job:job-1", 400_000n, MEMO), "insufficient_funds");
-    assert.equal(await stores.intentHolds!.registerAndReserve("job-2", "acct_x", new Date(1_000), "job:job-2", 1n, MEMO), "unknown_account");
+    assert.equal(await stores.intentHolds.registerAndReserve("job-1", "acct_1", new Date(1_000), "job:job-1", 400_000n, MEMO), "insufficient_funds");
+    assert.equal(await stores.intentHolds.registerAndReserve("job-2", "acct_x", new Date(1_000), "job:job-2", 1n, MEMO), "unknown_account");
     assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 100n, reserved: 0n });
   });
@@ -664,7 +664,7 @@ describe("SqliteIntentHolds", () => {
     const { stores } = await open(freshDir());
     await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
     for (let i = 0; i < 2; i++) {
-      assert.equal(await stores.intentHolds!.registerAndReserve("job-1", "acct_1", new Date(1_000), "job:job-1", 400_000n, MEMO), "reserved");
+      assert.equal(await stores.intentHolds.registerAndReserve("job-1", "acct_1", new Date(1_000), "job:job-1", 400_000n, MEMO), "reserved");
     }
     assert.equal((await stores.jobs.listUnfinished(10)).entries.length, 1);
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 400_000n });
@@ -673,20 +673,20 @@ describe("SqliteIntentHolds", () => {
   it("when a hold is settled with its intent in one write, then the charge is made, the intent is no longer listed, and a repeat answers the same charge", async () => {
     const { stores } = await open(freshDir());
     await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
-    await stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
+    await stores.intentHolds.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
     const end = { charge: 150_000n, tokens: { promptTokens: 10, candidatesTokens: 20 } };
-    assert.deepEqual(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", end), { charged: 150_000n, shortfall: 0n });
+    assert.deepEqual(await stores.intentHolds.endAndFinalize("call-1", "acct_1", "job:call-1", end), { charged: 150_000n, shortfall: 0n });
     assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 850_000n, reserved: 0n });
-    assert.deepEqual(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", end), { charged: 150_000n, shortfall: 0n, repeated: true });
+    assert.deepEqual(await stores.intentHolds.endAndFinalize("call-1", "acct_1", "job:call-1", end), { charged: 150_000n, shortfall: 0n, repeated: true });
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 850_000n, reserved: 0n });
   });
 
   it("when a hold is released with its intent in one write, then nothing is charged, the intent is no longer listed, and the release entry says why", async () => {
     const { stores } = await open(freshDir());
     await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
-    await stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
-    assert.equal(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", { release: "nothing_delivered" }), undefined);
+    await stores.intentHolds.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
+    assert.equal(await stores.intentHolds.endAndFinalize("call-1", "acct_1", "job:call-1", { release: "nothing_delivered" }), undefined);
     assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 0n });
     const [release] = (await stores.ledger.entries({ accountId: "acct_1", limit: 1 })).entries;
@@ -701,7 +701,7 @@ describe("SqliteIntentHolds", () => {
     const { stores } = counted;
     await stores.ledger.createAccount("acct_1", "one", 40n * 400_000n);
     const ids = Array.from({ length: 100 }, (_, i) => `call-${i}`);
-    const outcomes = await Promise.all(ids.map((id) => stores.intentHolds!.registerAndReserve(id, "acct_1", new Date(1_000), `job:${id}`, 400_000n, MEMO)));
+    const outcomes = await Promise.all(ids.map((id) => stores.intentHolds.registerAndReserve(id, "acct_1", new Date(1_000), `job:${id}`, 400_000n, MEMO)));
     const held = ids.filter((_, i) => outcomes[i] === "reserved");
     assert.equal(held.length, 40);
     assert.ok(outcomes.every((outcome) => outcome === "reserved" || outcome === "insufficient_funds"), String(outcomes));
@@ -710,7 +710,7 @@ describe("SqliteIntentHolds", () => {
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 16_000_000n, reserved: 16_000_000n });
 
     const before = commits.length;
-    const ends = await Promise.all(held.map((id) => stores.intentHolds!.endAndFinalize(id, `job:${id}`, { charge: 100_000n })));
+    const ends = await Promise.all(held.map((id) => stores.intentHolds.endAndFinalize(id, "acct_1", `job:${id}`, { charge: 100_000n })));
     assert.ok(ends.every((end) => end?.charged === 100_000n && end.shortfall === 0n), JSON.stringify(ends, (_, v) => (typeof v === "bigint" ? `${v}` : v)));
     assert.ok(commits.length - before < held.length, `commits: ${commits.slice(before)}`);
     assert.deepEqual((await stores.jobs.listUnfinished(500)).entries, []);
@@ -723,7 +723,7 @@ describe("SqliteIntentHolds", () => {
     await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
     closing.stopWrites();
     await assert.rejects(
-      stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO),
+      stores.intentHolds.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO),
       (error) => error instanceof DependencyUnavailableError,
     );
     assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
@@ -734,11 +734,11 @@ describe("SqliteIntentHolds", () => {
     const closing = await open(freshDir());
     const { stores } = closing;
     await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
-    await stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
+    await stores.intentHolds.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
     closing.stopWrites();
     const end = { charge: 150_000n, tokens: { promptTokens: 10, candidatesTokens: 20 } };
-    assert.deepEqual(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", end), { charged: 150_000n, shortfall: 0n });
-    assert.deepEqual(await stores.intentHolds!.endAndFinalize("call-1", "job:call-1", end), { charged: 150_000n, shortfall: 0n, repeated: true });
+    assert.deepEqual(await stores.intentHolds.endAndFinalize("call-1", "acct_1", "job:call-1", end), { charged: 150_000n, shortfall: 0n });
+    assert.deepEqual(await stores.intentHolds.endAndFinalize("call-1", "acct_1", "job:call-1", end), { charged: 150_000n, shortfall: 0n, repeated: true });
     assert.deepEqual((await stores.jobs.listUnfinished(10)).entries, []);
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 850_000n, reserved: 0n });
   });
@@ -747,12 +747,12 @@ describe("SqliteIntentHolds", () => {
     const opened = await open(freshDir());
     const { stores } = opened;
     await stores.ledger.createAccount("acct_1", "one", 1_000_000n);
-    await stores.intentHolds!.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
+    await stores.intentHolds.registerAndReserve("call-1", "acct_1", new Date(1_000), "job:call-1", 400_000n, MEMO);
     // The intent's row cannot be deleted: the write fails after the settlement moved the money, and takes it back.
     opened.database.db.exec(
       "CREATE TRIGGER keep_intent BEFORE DELETE ON unfinished_jobs BEGIN SELECT RAISE(ABORT, 'kept'); END",
     );
-    await assert.rejects(stores.intentHolds!.endAndFinalize("call-1", "job:call-1", { charge: 150_000n }));
+    await assert.rejects(stores.intentHolds.endAndFinalize("call-1", "acct_1", "job:call-1", { charge: 150_000n }));
     assert.equal((await stores.jobs.listUnfinished(10)).entries.length, 1);
     assert.deepEqual(await stores.ledger.balance("acct_1"), { balance: 1_000_000n, reserved: 400_000n });
   });
@@ -928,7 +928,7 @@ describe("the database's files under the open store", () => {
   it("when the WAL alone is deleted, then grouped writes, the flush before an answer, the probe and plain writes are refused as unavailable, and it is told once", async () => {
     const { stores, lost } = await watched(freshDir());
     rmSync(`${stores.path}-wal`);
-    await assert.rejects(stores.stores.intentHolds!.registerAndReserve("text-1", "acct", new Date(), "r-1", 1n, {}), unavailable);
+    await assert.rejects(stores.stores.intentHolds.registerAndReserve("text-1", "acct", new Date(), "r-1", 1n, {}), unavailable);
     await assert.rejects(stores.barrier.flush(), unavailable);
     await assert.rejects(stores.probe.check(AbortSignal.timeout(1_000)), unavailable);
     // A write that no check stands before: the connection itself no longer writes.
@@ -946,14 +946,14 @@ describe("the database's files under the open store", () => {
     copyFileSync(stores.path, copy);
     renameSync(copy, stores.path);
     await assert.rejects(stores.barrier.flush(), unavailable);
-    await assert.rejects(stores.stores.intentHolds!.registerAndReserve("text-1", "acct", new Date(), "r-1", 1n, {}), unavailable);
+    await assert.rejects(stores.stores.intentHolds.registerAndReserve("text-1", "acct", new Date(), "r-1", 1n, {}), unavailable);
     assert.equal(lost.length, 1);
     assert.ok(lost[0]!.message.includes(`${stores.path} was replaced`), lost[0]!.message);
   });
 
   it("when nothing happens to the files, then writes, flushes and probes go on as before", async () => {
     const { stores, lost } = await watched(freshDir());
-    assert.equal(await stores.stores.intentHolds!.registerAndReserve("text-1", "acct", new Date(), "r-1", 1n, {}), "reserved");
+    assert.equal(await stores.stores.intentHolds.registerAndReserve("text-1", "acct", new Date(), "r-1", 1n, {}), "reserved");
     await stores.barrier.flush();
     await stores.probe.check(AbortSignal.timeout(1_000));
     assert.deepEqual(lost, []);

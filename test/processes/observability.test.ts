@@ -27,7 +27,7 @@ const CLIENT_SPAN = randomBytes(8).toString("hex");
 const EXPECTED_SPANS = [
   "generation-service-api POST /api/v1/generations",
   "generation-service-api generation.v1.GenerationService/CreateGeneration",
-  "generation-service-api ledger.reserve",
+  "generation-service-api intent_holds.registerAndReserve",
   "generation-service-api jobs.create",
   "generation-service-worker generation.requested process",
   "generation-service-worker job.generate",

@@ -7,7 +7,7 @@
  * Environment: CASSANDRA_CONTACT_POINTS, CASSANDRA_KEYSPACE (migrated), ACCOUNT_ID, CALLERS.
  */
 import { randomUUID } from "node:crypto";
-import { CassandraLedger } from "../../src/adapters/cassandra/cassandra-ledger.js";
+import { CassandraLedger } from "../../src/adapters/cassandra/ledger/cassandra-ledger.js";
 import { openSession } from "../../src/adapters/cassandra/cassandra-session.js";
 
 const session = await openSession({

@@ -6,14 +6,12 @@ import { CassandraApiKeyStore } from "./cassandra-api-key-store.js";
 import { CassandraDeliveryLog } from "./cassandra-delivery-log.js";
 import { CassandraIdempotencyStore } from "./cassandra-idempotency-store.js";
 import { CassandraJobStore } from "./cassandra-job-store.js";
-import { CassandraLedger } from "./cassandra-ledger.js";
+import { CassandraLedger } from "./ledger/cassandra-ledger.js";
 import { CassandraPanelSessionStore } from "./cassandra-panel-session-store.js";
 import { cassandraProbe, openSession } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
+import { StepwiseIntentHolds } from "../shared/stepwise-intent-holds.js";
 import type { Telemetry } from "../../ports/telemetry.js";
-import type { CassandraClient } from "./cassandra-session.js";
-import { AffineLedger, startLedgerPeer } from "./affine-ledger.js";
-import { LedgerMembers } from "./ledger-members.js";
 
 export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "intentHolds" | "apiKeys" | "panelSessions" | "idempotency" | "settings" | "deliveries">;
 
@@ -31,52 +29,23 @@ export async function openCassandraStores(
   try {
     const settings = new CassandraSettingsStore(client);
     await settings.seedPrices(options.defaultPrices);
-    const local = new CassandraLedger(client, Date.now, options.telemetry);
-    const affinity = await openAffinity(client, config, local);
+    const jobs = new CassandraJobStore(client, options.retentionSeconds);
+    const ledger = new CassandraLedger(client, Date.now, options.telemetry);
     const stores: StorePorts = {
-      jobs: new CassandraJobStore(client, options.retentionSeconds),
-      ledger: affinity?.ledger ?? local,
+      jobs,
+      ledger,
+      // Jobs and money are apart on Cassandra: the steps one by one behind the port.
+      intentHolds: new StepwiseIntentHolds(jobs, ledger),
       apiKeys: new CassandraApiKeyStore(client),
       panelSessions: new CassandraPanelSessionStore(client),
       idempotency: new CassandraIdempotencyStore(client),
       settings,
       deliveries: new CassandraDeliveryLog(client, options.retentionSeconds),
     };
-    const close = async () => {
-      await affinity?.close();
-      await client.shutdown();
-    };
+    const close = () => client.shutdown();
     return { stores, probe: cassandraProbe(client), close };
   } catch (error) {
     await client.shutdown();
     throw error;
   }
-}
-
-/**
- * With CLUSTER_SECRET: every account's money operations go to the member
- * that owns the account (AffineLedger); with LEDGER_PEER_PORT too, this
- * process is a member: it serves its peers' forwards and registers. Without
- * a secret, the process commits every operation itself.
- */
-async function openAffinity(client: CassandraClient, config: CassandraConfig, local: CassandraLedger) {
-  const affinity = config.ledgerAffinity;
-  if (!affinity) return undefined;
-  const serve = affinity.serve;
-  const server = serve ? await startLedgerPeer({ ...serve, secret: affinity.secret, ledger: local }) : undefined;
-  const members = new LedgerMembers(client, "ledger", server ? { id: affinity.memberId, address: server.address } : undefined);
-  try {
-    await members.start();
-  } catch (error) {
-    await server?.close();
-    throw error;
-  }
-  return {
-    ledger: new AffineLedger(local, members, affinity.secret),
-    // Out of the members first (the others stop routing here), then the forwards under way finish, then the session closes.
-    close: async () => {
-      await members.stop().catch(() => undefined);
-      await server?.close();
-    },
-  };
 }

@@ -1,6 +1,6 @@
 import type { Job } from "../../domain/jobs/job.js";
 import type { Money } from "../../domain/money.js";
-import type { AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
+import type { AcceptanceOutcome, AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
 import type { ReserveOptions, ReserveOutcome } from "../../ports/ledger.js";
 import type { GroupedWrites } from "./grouped-writes.js";
 import type { SqliteEventBus } from "./sqlite-event-bus.js";
@@ -40,7 +40,7 @@ export class SqliteAcceptanceWrites implements AcceptanceWrites {
 
   async accept(
     job: Job, hold: { readonly amount: Money; readonly options: ReserveOptions }, announcement: Announcement,
-  ): Promise<ReserveOutcome | "fenced" | "exists"> {
+  ): Promise<AcceptanceOutcome> {
     let written: { outcome: ReserveOutcome; groups: string[] };
     try {
       written = await this.writes.run(() => this.write(job, hold.amount, hold.options, announcement));

@@ -55,7 +55,7 @@ export class SqliteIntentHolds implements IntentHolds {
    * chance; ending a hold is idempotent, and a group that failed kept
    * nothing, so the second try moves the money at most once.
    */
-  async endAndFinalize(intentId: string, reservationId: string, end: HoldEnd): Promise<Settlement | undefined> {
+  async endAndFinalize(intentId: string, _accountId: string, reservationId: string, end: HoldEnd): Promise<Settlement | undefined> {
     try {
       return await this.writes.run(() => this.endWrite(intentId, reservationId, end));
     } catch {

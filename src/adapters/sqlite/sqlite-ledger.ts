@@ -65,9 +65,9 @@ function toEntry(row: EntryRow): LedgerEntry {
 const text = (amount: Money): string => amount.toString();
 const money = (value: string): Money => BigInt(value);
 
-/** Prepared statements and transactions of the ledger (tables of migrations/0001_initial.sql and 0002_ledger_shortfalls.sql). */
-function ledgerOperations(db: SqliteDb, now: () => number) {
-  const s = {
+/** Prepared statements of the ledger (tables of migrations/0001_initial.sql and 0002_ledger_shortfalls.sql). */
+function ledgerStatements(db: SqliteDb) {
+  return {
     account: db.prepare("SELECT balance, reserved FROM accounts WHERE account_id = ?"),
     anyAccount: db.prepare("SELECT 1 FROM accounts LIMIT 1").pluck(),
     insertAccount: db.prepare("INSERT INTO accounts (account_id, name, balance, reserved, created_at) VALUES (?, ?, ?, '0', ?)"),
@@ -128,7 +128,12 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
        ON CONFLICT (key_id) DO UPDATE SET held = excluded.held, open_jobs = excluded.open_jobs`,
     ),
   };
+}
 
+type LedgerStatements = ReturnType<typeof ledgerStatements>;
+
+/** What the transactions share: key spending, open-hold tallies, and the entries they record. */
+function ledgerTallies(s: LedgerStatements) {
   const spendingOf = (keyId: string): KeySpending => {
     const text = s.keySpending.get(keyId) as string | undefined;
     return text === undefined ? NO_SPENDING : decodeKeySpending(text);
@@ -192,6 +197,14 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
       prompt_tokens: tokens?.promptTokens ?? null, candidates_tokens: tokens?.candidatesTokens ?? null, reason: reason ?? null, at,
     });
   };
+
+  return { spendingOf, keyHolds, tallyOfKey, openHoldsOf, moveTallies, record };
+}
+
+/** The ledger's transactions over its statements. */
+function ledgerOperations(db: SqliteDb, now: () => number) {
+  const s = ledgerStatements(db);
+  const { spendingOf, keyHolds, tallyOfKey, openHoldsOf, moveTallies, record } = ledgerTallies(s);
 
   const createTx = db.transaction((accountId: string, name: string, initialBalance: Money) => {
     if (s.account.get(accountId)) throw new Error(`account ${accountId} exists`);

@@ -4,10 +4,9 @@ import { quoteGeneration } from "../../domain/pricing/quote-generation.js";
 import type { GenerationSpec } from "../../domain/validation/generation-request.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { isDependencyUnavailable } from "../../ports/dependency.js";
 import { OutcomeUnknown } from "./idempotent.js";
-import { refusalError, releaseHold, reservationIdOf, takeHold, takeHoldWithJob, unfinishedJobsAtMost } from "../money/holds.js";
-import type { Announcement } from "../../ports/acceptance-writes.js";
+import { refusalError, reservationIdOf, takeHoldWithJob, unfinishedJobsAtMost } from "../money/holds.js";
+import { AcceptanceOutcomeUnknown, type AcceptanceOutcome, type Announcement } from "../../ports/acceptance-writes.js";
 import { TOPICS } from "../../ports/event-bus.js";
 import type { HoldMemo, ReserveOptions } from "../../ports/ledger.js";
 
@@ -64,10 +63,6 @@ export async function acceptJob(
   const dropInputs = async () => {
     await Promise.allSettled(inputBlobKeys.map((key) => deps.blobs.delete(key)));
   };
-  const undo = async () => {
-    await dropInputs();
-    await deps.jobs.markFinalized(jobId);
-  };
 
   const cap = deps.settingsOf.maxQueuedJobsPerAccount;
   const memo = { jobId, model: spec.model.id, keyId: caller.keyId };
@@ -99,14 +94,12 @@ export async function acceptJob(
     metadata: spec.metadata,
   };
 
-  // One write where the stores and the bus offer it: hold, job and announcement together.
-  const written = await takeHoldWithJob(deps, job, memo, holdOptions, generationRequested(jobId));
-  if (written === undefined) await takeHoldThenStore(deps, caller, job, memo, holdOptions, undo, cap);
-  else if (written === "fenced") {
-    // Nothing was written but the inputs.
+  const written = await acceptanceWrites(deps, job, memo, holdOptions);
+  if (written === "fenced") {
+    // Nothing of this acceptance stands but the inputs.
     await dropInputs();
     throw supersededError();
-  } else if (written !== "reserved" && written !== "exists") {
+  } else if (written !== "reserved" && written !== "stored" && written !== "exists") {
     await dropInputs();
     throw refusalError(written, price, cap);
   }
@@ -117,36 +110,17 @@ export async function acceptJob(
 }
 
 /**
- * The acceptance's writes one by one, where the stores offer no single write:
- * the hold (intent and reservation), then the job. Throws the client's error
- * for a refused hold, and for a job id a retry fenced off in between (the
- * hold then released); a job found stored already counts as stored.
+ * The acceptance's writes (AcceptanceWrites: hold, job, and the announcement
+ * where the stores and the bus write them together). A store that went away
+ * after the hold was taken, while the job was being stored, leaves the
+ * outcome unknown: the claim stays for a retry to resolve.
  */
-async function takeHoldThenStore(
-  deps: CoreDeps, caller: Caller, job: Job, memo: HoldMemo, holdOptions: ReserveOptions, undo: () => Promise<void>, cap: number,
-): Promise<void> {
-  const outcome = await takeHold(deps, caller.accountId, job.id, job.reserved, job.createdAt, memo, holdOptions);
-  if (outcome !== "reserved") {
-    await undo();
-    throw refusalError(outcome, job.reserved, cap);
-  }
+async function acceptanceWrites(deps: CoreDeps, job: Job, memo: HoldMemo, holdOptions: ReserveOptions): Promise<AcceptanceOutcome> {
   try {
-    await deps.jobs.create(job);
+    return await takeHoldWithJob(deps, job, memo, holdOptions, generationRequested(job.id));
   } catch (error) {
-    if (isDependencyUnavailable(error)) throw new OutcomeUnknown(error.dependency, { cause: error });
-    let stored: boolean;
-    try {
-      stored = (await deps.jobs.get(job.id)) !== undefined;
-    } catch (readError) {
-      if (isDependencyUnavailable(readError)) throw new OutcomeUnknown(readError.dependency, { cause: error });
-      throw readError;
-    }
-    if (!stored) {
-      // Fenced off: a retry with the same key found this acceptance dead and took the key over.
-      await releaseHold(deps, caller.accountId, job.id, "abandoned");
-      await undo();
-      throw supersededError();
-    }
+    if (error instanceof AcceptanceOutcomeUnknown) throw new OutcomeUnknown(error.dependency, { cause: error.cause });
+    throw error;
   }
 }
 

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { formatMoney, type Money } from "../../domain/money.js";
 import type { IntentHolds } from "../../ports/intent-holds.js";
-import type { AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
+import type { AcceptanceOutcome, AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
 import type { Job } from "../../domain/jobs/job.js";
 import type { JobStore } from "../../ports/job-store.js";
 import type { HoldMemo, Ledger, ReserveOptions, ReserveOutcome, Settlement } from "../../ports/ledger.js";
@@ -21,10 +21,10 @@ import type { ReserveResult, Telemetry } from "../../ports/telemetry.js";
 export interface HoldPorts {
   readonly jobs: JobStore;
   readonly ledger: Ledger;
-  /** Both steps of takeHold in one write, where the stores offer it. */
-  readonly intentHolds?: IntentHolds;
-  /** takeHold with the job stored and announced, in one write, where the stores and the bus offer it. */
-  readonly acceptanceWrites?: AcceptanceWrites;
+  /** An intent with its hold: taken, and ended for an intent nothing else finishes (one write where the stores can). */
+  readonly intentHolds: IntentHolds;
+  /** takeHold with the job stored (and announced, where the stores and the bus write it in one transaction). */
+  readonly acceptanceWrites: AcceptanceWrites;
   /** Where a settlement that fell short is reported to the operator. */
   readonly logger: Logger;
   /** Holds taken, refused, settled and released. */
@@ -61,40 +61,32 @@ export const unfinishedJobsAtMost = (limit: number): ReserveOptions => ({
 
 /**
  * Lists the intent as unfinished first, so a crash between the reservation and
- * whatever follows leaves a trace the reaper can release, then reserves (both
- * in one write where the stores offer it: IntentHolds). A refused
- * reservation leaves nothing behind.
+ * whatever follows leaves a trace the reaper can release, then reserves
+ * (IntentHolds: in one write where the stores can). A refused reservation
+ * leaves nothing behind.
  */
 export async function takeHold(
   ports: HoldPorts, accountId: string, intentId: string, amount: Money, now: Date, memo: HoldMemo, options?: ReserveOptions,
 ): Promise<ReserveOutcome> {
-  const reservationId = reservationIdOf(intentId);
-  let outcome: ReserveOutcome;
-  if (ports.intentHolds) {
-    outcome = await ports.intentHolds.registerAndReserve(intentId, accountId, now, reservationId, amount, { ...options, memo });
-  } else {
-    await ports.jobs.registerIntent(intentId, accountId, now);
-    outcome = await ports.ledger.reserve(accountId, reservationId, amount, { ...options, memo });
-    if (outcome !== "reserved") await ports.jobs.markFinalized(intentId);
-  }
+  const outcome = await ports.intentHolds.registerAndReserve(intentId, accountId, now, reservationIdOf(intentId), amount, { ...options, memo });
   ports.telemetry.observe({ kind: "hold_reserved", outcome: reserveResult(outcome) });
   return outcome;
 }
 
 /**
- * A job's acceptance in one write where the stores and the bus offer it
- * (AcceptanceWrites): the hold taken as takeHold takes it (the intent listed,
- * the reservation), with the job stored and announced in the same
- * transaction. Its outcome is takeHold's, or "fenced" / "exists" (nothing
- * written: see the port). Undefined where the port is absent: the caller
- * takes the steps one by one (takeHold, JobStore.create, the announcement).
+ * A job's acceptance (AcceptanceWrites): the hold taken as takeHold takes it
+ * (the intent listed, the reservation), with the job stored, and announced
+ * ("reserved") where the stores and the bus write it in one transaction;
+ * "stored" where the caller announces it. Else refused, or "fenced" /
+ * "exists" (see the port).
  */
 export async function takeHoldWithJob(
   ports: HoldPorts, job: Job, memo: HoldMemo, options: ReserveOptions, announcement: Announcement,
-): Promise<ReserveOutcome | "fenced" | "exists" | undefined> {
-  if (!ports.acceptanceWrites) return undefined;
+): Promise<AcceptanceOutcome> {
   const outcome = await ports.acceptanceWrites.accept(job, { amount: job.reserved, options: { ...options, memo } }, announcement);
-  if (outcome !== "fenced" && outcome !== "exists") ports.telemetry.observe({ kind: "hold_reserved", outcome: reserveResult(outcome) });
+  if (outcome !== "fenced" && outcome !== "exists") {
+    ports.telemetry.observe({ kind: "hold_reserved", outcome: reserveResult(outcome === "stored" ? "reserved" : outcome) });
+  }
   return outcome;
 }
 
@@ -127,23 +119,15 @@ export async function releaseHold(ports: HoldPorts, accountId: string, intentId:
 /**
  * Ends the hold of an intent that nothing else finishes (a synchronous text
  * call, an abandoned acceptance): settled for `charge` (with the usage behind it), or released for
- * `reason` when `charge` is undefined, and the intent no longer listed; in one write where
- * the stores offer it (IntentHolds), else the two steps. Returns what was
- * charged, as settleHold does.
+ * `reason` when `charge` is undefined, and the intent no longer listed (IntentHolds: in one
+ * write where the stores can). Returns what was charged, as settleHold does.
  */
 export async function endIntentHold(
   ports: HoldPorts, accountId: string, intentId: string, charge: { amount: Money; usage?: TokenUsage } | undefined, reason: ReleaseReason,
 ): Promise<Money | undefined> {
-  if (!ports.intentHolds) {
-    let charged: Money | undefined;
-    if (charge) charged = await settleHold(ports, accountId, intentId, charge.amount, charge.usage);
-    else await releaseHold(ports, accountId, intentId, reason);
-    await ports.jobs.markFinalized(intentId);
-    return charged;
-  }
   const reservationId = reservationIdOf(intentId);
   const settlement = await ports.intentHolds.endAndFinalize(
-    intentId, reservationId, charge ? { charge: charge.amount, tokens: tokensOf(charge.usage) } : { release: reason },
+    intentId, accountId, reservationId, charge ? { charge: charge.amount, tokens: tokensOf(charge.usage) } : { release: reason },
   );
   if (!charge) {
     ports.telemetry.observe({ kind: "hold_released" });

@@ -1,0 +1,119 @@
+import type { Money } from "../../../domain/money.js";
+import type { ReleaseReason } from "../../../domain/ledger/release-reasons.js";
+import { NO_SPENDING } from "../../../domain/accounts/key-limits.js";
+import type {
+  BalanceSnapshot, KeyAccount, Ledger, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
+} from "../../../ports/ledger.js";
+import { conditional, type CassandraClient } from "../cassandra-session.js";
+import { noTelemetry, type Telemetry } from "../../../ports/telemetry.js";
+import { keyHolds, MONEY, spendingOf, type Journal, type JournalEntry } from "./account-state.js";
+import { GroupCommitQueue } from "./group-commit.js";
+import { LedgerRounds } from "./ledger-rounds.js";
+import { LedgerRows } from "./ledger-rows.js";
+import { LedgerStatement } from "./ledger-statement.js";
+import { MAX_WRITTEN_HOLDS } from "./written-rows.js";
+
+/**
+ * The ledger on Cassandra. An account is one partition of account_ledger: its
+ * money in one row (hold_id '', the money row), changed only by
+ * `UPDATE ... IF version = ?`, and one row per open hold, added and removed in
+ * the same conditional batch (ledger-rows.ts).
+ * Within a process, operations on one account queue and are group-committed
+ * (group-commit.ts): one Paxos round applies a whole batch, so a hot account
+ * is limited by round trips, not by contention. Each round (ledger-rounds.ts)
+ * judges its batch by the ledger's rules (ledger-rules.ts); a write of
+ * unknown outcome is settled by reading, never by writing again blindly.
+ * Each round's entries (its journal, each entry with the id of the operation
+ * that made it) are written in the money row and copied, one row per round,
+ * into ledger_rounds before the next round replaces them (ledger-statement.ts).
+ * The open-hold counts and per-key held sums are tallies in the money row,
+ * kept by the rounds that add and remove holds, so a reservation's limits are
+ * checked in the same round as its funds, however deep the backlog; a
+ * settlement charges at most hold + available and records the rest in
+ * `shortfalls` by the same write. That map is also what a repeated settle
+ * answers from (see LedgerRounds.answer).
+ */
+export class CassandraLedger implements Ledger {
+  private readonly rows: LedgerRows;
+  private readonly statement: LedgerStatement;
+  private readonly queue: GroupCommitQueue;
+
+  constructor(
+    private readonly client: CassandraClient,
+    private readonly now: () => number = Date.now,
+    /** Compare-and-set conflicts and writes of unknown outcome resolved. */
+    telemetry: Telemetry = noTelemetry,
+    /** Holds the kept rows may know in all (MAX_WRITTEN_HOLDS). */
+    maxWrittenHolds = MAX_WRITTEN_HOLDS,
+  ) {
+    this.rows = new LedgerRows(client, now);
+    this.statement = new LedgerStatement(client, this.rows);
+    this.queue = new GroupCommitQueue(new LedgerRounds(client, this.rows, this.statement, now, telemetry, maxWrittenHolds), telemetry);
+  }
+
+  async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
+    // An account of the table before version 10 is moved here by its first operation: its id is taken.
+    if ((await this.client.execute("SELECT account_id FROM accounts WHERE account_id = ?", [accountId])).rowLength > 0) {
+      throw new Error(`account ${accountId} exists`);
+    }
+    const at = this.now();
+    const entries: JournalEntry[] = initialBalance > 0n
+      ? [{ seq: "0", type: "credit", amount: initialBalance.toString(), balanceAfter: initialBalance.toString(), reservedChange: "0", reservedAfter: "0", at }]
+      : [];
+    const journal: Journal = { version: "0", entries };
+    const result = await conditional(
+      this.client,
+      "INSERT INTO account_ledger (account_id, hold_id, name, created_at, balance, reserved, version, journal, open_holds) VALUES (?, ?, ?, ?, ?, 0, 0, ?, 0) IF NOT EXISTS",
+      [accountId, MONEY, name, new Date(at), initialBalance, JSON.stringify(journal)],
+    );
+    if (!result.applied) throw new Error(`account ${accountId} exists`);
+    this.statement.copyInBackground(accountId, journal);
+  }
+
+  async credit(accountId: string, amount: Money): Promise<BalanceSnapshot | undefined> {
+    const outcome = await this.queue.enqueue(accountId, { kind: "credit", amount });
+    return outcome === "unknown_account" ? undefined : this.balance(accountId);
+  }
+
+  async balance(accountId: string): Promise<BalanceSnapshot | undefined> {
+    const row = await this.rows.moneyRow(accountId, "balance, reserved");
+    return row ? { balance: row.balance as bigint, reserved: row.reserved as bigint } : undefined;
+  }
+
+  async reserve(accountId: string, reservationId: string, amount: Money, options?: ReserveOptions): Promise<ReserveOutcome> {
+    return (await this.queue.enqueue(accountId, { kind: "reserve", reservationId, amount, options })) as ReserveOutcome;
+  }
+
+  async settle(accountId: string, reservationId: string, amount: Money, tokens?: SettledTokens): Promise<Settlement | undefined> {
+    const outcome = await this.queue.enqueue(accountId, { kind: "settle", reservationId, amount, tokens });
+    return typeof outcome === "object" && "charged" in outcome ? outcome : undefined;
+  }
+
+  async release(accountId: string, reservationId: string, reason?: ReleaseReason): Promise<void> {
+    await this.queue.enqueue(accountId, { kind: "release", reservationId, ...(reason !== undefined && { reason }) });
+  }
+
+  async shortfalls(accountId: string): Promise<Shortfall[]> {
+    const row = await this.rows.moneyRow(accountId, "shortfalls");
+    const recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
+    return Object.entries(recorded).map(([reservationId, amount]) => ({ reservationId, amount }));
+  }
+
+  async hasAnyAccount(): Promise<boolean> {
+    return (
+      (await this.client.execute("SELECT account_id FROM account_ledger LIMIT 1")).rowLength > 0 ||
+      (await this.client.execute("SELECT account_id FROM accounts LIMIT 1")).rowLength > 0
+    );
+  }
+
+  async keyAccount(accountId: string, keyId: string): Promise<KeyAccount> {
+    const state = await this.rows.read(accountId);
+    if (!state) return { spending: NO_SPENDING, held: 0n, openJobs: 0 };
+    return { spending: spendingOf(state, keyId), ...keyHolds(state, keyId) };
+  }
+
+  /** The account's statement, newest first (LedgerStatement.entries). */
+  entries(query: LedgerEntryQuery): Promise<LedgerEntryPage> {
+    return this.statement.entries(query);
+  }
+}
