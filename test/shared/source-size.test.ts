@@ -23,7 +23,6 @@ const BEING_SPLIT: readonly string[] = [];
  * as "path:name". Nothing else may be added here: split the function instead.
  */
 const LONG_FUNCTIONS_BEING_SPLIT: readonly string[] = [
-  "src/config/config.ts:loadConfig",
   "src/core/services/account-service.ts:createAccountService",
   "src/core/services/admin-service.ts:createAdminService",
   "src/core/services/generation-service.ts:createGenerationService",
