@@ -10,9 +10,8 @@ import { limitOf, queryRule, timestampOf } from "../query-params.js";
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, platformCall, withDelivery } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
-import { serverTimingHeader } from "../edge/observe-requests.js";
+import { SseAnswer } from "../sse.js";
 import { balanceJson, jobJson, jobStatusName, parseBody, type BodyRules } from "../json-mapping.js";
-import type { OutgoingHttpHeaders } from "node:http";
 import type { WatchJobResponse } from "../../../../gen/generation/v1/generation_service_pb.js";
 import { httpErrorOf } from "../connect-errors.js";
 import {
@@ -76,28 +75,18 @@ export interface JobsRoutesOptions {
 async function streamEvents(events: AsyncIterable<WatchJobResponse>, reply: FastifyReply, keepAliveMs: number) {
   const stream = events[Symbol.asyncIterator]();
   const first = await stream.next();
-  reply.hijack();
-  const raw = reply.raw;
-  raw.writeHead(200, {
-    ...(reply.getHeaders() as OutgoingHttpHeaders),
-    ...serverTimingHeader(reply.request),
-    "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-store",
-    connection: "keep-alive",
-    "x-accel-buffering": "no",
-  });
-  const keepAlive = setInterval(() => raw.write(": keep-alive\n\n"), keepAliveMs);
+  const sse = new SseAnswer(reply, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", connection: "keep-alive" });
+  const keepAlive = setInterval(() => sse.comment("keep-alive"), keepAliveMs);
   try {
-    for (let next = first; !next.done; next = await stream.next()) {
-      if (raw.destroyed) break;
-      raw.write(`event: job\nid: ${next.value.eventId}\ndata: ${JSON.stringify(jobJson(next.value.job!))}\n\n`);
+    for (let next = first; !next.done && sse.open; next = await stream.next()) {
+      await sse.write(`event: job\nid: ${next.value.eventId}\ndata: ${JSON.stringify(jobJson(next.value.job!))}\n\n`);
     }
   } catch (error) {
     reply.request.log.debug({ err: error }, "job event stream ended early");
   } finally {
     clearInterval(keepAlive);
     await stream.return?.(undefined);
-    raw.end();
+    sse.end();
   }
 }
 

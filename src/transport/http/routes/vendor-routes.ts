@@ -1,4 +1,3 @@
-import type { OutgoingHttpHeaders } from "node:http";
 import { toJson } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { CreateVideoInteractionRequestSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
@@ -9,7 +8,7 @@ import {
 import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, vendorCall, withDelivery } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
-import { serverTimingHeader } from "../edge/observe-requests.js";
+import { SseAnswer } from "../sse.js";
 import { replyWithError, routeNotFound, sendVendorError, toHttpError, vendorErrorBody } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
 import { parseBody } from "../json-mapping.js";
@@ -121,26 +120,15 @@ async function streamAnswer(
 ) {
   const stream = core.text.streamGenerateContent({ request: message }, vendorCall(request, reply))[Symbol.asyncIterator]();
   const first = await stream.next();
-  reply.hijack();
-  const raw = reply.raw;
-  // The headers the hooks set on the reply (CORS, Vary) go out too: a hijacked reply sends only what it writes.
-  raw.writeHead(200, {
-    ...(reply.getHeaders() as OutgoingHttpHeaders),
-    ...serverTimingHeader(reply.request),
-    "content-type": "text/event-stream",
-    "cache-control": "no-cache",
-    connection: "keep-alive",
-    "x-accel-buffering": "no",
-  });
+  const sse = new SseAnswer(reply, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
   try {
-    for (let next = first; !next.done; next = await stream.next()) {
-      if (raw.destroyed) break;
-      raw.write(sseEvent(generateContentResponseJson(next.value.chunk!)));
+    for (let next = first; !next.done && sse.open; next = await stream.next()) {
+      await sse.write(sseEvent(generateContentResponseJson(next.value.chunk!)));
     }
   } catch (error) {
-    if (!raw.destroyed) raw.write(sseEvent(JSON.stringify(vendorErrorBody(toHttpError(error)).body)));
+    await sse.write(sseEvent(JSON.stringify(vendorErrorBody(toHttpError(error)).body)));
   } finally {
     await stream.return?.();
-    raw.end();
+    sse.end();
   }
 }
