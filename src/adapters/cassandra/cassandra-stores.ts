@@ -1,21 +1,35 @@
-import type { CassandraConfig } from "../../config/config.js";
 import type { PriceTable } from "../../domain/pricing/price-table.js";
-import type { CorePorts } from "../../core/core-deps.js";
 import type { DependencyProbe } from "../../ports/dependency.js";
+import type { StorePorts } from "../../ports/stores.js";
 import { CassandraApiKeyStore } from "./cassandra-api-key-store.js";
 import { CassandraDeliveryLog } from "./cassandra-delivery-log.js";
 import { CassandraIdempotencyStore } from "./cassandra-idempotency-store.js";
 import { CassandraJobStore } from "./cassandra-job-store.js";
 import { CassandraLedger } from "./cassandra-ledger.js";
 import { CassandraPanelSessionStore } from "./cassandra-panel-session-store.js";
-import { cassandraProbe, openSession } from "./cassandra-session.js";
+import { cassandraProbe, openSession, type CassandraSettings } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
 import type { Telemetry } from "../../ports/telemetry.js";
 import type { CassandraClient } from "./cassandra-session.js";
 import { AffineLedger, startLedgerPeer } from "./affine-ledger.js";
 import { LedgerMembers } from "./ledger-members.js";
 
-export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "intentHolds" | "apiKeys" | "panelSessions" | "idempotency" | "settings" | "deliveries">;
+/**
+ * What opening the stores needs: the session's settings and, with CLUSTER_SECRET, this process's part in
+ * the ledger's affinity. The runtime passes config's CassandraConfig (CASSANDRA_*, LEDGER_PEER_*), which has
+ * this shape; declared here so that the adapter does not import config.
+ */
+export interface CassandraStoreSettings extends CassandraSettings {
+  /** CLUSTER_SECRET set: each account's money operations go to the process that owns the account. */
+  readonly ledgerAffinity?: {
+    /** The bearer token members present to each other's peer endpoint. */
+    readonly secret: string;
+    /** This process's member id. */
+    readonly memberId: string;
+    /** Set: this process owns accounts and serves its peers' forwards at host:port, reached at advertise. */
+    readonly serve?: { readonly host: string; readonly port: number; readonly advertise: string };
+  };
+}
 
 export interface OpenStores {
   readonly stores: StorePorts;
@@ -25,7 +39,7 @@ export interface OpenStores {
 
 /** Connects, creates and migrates the schema, seeds prices, and returns every store port on Cassandra. */
 export async function openCassandraStores(
-  config: CassandraConfig, options: { defaultPrices: PriceTable; retentionSeconds: number; telemetry?: Telemetry },
+  config: CassandraStoreSettings, options: { defaultPrices: PriceTable; retentionSeconds: number; telemetry?: Telemetry },
 ): Promise<OpenStores> {
   const client = await openSession(config);
   try {
@@ -59,7 +73,7 @@ export async function openCassandraStores(
  * process is a member: it serves its peers' forwards and registers. Without
  * a secret, the process commits every operation itself.
  */
-async function openAffinity(client: CassandraClient, config: CassandraConfig, local: CassandraLedger) {
+async function openAffinity(client: CassandraClient, config: CassandraStoreSettings, local: CassandraLedger) {
   const affinity = config.ledgerAffinity;
   if (!affinity) return undefined;
   const serve = affinity.serve;

@@ -8,16 +8,13 @@ import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
 import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
 import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
-import type { ValidationLimits } from "../../domain/validation/limits.js";
-import type { CoreClients } from "../../runtime/core-clients.js";
+import { ANSWER_DELIVERY, type AnswerDelivery, CLIENT_ADDRESS, type CoreClients, type ValidationLimits } from "../../core/index.js";
 import { ANSWER_WATCHED, methodPolicies, type MethodPolicy } from "../rpc/method-policy.js";
-import { ANSWER_DELIVERY, type AnswerDelivery } from "../../core/jobs/answer-delivery.js";
 import { replyDelivery } from "./call-options.js";
 import { malformedMessage } from "../rpc/refusals.js";
 import { admittedBody, CALL_PROGRESS, inspectParseFailure, markInvoked, protocolOf, type CallProgress } from "../rpc/wire-protocol.js";
 import { forwarding } from "../rpc/forwarding.js";
 import { answerFailures } from "../rpc/edge-interceptors.js";
-import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
 import { clientOfRequest } from "../client-address.js";
 import { lingerUntilDiscarded } from "./edge/body-guard.js";
 import {

@@ -1,8 +1,6 @@
 import { constants, type Http2ServerRequest, type Http2Session, type ServerHttp2Stream } from "node:http2";
-import type { AnswerDelivery } from "../../core/jobs/answer-delivery.js";
+import type { AnswerDelivery, HeaderCheck, Readiness } from "../../core/index.js";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { HeaderCheck } from "../../core/auth/header-check.js";
-import type { Readiness } from "../../core/health/readiness.js";
 import type { BodyBudget, BodyHold, ReleaseSlot } from "../upload-slots.js";
 import type { DebugLog } from "./connection-guard.js";
 import type { MethodPolicy } from "./method-policy.js";

@@ -1,7 +1,6 @@
 import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { Code, ConnectError, createContextValues, type ConnectRouter } from "@connectrpc/connect";
-import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
-import { ANSWER_DELIVERY } from "../../core/jobs/answer-delivery.js";
+import { ANSWER_DELIVERY, CLIENT_ADDRESS } from "../../core/index.js";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { GuardedCall, streamDelivery, type CallGuardSettings } from "./call-guard.js";
