@@ -1,7 +1,7 @@
 import { DiskBlobStore } from "../adapters/disk/disk-blob-store.js";
 import { HttpInputFetcher } from "../adapters/http/http-input-fetcher.js";
 import { HttpWebhookTransport } from "../adapters/http/http-webhook-transport.js";
-import type { StorePorts } from "../adapters/cassandra/cassandra-stores.js";
+import type { StorePorts } from "../ports/stores.js";
 import { InProcessEventBus } from "../adapters/memory/in-process-event-bus.js";
 import { InProcessJobFeed } from "../adapters/memory/in-process-job-feed.js";
 import type { JobFeed } from "../ports/job-feed.js";

@@ -21,7 +21,7 @@ import { createRetentionSweeper } from "../core/workers/retention.js";
 import { createAnnouncer } from "../core/jobs/announcer.js";
 import { TOPICS, type Subscription } from "../ports/event-bus.js";
 import { createInProcessTransport } from "../transport/rpc/in-process-transport.js";
-import type { CoreClients } from "./core-clients.js";
+import type { CoreClients } from "../core/core-clients.js";
 import { localHeaderCheck, type HeaderCheck } from "../core/auth/header-check.js";
 import { CLIENT_ADDRESS, CredentialGuard, credentialGuardInterceptor } from "../core/auth/credential-guard.js";
 import { domainErrors } from "../core/errors/rpc-errors.js";

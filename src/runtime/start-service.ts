@@ -13,13 +13,14 @@ import { buildGateway } from "../transport/http/gateway.js";
 import { BodyBudget, UploadSlots } from "../transport/upload-slots.js";
 import { listenRpc } from "../transport/rpc/rpc-server.js";
 import { openBackends, type Backends, type Persist, type WatchedDependency } from "./backends.js";
-import type { CoreClients } from "./core-clients.js";
+import type { CoreClients } from "../core/core-clients.js";
 import { createCore, remoteCoreClients, type Core } from "./core.js";
 import { createLogger, failureLog } from "./logger.js";
 import type { Logger as PinoLogger } from "pino";
 import type { PrometheusMetrics } from "../adapters/observability/prometheus-metrics.js";
 import { listenMetrics } from "../transport/http/metrics-server.js";
 import { createObservability } from "./observability.js";
+import { requestSpans } from "../adapters/observability/tracing.js";
 import { loadServiceSettings } from "./settings.js";
 import { retryingEveryError } from "../shared/every-error.js";
 
@@ -144,7 +145,7 @@ export async function launchService(given: Config, options: LaunchOptions = {}):
     gateway = await buildGateway(lazy, {
       logger,
       metrics,
-      tracing: observability.tracing,
+      tracing: observability.tracing ? requestSpans : undefined,
       readiness,
       edge: config.edge,
       generationBodyBytes: generationBodyBytes(config.limits, config.edge),

@@ -2,7 +2,6 @@ import cassandra from "cassandra-driver";
 import { readdir, readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { CassandraConfig } from "../../config/config.js";
 import { DependencyUnavailableError, type DependencyProbe } from "../../ports/dependency.js";
 
 const { Client, types, errors, policies } = cassandra;
@@ -74,13 +73,25 @@ export function cassandraProbe(client: CassandraClient): DependencyProbe {
   };
 }
 
+/**
+ * Where Cassandra is and how the keyspace is made. The runtime passes config's CassandraConfig
+ * (CASSANDRA_*), which has this shape; declared here so that the adapter does not import config.
+ */
+export interface CassandraSettings {
+  readonly contactPoints: readonly string[];
+  readonly keyspace: string;
+  readonly localDataCenter: string;
+  /** CQL replication map used when the keyspace is created. */
+  readonly replication: string;
+}
+
 const MIGRATIONS = join(dirname(fileURLToPath(import.meta.url)), "migrations");
 
 /**
  * Writes commit at LOCAL_QUORUM and run Paxos at LOCAL_SERIAL; money-deciding
  * reads ask for LOCAL_SERIAL themselves. Varints and bigints map to BigInt.
  */
-function clientOptions(config: CassandraConfig, keyspace?: string): cassandra.ClientOptions {
+function clientOptions(config: CassandraSettings, keyspace?: string): cassandra.ClientOptions {
   return {
     contactPoints: [...config.contactPoints],
     localDataCenter: config.localDataCenter,
@@ -103,7 +114,7 @@ function clientOptions(config: CassandraConfig, keyspace?: string): cassandra.Cl
 }
 
 /** Creates the keyspace, applies pending migrations in order, and returns a client bound to the keyspace. */
-export async function openSession(config: CassandraConfig): Promise<CassandraClient> {
+export async function openSession(config: CassandraSettings): Promise<CassandraClient> {
   if (!/^[a-z][a-z0-9_]{0,47}$/.test(config.keyspace)) throw new Error(`invalid keyspace name "${config.keyspace}"`);
   const bootstrap = new CassandraClient(new Client(clientOptions(config)));
   try {

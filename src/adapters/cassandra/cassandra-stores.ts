@@ -1,19 +1,22 @@
-import type { CassandraConfig } from "../../config/config.js";
 import type { PriceTable } from "../../domain/pricing/price-table.js";
-import type { CorePorts } from "../../core/core-deps.js";
 import type { DependencyProbe } from "../../ports/dependency.js";
+import type { StorePorts } from "../../ports/stores.js";
 import { CassandraApiKeyStore } from "./cassandra-api-key-store.js";
 import { CassandraDeliveryLog } from "./cassandra-delivery-log.js";
 import { CassandraIdempotencyStore } from "./cassandra-idempotency-store.js";
 import { CassandraJobStore } from "./cassandra-job-store.js";
 import { CassandraLedger } from "./ledger/cassandra-ledger.js";
 import { CassandraPanelSessionStore } from "./cassandra-panel-session-store.js";
-import { cassandraProbe, openSession } from "./cassandra-session.js";
+import { cassandraProbe, openSession, type CassandraSettings } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
 import { StepwiseIntentHolds } from "../shared/stepwise-intent-holds.js";
 import type { Telemetry } from "../../ports/telemetry.js";
 
-export type StorePorts = Pick<CorePorts, "jobs" | "ledger" | "intentHolds" | "apiKeys" | "panelSessions" | "idempotency" | "settings" | "deliveries">;
+/**
+ * What opening the stores needs: the session's settings. The runtime passes config's CassandraConfig
+ * (CASSANDRA_*), which has this shape; declared here so that the adapter does not import config.
+ */
+export type CassandraStoreSettings = CassandraSettings;
 
 export interface OpenStores {
   readonly stores: StorePorts;
@@ -23,7 +26,7 @@ export interface OpenStores {
 
 /** Connects, creates and migrates the schema, seeds prices, and returns every store port on Cassandra. */
 export async function openCassandraStores(
-  config: CassandraConfig, options: { defaultPrices: PriceTable; retentionSeconds: number; telemetry?: Telemetry },
+  config: CassandraStoreSettings, options: { defaultPrices: PriceTable; retentionSeconds: number; telemetry?: Telemetry },
 ): Promise<OpenStores> {
   const client = await openSession(config);
   try {

@@ -89,6 +89,16 @@ export function startSpan(name: string, options: { kind?: SpanKind; attributes?:
   return tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: attributesOf(options.attributes) }, options.parent ?? context.active());
 }
 
+/**
+ * The gateway's request spans (transport's RequestTracing): a server span
+ * continuing the trace an incoming request's headers carry, or a new trace;
+ * not made current (the gateway makes it current around the request's hooks).
+ */
+export const requestSpans = {
+  startServerSpan: (name: string, headers: Readonly<Record<string, unknown>>, attributes: SpanAttributes): Span =>
+    startSpan(name, { kind: SpanKind.SERVER, parent: extractTraceContext(headers, ROOT_CONTEXT), attributes }),
+};
+
 /** Marks a span failed with an error's message. */
 export function failSpan(span: Span, error: unknown): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });

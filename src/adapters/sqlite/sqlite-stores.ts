@@ -2,7 +2,7 @@ import { join } from "node:path";
 import type { PriceTable } from "../../domain/pricing/price-table.js";
 import type { DependencyProbe, DependencyUnavailableError } from "../../ports/dependency.js";
 import type { Topic } from "../../ports/event-bus.js";
-import type { StorePorts } from "../cassandra/cassandra-stores.js";
+import type { StorePorts } from "../../ports/stores.js";
 import { SqliteApiKeyStore } from "./sqlite-api-key-store.js";
 import { openSqliteDatabase, type SqliteDatabase, type SqliteDb, type SqliteSynchronous } from "./sqlite-database.js";
 import { SqliteDeliveryLog } from "./sqlite-delivery-log.js";

@@ -10,7 +10,7 @@ import { formatMoney } from "../../domain/money.js";
 import type { ApiKeyRecord, ApiKeyStore, CredentialRole } from "../../ports/api-key-store.js";
 import type { Clock } from "../../ports/clock.js";
 import type { Ledger } from "../../ports/ledger.js";
-import { hashSecret } from "../auth/api-key-auth.js";
+import { hashSecret } from "../auth/presented-key.js";
 
 /**
  * API keys and owner tokens as both the operator (AdminService) and an

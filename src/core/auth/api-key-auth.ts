@@ -1,6 +1,4 @@
 import type { KeyLimits } from "../../domain/accounts/key-limits.js";
-import { hash } from "node:crypto";
-import { LRUCache } from "lru-cache";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { isModelGranted } from "../../domain/accounts/grants.js";
 import type { ModelSpec } from "../../domain/catalog/models.js";
@@ -8,6 +6,7 @@ import type { ApiKeyStore } from "../../ports/api-key-store.js";
 import { ALL_MODELS_GRANT } from "../../domain/accounts/grants.js";
 import { MODELS } from "../../domain/catalog/models.js";
 import { ownerOfSession, presentedSession, type Owner, type SessionAuthDeps } from "./owner-auth.js";
+import { hashSecret, presentedKey } from "./presented-key.js";
 
 export interface Caller {
   readonly keyId: string;
@@ -15,31 +14,6 @@ export interface Caller {
   readonly models: readonly string[];
   /** The key's limits, as stored when this request began (a change applies from the next request). */
   readonly limits: KeyLimits;
-}
-
-/**
- * The hashes of the keys presented lately: a call hashes its key twice (the
- * edge's check, then the handler's). Bounded in entries and in length (a key
- * is 40-some characters; a header's worth of garbage is hashed, not kept).
- */
-const recentHashes = new LRUCache<string, string>({ max: 1_024 });
-const MAX_REMEMBERED_KEY_LENGTH = 128;
-
-/** A key's stored form: its SHA-256, hex. */
-export function hashSecret(secret: string): string {
-  const known = recentHashes.get(secret);
-  if (known !== undefined) return known;
-  const hashed = hash("sha256", secret, "hex");
-  if (secret.length <= MAX_REMEMBERED_KEY_LENGTH) recentHashes.set(secret, hashed);
-  return hashed;
-}
-
-/** The platform key from `authorization: Bearer` or `x-vendor-api-key` (spec section 5). */
-export function presentedKey(headers: Headers): string | undefined {
-  const vendor = headers.get("x-vendor-api-key")?.trim();
-  if (vendor) return vendor;
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(headers.get("authorization") ?? "");
-  return match?.[1];
 }
 
 /** What authenticating a caller needs: the credentials, and what checking panel sessions needs. */

@@ -7,7 +7,8 @@ import { createContextValues } from "@connectrpc/connect";
 import { LRUCache } from "lru-cache";
 import { rpc } from "../errors/rpc-errors.js";
 import { notOperator, requireAdmin, requireAdminToken } from "./admin-auth.js";
-import { hashSecret, presentedKey, type CallerAuthDeps } from "./api-key-auth.js";
+import type { CallerAuthDeps } from "./api-key-auth.js";
+import { hashSecret, presentedKey } from "./presented-key.js";
 import { authenticateOwner, CSRF_HEADER, ownerOfSession, presentedSession, SESSION_HEADER } from "./owner-auth.js";
 import { CLIENT_ADDRESS, type CredentialGuard } from "./credential-guard.js";
 

@@ -5,7 +5,7 @@ import {
 import type { ApiKeyStore } from "../../ports/api-key-store.js";
 import type { Clock } from "../../ports/clock.js";
 import type { PanelSessionStore } from "../../ports/panel-session-store.js";
-import { hashSecret, presentedKey } from "./api-key-auth.js";
+import { hashSecret, presentedKey } from "./presented-key.js";
 
 /** The panel session (the gateway copies it from its HttpOnly cookie) and the CSRF token every call of it carries. */
 export const SESSION_HEADER = "x-panel-session";

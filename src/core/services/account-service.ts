@@ -8,7 +8,7 @@ import type { ApiKeyRecord } from "../../ports/api-key-store.js";
 import { accountKeys, checkGrants, issueCredential, keyNotFound, keyView, parseLimitsMessage, updateKeyLimits } from "../accounts/api-keys.js";
 import { presentsAdminToken } from "../auth/admin-auth.js";
 import { authenticateOwner, ownerOfSession, ownerOfToken, presentedSession, SESSION_HEADER, type Owner } from "../auth/owner-auth.js";
-import { presentedKey } from "../auth/api-key-auth.js";
+import { presentedKey } from "../auth/presented-key.js";
 import type { CoreDeps } from "../core-deps.js";
 import { rpc } from "../errors/rpc-errors.js";
 import { balanceView } from "./balance-view.js";

@@ -1,9 +1,7 @@
 import { createContextValues, type CallOptions, type ContextValues } from "@connectrpc/connect";
-import { UPSTREAM_TIME } from "../../core/text/upstream-time.js";
-import { ANSWER_DELIVERY, type AnswerDelivery } from "../../core/jobs/answer-delivery.js";
+import { ANSWER_DELIVERY, type AnswerDelivery, CLIENT_ADDRESS, UPSTREAM_TIME } from "../../core/index.js";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { REQUEST_TIMING, timingOf } from "./request-timing.js";
-import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
 import { clientOfRequest } from "../client-address.js";
 import { onAnswerEnd } from "./edge/pipelining.js";
 

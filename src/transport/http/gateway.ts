@@ -1,15 +1,11 @@
 import { createServer } from "node:http";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import type { PrometheusMetrics } from "../../adapters/observability/prometheus-metrics.js";
 import { GatewayLogController, observeRequests, requestIdOf } from "./edge/observe-requests.js";
 import { requestLoggerFactory } from "./edge/request-logger.js";
 import { metricsRoutes } from "./routes/metrics-routes.js";
+import type { GatewayMetrics, RequestTracing } from "./observability.js";
 import type { EdgeLimits } from "../../config/config.js";
-import type { HeaderCheck } from "../../core/auth/header-check.js";
-import type { Readiness } from "../../core/health/readiness.js";
-import type { InlineStaging } from "../../core/jobs/inline-staging.js";
-import type { ValidationLimits } from "../../domain/validation/limits.js";
-import type { CoreClients } from "../../runtime/core-clients.js";
+import type { CoreClients, HeaderCheck, InlineStaging, Readiness, ValidationLimits } from "../../core/index.js";
 import { BodyBudget, type UploadSlots } from "../upload-slots.js";
 import { bodyGuard, hasBody, lingerUntilDiscarded, refuseBody } from "./edge/body-guard.js";
 import { clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from "./edge/client-errors.js";
@@ -33,9 +29,9 @@ export interface GatewayOptions {
   /** The process's one logger (pino); Fastify's request lines go through it, with `request_id`. */
   readonly logger: FastifyBaseLogger;
   /** The process's metrics: the gateway counts its requests there and serves GET /metrics. */
-  readonly metrics: PrometheusMetrics;
-  /** Whether tracing is on: each request is then a server span, continuing an incoming traceparent. */
-  readonly tracing: boolean;
+  readonly metrics: GatewayMetrics;
+  /** With tracing on: each request is then a server span, continuing an incoming traceparent. Absent: no spans. */
+  readonly tracing?: RequestTracing;
   /** Whether the process can serve: the gate in front of every route and /readyz. */
   readonly readiness: Readiness;
   /** Timeouts, connection caps and body sizes of the port. */

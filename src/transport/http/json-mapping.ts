@@ -3,8 +3,7 @@ import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { LRUCache } from "lru-cache";
 import { JobStatus, type Job } from "../../../gen/generation/v1/job_pb.js";
 import { LedgerEntryTypeSchema, type Balance, type LedgerEntry, type UsageRow } from "../../../gen/generation/v1/money_pb.js";
-import { DomainError } from "../../domain/errors/domain-error.js";
-import { checkMetadata, checkMetadataShape, type MetadataLimits } from "../../domain/validation/metadata.js";
+import { checkMetadata, checkMetadataShape, DomainError, type MetadataLimits } from "../../core/index.js";
 import { unsupportedMediaType } from "./error-replies.js";
 import { GatewayError } from "./gateway-error.js";
 

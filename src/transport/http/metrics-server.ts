@@ -1,13 +1,13 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { PrometheusMetrics } from "../../adapters/observability/prometheus-metrics.js";
+import type { MetricsExposition } from "./observability.js";
 
 /**
  * The metrics port of a process without the gateway (ROLE=worker or
  * webhooks): GET /metrics answers the exposition, anything else 404. Small
  * on purpose: no body is read, and idle connections close quickly.
  */
-export async function listenMetrics(metrics: PrometheusMetrics, host: string, port: number): Promise<{ port: number; close(): Promise<void> }> {
+export async function listenMetrics(metrics: MetricsExposition, host: string, port: number): Promise<{ port: number; close(): Promise<void> }> {
   const server = createServer((request, response) => {
     const path = (request.url ?? "").split("?")[0];
     if (request.method !== "GET" || path !== "/metrics") {

@@ -1,7 +1,6 @@
 import { fromJson } from "@bufbuild/protobuf";
 import { TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { DomainError } from "../../domain/errors/domain-error.js";
-import { checkLimit } from "../../domain/jobs/job-list.js";
+import { checkLimit, DomainError } from "../../core/index.js";
 import { GatewayError } from "./gateway-error.js";
 
 /**

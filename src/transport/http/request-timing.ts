@@ -1,6 +1,6 @@
 import { createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
-import type { UpstreamTime } from "../../core/text/upstream-time.js";
+import type { UpstreamTime } from "../../core/index.js";
 import { SteppedStream } from "../../shared/stream-step.js";
 
 /**

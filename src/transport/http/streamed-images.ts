@@ -1,8 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { createContextValues, type ContextValues } from "@connectrpc/connect";
-import { STAGED_IMAGES, type ImageUpload, type InlineStaging, type StagingSession } from "../../core/jobs/inline-staging.js";
-import type { StagedInlineImage } from "../../domain/validation/inline-images.js";
-import type { ValidationLimits } from "../../domain/validation/limits.js";
+import { type ImageUpload, type InlineStaging, STAGED_IMAGES, type StagedInlineImage, type StagingSession, type ValidationLimits } from "../../core/index.js";
 import { bodyTooLarge, sizeText } from "./error-replies.js";
 import { GatewayError } from "./gateway-error.js";
 

@@ -6,9 +6,7 @@ import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse 
 import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
-import { ANSWER_DELIVERY, type AnswerDelivery } from "../../core/jobs/answer-delivery.js";
-import type { ValidationLimits } from "../../domain/validation/limits.js";
+import { ANSWER_DELIVERY, CLIENT_ADDRESS, type AnswerDelivery, type ValidationLimits } from "../../core/index.js";
 import { answerFailures } from "./edge-interceptors.js";
 import { ANSWER_WATCHED, methodPolicies, type MethodPolicy } from "./method-policy.js";
 import { malformedMessage } from "./refusals.js";

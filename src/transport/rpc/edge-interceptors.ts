@@ -1,6 +1,5 @@
 import { type Interceptor } from "@connectrpc/connect";
-import type { Readiness } from "../../core/health/readiness.js";
-import { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "../../core/text/upstream-time.js";
+import { PROVIDER_METHODS, type Readiness, UPSTREAM_TIME, type UpstreamTime } from "../../core/index.js";
 import { SteppedStream } from "../../shared/stream-step.js";
 import { serverTiming } from "../server-timing.js";
 import { settleFailure, wireError } from "./call-failures.js";

@@ -1,8 +1,6 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type CallOptions, type HandlerContext } from "@connectrpc/connect";
-import { CLIENT_ADDRESS } from "../../core/auth/credential-guard.js";
-import { ANSWER_DELIVERY } from "../../core/jobs/answer-delivery.js";
-import { UPSTREAM_TIME } from "../../core/text/upstream-time.js";
+import { ANSWER_DELIVERY, CLIENT_ADDRESS, UPSTREAM_TIME } from "../../core/index.js";
 import { httpErrorOf } from "../http/connect-errors.js";
 import { credentialsOf } from "./credentials.js";
 

@@ -7,8 +7,7 @@ import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
 import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
-import type { Credential } from "../../core/auth/header-check.js";
-import type { ValidationLimits } from "../../domain/validation/limits.js";
+import type { Credential, ValidationLimits } from "../../core/index.js";
 
 /** What the edge of the core knows about one method before it reads a byte of its message. */
 export interface MethodPolicy {

@@ -1,9 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
-import type { Readiness } from "../../core/health/readiness.js";
-import { toConnectError } from "../../core/errors/rpc-errors.js";
-import { DomainError } from "../../domain/errors/domain-error.js";
+import { DomainError, type Readiness, toConnectError } from "../../core/index.js";
 
 /** What the edge of the core answers before (or instead of) reading a call's message, with the usual ErrorDetail. */
 

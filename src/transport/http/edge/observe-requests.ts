@@ -1,10 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
-import { context, ROOT_CONTEXT, trace, type Context } from "@opentelemetry/api";
+import { context, trace, type Context } from "@opentelemetry/api";
 import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import type { CounterCell, HistogramCell } from "../../../adapters/observability/metric-cells.js";
-import type { PrometheusMetrics } from "../../../adapters/observability/prometheus-metrics.js";
-import { extractTraceContext, SpanKind, startSpan } from "../../../adapters/observability/tracing.js";
+import type { CounterCell, HistogramCell, HttpMetrics, RequestTracing } from "../observability.js";
 import { serverTiming } from "../../server-timing.js";
 import { startTiming, timingOf } from "../request-timing.js";
 import { onAnswerEnd } from "./pipelining.js";
@@ -76,7 +74,7 @@ type Traced = FastifyRequest & { [SPAN_CONTEXT]?: Context };
  * a server span continuing an incoming `traceparent`, current while the
  * request's hooks and handler run (not for probes and scrapes).
  */
-export function observeRequests(app: FastifyInstance, metrics: PrometheusMetrics, tracing: boolean): void {
+export function observeRequests(app: FastifyInstance, metrics: { readonly http: HttpMetrics }, tracing: RequestTracing | undefined): void {
   // The metric cells of each method, route and status, found by one string key (the sets are bounded: route templates).
   const cellsByKey = new Map<string, RequestCells>();
   const cellsOf = (method: string, route: string, status: string): RequestCells => {
@@ -99,11 +97,7 @@ export function observeRequests(app: FastifyInstance, metrics: PrometheusMetrics
     const route = routeOf(request);
     const method = request.method;
     const span = tracing && !isQuiet(request)
-      ? startSpan(`${method} ${route}`, {
-          kind: SpanKind.SERVER,
-          parent: extractTraceContext(request.headers, ROOT_CONTEXT),
-          attributes: { "http.request.method": method, "http.route": route, "url.scheme": "http" },
-        })
+      ? tracing.startServerSpan(`${method} ${route}`, request.headers, { "http.request.method": method, "http.route": route, "url.scheme": "http" })
       : undefined;
     // Not the answer's 'close' alone: an answer queued behind another on a connection that dies never emits it.
     onAnswerEnd(reply.raw, () => {

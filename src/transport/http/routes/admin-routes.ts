@@ -5,7 +5,7 @@ import {
   PanelSessionRole, UpstreamRouteSchema, type ApiKey, type KeyLimits as KeyLimitsMessage, type PanelSession,
 } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import type { CoreClients } from "../../../runtime/core-clients.js";
+import type { CoreClients } from "../../../core/index.js";
 import { balanceJson, ledgerEntryJson, parseBody, usageJson } from "../json-mapping.js";
 import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "../schemas/money.js";
 import { statementRequest, usageRequest, type StatementQueryText, type UsageQueryText } from "./money-routes.js";

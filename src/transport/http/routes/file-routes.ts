@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { Readable } from "node:stream";
-import type { CoreClients } from "../../../runtime/core-clients.js";
+import type { CoreClients } from "../../../core/index.js";
 import { requestCall } from "../call-options.js";
 import { GatewayError } from "../gateway-error.js";
 import { PLATFORM_ERRORS } from "../schemas/common.js";

@@ -1,6 +1,6 @@
 import { Code } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { Readiness } from "../../../core/health/readiness.js";
+import type { Readiness } from "../../../core/index.js";
 import { lingerUntilDiscarded } from "../edge/body-guard.js";
 import { PLATFORM_ERROR } from "../schemas/common.js";
 import { isVendorPath, sendPlatformError, sendVendorError } from "../error-replies.js";

@@ -4,10 +4,9 @@ import {
   CreateGenerationRequestSchema, InputMode, ListModelsResponseSchema, type CreateGenerationResponse, type ListJobsRequestSchema,
 } from "../../../../gen/generation/v1/generation_service_pb.js";
 import { JobStatusSchema, type JobStatus } from "../../../../gen/generation/v1/job_pb.js";
-import { checkStatus } from "../../../domain/jobs/job-list.js";
+import { checkStatus, type CoreClients } from "../../../core/index.js";
 import { GatewayError } from "../gateway-error.js";
 import { limitOf, queryRule, timestampOf } from "../query-params.js";
-import type { CoreClients } from "../../../runtime/core-clients.js";
 import { idempotencyKeyOf, platformCall, withDelivery } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { SseAnswer } from "../sse.js";

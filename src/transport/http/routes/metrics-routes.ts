@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import type { PrometheusMetrics } from "../../../adapters/observability/prometheus-metrics.js";
+import type { MetricsExposition } from "../observability.js";
 import { PLATFORM_ERROR } from "../schemas/common.js";
 
 /**
@@ -10,7 +10,7 @@ import { PLATFORM_ERROR } from "../schemas/common.js";
  * exposes the port publicly keeps /metrics to the scraper's network at the
  * load balancer (README, Operations).
  */
-export function metricsRoutes(metrics: PrometheusMetrics) {
+export function metricsRoutes(metrics: MetricsExposition) {
   return async (app: FastifyInstance) => {
     app.get("/metrics", {
       schema: {

@@ -6,7 +6,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { SessionRole, type StartSessionResponse } from "../../../../gen/generation/v1/account_service_pb.js";
-import type { CoreClients } from "../../../runtime/core-clients.js";
+import type { CoreClients } from "../../../core/index.js";
 import { platformCall, requestCall } from "../call-options.js";
 import { hasBody, refuseBody } from "../edge/body-guard.js";
 import { cookieValue, SESSION_COOKIE } from "../../rpc/credentials.js";

@@ -5,7 +5,7 @@ import {
   CountTokensRequestSchema, GenerateContentRequestSchema, GenerateContentResponseSchema, TextModelSchema,
   type CountTokensResponse, type GenerateContentResponse, type TextModel,
 } from "../../../../gen/generation/v1/text_service_pb.js";
-import type { CoreClients } from "../../../runtime/core-clients.js";
+import type { CoreClients } from "../../../core/index.js";
 import { idempotencyKeyOf, vendorCall, withDelivery } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { SseAnswer } from "../sse.js";

@@ -1,0 +1,64 @@
+import type { IncomingHttpHeaders } from "node:http";
+import type { Span } from "@opentelemetry/api";
+
+// What the gateway reports through, as the gateway sees it: a few small interfaces, declared here so that
+// transport imports no adapter. The composition root (src/runtime) passes the adapter objects in: the
+// process's PrometheusMetrics and the OpenTelemetry request spans (adapters/observability), which satisfy
+// them structurally. Metric names, labels and span shapes stay the adapter's.
+
+/** The labels of a request's cells: its method, its route template, its status code. */
+export interface RequestLabels {
+  readonly method: string;
+  readonly route: string;
+  readonly status_code: string;
+}
+
+/** A metric family of the gateway: the cell of one label set, the same cell every time it is asked for. */
+export interface RequestFamily<Cell> {
+  cell(labels: RequestLabels): Cell;
+}
+
+/** A cell counting requests. */
+export interface CounterCell {
+  inc(): void;
+}
+
+/** A cell of a latency histogram. */
+export interface HistogramCell {
+  observe(seconds: number): void;
+}
+
+/** The http_server_* metrics every request is counted into. */
+export interface HttpMetrics {
+  /** http_server_requests_total */
+  readonly requests: RequestFamily<CounterCell>;
+  /** http_server_request_duration_seconds */
+  readonly duration: RequestFamily<HistogramCell>;
+  /** http_server_gateway_duration_seconds (by method and route: the family ignores the status code) */
+  readonly own: RequestFamily<HistogramCell>;
+  /** http_server_core_duration_seconds (by method and route) */
+  readonly core: RequestFamily<HistogramCell>;
+  /** http_server_requests_in_flight */
+  readonly inFlight: { inc(): void; dec(): void };
+}
+
+/** The process's metrics as the gateway and the metrics port use them: count requests, serve the exposition. */
+export interface GatewayMetrics {
+  readonly http: HttpMetrics;
+  /** The Prometheus text exposition of the process. */
+  exposition(): Promise<string>;
+  /** Its content type (text format 0.0.4). */
+  readonly contentType: string;
+}
+
+/** The scrape side alone (the metrics port of a process without the gateway). */
+export type MetricsExposition = Pick<GatewayMetrics, "exposition" | "contentType">;
+
+/** Spans of the gateway's requests, when tracing is on. */
+export interface RequestTracing {
+  /**
+   * Starts a server span for an incoming request (not made current: the gateway does that around its
+   * hooks), continuing the trace its headers carry (`traceparent`), or a new trace when they carry none.
+   */
+  startServerSpan(name: string, headers: IncomingHttpHeaders, attributes: Readonly<Record<string, string>>): Span;
+}
