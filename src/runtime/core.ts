@@ -20,7 +20,7 @@ import { createWebhookDispatcher, type WebhookAttemptDue } from "../core/workers
 import { createRetentionSweeper } from "../core/workers/retention.js";
 import { createAnnouncer } from "../core/jobs/announcer.js";
 import { TOPICS, type Subscription } from "../ports/event-bus.js";
-import { createInProcessTransport } from "../transport/rpc/in-process-transport.js";
+import { createInProcessClient } from "../transport/rpc/in-process-transport.js";
 import type { CoreClients } from "../core/core-clients.js";
 import { localHeaderCheck, type HeaderCheck } from "../core/auth/header-check.js";
 import { CLIENT_ADDRESS, CredentialGuard, credentialGuardInterceptor } from "../core/auth/credential-guard.js";
@@ -102,14 +102,13 @@ export function createCore(config: ServiceSettings, ports: CorePorts, publicBase
     credentialGuardInterceptor(guard, GUARDED, OPEN_METHODS),
     domainErrors,
   ];
-  const transport = createInProcessTransport([
-    [GenerationService, services.generation],
-    [TextService, services.text],
-    [AdminService, services.admin],
-    [AccountService, services.account],
-    [FileService, services.files],
-  ], interceptors);
-  const clients = coreClientsOf(transport);
+  const clients: CoreClients = {
+    generation: createInProcessClient(GenerationService, services.generation, interceptors),
+    text: createInProcessClient(TextService, services.text, interceptors),
+    admin: createInProcessClient(AdminService, services.admin, interceptors),
+    account: createInProcessClient(AccountService, services.account, interceptors),
+    files: createInProcessClient(FileService, services.files, interceptors),
+  };
   const subscriptions: Subscription[] = [];
   let worker: ReturnType<typeof createGenerationWorker> | undefined;
   let webhooks: ReturnType<typeof createWebhookDispatcher> | undefined;

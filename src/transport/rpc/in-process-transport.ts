@@ -1,106 +1,182 @@
-import { create, type DescMessage, type DescMethod, type DescMethodStreaming, type DescMethodUnary, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescMethod, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import {
-  createContextValues, createHandlerContext, type ContextValues, type HandlerContext, type Interceptor, type StreamResponse,
-  type Transport, type UnaryResponse,
+  ConnectError, createContextValues, makeAnyClient, type CallOptions, type Client, type ContextValues, type HandlerContext, type Interceptor,
+  type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse,
 } from "@connectrpc/connect";
-import { runStreamingCall, runUnaryCall } from "@connectrpc/connect/protocol";
 
-type HeaderInit = ConstructorParameters<typeof Headers>[0];
 type AnyHandler = (request: unknown, context: HandlerContext) => unknown;
+type AnyRequest = UnaryRequest | StreamRequest;
+type AnyResponse = UnaryResponse | StreamResponse;
+type Next = (request: AnyRequest) => Promise<AnyResponse>;
 
-/** A service and its implementation, as a router takes them. */
-export type Served = readonly [DescService, object];
+/** The signal of a call whose caller passed none: nothing aborts it. */
+const NEVER = new AbortController().signal;
+
+/** Why a server stream's signal aborts once the stream is over (one shared reason: no error built per call). */
+const CALL_ENDED = new ConnectError("call ended", 1);
 
 /**
- * A Connect transport to services in this process: every call runs through
- * `interceptors` (the same functions the router gives the ports' calls) and
- * reaches the implementation with a handler context, as a call over the
- * network does, but no message is serialized and no socket is involved.
+ * One call in this process: the request its interceptors see and the context
+ * its handler gets, in one object. Its signal is read from the caller's
+ * options only when something asks for it (a gateway request makes its
+ * AbortController then), a deadline makes one that aborts when it passes, and
+ * a server stream's aborts when the stream ends, as Connect's router does;
+ * response headers and trailers are made only when touched.
  */
-export function createInProcessTransport(served: readonly Served[], interceptors: readonly Interceptor[]): Transport {
-  const handlers = new Map<DescMethod, AnyHandler>();
-  for (const [service, implementation] of served) {
-    for (const method of service.methods) {
-      const handler = (implementation as Record<string, AnyHandler | undefined>)[method.localName];
-      if (handler) handlers.set(method, handler.bind(implementation));
-    }
+class InProcessCall implements HandlerContext {
+  readonly requestMethod = "POST";
+  readonly protocolName = "in-process";
+  readonly url: string;
+  readonly service: DescService;
+  readonly header: Headers;
+  readonly requestHeader: Headers;
+  readonly contextValues: ContextValues;
+  private controller: AbortController | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private deadline: number | undefined;
+  private responseHeaders: Headers | undefined;
+  private responseTrailers: Headers | undefined;
+
+  constructor(
+    readonly method: DescMethod,
+    private readonly options: CallOptions,
+    private readonly ownSignal: boolean,
+  ) {
+    this.service = method.parent;
+    this.url = `/${method.parent.typeName}/${method.name}`;
+    this.header = this.requestHeader = options.headers instanceof Headers ? options.headers : new Headers(options.headers);
+    this.contextValues = options.contextValues ?? createContextValues();
+    if (options.timeoutMs !== undefined) this.deadline = performance.now() + options.timeoutMs;
   }
-  const handlerOf = (method: DescMethod): AnyHandler => {
-    const handler = handlers.get(method);
-    if (!handler) throw new Error(`${method.parent.typeName}/${method.name} is not served in this process`);
-    return handler;
-  };
-  const contextOf = (method: DescMethod, signal: AbortSignal, header: Headers, values: ContextValues, timeoutMs: number | undefined) =>
-    createHandlerContext({
-      service: method.parent, method, protocolName: "in-process", requestMethod: "POST", url: urlOf(method),
-      requestHeader: header, requestSignal: signal, timeoutMs, contextValues: values,
-    });
-  return {
-    unary<I extends DescMessage, O extends DescMessage>(
-      method: DescMethodUnary<I, O>, signal: AbortSignal | undefined, timeoutMs: number | undefined, header: HeaderInit,
-      input: MessageInitShape<I>, contextValues?: ContextValues,
-    ): Promise<UnaryResponse<I, O>> {
-      const handler = handlerOf(method);
-      return runUnaryCall<I, O>({
-        interceptors: [...interceptors], signal, timeoutMs,
-        req: {
-          stream: false, service: method.parent, method, requestMethod: "POST", url: urlOf(method),
-          header: new Headers(header), contextValues: contextValues ?? createContextValues(), message: input,
-        },
-        next: async (request) => {
-          const context = contextOf(method, request.signal, request.header, request.contextValues, timeoutMs);
-          try {
-            const output = await handler(request.message, context);
-            return {
-              stream: false, service: method.parent, method, header: context.responseHeader, trailer: context.responseTrailer,
-              message: create(method.output, output as MessageInitShape<O>),
-            };
-          } finally {
-            context.abort();
-          }
-        },
-      });
-    },
-    stream<I extends DescMessage, O extends DescMessage>(
-      method: DescMethodStreaming<I, O>, signal: AbortSignal | undefined, timeoutMs: number | undefined, header: HeaderInit,
-      input: AsyncIterable<MessageInitShape<I>>, contextValues?: ContextValues,
-    ): Promise<StreamResponse<I, O>> {
-      const handler = handlerOf(method);
-      if (method.methodKind !== "server_streaming") throw new Error(`${method.name}: only unary and server-streaming methods are served in-process`);
-      return runStreamingCall<I, O>({
-        interceptors: [...interceptors], signal, timeoutMs,
-        req: {
-          stream: true, service: method.parent, method, requestMethod: "POST", url: urlOf(method),
-          header: new Headers(header), contextValues: contextValues ?? createContextValues(), message: input,
-        },
-        next: async (request) => {
-          const context = contextOf(method, request.signal, request.header, request.contextValues, timeoutMs);
-          const message = await single(request.message);
-          return {
-            stream: true, service: method.parent, method, header: context.responseHeader, trailer: context.responseTrailer,
-            message: outputs(method.output, handler(message, context) as AsyncIterable<MessageInitShape<O>>, context),
-          };
-        },
-      });
-    },
-  };
+
+  get values(): ContextValues {
+    return this.contextValues;
+  }
+
+  get signal(): AbortSignal {
+    if (this.deadline === undefined && !this.ownSignal) return this.options.signal ?? NEVER;
+    if (!this.controller) {
+      const controller = (this.controller = new AbortController());
+      const caller = this.options.signal;
+      if (caller?.aborted) controller.abort(caller.reason);
+      else caller?.addEventListener("abort", () => controller.abort(caller.reason), { once: true });
+      if (this.deadline !== undefined) {
+        const left = this.deadline - performance.now();
+        const expire = () => controller.abort(new ConnectError("the operation timed out", 4));
+        if (left <= 0) expire();
+        else this.timer = setTimeout(expire, left);
+      }
+    }
+    return this.controller.signal;
+  }
+
+  timeoutMs = (): number | undefined => (this.deadline === undefined ? undefined : this.deadline - performance.now());
+
+  get responseHeader(): Headers {
+    return (this.responseHeaders ??= new Headers());
+  }
+
+  get responseTrailer(): Headers {
+    return (this.responseTrailers ??= new Headers());
+  }
+
+  /** The call is over: a signal it made aborts (what the handler started with it stops), its timer goes. */
+  end(): void {
+    clearTimeout(this.timer);
+    this.controller?.abort(CALL_ENDED);
+  }
 }
 
-const urlOf = (method: DescMethod) => `/${method.parent.typeName}/${method.name}`;
+/** The unary request of `call` with its message (getters: the signal stays unread until asked for). */
+function unaryRequest(call: InProcessCall, message: unknown): UnaryRequest {
+  return {
+    stream: false, method: call.method, service: call.service, requestMethod: call.requestMethod, url: call.url,
+    get signal() { return call.signal; }, header: call.header, contextValues: call.contextValues, message,
+  } as UnaryRequest;
+}
 
-/** A server-streaming call's one request message. */
-async function single<T>(messages: AsyncIterable<T>): Promise<T> {
+async function* one<T>(message: T): AsyncGenerator<T> {
+  yield message;
+}
+
+/** The handler's outputs as messages; the call ends once the stream is over. */
+async function* outputs(schema: DescMessage, produced: AsyncIterable<unknown>, call: InProcessCall): AsyncGenerator<unknown> {
+  try {
+    for await (const output of produced) yield create(schema, output as MessageInitShape<DescMessage>);
+  } finally {
+    call.end();
+  }
+}
+
+/** The first (only) request message of a server-streaming call. */
+async function single(messages: AsyncIterable<unknown>): Promise<unknown> {
   for await (const message of messages) return message;
   throw new Error("a server-streaming call needs its request message");
 }
 
-/** The handler's outputs as messages; its context is aborted once the stream is over, as Connect's router does. */
-async function* outputs<O extends DescMessage>(
-  schema: O, produced: AsyncIterable<MessageInitShape<O>>, context: ReturnType<typeof createHandlerContext>,
-): AsyncGenerator<ReturnType<typeof create<O>>> {
-  try {
-    for await (const output of produced) yield create(schema, output);
-  } finally {
-    context.abort();
-  }
+/**
+ * A client of `service` whose calls reach `implementation` in this process
+ * through `interceptors` (outermost first), the same functions Connect's
+ * router runs for a port's calls: same types, errors and context as over the
+ * network, but no message serialized and nothing made per call that no one
+ * asks for. Unary and server-streaming methods.
+ */
+export function createInProcessClient<S extends DescService>(service: S, implementation: object, interceptors: readonly Interceptor[]): Client<S> {
+  const handlers = implementation as Record<string, AnyHandler | undefined>;
+  const chain = (invoke: Next): Next => interceptors.reduceRight<Next>((next, interceptor) => interceptor(next as never) as Next, invoke);
+  return makeAnyClient(service, (method) => {
+    const handler = handlers[method.localName]?.bind(implementation);
+    if (!handler) return null;
+    if (method.methodKind === "unary") {
+      const run = chain(async (request) => {
+        const context = callOf(request);
+        try {
+          const output = await handler(request.message, context);
+          return {
+            stream: false, service, method, header: context.responseHeader, trailer: context.responseTrailer,
+            message: create(method.output, output as MessageInitShape<DescMessage>),
+          } as UnaryResponse;
+        } finally {
+          context.end();
+        }
+      });
+      return async (input: unknown, options: CallOptions = {}) => {
+        const call = new InProcessCall(method, options, false);
+        const request = Object.assign(unaryRequest(call, create(method.input, input as MessageInitShape<DescMessage>)), { call });
+        return (await run(request)).message;
+      };
+    }
+    if (method.methodKind === "server_streaming") {
+      const run = chain(async (request) => {
+        const context = callOf(request);
+        const message = await single(request.message as AsyncIterable<unknown>);
+        return {
+          stream: true, service, method, header: context.responseHeader, trailer: context.responseTrailer,
+          message: outputs(method.output, handler(message, context) as AsyncIterable<unknown>, context),
+        } as StreamResponse;
+      });
+      return (input: unknown, options: CallOptions = {}) => {
+        const call = new InProcessCall(method, options, true);
+        const request = Object.assign({
+          stream: true, method, service, requestMethod: call.requestMethod, url: call.url,
+          get signal() { return call.signal; }, header: call.header, contextValues: call.contextValues,
+          message: one(create(method.input, input as MessageInitShape<DescMessage>)),
+        } as StreamRequest, { call });
+        return streamOf(run(request));
+      };
+    }
+    return null;
+  }) as Client<S>;
+}
+
+/** The call a request belongs to (an interceptor may pass on a copy: the call travels with it). */
+function callOf(request: AnyRequest): InProcessCall {
+  const call = (request as unknown as { call?: InProcessCall }).call;
+  if (!call) throw new Error("an in-process call lost its context: an interceptor replaced the request without spreading it");
+  return call;
+}
+
+/** A server stream's messages, from the response its interceptors resolve to. */
+async function* streamOf(response: Promise<AnyResponse>): AsyncGenerator<unknown> {
+  yield* (await response).message as AsyncIterable<unknown>;
 }
