@@ -35,3 +35,4 @@ export { checkMetadata, checkMetadataShape, type MetadataLimits } from "../domai
 export type { StagedInlineImage } from "../domain/validation/inline-images.js";
 export { checkLimit, checkStatus } from "../domain/jobs/job-list.js";
 export { checkGrouping } from "../domain/ledger/usage.js";
+export { createHealthService } from "./health/health-service.js";

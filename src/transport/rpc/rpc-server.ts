@@ -13,7 +13,7 @@ import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { DEFAULT_EDGE_LIMITS, type EdgeLimits } from "../../config/config.js";
-import { type AnswerDelivery, type CoreClients, DEFAULT_LIMITS, type HeaderCheck, type Readiness, type ValidationLimits } from "../../core/index.js";
+import { type AnswerDelivery, type CoreClients, createHealthService, DEFAULT_LIMITS, type HeaderCheck, type Readiness, type ValidationLimits } from "../../core/index.js";
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
 import { clientOfCall } from "../client-address.js";
 import { serverTiming } from "../server-timing.js";
@@ -21,7 +21,7 @@ import { guardedListener, type DebugLog } from "./connection-guard.js";
 import { connectRoutes, unknownRpcAnswer, type ConnectWire } from "./connect-routes.js";
 import { readinessGate, serverTimingOnAnswers } from "./edge-interceptors.js";
 import { forwarding } from "./forwarding.js";
-import { createHealthService } from "./health-service.js";
+
 import { createReflectionServices } from "./reflection-service.js";
 
 /** The edge settings of the core port; `listenRpc` without them uses the configuration's defaults. */

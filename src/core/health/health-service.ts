@@ -6,7 +6,7 @@ import {
   HealthCheckResponseSchema,
   type HealthCheckResponse,
 } from "../../../gen/grpc/health/v1/health_pb.js";
-import type { Readiness } from "../../core/index.js";
+import type { Readiness } from "./readiness.js";
 
 /** The health service's own name: always SERVING while the port answers. */
 export const HEALTH_SERVICE_NAME = Health.typeName;
