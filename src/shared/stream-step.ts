@@ -129,3 +129,14 @@ export function timedWaits<T>(stream: AsyncIterable<T>, waited: (ms: number) => 
     pulled: () => waited(performance.now() - since),
   });
 }
+
+/**
+ * A stream response (an interceptor's) whose messages pass through `step`
+ * unchanged unless `step.map` says otherwise: the one way an interceptor
+ * watches a server stream's messages, end and failure.
+ */
+export function passThrough<R extends { readonly message: AsyncIterable<unknown> }>(
+  response: R, step: Omit<StreamStep<unknown, unknown>, "open" | "map"> & Partial<Pick<StreamStep<unknown, unknown>, "map">>,
+): R {
+  return { ...response, message: new SteppedStream<unknown, unknown>({ open: () => response.message, map: (message) => message, ...step }) };
+}

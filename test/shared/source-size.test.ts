@@ -26,7 +26,6 @@ const LONG_FUNCTIONS_BEING_SPLIT: readonly string[] = [
   "src/core/services/account-service.ts:createAccountService",
   "src/core/services/admin-service.ts:createAdminService",
   "src/core/services/generation-service.ts:createGenerationService",
-  "src/core/services/text-service.ts:createTextService",
   "src/runtime/start-service.ts:launchService",
   "src/transport/http/routes/admin-routes.ts:adminRoutes",
   "src/transport/http/routes/admin-routes.ts:adminRoutes/<anonymous>",

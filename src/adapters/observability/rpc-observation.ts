@@ -1,6 +1,6 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { SteppedStream } from "../../shared/stream-step.js";
+import { passThrough } from "../../shared/stream-step.js";
 import type { CounterCell, GaugeCell, HistogramCell } from "./metric-cells.js";
 import type { PrometheusMetrics } from "./prometheus-metrics.js";
 import { extractTraceContext, failSpan, inSpan, SpanKind, startSpan } from "./tracing.js";
@@ -80,22 +80,18 @@ export function rpcObservation(metrics: PrometheusMetrics["rpc"], tracing: boole
     // A text stream's first message carries its first token.
     const firstEvent = request.service.name === "TextService" ? "first_token" : "first_message";
     let first = true;
-    return {
-      ...response,
-      message: new SteppedStream<unknown, unknown>({
-        open: () => response.message,
-        map: (message) => {
-          if (first) span?.addEvent(firstEvent);
-          first = false;
-          return message;
-        },
-        ended: (outcome, error) => {
-          if (outcome === "done") span?.addEvent("end");
-          if (outcome === "failed" && span) failSpan(span, error);
-          cells.finish(started, outcome === "failed" ? error : undefined);
-          span?.end();
-        },
-      }) as typeof response.message,
-    };
+    return passThrough(response, {
+      map: (message) => {
+        if (first) span?.addEvent(firstEvent);
+        first = false;
+        return message;
+      },
+      ended: (outcome, error) => {
+        if (outcome === "done") span?.addEvent("end");
+        if (outcome === "failed" && span) failSpan(span, error);
+        cells.finish(started, outcome === "failed" ? error : undefined);
+        span?.end();
+      },
+    });
   };
 }

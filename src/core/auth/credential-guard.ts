@@ -4,7 +4,7 @@ import { FailedCredentials, type FailureBudget } from "../../domain/accounts/fai
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { DomainError } from "../../domain/errors/domain-error.js";
 import type { Clock } from "../../ports/clock.js";
-import { SteppedStream } from "../../shared/stream-step.js";
+import { passThrough } from "../../shared/stream-step.js";
 import { toConnectError } from "../errors/rpc-errors.js";
 
 /**
@@ -98,15 +98,10 @@ export function credentialGuardInterceptor(guard: CredentialGuard, guarded: Read
       throw error;
     }
     if (!response.stream) return response;
-    return {
-      ...response,
-      message: new SteppedStream<unknown, unknown>({
-        open: () => response.message,
-        map: (message) => message,
-        ended: (outcome, error) => {
-          if (outcome === "failed") guard.noteFailure(client, request.header, error);
-        },
-      }) as typeof response.message,
-    };
+    return passThrough(response, {
+      ended: (outcome, error) => {
+        if (outcome === "failed") guard.noteFailure(client, request.header, error);
+      },
+    });
   };
 }

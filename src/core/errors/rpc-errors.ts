@@ -1,5 +1,5 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { SteppedStream } from "../../shared/stream-step.js";
+import { passThrough } from "../../shared/stream-step.js";
 import { create } from "@bufbuild/protobuf";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { DomainError, type ErrorCategory } from "../../domain/errors/domain-error.js";
@@ -72,12 +72,7 @@ export const domainErrors: Interceptor = (next) => async (request) => {
     throw toRpcError(error);
   }
   if (!response.stream) return response;
-  return {
-    ...response,
-    message: new SteppedStream<unknown, unknown>({
-      open: () => response.message,
-      map: (message) => message,
-      failure: toRpcError,
-    }) as typeof response.message,
-  };
+  return passThrough(response, {
+    failure: toRpcError,
+  });
 };

@@ -50,57 +50,55 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
   }
 
   return {
-    startSession: (_request, context) =>
-      rpc(async () => {
-        const headers = context.requestHeader;
-        const now = deps.clock.now();
-        const expiresAt = new Date(now.getTime() + SESSION_LIFETIME_MS);
-        // A session presented here (without needing its CSRF token) is answered as it is: the panel reads its CSRF token so.
-        const current = await presentedSession(headers, deps, { csrf: false });
-        if (current) {
-          if (current.role === "owner") await ownerOfSession(current, deps.apiKeys);
-          return sessionAnswer(current, headers.get(SESSION_HEADER)!);
-        }
-        const adminToken = deps.settingsOf.adminToken;
-        const operator = presentsAdminToken(headers, adminToken);
-        const owner = operator ? undefined : await ownerOfToken(headers, deps.apiKeys);
-        const session: PresentedSession = {
-          id: randomBytes(12).toString("base64url"),
-          role: owner ? "owner" : "operator",
-          accountId: owner?.accountId ?? "",
-          credentialId: owner?.credentialId ?? "",
-          expiresAt,
-        };
-        // The record is the session: what sign-out, the operator and a revoked owner token end.
-        await deps.panelSessions.create({
-          sessionId: session.id,
-          role: session.role,
-          accountId: session.accountId,
-          credentialId: session.credentialId,
-          credentialFingerprint: credentialFingerprint(secret, operator ? adminToken : presentedKey(headers)!),
-          createdAt: now,
-          expiresAt,
-        });
-        await deps.durability.flush();
-        return sessionAnswer(session, issueSession(secret, session, session.id));
-      }),
+    startSession: async (_request, context) => {
+      const headers = context.requestHeader;
+      const now = deps.clock.now();
+      const expiresAt = new Date(now.getTime() + SESSION_LIFETIME_MS);
+      // A session presented here (without needing its CSRF token) is answered as it is: the panel reads its CSRF token so.
+      const current = await presentedSession(headers, deps, { csrf: false });
+      if (current) {
+        if (current.role === "owner") await ownerOfSession(current, deps.apiKeys);
+        return sessionAnswer(current, headers.get(SESSION_HEADER)!);
+      }
+      const adminToken = deps.settingsOf.adminToken;
+      const operator = presentsAdminToken(headers, adminToken);
+      const owner = operator ? undefined : await ownerOfToken(headers, deps.apiKeys);
+      const session: PresentedSession = {
+        id: randomBytes(12).toString("base64url"),
+        role: owner ? "owner" : "operator",
+        accountId: owner?.accountId ?? "",
+        credentialId: owner?.credentialId ?? "",
+        expiresAt,
+      };
+      // The record is the session: what sign-out, the operator and a revoked owner token end.
+      await deps.panelSessions.create({
+        sessionId: session.id,
+        role: session.role,
+        accountId: session.accountId,
+        credentialId: session.credentialId,
+        credentialFingerprint: credentialFingerprint(secret, operator ? adminToken : presentedKey(headers)!),
+        createdAt: now,
+        expiresAt,
+      });
+      await deps.durability.flush();
+      return sessionAnswer(session, issueSession(secret, session, session.id));
+    },
 
-    endSession: (_request, context) =>
-      rpc(async () => {
-        const token = context.requestHeader.get(SESSION_HEADER);
-        if (token === null) throw new DomainError("unauthenticated", "missing_credential", "EndSession needs the session in x-panel-session");
-        // Signed by us is enough: ending a session needs no CSRF token and harms only its holder; an expired one has nothing left to end.
-        let session: PresentedSession;
-        try {
-          session = readSession(secret, token, deps.clock.now());
-        } catch (error) {
-          if (error instanceof DomainError && error.reason === "session_expired") return {};
-          throw error;
-        }
-        await deps.panelSessions.revoke(session.id, deps.clock.now());
-        await deps.durability.flush();
-        return {};
-      }),
+    endSession: async (_request, context) => {
+      const token = context.requestHeader.get(SESSION_HEADER);
+      if (token === null) throw new DomainError("unauthenticated", "missing_credential", "EndSession needs the session in x-panel-session");
+      // Signed by us is enough: ending a session needs no CSRF token and harms only its holder; an expired one has nothing left to end.
+      let session: PresentedSession;
+      try {
+        session = readSession(secret, token, deps.clock.now());
+      } catch (error) {
+        if (error instanceof DomainError && error.reason === "session_expired") return {};
+        throw error;
+      }
+      await deps.panelSessions.revoke(session.id, deps.clock.now());
+      await deps.durability.flush();
+      return {};
+    },
 
     getAccount: (_request, context) =>
       owner(context.requestHeader, async ({ accountId }) => {

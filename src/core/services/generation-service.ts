@@ -16,7 +16,7 @@ import { checkVideoInteractionSize, validateVideoInteraction } from "../../domai
 import type { ValidationLimits } from "../../domain/validation/limits.js";
 import { authenticate, requireGrant, type Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { rpc, toRpcError } from "../errors/rpc-errors.js";
+import { toRpcError } from "../errors/rpc-errors.js";
 import { cancelOwnJob, cancelUnanswered } from "../jobs/cancel-job.js";
 import { waitForEnd, watchJob } from "../jobs/watch-job.js";
 import { checkWaitSeconds, seenUpTo } from "../../domain/jobs/job-events.js";
@@ -158,78 +158,74 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
   }
 
   return {
-    createGeneration: (request, context) =>
-      rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps);
-        const input: GenerationRequestInput = {
+    createGeneration: async (request, context) => {
+      const caller = await authenticate(context.requestHeader, deps);
+      const input: GenerationRequestInput = {
+        model: request.model,
+        prompt: request.prompt,
+        aspectRatio: request.aspectRatio,
+        resolution: request.resolution,
+        inputImagesUrls: request.inputImagesUrls,
+        inputImagesBase64: request.inputImagesBase64,
+        stagedImages: context.values.get(STAGED_IMAGES),
+        callbackUrl: request.callbackUrl,
+        metadata: request.metadata,
+        timeout: request.timeout,
+        durationSeconds: request.durationSeconds,
+        inputMode: INPUT_MODES[request.inputMode],
+      };
+      // Prompt and metadata sizes first and cheaply: before the request is fingerprinted or read any further.
+      checkGenerationSize(input, settings.limits);
+      const waitSeconds = checkWaitSeconds(request.waitSeconds);
+      // How long to wait is not part of what is asked: a retry may wait differently.
+      const { idempotencyKey, waitSeconds: _wait, ...rest } = request;
+      // Images by digest: the same request fingerprints alike whether its images arrived staged or inline.
+      const imageDigests = [...(input.stagedImages ?? []).map((image) => image.digest), ...request.inputImagesBase64.map(inlineImageDigest)];
+      const fingerprinted = { ...rest, inputImagesBase64: imageDigests };
+      const outcome = await create(caller, "generations", fingerprinted, idempotencyKey, request.model, (limits) =>
+        validateGenerationRequest(input, limits),
+      );
+      const handled = cancelIfUnanswered(context, idempotencyKey, outcome);
+      try {
+        return await accepted(caller, outcome, waitSeconds, context.signal);
+      } finally {
+        handled();
+      }
+    },
+
+    createVideoInteraction: async (request, context) => {
+      const caller = await authenticate(context.requestHeader, deps);
+      checkVideoInteractionSize(request, settings.limits);
+      const { idempotencyKey, ...fingerprinted } = request;
+      const outcome = await create(caller, "interactions", fingerprinted, idempotencyKey, request.model, (limits) =>
+        validateVideoInteraction({
           model: request.model,
-          prompt: request.prompt,
-          aspectRatio: request.aspectRatio,
-          resolution: request.resolution,
-          inputImagesUrls: request.inputImagesUrls,
-          inputImagesBase64: request.inputImagesBase64,
-          stagedImages: context.values.get(STAGED_IMAGES),
-          callbackUrl: request.callbackUrl,
-          metadata: request.metadata,
-          timeout: request.timeout,
-          durationSeconds: request.durationSeconds,
-          inputMode: INPUT_MODES[request.inputMode],
-        };
-        // Prompt and metadata sizes first and cheaply: before the request is fingerprinted or read any further.
-        checkGenerationSize(input, settings.limits);
-        const waitSeconds = checkWaitSeconds(request.waitSeconds);
-        // How long to wait is not part of what is asked: a retry may wait differently.
-        const { idempotencyKey, waitSeconds: _wait, ...rest } = request;
-        // Images by digest: the same request fingerprints alike whether its images arrived staged or inline.
-        const imageDigests = [...(input.stagedImages ?? []).map((image) => image.digest), ...request.inputImagesBase64.map(inlineImageDigest)];
-        const fingerprinted = { ...rest, inputImagesBase64: imageDigests };
-        const outcome = await create(caller, "generations", fingerprinted, idempotencyKey, request.model, (limits) =>
-          validateGenerationRequest(input, limits),
-        );
-        const handled = cancelIfUnanswered(context, idempotencyKey, outcome);
-        try {
-          return await accepted(caller, outcome, waitSeconds, context.signal);
-        } finally {
-          handled();
-        }
-      }),
+          instances: request.instances,
+          parameters: { durationSeconds: request.parameters?.durationSeconds },
+        }, limits),
+      );
+      const handled = cancelIfUnanswered(context, idempotencyKey, outcome);
+      try {
+        return await accepted(caller, outcome, undefined, context.signal);
+      } finally {
+        handled();
+      }
+    },
 
-    createVideoInteraction: (request, context) =>
-      rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps);
-        checkVideoInteractionSize(request, settings.limits);
-        const { idempotencyKey, ...fingerprinted } = request;
-        const outcome = await create(caller, "interactions", fingerprinted, idempotencyKey, request.model, (limits) =>
-          validateVideoInteraction({
-            model: request.model,
-            instances: request.instances,
-            parameters: { durationSeconds: request.parameters?.durationSeconds },
-          }, limits),
-        );
-        const handled = cancelIfUnanswered(context, idempotencyKey, outcome);
-        try {
-          return await accepted(caller, outcome, undefined, context.signal);
-        } finally {
-          handled();
-        }
-      }),
+    getJob: async (request, context) => {
+      const caller = await authenticate(context.requestHeader, deps);
+      const job = await ownJob(caller, request.jobId);
+      return { job: jobView(job, settings, deps.clock.now()) };
+    },
 
-    getJob: (request, context) =>
-      rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps);
-        const job = await ownJob(caller, request.jobId);
-        return { job: jobView(job, settings, deps.clock.now()) };
-      }),
-
-    cancelJob: (request, context) =>
-      rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps);
-        const job = await ownJob(caller, request.jobId);
-        const canceled = await cancelOwnJob(deps, job.id, { workerGraceMs: settings.cancelGraceMs }, context.signal);
-        // A 200 says canceled and released: on disk before it is sent.
-        await deps.durability.flush();
-        return { job: jobView(canceled, settings, deps.clock.now()) };
-      }),
+    cancelJob: async (request, context) => {
+      const caller = await authenticate(context.requestHeader, deps);
+      const job = await ownJob(caller, request.jobId);
+      const canceled = await cancelOwnJob(deps, job.id, { workerGraceMs: settings.cancelGraceMs }, context.signal);
+      // A 200 says canceled and released: on disk before it is sent.
+      await deps.durability.flush();
+      return { job: jobView(canceled, settings, deps.clock.now()) };
+    },
 
     async *watchJob(request, context) {
       let caller: Caller;
@@ -250,65 +246,60 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
       }
     },
 
-    listJobs: (request, context) =>
-      rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps);
-        // Every rule (bounds, filters, the token's integrity) is the domain's; the store only reads.
-        const query = parseJobListQuery(settings.urlSigningSecret, caller.accountId, {
-          status: statusFilter(request.status),
-          model: request.model === "" ? undefined : request.model,
-          createdAfter: request.createdAfter && timestampDate(request.createdAfter),
-          createdBefore: request.createdBefore && timestampDate(request.createdBefore),
-          limit: request.limit,
-          pageToken: request.pageToken === "" ? undefined : request.pageToken,
-        });
-        const page = await deps.jobs.listByAccount(query);
-        const now = deps.clock.now();
-        return {
-          jobs: page.jobs.map((job) => jobView(job, settings, now)),
-          nextPageToken: page.next ? encodePageToken(settings.urlSigningSecret, caller.accountId, query, page.next) : "",
-        };
-      }),
+    listJobs: async (request, context) => {
+      const caller = await authenticate(context.requestHeader, deps);
+      // Every rule (bounds, filters, the token's integrity) is the domain's; the store only reads.
+      const query = parseJobListQuery(settings.urlSigningSecret, caller.accountId, {
+        status: statusFilter(request.status),
+        model: request.model === "" ? undefined : request.model,
+        createdAfter: request.createdAfter && timestampDate(request.createdAfter),
+        createdBefore: request.createdBefore && timestampDate(request.createdBefore),
+        limit: request.limit,
+        pageToken: request.pageToken === "" ? undefined : request.pageToken,
+      });
+      const page = await deps.jobs.listByAccount(query);
+      const now = deps.clock.now();
+      return {
+        jobs: page.jobs.map((job) => jobView(job, settings, now)),
+        nextPageToken: page.next ? encodePageToken(settings.urlSigningSecret, caller.accountId, query, page.next) : "",
+      };
+    },
 
-    listLedgerEntries: (request, context) =>
-      rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps);
-        return statementPage(deps.ledger, settings.urlSigningSecret, caller.accountId, request);
-      }),
+    listLedgerEntries: async (request, context) => {
+      const caller = await authenticate(context.requestHeader, deps);
+      return statementPage(deps.ledger, settings.urlSigningSecret, caller.accountId, request);
+    },
 
-    getUsage: (request, context) =>
-      rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps);
-        return usageReport(deps.ledger, caller.accountId, request, deps.clock.now());
-      }),
+    getUsage: async (request, context) => {
+      const caller = await authenticate(context.requestHeader, deps);
+      return usageReport(deps.ledger, caller.accountId, request, deps.clock.now());
+    },
 
-    getBalance: (_request, context) =>
-      rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps);
-        const snapshot = await deps.ledger.balance(caller.accountId);
-        if (!snapshot) throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
-        return { balance: balanceView(snapshot) };
-      }),
+    getBalance: async (_request, context) => {
+      const caller = await authenticate(context.requestHeader, deps);
+      const snapshot = await deps.ledger.balance(caller.accountId);
+      if (!snapshot) throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
+      return { balance: balanceView(snapshot) };
+    },
 
-    listModels: () =>
-      rpc(async () => {
-        const [prices, paused] = await Promise.all([deps.settings.prices(), deps.settings.pausedModels()]);
-        return {
-          aspectRatios: [...FULL_ASPECT_RATIOS],
-          models: MODELS.map((model) => ({
-            id: model.id,
-            kind: KIND_TO_PROTO[model.kind],
-            resolutions: [...model.resolutions],
-            aspectRatios: [...model.aspectRatios],
-            aliases: previewAliases(model),
-            price: { model: model.id, ...priceMessage(formatModelPrices(prices.get(model.id))) },
-            paused: paused.has(model.id),
-            maxOutputTokens: model.maxOutputTokens ?? 0,
-            durationsSeconds: [...(model.jobDurations ?? [])],
-            explicitGrantRequired: model.needsExplicitGrant === true,
-          })),
-        };
-      }),
+    listModels: async () => {
+      const [prices, paused] = await Promise.all([deps.settings.prices(), deps.settings.pausedModels()]);
+      return {
+        aspectRatios: [...FULL_ASPECT_RATIOS],
+        models: MODELS.map((model) => ({
+          id: model.id,
+          kind: KIND_TO_PROTO[model.kind],
+          resolutions: [...model.resolutions],
+          aspectRatios: [...model.aspectRatios],
+          aliases: previewAliases(model),
+          price: { model: model.id, ...priceMessage(formatModelPrices(prices.get(model.id))) },
+          paused: paused.has(model.id),
+          maxOutputTokens: model.maxOutputTokens ?? 0,
+          durationsSeconds: [...(model.jobDurations ?? [])],
+          explicitGrantRequired: model.needsExplicitGrant === true,
+        })),
+      };
+    },
   };
 }
 

@@ -14,7 +14,7 @@ import { DomainError, invalid } from "../../domain/errors/domain-error.js";
 import { ProviderError, type TextChunk } from "../../ports/provider.js";
 import { authenticate, requireGrant } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { rpc, toConnectError, toRpcError } from "../errors/rpc-errors.js";
+import { toConnectError, toRpcError } from "../errors/rpc-errors.js";
 import { requireAvailable } from "../jobs/availability.js";
 import { TextCall } from "../text/text-call.js";
 import { UPSTREAM_TIME, type UpstreamTime } from "../text/upstream-time.js";
@@ -133,64 +133,60 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
   }
 
   return {
-    countTokens: (request, context) =>
-      rpc(async () => {
-        const caller = await authenticate(context.requestHeader, deps);
-        const whole = request.generateContentRequest;
-        const named = whole?.model.startsWith(MODEL_NAME_PREFIX) ? whole.model.slice(MODEL_NAME_PREFIX.length) : whole?.model;
-        if (named && named !== request.model) {
-          throw invalid("model_mismatch", `generateContentRequest.model names ${named}, the path ${request.model}`, {
-            field: "generateContentRequest.model",
-          });
+    countTokens: async (request, context) => {
+      const caller = await authenticate(context.requestHeader, deps);
+      const whole = request.generateContentRequest;
+      const named = whole?.model.startsWith(MODEL_NAME_PREFIX) ? whole.model.slice(MODEL_NAME_PREFIX.length) : whole?.model;
+      if (named && named !== request.model) {
+        throw invalid("model_mismatch", `generateContentRequest.model names ${named}, the path ${request.model}`, {
+          field: "generateContentRequest.model",
+        });
+      }
+      // Refused as GenerateContent would refuse it (unknown model, empty contents, unsupported media, …): nothing is held.
+      const spec = validateTextRequest(
+        whole
+          ? textRequestInput(request.model, whole.contents, whole.systemInstruction, whole.generationConfig)
+          : textRequestInput(request.model, request.contents, undefined),
+        deps.settingsOf.limits,
+      );
+      requireGrant(caller, spec.model);
+      const count = promptCount(spec);
+      return { totalTokens: count.totalTokens, promptTokensDetails: count.details.map((d) => ({ ...d })) };
+    },
+
+    listTextModels: async (request, context) => {
+      await authenticate(context.requestHeader, deps);
+      const page = textModelPage(request.pageSize, request.pageToken);
+      return {
+        models: page.models.map((model) => textModelMessage(model, deps)),
+        nextPageToken: page.nextPageToken,
+      };
+    },
+
+    getTextModel: async (request, context) => {
+      await authenticate(context.requestHeader, deps);
+      return { model: textModelMessage(findTextModel(request.name), deps) };
+    },
+
+    generateContent: async (request, context) => {
+      const { spec, call, chunks } = await open(request, context);
+      const responseId = randomUUID();
+      let text = "";
+      let last: TextChunk | undefined;
+      try {
+        for await (const chunk of chunks) {
+          text += chunk.text;
+          last = chunk;
         }
-        // Refused as GenerateContent would refuse it (unknown model, empty contents, unsupported media, …): nothing is held.
-        const spec = validateTextRequest(
-          whole
-            ? textRequestInput(request.model, whole.contents, whole.systemInstruction, whole.generationConfig)
-            : textRequestInput(request.model, request.contents, undefined),
-          deps.settingsOf.limits,
-        );
-        requireGrant(caller, spec.model);
-        const count = promptCount(spec);
-        return { totalTokens: count.totalTokens, promptTokensDetails: count.details.map((d) => ({ ...d })) };
-      }),
-
-    listTextModels: (request, context) =>
-      rpc(async () => {
-        await authenticate(context.requestHeader, deps);
-        const page = textModelPage(request.pageSize, request.pageToken);
-        return {
-          models: page.models.map((model) => textModelMessage(model, deps)),
-          nextPageToken: page.nextPageToken,
-        };
-      }),
-
-    getTextModel: (request, context) =>
-      rpc(async () => {
-        await authenticate(context.requestHeader, deps);
-        return { model: textModelMessage(findTextModel(request.name), deps) };
-      }),
-
-    generateContent: (request, context) =>
-      rpc(async () => {
-        const { spec, call, chunks } = await open(request, context);
-        const responseId = randomUUID();
-        let text = "";
-        let last: TextChunk | undefined;
-        try {
-          for await (const chunk of chunks) {
-            text += chunk.text;
-            last = chunk;
-          }
-        } catch (error) {
-          await call.end();
-          if (error instanceof ProviderError && REFUSALS.has(error.code)) return refusalResponse(spec, responseId, error);
-          upstreamFailure(error);
-        }
-        if (last) call.markDelivered(last);
+      } catch (error) {
         await call.end();
-        return chunkResponse(spec, responseId, { ...(last ?? { usage: { promptTokens: spec.promptTokens, textOutputTokens: 0, videoOutputTokens: 0 } }), text });
-      }),
+        if (error instanceof ProviderError && REFUSALS.has(error.code)) return refusalResponse(spec, responseId, error);
+        upstreamFailure(error);
+      }
+      if (last) call.markDelivered(last);
+      await call.end();
+      return chunkResponse(spec, responseId, { ...(last ?? { usage: { promptTokens: spec.promptTokens, textOutputTokens: 0, videoOutputTokens: 0 } }), text });
+    },
 
     async *streamGenerateContent(request, context) {
       // Errors before the first chunk travel as RPC errors (HTTP errors on REST).

@@ -9,7 +9,7 @@ import type { CoreClients, HeaderCheck, InlineStaging, Readiness, ValidationLimi
 import { BodyBudget, type UploadSlots } from "../upload-slots.js";
 import { bodyGuard, hasBody, lingerUntilDiscarded, refuseBody } from "./edge/body-guard.js";
 import { clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from "./edge/client-errors.js";
-import { limitConnections } from "./edge/connection-limits.js";
+import { limitConnections } from "../connection-limits.js";
 import { limitPipelining } from "./edge/pipelining.js";
 import { corsRoutes } from "./edge/cors.js";
 import { gatewayRpcRoutes } from "./gateway-rpc.js";

@@ -1,7 +1,7 @@
 import { createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import type { UpstreamTime } from "../../core/index.js";
-import { SteppedStream } from "../../shared/stream-step.js";
+import { passThrough } from "../../shared/stream-step.js";
 
 /**
  * Where a request's time went: since its arrival, waiting for the core, and
@@ -62,16 +62,11 @@ export const coreTime: Interceptor = (next) => async (request) => {
   }
   addUpstreamTime(timing, response.header);
   if (!response.stream) return response;
-  return {
-    ...response,
-    message: new SteppedStream<unknown, unknown>({
-      open: () => response.message,
-      map: (message) => message,
-      pulling: () => (waitFrom = performance.now()),
-      pulled: waited,
-      ended: (outcome) => {
-        if (outcome === "done") addUpstreamTime(timing, response.trailer);
-      },
-    }) as typeof response.message,
-  };
+  return passThrough(response, {
+    pulling: () => (waitFrom = performance.now()),
+    pulled: waited,
+    ended: (outcome) => {
+      if (outcome === "done") addUpstreamTime(timing, response.trailer);
+    },
+  });
 };

@@ -1,6 +1,6 @@
 import { type Interceptor } from "@connectrpc/connect";
 import { PROVIDER_METHODS, type Readiness, UPSTREAM_TIME, type UpstreamTime } from "../../core/index.js";
-import { SteppedStream } from "../../shared/stream-step.js";
+import { passThrough } from "../../shared/stream-step.js";
 import { serverTiming } from "../server-timing.js";
 import { settleFailure, wireError } from "./call-failures.js";
 import { SERVED_WHILE_NOT_READY } from "./method-policy.js";
@@ -68,17 +68,12 @@ export function serverTimingOnAnswers(): Interceptor {
       return response;
     }
     const trailer = response.trailer;
-    return {
-      ...response,
-      message: new SteppedStream<unknown, unknown>({
-        open: () => response.message,
-        map: (message) => message,
-        ended: (outcome) => {
-          if (outcome === "done") trailer.set("server-timing", timing());
-        },
-        failure: failed,
-      }) as typeof response.message,
-    };
+    return passThrough(response, {
+      ended: (outcome) => {
+        if (outcome === "done") trailer.set("server-timing", timing());
+      },
+      failure: failed,
+    });
   };
 }
 

@@ -17,7 +17,7 @@ import { type AnswerDelivery, type CoreClients, createHealthService, DEFAULT_LIM
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
 import { clientOfCall } from "../client-address.js";
 import { serverTiming } from "../server-timing.js";
-import { guardedListener, type DebugLog } from "./connection-guard.js";
+import { guardedListener, type DebugLog } from "../connection-limits.js";
 import { connectRoutes, unknownRpcAnswer, type ConnectWire } from "./connect-routes.js";
 import { readinessGate, serverTimingOnAnswers } from "./edge-interceptors.js";
 import { forwarding } from "./forwarding.js";

@@ -1,6 +1,6 @@
 import { Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import { isRefused } from "./connection-limits.js";
+import { isRefused } from "../../connection-limits.js";
 import { answerInProgress } from "./pipelining.js";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { rawErrorResponse, replyWithError, toHttpError } from "../error-replies.js";

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { isRefused } from "./connection-limits.js";
+import { isRefused } from "../../connection-limits.js";
 
 type RequestListener = (request: IncomingMessage, response: ServerResponse) => void;
 
