@@ -106,19 +106,26 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
   /**
    * The answer to an accepted job. With `waitSeconds`, the job itself once it
    * finished, when that happens within the wait (a replayed request waits too).
+   * While it is being made, a job whose answer cannot reach its client is canceled (cancelIfUnanswered).
    */
   const accepted = async (
-    caller: Caller, outcome: { response: { jobId: string }; replayed: boolean }, waitSeconds: number | undefined, abort: AbortSignal,
+    caller: Caller, outcome: { response: { jobId: string }; replayed: boolean }, idempotencyKey: string,
+    waitSeconds: number | undefined, context: HandlerContext,
   ) => {
-    const { jobId } = outcome.response;
-    const finished = waitSeconds ? await waitForEnd(deps, caller.accountId, jobId, waitSeconds * 1000, abort) : undefined;
-    return {
-      jobId,
-      status: JobStatus.QUEUED,
-      statusUrl: `/api/v1/jobs/${jobId}`,
-      replayed: outcome.replayed,
-      job: finished && jobView(finished, settings, deps.clock.now()),
-    };
+    const handled = cancelIfUnanswered(context, idempotencyKey, outcome);
+    try {
+      const { jobId } = outcome.response;
+      const finished = waitSeconds ? await waitForEnd(deps, caller.accountId, jobId, waitSeconds * 1000, context.signal) : undefined;
+      return {
+        jobId,
+        status: JobStatus.QUEUED,
+        statusUrl: `/api/v1/jobs/${jobId}`,
+        replayed: outcome.replayed,
+        job: finished && jobView(finished, settings, deps.clock.now()),
+      };
+    } finally {
+      handled();
+    }
   };
 
   /**
@@ -185,12 +192,7 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
       const outcome = await create(caller, "generations", fingerprinted, idempotencyKey, request.model, (limits) =>
         validateGenerationRequest(input, limits),
       );
-      const handled = cancelIfUnanswered(context, idempotencyKey, outcome);
-      try {
-        return await accepted(caller, outcome, waitSeconds, context.signal);
-      } finally {
-        handled();
-      }
+      return accepted(caller, outcome, idempotencyKey, waitSeconds, context);
     },
 
     createVideoInteraction: async (request, context) => {
@@ -204,12 +206,7 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
           parameters: { durationSeconds: request.parameters?.durationSeconds },
         }, limits),
       );
-      const handled = cancelIfUnanswered(context, idempotencyKey, outcome);
-      try {
-        return await accepted(caller, outcome, undefined, context.signal);
-      } finally {
-        handled();
-      }
+      return accepted(caller, outcome, idempotencyKey, undefined, context);
     },
 
     getJob: async (request, context) => {
