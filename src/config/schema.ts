@@ -63,7 +63,7 @@ export const VARIABLES = {
     (value, name) => value.split(",").map((entry) => duration(entry, name)),
   ),
   WEBHOOK_TIMEOUT: time("15s", "Time a webhook receiver has to answer."),
-  WEBHOOK_MAX_PER_DESTINATION: int(4, "Webhook requests in flight at once to one destination (origin: scheme, host, port), per process. Further attempts to it wait on the bus, unsent and not counted as attempts, so a receiver that never answers holds at most this many sockets and no consumer slot ([decision](docs/decisions/webhook-fairness.md)).", 1),
+  WEBHOOK_MAX_PER_DESTINATION: int(4, "Webhook requests in flight at once to one destination (origin: scheme, host, port), per process. Further attempts to it wait on the bus, unsent and not counted as attempts, so a receiver that never answers holds at most this many sockets and no consumer slot ([decision](docs/decisions/0003-webhook-fairness.md)).", 1),
   WEBHOOK_MAX_PER_ACCOUNT: int(16, "Webhook requests in flight at once for one account, over all its destinations, per process; beyond, its attempts wait likewise.", 1),
   WEBHOOK_MAX_IN_FLIGHT: int(256, "Webhook requests in flight at once from one process; beyond, attempts wait likewise.", 1),
   WEBHOOK_DEFER: time("1s", "The shortest wait of an attempt held back by a limit above; a lane with a backlog spaces its attempts' returns by its typical request time per free slot (at most `WEBHOOK_BREAKER_MAX_OPEN`).", 10),

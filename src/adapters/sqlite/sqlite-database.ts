@@ -80,7 +80,7 @@ const openConnections = new Set<SqliteDb>();
  * long as it is open; opening first takes the exclusive lock (which no other
  * process's connection allows), migrates under it, then turns it into this
  * connection's shared lock without letting go in between (`locking_mode`
- * EXCLUSIVE, then NORMAL, see docs/decisions/sqlite-file-identity-and-lock.md).
+ * EXCLUSIVE, then NORMAL, see docs/decisions/0004-sqlite-file-identity-and-lock.md).
  * Other readers stay welcome afterwards: an operator can back the file up
  * online (`sqlite3 service.db ".backup copy.db"`, `VACUUM INTO`), and the
  * checkpointer thread has a connection of its own. (Like SQLite itself, this

@@ -16,7 +16,7 @@ import { DomainError } from "../errors/domain-error.js";
  * keyed by its nonce (the session id), which sign-out, the operator and a
  * revoked owner token end; an operator's record holds the fingerprint of the
  * admin token that issued it (credentialFingerprint), so another ADMIN_TOKEN
- * ends every operator session (docs/decisions/panel-sessions.md). The CSRF
+ * ends every operator session (docs/decisions/0006-panel-sessions.md). The CSRF
  * token is derived from the session (another MAC), so the panel can be given
  * it at any time and a forged request without it, which a browser would send
  * with the cookie, is refused.
