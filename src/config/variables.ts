@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ConfigError, duration, flag, integer, oneOf, size } from "./parsers.js";
 
-/** What the schema says of one variable: the README's configuration table is made of these (infra/config-table.ts). */
+/** What the schema says of one variable: the configuration table (docs/configuration.md) is made of these (infra/config-table.ts). */
 export interface VariableDoc {
   /** The variable. */
   readonly name: string;

@@ -20,7 +20,7 @@ import { createReadmeCustomer, startReadmeService, type ReadmeService } from "..
  * project test/fixtures/java-client fetches protoc and protoc-gen-grpc-java from
  * Maven Central (protobuf-maven-plugin, every version pinned in its pom.xml),
  * generates the message classes and grpc-java stubs, and compiles them with its
- * Main. Every command is the README's (README "Clients from the protos", Java:
+ * Main. Every command is docs/clients-protos.md's (Java:
  * the blocks marked java-build, java-run and java-protoc), read from it and run
  * as written, in bash, from a copy of the checkout's proto/ and the fixture
  * (without its target/, so every run generates from the protos as they are now,
@@ -28,7 +28,7 @@ import { createReadmeCustomer, startReadmeService, type ReadmeService } from "..
  * service as the README starts it (`npm start`: the core on 127.0.0.1:8081, see
  * test/support/readme-service.ts) over plaintext HTTP/2 with grpc-netty-shaded,
  * with the key in $KEY as after the walk-through, and what it printed is
- * checked against the service's own state. The README's plain `protoc`
+ * checked against the service's own state. The document's plain `protoc`
  * commands, with the executables Maven fetched, write the same sources, byte
  * for byte.
  *
@@ -121,7 +121,7 @@ describe("a Java client generated from the protos with protoc and protoc-gen-grp
     return started;
   }
 
-  /** The README's java-run command (it addresses the README's service, 127.0.0.1:8081), with `$KEY` set to `key`. */
+  /** The java-run command of docs/clients-protos.md (it addresses the README's service, 127.0.0.1:8081), with `$KEY` set to `key`. */
   function runClient(key: string): Promise<ToolRun> {
     return runBlock(readmeBlock("java-run").body, { cwd: checkout.dir, env: env({ KEY: key }), timeoutMs: 120_000 });
   }
@@ -144,7 +144,7 @@ describe("a Java client generated from the protos with protoc and protoc-gen-grp
     assert.ok(classes.has("GenerationServiceGrpc$GenerationServiceBlockingStub.class"), "the grpc-java blocking stub");
   });
 
-  it("when the README's protoc commands are run with the protoc and protoc-gen-grpc-java that Maven fetched, then it writes exactly the Java sources the Maven build generated", async () => {
+  it("when the protoc commands of docs/clients-protos.md are run with the protoc and protoc-gen-grpc-java that Maven fetched, then it writes exactly the Java sources the Maven build generated", async () => {
     await build();
     // protobuf-maven-plugin keeps the executables it fetched from Maven Central, and
     // the well-known types (google/protobuf/*.proto) it extracted from protobuf-java:
@@ -155,9 +155,9 @@ describe("a Java client generated from the protos with protoc and protoc-gen-grp
     const wellKnown = files(join(buildDir, "protoc-dependencies")).find((file) => file.endsWith(join("google", "protobuf", "timestamp.proto")));
     assert.ok(wellKnown, "protobuf-java's well-known types, extracted by the Maven build");
     const command = readmeBlock("java-protoc");
-    // The README names them by version, with the platform left to a glob: the versions the pom pins.
+    // docs/clients-protos.md names them by version, with the platform left to a glob: the versions the pom pins.
     for (const executable of [protoc, grpcPlugin]) {
-      assert.ok(command.body.includes(`"$TARGET"/protoc-plugins/${executable.replace(/^.*\//, "").replace(/-[a-z]+-[a-z0-9_]+\.exe$/, "-*.exe")}`), `the README's protoc commands use ${executable}`);
+      assert.ok(command.body.includes(`"$TARGET"/protoc-plugins/${executable.replace(/^.*\//, "").replace(/-[a-z]+-[a-z0-9_]+\.exe$/, "-*.exe")}`), `the protoc commands of docs/clients-protos.md use ${executable}`);
     }
     await runBlockOk("java-protoc", command, { cwd: checkout.dir, env: env(), timeoutMs: 60_000 });
     const out = join(checkout.dir, /--java_out=(\S+)/.exec(command.body)![1]!);
@@ -178,7 +178,7 @@ describe("a Java client generated from the protos with protoc and protoc-gen-grp
     await build();
     const service = await readmeService();
     const customer = await createReadmeCustomer(service, START_BALANCE);
-    const output = ok(await runClient(customer.apiKey), "the Java client (the README's java-run command)");
+    const output = ok(await runClient(customer.apiKey), "the Java client (the java-run command of docs/clients-protos.md)");
 
     // ListModels: the same catalog, in the same order, as REST's.
     const models = await call(service, "GET", "/api/v1/models");

@@ -13,14 +13,14 @@ import { file_generation_v1_text_service } from "../../gen/generation/v1/text_se
 import { startTestService, type TestService } from "../support/harness.js";
 import { goTool, runTool, type ToolRun } from "../support/go-tools.js";
 import { grpcAddress } from "../support/rpc-helpers.js";
-import { checkoutCopy, readerEnvironment, readmeBlock, readReadme, runBlockOk } from "../support/readme-blocks.js";
+import { checkoutCopy, README_TESTS, readDoc, readerEnvironment, readmeBlock, runBlockOk } from "../support/readme-blocks.js";
 import { REPO_ROOT } from "../support/repo.js";
 
 /**
  * Clients in other languages, generated from proto/ exactly as a team would,
- * with the README's own commands (README "Clients from the protos": the
+ * with the commands of docs/clients-protos.md (the
  * blocks marked go-codegen-template, go-codegen and python-codegen, read from
- * the README and run as written, in bash, from a copy of the checkout's
+ * docs/clients-protos.md and run as written, in bash, from a copy of the checkout's
  * proto/ and buf files, so gen/ here is never written), compiled, and pointed
  * at a live core: Go (protoc-gen-go, protoc-gen-go-grpc, protoc-gen-connect-go
  * through `buf generate`; `go build` and `go vet`, then a grpc-go and a
@@ -34,10 +34,10 @@ const PROTO_PYTHON_BIN = join(ROOT, ".infra", "proto-python", "bin");
 const PROTO_PYTHON = join(PROTO_PYTHON_BIN, "python");
 /** What the Go commands read: the protos, buf's workspace, and the package that has buf (npx). */
 const CHECKOUT_PARTS = ["proto", "buf.yaml", "package.json"];
-/** The template file the README's go-codegen command names, written from its go-codegen-template block. */
+/** The template file the go-codegen command of docs/clients-protos.md names, written from its go-codegen-template block. */
 const GO_TEMPLATE = "buf.gen.go.yaml";
 
-/** The Go module the go_package options name (a placeholder: see README "Clients from the protos"). */
+/** The Go module the go_package options name (a placeholder: see docs/clients-protos.md). */
 const GO_MODULE = "github.com/example/generation-service/gen/go";
 /** Pinned runtime modules of the generated Go code (the same versions as the plugins in infra/tools.sh). */
 const GO_REQUIRES: Record<string, string> = {
@@ -147,18 +147,18 @@ describe("clients generated from the protos in other languages", () => {
     checkout?.remove();
   });
 
-  it("when the README names the plugins' and grpcio-tools' versions, then they are the ones infra/tools.sh installs", () => {
+  it("when docs/clients-protos.md names the plugins' and grpcio-tools' versions, then they are the ones infra/tools.sh installs", () => {
     const template = readmeBlock("go-codegen-template").body;
     const installs = [...template.matchAll(/go install (\S+)@(\S+)/g)].map((m) => [m[1]!, m[2]!] as const);
     assert.equal(installs.length, 3, `the template names how to install each of its three plugins:\n${template}`);
     const pinned = pinnedGoTools();
-    for (const [pkg, version] of installs) assert.equal(version, pinned.get(pkg), `README: go install ${pkg}@${version}; infra/tools.sh pins ${pinned.get(pkg)}`);
+    for (const [pkg, version] of installs) assert.equal(version, pinned.get(pkg), `docs/clients-protos.md: go install ${pkg}@${version}; infra/tools.sh pins ${pinned.get(pkg)}`);
 
     const requirements = readFileSync(join(ROOT, "infra", "proto-python.requirements.txt"), "utf8");
     const pins = new Map([...requirements.matchAll(/^([\w-]+)==(\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
-    const named = [...readReadme().matchAll(/\b(grpcio-tools|grpcio)==(\S+)/g)];
-    assert.ok(named.length >= 2, "the README pins grpcio-tools and grpcio");
-    for (const [, pkg, version] of named) assert.equal(version, pins.get(pkg!), `README: ${pkg}==${version}; infra/proto-python.requirements.txt pins ${pins.get(pkg!)}`);
+    const named = [...readDoc(README_TESTS["python-codegen"].doc).matchAll(/\b(grpcio-tools|grpcio)==(\S+)/g)];
+    assert.ok(named.length >= 2, "docs/clients-protos.md pins grpcio-tools and grpcio");
+    for (const [, pkg, version] of named) assert.equal(version, pins.get(pkg!), `docs/clients-protos.md: ${pkg}==${version}; infra/proto-python.requirements.txt pins ${pins.get(pkg!)}`);
   });
 
   it("when the proto files are read, then each declares the options Go, Java, C#, PHP, Ruby and Objective-C generation need", () => {
@@ -180,7 +180,7 @@ describe("clients generated from the protos in other languages", () => {
   it("when Go code is generated with protoc-gen-go, -go-grpc and -connect-go, then go build and go vet pass and both clients call the core", async () => {
     const plugins = ["protoc-gen-go", "protoc-gen-go-grpc", "protoc-gen-connect-go"].map(goTool);
     const command = readmeBlock("go-codegen");
-    assert.ok(command.body.includes(GO_TEMPLATE), `the README's go-codegen command uses ${GO_TEMPLATE}: ${command.body}`);
+    assert.ok(command.body.includes(GO_TEMPLATE), `the go-codegen command of docs/clients-protos.md uses ${GO_TEMPLATE}: ${command.body}`);
     writeFileSync(join(work, GO_TEMPLATE), readmeBlock("go-codegen-template").body + "\n");
     // The plugins on PATH, as `go install` leaves them for a reader whose PATH has $(go env GOPATH)/bin.
     const env = readerEnvironment({ PATH: [...new Set(plugins.map((plugin) => dirname(plugin))), process.env.PATH ?? ""].join(delimiter), npm_config_update_notifier: "false" });

@@ -16,7 +16,7 @@ import { commandsOf, jsonObjectsIn, readWalkthrough, runWalkthrough, type Walkth
  * (test/support/readme-service.ts: in the background, its own process group,
  * on 8080 and 8081, until /readyz answers 200), then every other ```sh block
  * between its markers, the exports first, in one bash, and after them the
- * "gRPC reflection" block (grpc-reflection), in the same bash, with the key
+ * grpc-reflection block of docs/clients.md, in the same bash, with the key
  * the walk-through made. The shell is a reader's: none of the service's
  * variables set, grpcurl (`npm run tools`) on PATH.
  */
@@ -26,7 +26,7 @@ const CARRIED = ["KEY", "JOB"] as const;
 // Below these the walk-through has lost steps (today: 7 blocks, 24 commands).
 const MIN_BLOCKS = 6;
 const MIN_COMMANDS = 15;
-/** What grpcurl `list` must show (README "gRPC reflection"). */
+/** What grpcurl `list` must show (docs/clients.md "gRPC reflection"). */
 const SERVED_SERVICES = [
   "generation.v1.AccountService",
   "generation.v1.AdminService",
@@ -79,7 +79,7 @@ describe("README walk-through", () => {
       const markdown = readReadme();
       const walkthrough = readWalkthrough(markdown).run;
       walkthroughBlocks = walkthrough.length;
-      blocks = [...walkthrough, readmeBlock("grpc-reflection", markdown).body];
+      blocks = [...walkthrough, readmeBlock("grpc-reflection").body];
       service = await startReadmeService();
       // The reader's working directory, where the commands' files go; `npx buf` finds this checkout's buf through node_modules.
       workDir = await mkdtemp(join(tmpdir(), "readme-walkthrough-"));

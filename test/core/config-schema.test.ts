@@ -32,7 +32,7 @@ describe("config: one schema gives the defaults", () => {
     assert.deepEqual(defaultConfig().limits, DEFAULT_LIMITS);
   });
 
-  it("when no variable is set, then the edge's limits are those the README names, and the core port's default edge is the schema's", () => {
+  it("when no variable is set, then the edge's limits are those docs/configuration.md names, and the core port's default edge is the schema's", () => {
     assert.deepEqual(DEFAULT_EDGE_LIMITS, {
       headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, idleTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000,
       maxConnections: 10_000, maxConnectionsPerClient: 256, maxBodyBytes: 1 * MIB, largeUploadBytes: 1 * MIB,

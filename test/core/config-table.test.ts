@@ -3,8 +3,8 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { VARIABLES } from "../../src/config/schema.js";
-import { configurationTable, documentedVariables, TABLE_END, TABLE_START, withConfigurationTable } from "../../src/config/table.js";
-import { configurationVariables, readReadme } from "../support/readme-blocks.js";
+import { configurationTable, documentedVariables, TABLE_END, TABLE_FILE, TABLE_START, withConfigurationTable } from "../../src/config/table.js";
+import { configurationVariables, readDoc } from "../support/readme-blocks.js";
 import { repoPath } from "../support/repo.js";
 
 /** The TypeScript sources under a directory of the repository, by their path from the repository's root. */
@@ -14,12 +14,13 @@ function sources(dir: string): string[] {
     .map((path) => join(dir, path));
 }
 
-describe("config: the README's configuration table is the schema's", () => {
-  it("when the README is read, then the table between its config-table markers is the one `npm run docs:config` writes from the schema", () => {
-    const readme = readReadme();
-    assert.ok(readme.includes(`${TABLE_START}\n${configurationTable()}\n${TABLE_END}`),
-      "README.md's configuration table differs from src/config/schema.ts: run `npm run docs:config`");
-    assert.equal(withConfigurationTable(readme), readme);
+describe("config: docs/configuration.md's table is the schema's", () => {
+  it("when docs/configuration.md is read, then the table between its config-table markers is the one `npm run docs:config` writes from the schema", () => {
+    assert.equal(TABLE_FILE, "docs/configuration.md");
+    const doc = readDoc(TABLE_FILE);
+    assert.ok(doc.includes(`${TABLE_START}\n${configurationTable()}\n${TABLE_END}`),
+      `${TABLE_FILE}'s configuration table differs from src/config/schema.ts: run \`npm run docs:config\``);
+    assert.equal(withConfigurationTable(doc), doc);
   });
 
   it("when the schema and the table are compared, then every variable the schema declares is a row, and every row a declared variable, once and in order", () => {
@@ -34,7 +35,7 @@ describe("config: the README's configuration table is the schema's", () => {
     }
   });
 
-  it("when the table is rewritten, then only what is between the markers changes, and a README without them is refused", () => {
+  it("when the table is rewritten, then only what is between the markers changes, and a document without them is refused", () => {
     const markdown = `# Title\n\ntext\n\n${TABLE_START}\nold table\n${TABLE_END}\n\nafter\n`;
     assert.equal(withConfigurationTable(markdown, "| new |"), `# Title\n\ntext\n\n${TABLE_START}\n| new |\n${TABLE_END}\n\nafter\n`);
     assert.throws(() => withConfigurationTable("# no markers\n"), /config-table:start/);

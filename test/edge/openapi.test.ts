@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { call, createCustomer, startTestService, type TestService } from "../support/harness.js";
+import { documentPaths } from "../support/readme-blocks.js";
 import { REPO_ROOT } from "../support/repo.js";
 
 const run = promisify(execFile);
@@ -48,10 +49,10 @@ function operationsOf(document: { paths: Record<string, Record<string, unknown>>
   );
 }
 
-/** Every JSON object written as a shell literal ('{…}') in the README's sh blocks: what a reader sends. */
+/** Every JSON object written as a shell literal ('{…}') in the sh blocks of the README and of the docs beside it: what a reader sends. */
 async function readmeBodies(): Promise<unknown[]> {
-  const readme = await readFile(join(REPO_ROOT, "README.md"), "utf8");
-  const blocks = [...readme.matchAll(/```sh[^\n]*\n([\s\S]*?)```/g)].map((match) => match[1]!);
+  const documents = await Promise.all(documentPaths().map((path) => readFile(join(REPO_ROOT, path), "utf8")));
+  const blocks = documents.flatMap((markdown) => [...markdown.matchAll(/```sh[^\n]*\n([\s\S]*?)```/g)].map((match) => match[1]!));
   return blocks.flatMap((block) => [...block.matchAll(/'(\{[^']*\})'/g)].map((match) => JSON.parse(match[1]!) as unknown));
 }
 
@@ -122,7 +123,7 @@ describe("the published contract (OpenAPI 3.1 at /openapi.json, Swagger UI at /d
     assert.deepEqual(Object.keys(vendor.json.error).sort(), ["code", "details", "message", "status"]);
   });
 
-  it("when the README's commands send a JSON body, then that body is an example in the document", async () => {
+  it("when the commands of the README and docs send a JSON body, then that body is an example in the document", async () => {
     // One example is the media type's `example`, several its `examples` map (as @fastify/swagger writes a schema's `examples`).
     const examples = operationsOf(document).flatMap(({ spec }) => {
       const media = spec.requestBody?.content["application/json"];
@@ -133,7 +134,7 @@ describe("the published contract (OpenAPI 3.1 at /openapi.json, Swagger UI at /d
     const bodies = await readmeBodies();
     assert.ok(bodies.length >= 4, `the README's walk-through sends JSON bodies (found ${bodies.length})`);
     for (const body of bodies) {
-      assert.ok(examples.some((example) => JSON.stringify(example) === JSON.stringify(body)), `README body ${JSON.stringify(body)} is an example`);
+      assert.ok(examples.some((example) => JSON.stringify(example) === JSON.stringify(body)), `documented body ${JSON.stringify(body)} is an example`);
     }
   });
 

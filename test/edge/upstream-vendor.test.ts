@@ -324,7 +324,7 @@ describe("one upstream (VENDOR_BASE_URL): every model through every surface", ()
 
         const usage = upstream.lastUsage!;
         assert.equal(job.usage.prompt_token_count, usage.promptTokenCount);
-        // Thinking is output (README): the job has no separate field for it, so it counts with the candidates.
+        // Thinking is output (docs/api.md, "The vendor's API as the upstream"): the job has no separate field for it, so it counts with the candidates.
         assert.equal(job.usage.candidates_token_count, (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0));
         assert.equal(job.usage.total_token_count, usage.totalTokenCount);
         const expected = chargeFor(TEXT_PRICES[model]!, usage);
@@ -587,7 +587,7 @@ describe("one upstream (VENDOR_BASE_URL): every model through every surface", ()
       assert.equal(await settledCharge(service, customer.apiKey), 0n);
     });
 
-    it("passes on a safety finish without content on generateContent uncharged (README: the blocked answer is passed on, uncharged)", async () => {
+    it("passes on a safety finish without content on generateContent uncharged (docs/api.md: the blocked answer is passed on, uncharged)", async () => {
       const customer = await createCustomer(service);
       stub.fault({ kind: "safety-finish", finishReason: "SAFETY" }, { model: FLASH, times: 1 });
       const response = await generateContent(service, FLASH, customer.apiKey, userTurn("a question whose answer is withheld"));

@@ -27,8 +27,8 @@ import { captureLog, type LogLine } from "../support/capture-log.js";
  *  - usage beyond the hold is charged only as far as the balance allows: the
  *    balance never goes negative and the shortfall is recorded and logged once;
  *  - the synchronous text API passes only allow-listed fields upstream.
- * The oracle is the published prices (src/config/default-prices.json as the
- * README lists them) and the README's token rules, computed here independently.
+ * The oracle is the published prices (src/config/default-prices.json) and the
+ * token rules of docs/money.md, computed here independently.
  * What is held during a call is read while the test holds that call's
  * upstream request (startHoldingUpstream), never after a delay.
  */
@@ -37,7 +37,7 @@ const PRO = { model: "aimodel-3.1-pro-preview", input: "2.00", output: "12.00" }
 const FLASH = { model: "aimodel-3.5-flash", input: "0.30", output: "2.50" };
 const MODEL_MAX_OUTPUT_TOKENS = 8192;
 
-/** README "Billing bounds": the larger of 258 per started 768×768 tile (258 for ≤384×384) and 2240 per image. */
+/** docs/money.md "Billing bounds": the larger of 258 per started 768×768 tile (258 for ≤384×384) and 2240 per image. */
 function imageTokens(width: number, height: number): number {
   const tiles = width <= 384 && height <= 384 ? 1 : Math.ceil(width / 768) * Math.ceil(height / 768);
   return Math.max(258 * tiles, 2240);

@@ -125,7 +125,7 @@ describe("panel sessions end for real", () => {
 describe("panel sessions through a gateway in front of a remote core (CORE_URL)", () => {
   let core: TestService;
   let gateway: TestService;
-  // Every process of a deployment shares the signing secret (README): the gateway checks signatures, the core the records.
+  // Every process of a deployment shares the signing secret (docs/panel.md): the gateway checks signatures, the core the records.
   const secret = { URL_SIGNING_SECRET: "one secret for the whole deployment" };
   before(async () => {
     core = await startTestService(secret);

@@ -1,14 +1,15 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
+import { TABLE_FILE } from "../../src/config/table.js";
 import type { ToolRun } from "./go-tools.js";
 import { REPO_ROOT } from "./repo.js";
 
 /**
- * The README's command blocks, as tests read them: a fenced block that a test
- * runs is marked by an HTML comment on the line right before its opening fence,
+ * The command blocks of the README and of the documents beside it (CONTRIBUTING.md, docs/), as tests read them:
+ * a fenced block that a test runs is marked by an HTML comment on the line right before its opening fence,
  *
  *     <!-- readme-test: go-codegen (optional words for the reader) -->
  *     ```sh
@@ -17,32 +18,50 @@ import { REPO_ROOT } from "./repo.js";
  *
  *     <!-- readme-not-run: installs packages into your project -->
  *
- * (the walk-through's blocks, between its own markers, are all run by
+ * (the walk-through's blocks, between its own markers in README.md, are all run by
  * test/build/readme-walkthrough.test.ts). A marker that is missing, repeated,
- * or not right before a fence fails the test that asked for it, with the line.
+ * or not right before a fence fails the test that asked for it, with the file and line.
  */
 
 export const ROOT = REPO_ROOT;
 export const README_PATH = join(ROOT, "README.md");
+/** The document that holds the configuration table (`npm run docs:config` writes it). */
+export const CONFIGURATION_DOC = TABLE_FILE;
 
 /**
- * Every `readme-test` marker and the files that read its block (the test, or
- * the support module the test calls). test/build/readme-blocks.test.ts checks
- * both directions: each marker in the README is listed here, and each listed
- * file names it.
+ * Every `readme-test` marker, the document that holds its block (by its path from the repository's root) and the
+ * files that read it (the test, or the support module the test calls). test/build/readme-blocks.test.ts checks
+ * every direction: each marker of a document is listed here with that document, and each listed file names it.
  */
 export const README_TESTS = {
-  "start-service": ["test/support/readme-service.ts"],
-  "reader-env": ["test/support/readme-service.ts"],
-  "grpc-reflection": ["test/build/readme-walkthrough.test.ts"],
-  "go-codegen-template": ["test/build/proto-codegen.test.ts"],
-  "go-codegen": ["test/build/proto-codegen.test.ts"],
-  "python-codegen": ["test/build/proto-codegen.test.ts"],
-  "java-build": ["test/build/proto-codegen-java.test.ts"],
-  "java-run": ["test/build/proto-codegen-java.test.ts"],
-  "java-protoc": ["test/build/proto-codegen-java.test.ts"],
-} as const satisfies Record<string, readonly string[]>;
+  "start-service": { doc: "README.md", readers: ["test/support/readme-service.ts"] },
+  "reader-env": { doc: "README.md", readers: ["test/support/readme-service.ts"] },
+  "grpc-reflection": { doc: "docs/clients.md", readers: ["test/build/readme-walkthrough.test.ts"] },
+  "go-codegen-template": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen.test.ts"] },
+  "go-codegen": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen.test.ts"] },
+  "python-codegen": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen.test.ts"] },
+  "java-build": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen-java.test.ts"] },
+  "java-run": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen-java.test.ts"] },
+  "java-protoc": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen-java.test.ts"] },
+} as const satisfies Record<string, { readonly doc: string; readonly readers: readonly string[] }>;
 export type ReadmeTestName = keyof typeof README_TESTS;
+
+/**
+ * The documents whose shell blocks are accounted for, by their path from the repository's root: README.md,
+ * CONTRIBUTING.md and every markdown file under docs/.
+ */
+export function documentPaths(): string[] {
+  const docs = readdirSync(join(ROOT, "docs"), { recursive: true, encoding: "utf8" })
+    .filter((path) => path.endsWith(".md"))
+    .map((path) => join("docs", path))
+    .sort();
+  return ["README.md", "CONTRIBUTING.md", ...docs];
+}
+
+/** A document of the repository, by its path from the root. */
+export function readDoc(path: string): string {
+  return readFileSync(join(ROOT, path), "utf8");
+}
 
 export const WALKTHROUGH_START = /^<!-- walkthrough:start\b.*-->\s*$/;
 export const WALKTHROUGH_END = /^<!-- walkthrough:end\s*-->\s*$/;
@@ -69,7 +88,7 @@ export function readReadme(): string {
 }
 
 /** Every fenced block of the markdown, in order. */
-export function fencedBlocks(markdown: string): FencedBlock[] {
+export function fencedBlocks(markdown: string, file = "README.md"): FencedBlock[] {
   const lines = markdown.split("\n");
   const blocks: FencedBlock[] = [];
   let open: { info: string; body: string[]; line: number; before: string } | undefined;
@@ -84,22 +103,23 @@ export function fencedBlocks(markdown: string): FencedBlock[] {
       open.body.push(line);
     }
   });
-  if (open) throw new Error(`README.md line ${open.line}: the fenced block is never closed`);
+  if (open) throw new Error(`${file} line ${open.line}: the fenced block is never closed`);
   return blocks;
 }
 
 /**
- * The block marked `<!-- readme-test: NAME … -->`. Fails, naming the line, when
- * the marker is missing or repeated, or is not right before an opening fence.
+ * The block marked `<!-- readme-test: NAME … -->` in its document (README_TESTS). Fails, naming the file and line,
+ * when the marker is missing or repeated, or is not right before an opening fence.
  */
-export function readmeBlock(name: ReadmeTestName, markdown = readReadme()): FencedBlock {
+export function readmeBlock(name: ReadmeTestName, markdown = readDoc(README_TESTS[name].doc)): FencedBlock {
+  const file = README_TESTS[name].doc;
   const lines = markdown.split("\n");
   const markers = lines.flatMap((line, i) => (TEST_MARKER.exec(line)?.[1] === name ? [i + 1] : []));
-  assert.ok(markers.length > 0, `README.md has no <!-- readme-test: ${name} --> marker: the block a test runs must be marked right before its opening fence`);
-  assert.equal(markers.length, 1, `README.md has <!-- readme-test: ${name} --> on lines ${markers.join(", ")}: a marker names one block`);
-  const block = fencedBlocks(markdown).find((candidate) => candidate.line === markers[0]! + 1);
-  assert.ok(block, `README.md line ${markers[0]}: <!-- readme-test: ${name} --> must be right before a fenced block's opening line`);
-  assert.ok(block.body.trim() !== "", `README.md line ${block.line}: the block marked ${name} is empty`);
+  assert.ok(markers.length > 0, `${file} has no <!-- readme-test: ${name} --> marker: the block a test runs must be marked right before its opening fence`);
+  assert.equal(markers.length, 1, `${file} has <!-- readme-test: ${name} --> on lines ${markers.join(", ")}: a marker names one block`);
+  const block = fencedBlocks(markdown, file).find((candidate) => candidate.line === markers[0]! + 1);
+  assert.ok(block, `${file} line ${markers[0]}: <!-- readme-test: ${name} --> must be right before a fenced block's opening line`);
+  assert.ok(block.body.trim() !== "", `${file} line ${block.line}: the block marked ${name} is empty`);
   return block;
 }
 
@@ -109,12 +129,12 @@ export type ShellBlockStatus =
   | { readonly kind: "not-run"; readonly reason: string }
   | { readonly kind: "unmarked" };
 
-/** Every shell block of the README, and whether (and by what) it is run. */
-export function shellBlocks(markdown: string): (FencedBlock & { readonly status: ShellBlockStatus })[] {
+/** Every shell block of a document, and whether (and by what) it is run. */
+export function shellBlocks(markdown: string, file = "README.md"): (FencedBlock & { readonly status: ShellBlockStatus })[] {
   const lines = markdown.split("\n");
   const start = lines.findIndex((line) => WALKTHROUGH_START.test(line)) + 1;
   const end = lines.findIndex((line) => WALKTHROUGH_END.test(line)) + 1;
-  return fencedBlocks(markdown)
+  return fencedBlocks(markdown, file)
     .filter((block) => SHELL_INFO.has(block.info.split(/\s+/)[0]!))
     .map((block) => {
       const test = TEST_MARKER.exec(block.before);
@@ -139,16 +159,14 @@ export function markerLines(markdown: string): { line: number; text: string; tes
 }
 
 /**
- * The variables of the README's "Configuration" table: a reader's terminal has
+ * The variables of the configuration table (docs/configuration.md): a reader's terminal has
  * none of them set (the service "starts with none set"), so commands that a
  * test runs as the reader would must not inherit them from the test's own
  * environment (a CI job may export KAFKA_BROKERS, say).
  */
-export function configurationVariables(markdown = readReadme()): string[] {
-  const section = markdown.split(/^## /m).find((part) => part.startsWith("Configuration\n"));
-  assert.ok(section, 'README.md has a "## Configuration" section');
-  const names = [...section.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((match) => match[1]!);
-  assert.ok(names.length > 20, `the configuration table lists the service's variables (found ${names.length})`);
+export function configurationVariables(markdown = readDoc(CONFIGURATION_DOC)): string[] {
+  const names = [...markdown.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((match) => match[1]!);
+  assert.ok(names.length > 20, `the configuration table of ${CONFIGURATION_DOC} lists the service's variables (found ${names.length})`);
   return names;
 }
 
@@ -213,13 +231,13 @@ export function runBlock(block: string, options: { cwd: string; env: NodeJS.Proc
   });
 }
 
-/** Runs a README block and fails with the block, its exit code and its output unless it exits 0; returns its stdout. */
+/** Runs a documented block and fails with the block, its exit code and its output unless it exits 0; returns its stdout. */
 export async function runBlockOk(name: string, block: FencedBlock, options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }): Promise<string> {
   const run = await runBlock(block.body, options);
   assert.equal(
     run.code,
     0,
-    `the README's ${name} block (README.md line ${block.line}) exited ${run.code}:\n${block.body}\n--- stdout ---\n${run.stdout}\n--- stderr ---\n${run.stderr}`,
+    `the ${name} block (line ${block.line} of its document) exited ${run.code}:\n${block.body}\n--- stdout ---\n${run.stdout}\n--- stderr ---\n${run.stderr}`,
   );
   return run.stdout;
 }

@@ -10,7 +10,7 @@ import { createParser } from "eventsource-parser";
 import { balanceOf, eventually, pico, type TestService } from "./harness.js";
 import type { UsageMetadata, VendorPathKind, VendorRequestRecord, VendorStub } from "./vendor-stub.js";
 
-/** One entry of a ROUTES_FILE, in the operator's snake_case format (README "The vendor's API as the upstream"). */
+/** One entry of a ROUTES_FILE, in the operator's snake_case format (docs/api.md, "The vendor's API as the upstream"). */
 export interface RouteEntry {
   name: string;
   base_url: string;
@@ -57,7 +57,7 @@ const modality = (details: UsageMetadata["candidatesTokensDetails"], name: strin
   (details ?? []).filter((d) => d.modality === name).reduce((sum, d) => sum + d.tokenCount, 0);
 
 /**
- * What the README says an upstream usage report costs: prompt tokens at the
+ * What docs/api.md ("The vendor's API as the upstream") says an upstream usage report costs: prompt tokens at the
  * input price, output (candidates plus thinking) at the output price, and the
  * VIDEO share of the candidates at the video-output price when there is one.
  */

@@ -12,7 +12,7 @@ import { chunkAnswer, simulatedAnswer, truncateToTokens } from "./simulated-text
 
 /**
  * Markers a prompt may contain to steer the simulator, so every outcome of a
- * real provider can be produced on demand (documented in the README).
+ * real provider can be produced on demand (documented in docs/api.md, "Simulated provider").
  */
 export const SIMULATOR_MARKERS = {
   fail: "[simulate:fail]",

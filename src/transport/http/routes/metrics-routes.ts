@@ -8,7 +8,7 @@ import { PLATFORM_ERROR } from "../schemas/common.js";
  * numbers matter) and not authenticated, like /readyz: it carries counts by
  * route, model and outcome, never an id, a key or a prompt. An operator who
  * exposes the port publicly keeps /metrics to the scraper's network at the
- * load balancer (README, Operations).
+ * load balancer (docs/operations-observability.md).
  */
 export function metricsRoutes(metrics: MetricsExposition) {
   return async (app: FastifyInstance) => {
