@@ -28,6 +28,8 @@ export { STAGED_IMAGES, type ImageUpload, type InlineStaging, type StagingSessio
 // Errors: the domain's, and their RPC form.
 export { toConnectError } from "./errors/rpc-errors.js";
 export { DomainError } from "../domain/errors/domain-error.js";
+// The reasons of a provider's failures: the edges answer them as upstream failures (502 on REST).
+export { PROVIDER_FAILURES } from "../ports/provider.js";
 
 // Domain rules the edges check on raw input before converting it (the same rules, the same refusals as the core's).
 export { DEFAULT_LIMITS, type ValidationLimits } from "../domain/validation/limits.js";

@@ -51,10 +51,21 @@ export interface TextChunk {
   readonly finishReason?: string;
 }
 
+/**
+ * Every code a provider's failure or refusal carries: a job's error code, and
+ * the reason of a synchronous call's upstream failure (502 on REST).
+ */
+export const PROVIDER_FAILURES = [
+  "no_route", "upstream_rejected", "upstream_unavailable", "upstream_interrupted", "empty_response",
+  "prompt_blocked", "output_blocked", "generation_failed", "input_too_large", "missing_input_images",
+] as const;
+
+export type ProviderFailure = (typeof PROVIDER_FAILURES)[number];
+
 /** A provider refused or failed: the job fails with `code`, nothing is charged. */
 export class ProviderError extends Error {
   constructor(
-    readonly code: string,
+    readonly code: ProviderFailure,
     message: string,
     /** For refusals: the provider's block or finish reason (e.g. SAFETY, IMAGE_SAFETY). */
     readonly reason?: string,

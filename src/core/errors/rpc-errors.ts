@@ -6,31 +6,33 @@ import { DomainError, type ErrorCategory } from "../../domain/errors/domain-erro
 import { isDependencyUnavailable } from "../../ports/dependency.js";
 import { UNAVAILABLE_RETRY_AFTER_SECONDS } from "../health/readiness.js";
 
-/** Category → (RPC code, the spec's HTTP status). The one table of this mapping. */
-const BY_CATEGORY: Record<ErrorCategory, { code: Code; http: number }> = {
-  invalid: { code: Code.InvalidArgument, http: 422 },
-  bad_request: { code: Code.InvalidArgument, http: 400 },
-  unauthenticated: { code: Code.Unauthenticated, http: 401 },
-  permission_denied: { code: Code.PermissionDenied, http: 403 },
-  not_found: { code: Code.NotFound, http: 404 },
-  insufficient_funds: { code: Code.FailedPrecondition, http: 402 },
-  conflict: { code: Code.Aborted, http: 409 },
-  already_finished: { code: Code.FailedPrecondition, http: 409 },
-  rate_limited: { code: Code.ResourceExhausted, http: 429 },
-  unavailable: { code: Code.Unavailable, http: 503 },
-  upstream_failure: { code: Code.Unavailable, http: 502 },
-  internal: { code: Code.Internal, http: 500 },
+/**
+ * Category → RPC code: the one table of it. The core answers a code and a
+ * reason; each edge decides its own status from them (REST's table:
+ * transport/http/error-status.ts), so no HTTP status is chosen here.
+ */
+const CODE_BY_CATEGORY: Record<ErrorCategory, Code> = {
+  invalid: Code.InvalidArgument,
+  bad_request: Code.InvalidArgument,
+  unauthenticated: Code.Unauthenticated,
+  permission_denied: Code.PermissionDenied,
+  not_found: Code.NotFound,
+  insufficient_funds: Code.FailedPrecondition,
+  conflict: Code.Aborted,
+  already_finished: Code.FailedPrecondition,
+  rate_limited: Code.ResourceExhausted,
+  unavailable: Code.Unavailable,
+  upstream_failure: Code.Unavailable,
+  internal: Code.Internal,
 };
 
 export function toConnectError(error: DomainError): ConnectError {
-  const { code, http } = BY_CATEGORY[error.category];
   const detail = create(ErrorDetailSchema, {
     reason: error.reason,
     retryAfterSeconds: error.retryAfterSeconds ?? 0,
     facts: error.facts,
-    httpStatus: http,
   });
-  return new ConnectError(error.message, code, undefined, [{ desc: ErrorDetailSchema, value: detail }], error);
+  return new ConnectError(error.message, CODE_BY_CATEGORY[error.category], undefined, [{ desc: ErrorDetailSchema, value: detail }], error);
 }
 
 /**

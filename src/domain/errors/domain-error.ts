@@ -1,6 +1,7 @@
 /**
  * Every refusal of the service is a DomainError: a category (which decides
- * the transport status) and a stable snake_case reason (which clients read).
+ * the RPC code) and a stable snake_case reason (which clients read); each
+ * edge answers its own status from the two (the statuses below are REST's).
  */
 export type ErrorCategory =
   | "invalid" // 422 on REST: the request breaks a documented rule

@@ -1,21 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
-
-/** Fallback when an error carries no detail (Connect's own code → HTTP table, with 422 for invalid arguments). */
-const STATUS_BY_CODE: Partial<Record<Code, number>> = {
-  [Code.InvalidArgument]: 422,
-  [Code.Unauthenticated]: 401,
-  [Code.PermissionDenied]: 403,
-  [Code.NotFound]: 404,
-  [Code.FailedPrecondition]: 422,
-  [Code.Aborted]: 409,
-  [Code.AlreadyExists]: 409,
-  [Code.ResourceExhausted]: 429,
-  [Code.Unavailable]: 503,
-  [Code.DeadlineExceeded]: 504,
-  [Code.Unimplemented]: 501,
-  [Code.Canceled]: 499,
-};
+import { httpStatusOf } from "./error-status.js";
 
 export interface HttpError {
   readonly status: number;
@@ -25,11 +10,15 @@ export interface HttpError {
   readonly retryAfterSeconds?: number;
 }
 
-/** Reads the status and reason the core attached; hides internal messages. */
+/**
+ * The REST answer to an error from the core (in process or remote): its
+ * status decided here from its code and reason (httpStatusOf), never read
+ * from the core; an internal message hidden.
+ */
 export function httpErrorOf(error: unknown): HttpError {
   const connectError = ConnectError.from(error);
   const detail = connectError.findDetails(ErrorDetailSchema)[0];
-  const status = detail?.httpStatus || STATUS_BY_CODE[connectError.code] || 500;
+  const status = httpStatusOf(connectError.code, detail?.reason);
   const internal = status >= 500 && !detail;
   return {
     status,

@@ -8,6 +8,7 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ANSWER_DELIVERY, CLIENT_ADDRESS, type AnswerDelivery, type ValidationLimits } from "../../core/index.js";
 import { answerFailures } from "./edge-interceptors.js";
+import { withHttpStatus } from "./http-status-detail.js";
 import { ANSWER_WATCHED, methodPolicies, type MethodPolicy } from "./method-policy.js";
 import { malformedMessage } from "./refusals.js";
 import { RpcAdmission, type RpcAdmissionSettings, type WireHooks } from "./rpc-admission.js";
@@ -147,7 +148,8 @@ export function connectRoutes(options: ConnectRoutesOptions) {
         return reply.code(415).send();
       }
       const admission = new RpcAdmission(request, reply, policy, options.settings, wire, options.log);
-      const refusal = await admission.refusalBeforeBody();
+      // A credential refused by the core reaches the wire here, not through the interceptors: http_status is filled the same way.
+      const refusal = withHttpStatus(await admission.refusalBeforeBody());
       if (refusal) {
         wire.refusing?.(refusal, performance.now() - arrived);
         wire.abandonBody(request, reply);
@@ -160,7 +162,7 @@ export function connectRoutes(options: ConnectRoutesOptions) {
     });
 
     await scope.register(fastifyConnectPlugin, {
-      // A crash is logged once, with its stack; a refusal is an answer.
+      // A crash is logged once, with its stack; a refusal is an answer (its ErrorDetail with http_status).
       interceptors: [...(options.interceptors ?? []), answerFailures(options.log), markInvoked],
       acceptCompression: [compressionGzip, compressionBrotli],
       contextValues: (request: FastifyRequest) => {

@@ -3,6 +3,7 @@ import { PROVIDER_METHODS, type Readiness, UPSTREAM_TIME, type UpstreamTime } fr
 import { passThrough } from "../../shared/stream-step.js";
 import { serverTiming } from "../server-timing.js";
 import { settleFailure, wireError } from "./call-failures.js";
+import { withHttpStatus } from "./http-status-detail.js";
 import { SERVED_WHILE_NOT_READY } from "./method-policy.js";
 import { notServing } from "./refusals.js";
 
@@ -14,10 +15,13 @@ import { notServing } from "./refusals.js";
  * Connect's INTERNAL: a 500 for the client's own deadline); it is no crash
  * (the edge logs it once, at debug: createEdgeHandler). Crashes are logged
  * through our logger instead of Connect's console.error; refusals (invalid,
- * unauthenticated, …) are answers and not logged.
+ * unauthenticated, …) are answers and not logged. A failure's ErrorDetail
+ * leaves with its deprecated `http_status` filled (withHttpStatus: REST's
+ * status for its code and reason), since the core decides no status.
  */
 export function answerFailures(log: (message: string, error: unknown) => void): Interceptor {
-  const settle = (signal: AbortSignal, method: string, error: unknown) => settleFailure(signal, method, error, log);
+  // Here rather than in an interceptor of its own: no extra layer around every call and stream.
+  const settle = (signal: AbortSignal, method: string, error: unknown) => withHttpStatus(settleFailure(signal, method, error, log));
   return (next) => async (request) => {
     let response;
     try {

@@ -1,9 +1,16 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
-import { DomainError, type Readiness, toConnectError } from "../../core/index.js";
+import { DomainError, type Readiness, toConnectError as coreError } from "../../core/index.js";
+import { withHttpStatus } from "./http-status-detail.js";
 
-/** What the edge of the core answers before (or instead of) reading a call's message, with the usual ErrorDetail. */
+/**
+ * What the edge of the core answers before (or instead of) reading a call's
+ * message, with the usual ErrorDetail. These leave before the interceptors
+ * run, so each fills its deprecated http_status itself (withHttpStatus).
+ */
+
+const toConnectError = (error: DomainError) => withHttpStatus(coreError(error));
 
 /** UNAVAILABLE service_unavailable (503, retry-after) while the process cannot serve. */
 export function notServing(readiness: Readiness): ConnectError {
@@ -47,19 +54,19 @@ export function malformedMessage(method: string): ConnectError {
 }
 
 /**
- * DEADLINE_EXCEEDED request_timeout (HTTP 408 in the detail): the request's
- * message did not arrive within HTTP_REQUEST_TIMEOUT. No domain category maps
- * to it (it is the edge's own refusal), so the detail is built here.
+ * DEADLINE_EXCEEDED request_timeout (HTTP 408): the request's message did not
+ * arrive within HTTP_REQUEST_TIMEOUT. No domain category maps to it (it is
+ * the edge's own refusal), so the detail is built here.
  */
 export function requestTimedOut(timeoutMs: number): ConnectError {
-  const detail = create(ErrorDetailSchema, { reason: "request_timeout", httpStatus: 408, facts: { limit_ms: timeoutMs } });
-  return new ConnectError(`the request message did not arrive within ${timeoutMs} ms`, Code.DeadlineExceeded, undefined, [
+  const detail = create(ErrorDetailSchema, { reason: "request_timeout", facts: { limit_ms: timeoutMs } });
+  return withHttpStatus(new ConnectError(`the request message did not arrive within ${timeoutMs} ms`, Code.DeadlineExceeded, undefined, [
     { desc: ErrorDetailSchema, value: detail },
-  ]);
+  ]));
 }
 
 /**
- * INTERNAL invalid_message_flags (HTTP 400 in the detail: the caller's
+ * INTERNAL invalid_message_flags (HTTP 400: the caller's
  * fault): a request envelope flagged compressed with no encoding declared (or
  * identity), or flagged other than 0 or 1. gRPC's PROTOCOL-HTTP2 requires
  * INTERNAL (grpc-go answers the same); the message is never read as uncompressed.
@@ -68,8 +75,8 @@ export function invalidMessageFlags(flags: number, encoding: string | undefined)
   const why = flags === 1
     ? `the request message is flagged compressed but no message encoding is declared${encoding ? ` (${encoding})` : ""}`
     : `the request message's flags are 0x${flags.toString(16).padStart(2, "0")}; only 0 and 1 (compressed) are defined`;
-  const detail = create(ErrorDetailSchema, { reason: "invalid_message_flags", httpStatus: 400, facts: { flags } });
-  const error = new ConnectError(why, Code.Internal, undefined, [{ desc: ErrorDetailSchema, value: detail }]);
+  const detail = create(ErrorDetailSchema, { reason: "invalid_message_flags", facts: { flags } });
+  const error = withHttpStatus(new ConnectError(why, Code.Internal, undefined, [{ desc: ErrorDetailSchema, value: detail }]));
   CALLER_FAULTS.add(error);
   return error;
 }

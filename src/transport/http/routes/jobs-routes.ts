@@ -151,7 +151,7 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
           if (refusal.reason !== "job_already_finished") throw error;
           // 409 with the job as it stands: what it finished as, and what it was charged.
           const { job } = await core.generation.getJob({ jobId: request.params.jobId }, platformCall(request, reply));
-          return reply.code(409).send({ error: { code: refusal.reason, message: refusal.message }, job: jobJson(job!) });
+          return reply.code(refusal.status).send({ error: { code: refusal.reason, message: refusal.message }, job: jobJson(job!) });
         }
       },
     );
