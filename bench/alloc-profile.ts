@@ -7,6 +7,9 @@
  *
  *   npm run build && node dist/bench/alloc-profile.js [concurrency=1] [seconds=5]
  *
+ * ALLOC_UNARY=1: non-streamed generateContent requests (bench/peers/request-client.ts) instead of streams, the
+ * upstream as bench:peers runs it; ALLOC_LOG_LEVEL (warn) the service's LOG_LEVEL.
+ *
  * (or `tsx bench/alloc-profile.ts`, whose frames then carry no line numbers)
  */
 import { spawn, execFile } from "node:child_process";
@@ -30,22 +33,28 @@ function startChild(kind: string, env: Record<string, string>): Promise<{ url: s
   });
 }
 
-const upstream = await startChild("upstream", { BENCH_UPSTREAM_GAP_MS: concurrency === 1 ? "2" : "25" });
+const unary = process.env.ALLOC_UNARY === "1";
+const upstream = await startChild("upstream", { BENCH_UPSTREAM_GAP_MS: unary ? "0" : concurrency === 1 ? "2" : "25", BENCH_UPSTREAM_ANSWER_MS: "20", BENCH_UPSTREAM_FIRST_MS: "20" });
 const service = await startService(loadConfig({
   ...process.env, HOST: "127.0.0.1", PORT: "0", GRPC_PORT: "0", METRICS_PORT: "0", ADMIN_TOKEN: "alloc-profile-admin-token-0123456789", DATA_DIR: mkdtempSync(join(os.tmpdir(), "alloc-")),
-  SIMULATED_LATENCY_MS: "0", LOG_LEVEL: "warn", VENDOR_BASE_URL: upstream.url, VENDOR_API_KEY: "k",
+  SIMULATED_LATENCY_MS: "0", LOG_LEVEL: process.env.ALLOC_LOG_LEVEL ?? "warn", VENDOR_BASE_URL: upstream.url, VENDOR_API_KEY: "k",
 }));
-const admin = { authorization: "Bearer t", "content-type": "application/json" };
+const admin = { authorization: "Bearer alloc-profile-admin-token-0123456789", "content-type": "application/json" };
 const account = await (await fetch(`${service.httpUrl}/admin/v1/accounts`, { method: "POST", headers: admin, body: JSON.stringify({ name: "a", balance: "100000000" }) })).json() as { account_id: string };
 const key = await (await fetch(`${service.httpUrl}/admin/v1/accounts/${account.account_id}/keys`, { method: "POST", headers: admin, body: JSON.stringify({ models: ["*"] }) })).json() as { api_key: string };
 
 const spec = (durationMs: number) => JSON.stringify({
-  url: `${service.httpUrl}/api/aimodel/v1beta/models/aimodel-3.5-flash:streamGenerateContent?alt=sse`,
+  url: `${service.httpUrl}/api/aimodel/v1beta/models/aimodel-3.5-flash:${unary ? "generateContent" : "streamGenerateContent?alt=sse"}`,
   headers: { "x-goog-api-key": key.api_key }, body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: "Say something short." }] }] }),
-  concurrency, durationMs, warmupMs: 0,
+  concurrency, durationMs, warmupMs: 0, expect: "", cpuPids: [],
 });
+/** Streams (or requests, ALLOC_UNARY) completed. */
 const client = (durationMs: number) => new Promise<{ streams: number }>((resolve, reject) =>
-  execFile(process.execPath, ["--import", "tsx", join(ROOT, "bench/stream-client.ts"), spec(durationMs)], (error, stdout) => (error ? reject(error) : resolve(JSON.parse(stdout)))));
+  execFile(process.execPath, ["--import", "tsx", join(ROOT, unary ? "bench/peers/request-client.ts" : "bench/stream-client.ts"), spec(durationMs)], (error, stdout) => {
+    if (error) return reject(error);
+    const result = JSON.parse(stdout) as { streams?: number; ok?: number };
+    resolve({ streams: result.streams ?? result.ok ?? 0 });
+  }));
 
 await client(2000); // warm-up
 if (process.env.ALLOC_PROFILE === "0") {
