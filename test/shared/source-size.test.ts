@@ -23,9 +23,6 @@ const BEING_SPLIT: readonly string[] = [];
  * as "path:name". Nothing else may be added here: split the function instead.
  */
 const LONG_FUNCTIONS_BEING_SPLIT: readonly string[] = [
-  "src/core/services/account-service.ts:createAccountService",
-  "src/core/services/admin-service.ts:createAdminService",
-  "src/core/services/generation-service.ts:createGenerationService",
   "src/runtime/start-service.ts:launchService",
   "src/transport/http/routes/admin-routes.ts:adminRoutes",
   "src/transport/http/routes/admin-routes.ts:adminRoutes/<anonymous>",
