@@ -24,8 +24,6 @@ const BEING_SPLIT: readonly string[] = [];
  */
 const LONG_FUNCTIONS_BEING_SPLIT: readonly string[] = [
   "src/runtime/start-service.ts:launchService",
-  "src/transport/http/routes/admin-routes.ts:adminRoutes",
-  "src/transport/http/routes/admin-routes.ts:adminRoutes/<anonymous>",
 ];
 
 const SRC = join(REPO_ROOT, "src");
