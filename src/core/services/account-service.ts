@@ -34,9 +34,7 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
     },
 
     getAccount: (_request, context) =>
-      owner(context.requestHeader, async ({ accountId }) => {
-        return { accountId, balance: balanceView(await existingBalance(deps.ledger, accountId)) };
-      }),
+      owner(context.requestHeader, async ({ accountId }) => ({ accountId, balance: balanceView(await existingBalance(deps.ledger, accountId)) })),
 
     listApiKeys: (_request, context) =>
       owner(context.requestHeader, async ({ accountId }) => ({ keys: await accountKeys(deps, accountId) })),
