@@ -19,9 +19,9 @@ import { createLogger, failureLog } from "./logger.js";
 import type { Logger as PinoLogger } from "pino";
 import type { PrometheusMetrics } from "../adapters/observability/prometheus-metrics.js";
 import { listenMetrics } from "../transport/http/metrics-server.js";
-import { createObservability } from "./observability.js";
+import { createObservability, type Observability } from "./observability.js";
 import { requestSpans } from "../adapters/observability/tracing.js";
-import { loadServiceSettings } from "./settings.js";
+import { loadServiceSettings, type ServiceSettings } from "./settings.js";
 import { retryingEveryError } from "../shared/every-error.js";
 
 export interface RunningService {
@@ -102,6 +102,36 @@ function watchDependencies(dependencies: readonly WatchedDependency[], readiness
   };
 }
 
+export interface LaunchOptions {
+  /** The process's logger (default: pino on stdout at LOG_LEVEL); tests pass one that captures or discards. */
+  readonly logger?: PinoLogger;
+}
+
+/** What every step of the start-up shares: the settings, the process's logger, metrics and readiness, and its stop signal. */
+interface Launch {
+  readonly config: ServiceSettings;
+  readonly logger: PinoLogger;
+  readonly observability: Observability;
+  readonly readiness: Readiness;
+  /** What the edge holds, both ports together. */
+  readonly edge: RunningService["edge"];
+  /** Aborted by close(): a start-up still waiting for a dependency gives up. */
+  readonly stopping: AbortController;
+  /** What has started so far: what the gateway's calls reach once ready, and what close() stops. */
+  readonly started: Started;
+}
+
+interface Started {
+  clients?: CoreClients;
+  headerCheck?: HeaderCheck;
+  gateway?: FastifyInstance;
+  metricsServer?: Awaited<ReturnType<typeof listenMetrics>>;
+  backends?: Backends;
+  core?: Core;
+  rpc?: Awaited<ReturnType<typeof listenRpc>>;
+  stopWatching?: () => Promise<void>;
+}
+
 /**
  * The composition root. Role `api` serves the gateway on PORT and the core on
  * GRPC_PORT; `worker` and `webhooks` run the consumers. With CORE_URL set the
@@ -110,71 +140,125 @@ function watchDependencies(dependencies: readonly WatchedDependency[], readiness
  * starting process never answers 500; a server that is not up yet is waited
  * for (readiness says which), not a reason to exit.
  */
-export interface LaunchOptions {
-  /** The process's logger (default: pino on stdout at LOG_LEVEL); tests pass one that captures or discards. */
-  readonly logger?: PinoLogger;
-}
-
 export async function launchService(given: Config, options: LaunchOptions = {}): Promise<LaunchedService> {
   // The files the configuration names (prices, routes, the URL-signing key) are read here, before anything listens.
   const config = loadServiceSettings(given);
   const logger = options.logger ?? createLogger(config.logLevel, [...config.roles].join(","));
-  const observability = createObservability(logger, config.tracing !== undefined);
-  const metrics = observability.metrics;
-  const log = failureLog(logger);
-  const readiness = new Readiness();
-  const serveApi = config.roles.has("api");
-  const stopping = new AbortController();
-  let clients: CoreClients | undefined;
-  let headerCheck: HeaderCheck | undefined;
-  let gateway: FastifyInstance | undefined;
-  // One count of large uploads for the process, both ports.
-  const uploadSlots = new UploadSlots(config.edge.maxConcurrentLargeUploads);
-  // One budget of body bytes being received, both ports (MAX_BODY_MEMORY).
-  const bodyBudget = new BodyBudget(config.edge.maxBodyMemory);
-  let httpUrl = "";
-  if (serveApi) {
-    // The gate answers 503 until `clients` exist, so these getters are never reached before.
-    const lazy: CoreClients = {
-      get generation() { return clients!.generation; },
-      get text() { return clients!.text; },
-      get admin() { return clients!.admin; },
-      get account() { return clients!.account; },
-      get files() { return clients!.files; },
-    };
-    gateway = await buildGateway(lazy, {
-      logger,
-      metrics,
-      tracing: observability.tracing ? requestSpans : undefined,
-      readiness,
-      edge: config.edge,
-      generationBodyBytes: generationBodyBytes(config.limits, config.edge),
-      headerCheck: (headers, needs, client) => headerCheck!(headers, needs, client),
-      limits: config.limits,
-      // Beside the core, large requests' inline images are staged into its blob store while they arrive.
-      staging: () => core?.staging,
-      uploadSlots,
-      bodyBudget,
-      corsOrigins: config.corsOrigins,
-      sseKeepAliveMs: config.sseKeepAliveMs,
-      publicBaseUrl: config.publicBaseUrl,
-      trustProxy: config.trustProxy,
+  const launch: Launch = {
+    config,
+    logger,
+    observability: createObservability(logger, config.tracing !== undefined),
+    readiness: new Readiness(),
+    // One count of large uploads and one budget of body bytes being received (MAX_BODY_MEMORY) for the process, both ports.
+    edge: { uploadSlots: new UploadSlots(config.edge.maxConcurrentLargeUploads), bodyBudget: new BodyBudget(config.edge.maxBodyMemory) },
+    stopping: new AbortController(),
+    started: {},
+  };
+  const httpUrl = config.roles.has("api") ? await startGateway(launch) : "";
+  const metricsUrl = await startMetrics(launch, httpUrl);
+  const close = closing(launch);
+  const ready = (async (): Promise<RunningService> => {
+    const { started } = launch;
+    const running = (grpcUrl?: string): RunningService => ({
+      httpUrl, grpcUrl, core: started.core, backends: started.backends?.description, readiness: launch.readiness, edge: launch.edge,
+      metrics: launch.observability.metrics, metricsUrl, close,
     });
-    await gateway.listen({ host: config.host, port: config.port });
-    httpUrl = `http://${config.host}:${(gateway.server.address() as AddressInfo).port}`;
+    if (config.coreUrl) {
+      connectRemoteCore(launch, config.coreUrl);
+      launch.readiness.markStarted();
+      return running();
+    }
+    await startCore(launch, httpUrl);
+    const rpc = config.roles.has("api") ? await startCorePort(launch) : undefined;
+    launch.readiness.markStarted();
+    return running(rpc && `http://${config.host}:${rpc.port}`);
+  })();
+  ready.catch(() => undefined);
+  return { httpUrl, metricsUrl, readiness: launch.readiness, ready, close };
+}
+
+/** The gateway, listening at once and answering 503 until the core's clients exist; answers its origin. */
+async function startGateway({ config, logger, observability, readiness, edge, started }: Launch): Promise<string> {
+  // The gate answers 503 until `clients` exist, so these getters are never reached before.
+  const lazy: CoreClients = {
+    get generation() { return started.clients!.generation; },
+    get text() { return started.clients!.text; },
+    get admin() { return started.clients!.admin; },
+    get account() { return started.clients!.account; },
+    get files() { return started.clients!.files; },
+  };
+  const gateway = await buildGateway(lazy, {
+    logger,
+    metrics: observability.metrics,
+    tracing: observability.tracing ? requestSpans : undefined,
+    readiness,
+    edge: config.edge,
+    generationBodyBytes: generationBodyBytes(config.limits, config.edge),
+    headerCheck: (headers, needs, client) => started.headerCheck!(headers, needs, client),
+    limits: config.limits,
+    // Beside the core, large requests' inline images are staged into its blob store while they arrive.
+    staging: () => started.core?.staging,
+    uploadSlots: edge.uploadSlots,
+    bodyBudget: edge.bodyBudget,
+    corsOrigins: config.corsOrigins,
+    sseKeepAliveMs: config.sseKeepAliveMs,
+    publicBaseUrl: config.publicBaseUrl,
+    trustProxy: config.trustProxy,
+  });
+  started.gateway = gateway;
+  await gateway.listen({ host: config.host, port: config.port });
+  return `http://${config.host}:${(gateway.server.address() as AddressInfo).port}`;
+}
+
+/** Where GET /metrics answers: a process without the gateway serves its metrics on a port of its own. */
+async function startMetrics({ config, observability, started }: Launch, httpUrl: string): Promise<string> {
+  if (config.roles.has("api")) return httpUrl;
+  started.metricsServer = await listenMetrics(observability.metrics, config.host, config.metricsPort);
+  return `http://${config.host}:${started.metricsServer.port}`;
+}
+
+/** A gateway in front of a remote core: its clients, and the credential checks made here. */
+function connectRemoteCore({ config, started }: Launch, coreUrl: string): void {
+  started.clients = remoteCoreClients(coreUrl, config.urlSigningSecret);
+  // The core counts what it is asked; the admin token, checked here, counts in this gateway.
+  const guard = new CredentialGuard(config.authFailures, systemClock);
+  started.headerCheck = remoteHeaderCheck(started.clients.generation, started.clients.account, config.adminToken, config.urlSigningSecret, guard);
+}
+
+/** The stores and bus (waited for while unreachable), the core over them, its dependencies watched, its consumers started. */
+async function startCore(launch: Launch, httpUrl: string): Promise<void> {
+  const { config, logger, observability, readiness, stopping, started } = launch;
+  const startedAt = new Date();
+  const backends = await openBackends(config, observability, persistently(launch));
+  started.backends = backends;
+  if (stopping.signal.aborted) {
+    await backends.close();
+    throw new Error("stopped during start-up");
   }
-  // A process without the gateway serves its metrics on a port of its own.
-  const metricsServer = serveApi ? undefined : await listenMetrics(metrics, config.host, config.metricsPort);
-  const metricsUrl = metricsServer ? `http://${config.host}:${metricsServer.port}` : httpUrl;
+  const core = createCore(
+    config, backends.ports, config.publicBaseUrl ?? (httpUrl || `http://${config.host}:${config.port}`),
+    backends.ownsStore ? startedAt : undefined, observability,
+  );
+  started.core = core;
+  started.clients = core.clients;
+  started.headerCheck = core.headerCheck;
+  started.stopWatching = watchDependencies(backends.dependencies, readiness, config.dependencyCheckMs, logger);
+  await core.startConsumers(config.roles, failureLog(logger));
+}
 
-  let backends: Backends | undefined;
-  let core: Core | undefined;
-  let rpc: Awaited<ReturnType<typeof listenRpc>> | undefined;
-  let stopWatching: (() => Promise<void>) | undefined;
-  let closing: Promise<void> | undefined;
+/** The core's own port (gRPC, gRPC-Web, Connect over h2c), beside the gateway. */
+async function startCorePort({ config, logger, readiness, edge, started }: Launch) {
+  started.rpc = await listenRpc(started.core!, config.host, config.grpcPort, failureLog(logger), readiness, {
+    edge: config.edge, limits: config.limits, uploads: edge.uploadSlots, bodyBudget: edge.bodyBudget,
+    // The core port's debug lines (a client that went away, a connection over its client's cap) go to the gateway's pino.
+    debugLog: (message, facts) => logger.debug({ port: "core", ...facts }, message),
+  });
+  return started.rpc;
+}
 
-  /** Opens a dependency, trying again every START_RETRY_MS, whatever its error, until it opens or the process stops. */
-  const persist: Persist = async <T>(dependency: string, open: () => Promise<T>): Promise<T> => {
+/** Opens a dependency, trying again every START_RETRY_MS, whatever its error, until it opens or the process stops. */
+function persistently({ logger, readiness, stopping }: Launch): Persist {
+  return async <T>(dependency: string, open: () => Promise<T>): Promise<T> => {
     // p-retry rejects an attempt that succeeds after the abort: what it opened is returned anyway, for the caller to close.
     let opened: { value: T } | undefined;
     try {
@@ -194,58 +278,25 @@ export async function launchService(given: Config, options: LaunchOptions = {}):
       throw error;
     }
   };
+}
 
-  async function close(options: { drain?: boolean } = {}): Promise<void> {
-    closing ??= (async () => {
+/** The graceful stop of what has started so far, made once however often it is asked for. */
+function closing({ config, readiness, stopping, started }: Launch): RunningService["close"] {
+  let closed: Promise<void> | undefined;
+  return (options: { drain?: boolean } = {}) => {
+    closed ??= (async () => {
       readiness.drain();
       if (options.drain !== false && config.drainDelayMs > 0 && readiness.current.serving) await sleep(config.drainDelayMs);
       stopping.abort();
-      await gateway?.close();
-      await rpc?.close();
-      await core?.stopConsumers(config.shutdownGraceMs);
-      await stopWatching?.();
-      await backends?.close();
-      await metricsServer?.close();
+      await started.gateway?.close();
+      await started.rpc?.close();
+      await started.core?.stopConsumers(config.shutdownGraceMs);
+      await started.stopWatching?.();
+      await started.backends?.close();
+      await started.metricsServer?.close();
     })();
-    return closing;
-  }
-
-  const ready = (async (): Promise<RunningService> => {
-    const running = (grpcUrl?: string): RunningService => ({
-      httpUrl, grpcUrl, core, backends: backends?.description, readiness, edge: { uploadSlots, bodyBudget }, metrics, metricsUrl, close,
-    });
-    if (config.coreUrl) {
-      clients = remoteCoreClients(config.coreUrl, config.urlSigningSecret);
-      // The core counts what it is asked; the admin token, checked here, counts in this gateway.
-      const guard = new CredentialGuard(config.authFailures, systemClock);
-      headerCheck = remoteHeaderCheck(clients.generation, clients.account, config.adminToken, config.urlSigningSecret, guard);
-      readiness.markStarted();
-      return running();
-    }
-    const startedAt = new Date();
-    backends = await openBackends(config, observability, persist);
-    if (stopping.signal.aborted) {
-      await backends.close();
-      throw new Error("stopped during start-up");
-    }
-    core = createCore(
-      config, backends.ports, config.publicBaseUrl ?? (httpUrl || `http://${config.host}:${config.port}`),
-      backends.ownsStore ? startedAt : undefined, observability,
-    );
-    clients = core.clients;
-    headerCheck = core.headerCheck;
-    stopWatching = watchDependencies(backends.dependencies, readiness, config.dependencyCheckMs, logger);
-    await core.startConsumers(config.roles, log);
-    rpc = serveApi ? await listenRpc(core, config.host, config.grpcPort, log, readiness, {
-      edge: config.edge, limits: config.limits, uploads: uploadSlots, bodyBudget,
-      // The core port's debug lines (a client that went away, a connection over its client's cap) go to the gateway's pino.
-      debugLog: (message, facts) => logger.debug({ port: "core", ...facts }, message),
-    }) : undefined;
-    readiness.markStarted();
-    return running(rpc && `http://${config.host}:${rpc.port}`);
-  })();
-  ready.catch(() => undefined);
-  return { httpUrl, metricsUrl, readiness, ready, close };
+    return closed;
+  };
 }
 
 /** Starts the service and resolves once it serves (the gateway answers 503 until then). */

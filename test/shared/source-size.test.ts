@@ -18,19 +18,6 @@ const MAX_FUNCTION_LINES = 120;
 /** issue 36: being split (in other worktrees); empty this list once they land. Paths relative to the repository. */
 const BEING_SPLIT: readonly string[] = [];
 
-/**
- * Functions longer than MAX_FUNCTION_LINES that are still to be split (issue 36),
- * as "path:name". Nothing else may be added here: split the function instead.
- */
-const LONG_FUNCTIONS_BEING_SPLIT: readonly string[] = [
-  "src/core/services/account-service.ts:createAccountService",
-  "src/core/services/admin-service.ts:createAdminService",
-  "src/core/services/generation-service.ts:createGenerationService",
-  "src/runtime/start-service.ts:launchService",
-  "src/transport/http/routes/admin-routes.ts:adminRoutes",
-  "src/transport/http/routes/admin-routes.ts:adminRoutes/<anonymous>",
-];
-
 const SRC = join(REPO_ROOT, "src");
 
 function sourceFiles(dir: string): string[] {
@@ -87,8 +74,6 @@ function longFunctions(path: string): LongFunction[] {
 
 describe("source size (issue 36)", () => {
   const files = sourceFiles(SRC);
-  let measured: LongFunction[] | undefined;
-  const allLongFunctions = () => (measured ??= files.flatMap(longFunctions));
 
   it(`when a file in src/ is measured, then none has more than ${MAX_FILE_LINES} lines`, () => {
     const tooLong = files
@@ -98,16 +83,14 @@ describe("source size (issue 36)", () => {
   });
 
   it(`when a function in src/ is measured, then none spans more than ${MAX_FUNCTION_LINES} lines`, () => {
-    const tooLong = allLongFunctions().filter(({ key }) => !LONG_FUNCTIONS_BEING_SPLIT.includes(key));
+    const tooLong = files.flatMap(longFunctions);
     assert.deepEqual(
       tooLong.map(({ key }) => key), [],
       `functions over ${MAX_FUNCTION_LINES} lines: split them into named units\n${tooLong.map((f) => `  ${f.where} ${f.key}: ${f.lines} lines`).join("\n")}`,
     );
   });
 
-  it("when the lists of units still being split are read, then each names something still too long (an entry is dropped once split)", () => {
-    const long = new Set(allLongFunctions().map(({ key }) => key));
-    assert.deepEqual(LONG_FUNCTIONS_BEING_SPLIT.filter((key) => !long.has(key)), [], "split already: remove from LONG_FUNCTIONS_BEING_SPLIT");
+  it("when the list of files still being split is read, then each names a file still too long (an entry is dropped once split)", () => {
     const big = BEING_SPLIT.filter((path) => {
       try {
         return lineCount(readFileSync(join(REPO_ROOT, path), "utf8")) > MAX_FILE_LINES;

@@ -10,6 +10,7 @@ import { formatMoney } from "../../domain/money.js";
 import type { ApiKeyRecord, ApiKeyStore, CredentialRole } from "../../ports/api-key-store.js";
 import type { Clock } from "../../ports/clock.js";
 import type { Ledger } from "../../ports/ledger.js";
+import type { PanelSessionStore } from "../../ports/panel-session-store.js";
 import { hashSecret } from "../auth/presented-key.js";
 
 /**
@@ -24,6 +25,28 @@ export interface KeyDeps {
 }
 
 export const keyNotFound = (keyId: string) => new DomainError("not_found", "key_not_found", `no key ${keyId}`);
+
+/** A key the operator manages; an owner token only with `owners` (those are revoked, not managed). */
+export async function existingKey(apiKeys: ApiKeyStore, keyId: string, { owners = false } = {}): Promise<ApiKeyRecord> {
+  const record = keyId === "" ? undefined : await apiKeys.get(keyId);
+  if (!record || (!owners && record.role === "owner")) throw keyNotFound(keyId);
+  return record;
+}
+
+/** A key of the account; another account's key, an owner token or an unknown id are all key_not_found. */
+export async function keyOfAccount(apiKeys: ApiKeyStore, accountId: string, keyId: string): Promise<ApiKeyRecord> {
+  const record = keyId === "" ? undefined : await apiKeys.get(keyId);
+  if (!record || record.accountId !== accountId || record.role === "owner") throw keyNotFound(keyId);
+  return record;
+}
+
+/** Revokes a key or an owner token (the operator's); a revoked owner token's panel sessions end with it. */
+export async function revokeCredential(deps: KeyDeps & { readonly panelSessions: Pick<PanelSessionStore, "revokeByCredential"> }, keyId: string) {
+  const record = await existingKey(deps.apiKeys, keyId, { owners: true });
+  if (!(await deps.apiKeys.revoke(keyId))) throw keyNotFound(keyId);
+  // A revoked owner token's sessions are refused anyway (ownerOfSession); their records end too, so no listing shows them open.
+  if (record.role === "owner") await deps.panelSessions.revokeByCredential(record.keyId, deps.clock.now());
+}
 
 /** Grants name at least one model, each "*" or a model of the catalog (422 invalid_grants). */
 export function checkGrants(models: readonly string[]): void {
