@@ -18,6 +18,7 @@ import { randomUUID } from "node:crypto";
 import { DependencyUnavailableError } from "../../src/ports/dependency.js";
 import type { Observation } from "../../src/ports/telemetry.js";
 import type { ReserveOutcome } from "../../src/ports/ledger.js";
+import { eventually } from "../support/eventually.js";
 
 const contactPoints = process.env.CASSANDRA_CONTACT_POINTS;
 const skip = !contactPoints && "needs CASSANDRA_CONTACT_POINTS (real Cassandra)";
@@ -556,11 +557,11 @@ describe("Cassandra stores against a real server", { skip }, () => {
     assert.deepEqual((await store.listByAccount({ accountId, limit: 10 })).jobs.map((listed) => listed.id), [job.id]);
 
     // Gone with the job, by the TTL alone (polled: expiry is to the second).
-    const deadline = Date.now() + 20_000;
-    while ((await ttl()) !== undefined || (await store.get(job.id)) !== undefined) {
-      if (Date.now() > deadline) assert.fail("the job and its listing row must expire");
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+    await eventually(async () => (await ttl()) === undefined && (await store.get(job.id)) === undefined, Boolean, {
+      timeoutMs: 20_000,
+      intervalMs: 200,
+      what: "the job and its listing row to expire",
+    });
     assert.deepEqual(await store.listByAccount({ accountId, limit: 10 }), { jobs: [], next: undefined });
 
     // An index row whose job was never stored (its acceptance was fenced off) lists nothing.

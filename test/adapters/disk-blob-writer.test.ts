@@ -3,8 +3,8 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readdirSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setImmediate as nextTurn } from "node:timers/promises";
 import { DiskBlobStore } from "../../src/adapters/disk/disk-blob-store.js";
+import { eventually } from "../support/eventually.js";
 
 /** Every file under `root`, relative, sorted (to see that nothing is left behind). */
 function filesUnder(root: string): string[] {
@@ -38,15 +38,6 @@ function openFiles(): string[] {
 }
 
 const filesOpenUnder = (root: string) => openFiles().filter((target) => target.startsWith(root));
-
-/** Polls `probe` until it holds; fails with `what` after the deadline. No fixed sleeps. */
-async function until(probe: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await nextTurn();
-  }
-}
 
 /** How a promise ended, or "pending" when it has not within the deadline (a hang is a failure, not a stuck test). */
 async function settledWithin<T>(promise: Promise<T>, timeoutMs = 5_000): Promise<{ state: "fulfilled" | "rejected" | "pending"; error?: unknown }> {
@@ -122,13 +113,13 @@ describe("DiskBlobStore writer: aborts and errors leave no file and no descripto
     const controller = new AbortController();
     const writer = store.write("staging/signal", "image/png", { signal: controller.signal });
     await writer.append(Buffer.alloc(1024, 1));
-    await until(() => filesOpenUnder(root).length === 1, "the temporary file to be open while it is written");
+    await eventually(() => filesOpenUnder(root).length === 1, Boolean, { what: "the temporary file to be open while it is written", timeoutMs: 5_000, intervalMs: 0 });
     const pending = writer.append(Buffer.alloc(8 << 20, 2));
     controller.abort();
     const outcome = await settledWithin(pending);
     assert.notEqual(outcome.state, "pending", "an append cut by the signal settles");
-    await until(() => leftovers("staging/signal").length === 0, "the temporary file to be removed");
-    await until(() => filesOpenUnder(root).length === 0, "the descriptor to be closed");
+    await eventually(() => leftovers("staging/signal").length === 0, Boolean, { what: "the temporary file to be removed", timeoutMs: 5_000, intervalMs: 0 });
+    await eventually(() => filesOpenUnder(root).length === 0, Boolean, { what: "the descriptor to be closed", timeoutMs: 5_000, intervalMs: 0 });
     noMoreDescriptorsThan(descriptorsBefore);
     await assert.rejects(writer.commit(), "an aborted write cannot be committed");
     assert.equal(await store.read("staging/signal"), undefined);
@@ -146,7 +137,7 @@ describe("DiskBlobStore writer: aborts and errors leave no file and no descripto
       const pending = writer.append(Buffer.alloc(64 << 20, 3)).finally(() => (settled = true));
       pending.catch(() => {});
       // The descriptor is open once the write was handed to the stream (and it answered "wait for drain").
-      await until(() => settled || filesOpenUnder(root).some((target) => target.includes("drain-")), "the temporary file to be opened");
+      await eventually(() => settled || filesOpenUnder(root).some((target) => target.includes("drain-")), Boolean, { what: "the temporary file to be opened", timeoutMs: 5_000, intervalMs: 0 });
       if (!settled) caughtWaiting++;
       await writer.abort();
       const outcome = await settledWithin(pending);

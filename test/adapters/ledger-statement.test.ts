@@ -11,6 +11,7 @@ import { openSession, type CassandraClient } from "../../src/adapters/cassandra/
 import { MemoryLedger } from "../../src/adapters/memory/memory-ledger.js";
 import { openSqliteStores, type SqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
 import type { Ledger, LedgerCursor, LedgerEntry } from "../../src/ports/ledger.js";
+import { eventually } from "../support/eventually.js";
 
 /*
  * The statement through the Ledger port on every adapter (SQLite in a
@@ -240,11 +241,14 @@ describe("CassandraLedger: a writer killed mid-round", { skip: !contactPoints &&
     child.stdout!.on("data", (chunk) => (out += chunk));
     const ledger = new CassandraLedger(client);
     // Killed once it has moved money for a while: rounds and their copies are in flight when it dies.
-    const deadline = Date.now() + 60_000;
-    while (!out.includes("moving") || (await ledger.balance(id))!.balance > 1_000_000n - 200n) {
-      assert.ok(Date.now() < deadline && child.exitCode === null, "the writer moves money within a minute");
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    await eventually(
+      async () => {
+        assert.equal(child.exitCode, null, "the writer keeps running until it is killed");
+        return out.includes("moving") && (await ledger.balance(id))!.balance <= 1_000_000n - 200n;
+      },
+      Boolean,
+      { timeoutMs: 60_000, intervalMs: 50, what: "the writer to move money for a while" },
+    );
     child.kill("SIGKILL");
     await exited;
     const balance = (await ledger.balance(id))!;

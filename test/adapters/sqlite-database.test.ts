@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { DataDirInUseError, openSqliteDatabase } from "../../src/adapters/sqlite/sqlite-database.js";
 import { openSqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
+import { eventually } from "../support/eventually.js";
 import { REPO_ROOT } from "../support/repo.js";
 
 const REPO = REPO_ROOT;
@@ -22,14 +23,6 @@ function freshDir(): string {
 after(() => {
   for (const dir of directories) rmSync(dir, { recursive: true, force: true });
 });
-
-async function eventually(probe: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** `<dir>/service.db` as a build that shipped only the migrations before `version` left it (e.g. "0004": schema 3). */
 function databaseBefore(dir: string, version: string) {
@@ -71,7 +64,7 @@ setInterval(() => {}, 60_000);
     exited,
     output: () => output,
     async ready() {
-      await eventually(() => output.includes("ready") || child.exitCode !== null, "the child to open the store");
+      await eventually(() => output.includes("ready") || child.exitCode !== null, Boolean, { what: "the child to open the store" });
       assert.ok(output.includes("ready"), `child output: ${output}`);
     },
   };

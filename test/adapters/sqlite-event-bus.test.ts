@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { openSqliteStores, type SqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
 import { TOPICS } from "../../src/ports/event-bus.js";
+import { eventually } from "../support/eventually.js";
 import { REPO_ROOT } from "../support/repo.js";
 
 const REPO = REPO_ROOT;
@@ -32,15 +33,6 @@ after(() => {
   for (const dir of directories) rmSync(dir, { recursive: true, force: true });
 });
 
-/** Polls until `probe` holds, failing after the deadline (no fixed sleeps). */
-async function eventually(probe: () => boolean | Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 function recorder<T>() {
   const seen: { event: T; at: number }[] = [];
   return { seen, handler: async (event: T) => void seen.push({ event, at: Date.now() }) };
@@ -57,8 +49,8 @@ describe("SqliteEventBus", () => {
     await stores.bus.subscribe(TOPICS.jobFinished, "group-b", b.handler);
     await stores.bus.publish(TOPICS.jobFinished, "j1", { jobId: "j1" });
     await stores.bus.publish(TOPICS.generationRequested, "j1", { jobId: "j1" }); // no group: dropped
-    await eventually(() => a.seen.length === 1 && b.seen.length === 1, "both groups");
-    await eventually(() => pendingRows(stores) === 0, "rows deleted");
+    await eventually(() => a.seen.length === 1 && b.seen.length === 1, Boolean, { what: "both groups", timeoutMs: 5_000 });
+    await eventually(() => pendingRows(stores) === 0, Boolean, { what: "rows deleted", timeoutMs: 5_000 });
     assert.deepEqual(a.seen[0]!.event, { jobId: "j1" });
     assert.deepEqual(b.seen[0]!.event, { jobId: "j1" });
     await assert.rejects(stores.bus.subscribe(TOPICS.jobFinished, "group-a", a.handler), /already subscribed/);
@@ -72,8 +64,8 @@ describe("SqliteEventBus", () => {
       if (calls.length < 3) throw new Error(`failure ${calls.length}`);
     });
     await stores.bus.publish(TOPICS.webhookDelivery, "j", { jobId: "j", attempt: 0 });
-    await eventually(() => calls.length === 3, "three attempts");
-    await eventually(() => pendingRows(stores) === 0, "row deleted after the success");
+    await eventually(() => calls.length === 3, Boolean, { what: "three attempts", timeoutMs: 5_000 });
+    await eventually(() => pendingRows(stores) === 0, Boolean, { what: "row deleted after the success", timeoutMs: 5_000 });
     assert.ok(calls[1]! - calls[0]! >= 95, `redelivered after ${calls[1]! - calls[0]!} ms`);
     assert.ok(calls[2]! - calls[1]! >= 95, `redelivered after ${calls[2]! - calls[1]!} ms`);
   });
@@ -85,7 +77,7 @@ describe("SqliteEventBus", () => {
     const publishedAt = Date.now();
     await stores.bus.publish(TOPICS.webhookDelivery, "k", { n: 1 }, { delayMs: 300 });
     await stores.bus.publish(TOPICS.webhookDelivery, "k", { n: 2 });
-    await eventually(() => r.seen.length === 2, "both events");
+    await eventually(() => r.seen.length === 2, Boolean, { what: "both events", timeoutMs: 5_000 });
     assert.deepEqual(r.seen.map((s) => s.event.n), [2, 1]);
     assert.ok(r.seen[1]!.at - publishedAt >= 300, `delivered after ${r.seen[1]!.at - publishedAt} ms`);
   });
@@ -101,10 +93,10 @@ describe("SqliteEventBus", () => {
     const second = await open(dir);
     const r = recorder<{ jobId: string; attempt: number }>();
     await second.bus.subscribe(TOPICS.webhookDelivery, "webhooks", r.handler);
-    await eventually(() => r.seen.length === 1, "the delayed event after reopen");
+    await eventually(() => r.seen.length === 1, Boolean, { what: "the delayed event after reopen", timeoutMs: 5_000 });
     assert.deepEqual(r.seen[0]!.event, { jobId: "j", attempt: 1 });
     assert.ok(r.seen[0]!.at - publishedAt >= 400, `delivered after ${r.seen[0]!.at - publishedAt} ms`);
-    await eventually(() => pendingRows(second) === 0, "row deleted");
+    await eventually(() => pendingRows(second) === 0, Boolean, { what: "row deleted", timeoutMs: 5_000 });
   });
 
   it("when a group was registered before a restart, then a publish made before it subscribes again still reaches it", async () => {
@@ -121,7 +113,7 @@ describe("SqliteEventBus", () => {
     const third = await open(dir);
     const r = recorder<{ jobId: string }>();
     await third.bus.subscribe(TOPICS.jobFinished, "webhook-dispatchers", r.handler);
-    await eventually(() => r.seen.length === 1, "the event published before re-subscribing");
+    await eventually(() => r.seen.length === 1, Boolean, { what: "the event published before re-subscribing", timeoutMs: 5_000 });
     assert.deepEqual(r.seen[0]!.event, { jobId: "j7" });
   });
 
@@ -138,16 +130,16 @@ describe("SqliteEventBus", () => {
       runningNow--;
     });
     for (let n = 0; n < 40; n++) await stores.bus.publish(TOPICS.generationRequested, `j${n}`, { n });
-    await eventually(() => gates.length === 4, "the window to fill");
+    await eventually(() => gates.length === 4, Boolean, { what: "the window to fill", timeoutMs: 5_000 });
     // The rest are rows only: the window stays full until a handler ends.
     await new Promise((settle) => setImmediate(settle));
     assert.equal(started.length, 4);
     assert.equal(pendingRows(stores), 40);
     while (started.length < 40 || gates.length > 0) {
       gates.shift()?.();
-      await eventually(() => gates.length > 0 || started.length === 40, "the next handler", 5_000);
+      await eventually(() => gates.length > 0 || started.length === 40, Boolean, { what: "the next handler", timeoutMs: 5_000 });
     }
-    await eventually(() => pendingRows(stores) === 0, "every row delivered");
+    await eventually(() => pendingRows(stores) === 0, Boolean, { what: "every row delivered", timeoutMs: 5_000 });
     assert.equal(most, 4);
     assert.deepEqual(started, Array.from({ length: 40 }, (_, n) => n));
   });
@@ -163,7 +155,7 @@ describe("SqliteEventBus", () => {
     await stores.bus.publish(TOPICS.generationRequested, "f1", { id: "flaky-1" });
     await stores.bus.publish(TOPICS.generationRequested, "f2", { id: "flaky-2" });
     await stores.bus.publish(TOPICS.generationRequested, "late", { id: "late" }, { delayMs: 40 });
-    await eventually(() => seen.length === 3, "all three events");
+    await eventually(() => seen.length === 3, Boolean, { what: "all three events", timeoutMs: 5_000 });
     assert.deepEqual([...seen].sort(), ["flaky-1", "flaky-2", "late"]);
     assert.equal(pendingRows(stores), 0);
   });
@@ -180,7 +172,7 @@ describe("SqliteEventBus", () => {
       finished = true;
     });
     await stores.bus.publish(TOPICS.generationRequested, "j", { jobId: "j" });
-    await eventually(() => started, "handler started");
+    await eventually(() => started, Boolean, { what: "handler started", timeoutMs: 5_000 });
     const closing = stores.bus.close();
     release();
     await closing;
@@ -210,7 +202,7 @@ await stores.bus.publish("generation.requested", "j9", { jobId: "j9" });
     child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
     const exited = new Promise<void>((r) => child.on("exit", () => r()));
     try {
-      await eventually(() => output.includes("handling") || child.exitCode !== null, "the child to handle the event", 15_000);
+      await eventually(() => output.includes("handling") || child.exitCode !== null, Boolean, { what: "the child to handle the event", timeoutMs: 15_000 });
       assert.ok(output.includes("handling"), `child output: ${output}`);
     } finally {
       child.kill("SIGKILL");
@@ -220,7 +212,7 @@ await stores.bus.publish("generation.requested", "j9", { jobId: "j9" });
     const stores = await open(dir);
     const r = recorder<{ jobId: string }>();
     await stores.bus.subscribe(TOPICS.generationRequested, "workers", r.handler);
-    await eventually(() => r.seen.length === 1, "redelivery after the crash");
+    await eventually(() => r.seen.length === 1, Boolean, { what: "redelivery after the crash", timeoutMs: 5_000 });
     assert.deepEqual(r.seen[0]!.event, { jobId: "j9" });
   });
 });

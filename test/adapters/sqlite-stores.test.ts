@@ -27,6 +27,7 @@ import { MemoryApiKeyStore } from "../../src/adapters/memory/memory-api-key-stor
 import { randomUUID } from "node:crypto";
 import { openSqliteDatabase } from "../../src/adapters/sqlite/sqlite-database.js";
 import { encodeBody } from "../../src/adapters/shared/job-codec.js";
+import { eventually } from "../support/eventually.js";
 import { REPO_ROOT } from "../support/repo.js";
 
 const PRICES: PriceTable = parsePriceTable({
@@ -774,14 +775,6 @@ describe("SqliteAcceptanceWrites", () => {
     return heard;
   }
 
-  async function waitFor(probe: () => boolean, what: string) {
-    const deadline = Date.now() + 5_000;
-    while (!probe()) {
-      if (Date.now() > deadline) throw new Error(`not within 5 s: ${what}`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  }
-
   it("when a job is accepted in one write, then its hold is held, its intent listed, the job stored, and its announcement heard once", async () => {
     const opened = await open(freshDir());
     const { stores } = opened;
@@ -792,7 +785,7 @@ describe("SqliteAcceptanceWrites", () => {
     assert.deepEqual(await stores.ledger.balance("acct"), { balance: 200_000_000_000n, reserved: 134_000_000_000n });
     assert.deepEqual((await stores.jobs.listUnfinished(10)).entries.map((entry) => entry.jobId), [job.id]);
     assert.deepEqual(defined(await stores.jobs.get(job.id)), defined(job));
-    await waitFor(() => heard.length === 1, "the announcement");
+    await eventually(() => heard.length === 1, Boolean, { what: "the announcement", timeoutMs: 5_000 });
     assert.deepEqual(heard, [job.id]);
   });
 
@@ -853,7 +846,7 @@ describe("SqliteAcceptanceWrites", () => {
       accepted.map((job) => job.id).sort(),
     );
     for (const job of jobs) assert.equal((await stores.jobs.get(job.id)) !== undefined, accepted.includes(job), job.id);
-    await waitFor(() => heard.length === 50, "50 announcements");
+    await eventually(() => heard.length === 50, Boolean, { what: "50 announcements", timeoutMs: 5_000 });
     assert.deepEqual([...heard].sort(), accepted.map((job) => job.id).sort());
     // Asked in one turn of the event loop: 200 acceptances in two commits (at most 128 in one).
     assert.deepEqual(commits, [128, 72]);

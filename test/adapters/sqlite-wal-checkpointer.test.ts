@@ -8,16 +8,9 @@ import { openSqliteStores } from "../../src/adapters/sqlite/sqlite-stores.js";
 import Database from "better-sqlite3";
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startWalCheckpointer } from "../../src/adapters/sqlite/wal-checkpointer.js";
 import { parsePriceTable } from "../../src/domain/pricing/price-table.js";
+import { eventually } from "../support/eventually.js";
 
 const PRICES = parsePriceTable({ "aimodel-3-pro-image": { per_image: { "1K": "0.134", "2K": "0.134", "4K": "0.24" } } });
-
-async function until(condition: () => boolean, what: string, deadlineMs = 10_000): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 describe("SQLite checkpoints on a thread of their own", () => {
   it("when commits fill the WAL, then a thread copies them into the database file and the service's connection only checkpoints past the fallback", async () => {
@@ -31,7 +24,7 @@ describe("SQLite checkpoints on a thread of their own", () => {
       const insert = db.prepare("INSERT INTO scratch (filler) VALUES (?)");
       // About 2 MB in 200 commits: far below the fallback (16,384 pages), so only the thread can move it.
       for (let i = 0; i < 200; i++) insert.run("x".repeat(10_000));
-      await until(() => statSync(stores.path).size >= before + 2_000_000, "the database file holds the rows");
+      await eventually(() => statSync(stores.path).size >= before + 2_000_000, Boolean, { what: "the database file holds the rows", timeoutMs: 10_000 });
     } finally {
       await stores.close();
       await rm(dir, { recursive: true, force: true });
@@ -73,18 +66,18 @@ describe("SQLite checkpoints on a thread of their own", () => {
       onRecovered: (failures) => recoveries.push(failures),
     });
     try {
-      await until(() => errors.length >= 2, "a second report");
+      await eventually(() => errors.length >= 2, Boolean, { what: "a second report", timeoutMs: 10_000 });
       assert.equal(errors[0]!.failures, 1, "told when it starts");
       assert.match(errors[0]!.message, /no such table/);
       // Reported once per 300 ms while attempts run every 10 ms: the second report counts many failures.
       assert.ok(errors[1]!.failures >= 10, `the second report counts ${errors[1]!.failures} failures`);
       db.exec("CREATE TABLE checkpoints_allowed (id INTEGER)");
-      await until(() => recoveries.length === 1, "the recovery");
+      await eventually(() => recoveries.length === 1, Boolean, { what: "the recovery", timeoutMs: 10_000 });
       assert.ok(recoveries[0]! >= errors[1]!.failures, `recovered after ${recoveries[0]} failures`);
       const reports = errors.length;
       // Working again: no more reports (the next failure would be told at once, as a start).
       db.exec("DROP TABLE checkpoints_allowed");
-      await until(() => errors.length === reports + 1, "the next failure, told at once");
+      await eventually(() => errors.length === reports + 1, Boolean, { what: "the next failure, told at once", timeoutMs: 10_000 });
       assert.equal(errors[reports]!.failures, 1);
     } finally {
       await checkpointer.close();

@@ -5,6 +5,7 @@ import { createGenerationWorker } from "../../src/core/workers/generation-worker
 import type { Job } from "../../src/domain/jobs/job.js";
 import { TOPICS } from "../../src/ports/event-bus.js";
 import type { JobStore } from "../../src/ports/job-store.js";
+import { eventually } from "../support/eventually.js";
 import { openWorkerBed, type WorkerBed } from "./worker-bed.js";
 
 /*
@@ -63,15 +64,10 @@ function gatedStore(jobs: JobStore, hold: { jobId: () => string | undefined; cal
   });
 }
 
-/** Polls until the job is finished and settled, or fails after the deadline. */
+/** The job once it is finished and settled (polled with a deadline). */
 async function finished(bed: WorkerBed, jobId: string, timeoutMs = 10_000): Promise<Job> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const job = await bed.deps.jobs.get(jobId);
-    if (job?.settled) return job;
-    if (Date.now() > deadline) throw new Error(`job ${jobId} not finished after ${timeoutMs} ms: ${JSON.stringify(job?.status)}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  const job = await eventually(() => bed.deps.jobs.get(jobId), (found) => Boolean(found?.settled), { timeoutMs, what: `job ${jobId} to be finished and settled` });
+  return job!;
 }
 
 describe("a worker stopping while it claims a job (SQLite store, durable embedded bus)", () => {

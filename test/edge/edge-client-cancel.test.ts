@@ -66,7 +66,7 @@ describe("a client that cancels its call on the core port", () => {
   async function assertQuiet() {
     await eventually(reserved, (held) => held === "0.00", { timeoutMs: 10_000, what: "the ended call's hold to be given back" });
     const loud = lines.filter((line) => line.level >= 40);
-    assert.deepEqual(loud.map((line) => `${line.level} ${line.msg} ${line.err?.stack ?? ""}`), [], "no warning or error for a call its client ended");
+    assert.deepEqual(loud.map((line) => `${line.level} ${line.msg} ${line.err ? JSON.stringify(line.err) : ""}`), [], "no warning or error for a call its client ended");
     const withStack = lines.filter((line) => line.err !== undefined || JSON.stringify(line).includes("    at "));
     assert.deepEqual(withStack, [], "no stack");
   }

@@ -1,7 +1,6 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as delay } from "node:timers/promises";
 import { configFrom } from "../../src/config/config.js";
 import { startService, type RunningService } from "../../src/runtime/start-service.js";
 import type { Config } from "../../src/config/config.js";
@@ -10,6 +9,7 @@ import kafkajs from "kafkajs";
 import { testServiceLogger } from "./log-capture.js";
 import { watchExit } from "./exit-watch.js";
 import { givePooledKeyspaceBack, takePooledKeyspace } from "./keyspace-pool.js";
+import { eventually } from "./eventually.js";
 
 // Every test file that starts services names what kept its process alive, if anything did (test/support/exit-watch.ts).
 // Only under the test runner (which sets NODE_TEST_CONTEXT in a file's process): the benchmarks import this module too.
@@ -204,21 +204,8 @@ export async function createCustomer(service: TestService, balance = "10.00", mo
   return { accountId: account.json.account_id, apiKey: key.json.api_key, keyId: key.json.key_id };
 }
 
-/** Polls until `predicate` holds or the deadline passes (never a fixed sleep). */
-export async function eventually<T>(
-  probe: () => Promise<T>,
-  predicate: (value: T) => boolean,
-  { timeoutMs = 15_000, intervalMs = 20, what = "condition" } = {},
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T = await probe();
-  while (!predicate(last)) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${JSON.stringify(last)}`);
-    await delay(intervalMs);
-    last = await probe();
-  }
-  return last;
-}
+/** The suite's one polling helper, test/support/eventually.ts, where most tests already look for it. */
+export { eventually } from "./eventually.js";
 
 export const TERMINAL = new Set(["done", "failed", "canceled"]);
 

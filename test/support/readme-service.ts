@@ -4,8 +4,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createConnection, createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as delay } from "node:timers/promises";
 import { buildState } from "../../infra/build-state.mjs";
+import { eventually } from "./eventually.js";
 import { call, type ApiResponse, type RequestOptions } from "./harness.js";
 import { commandsOf } from "./readme-walkthrough.js";
 import { readerEnvironment, readmeBlock, readReadme, ROOT, runBlockOk } from "./readme-blocks.js";
@@ -118,19 +118,18 @@ export async function createReadmeCustomer(service: ReadmeService, balance: stri
 }
 
 async function waitUntilReady(group: ProcessGroup, baseUrl: string): Promise<void> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  let last = "no answer yet";
-  for (;;) {
-    if (group.exited) throw new Error(`\`${group.command.trim()}\` exited (${group.exited}) before /readyz answered 200`);
-    const readyz = await fetch(`${baseUrl}/readyz`).then(
-      async (response) => `${response.status} ${await response.text()}`,
-      (error: Error) => error.message,
-    );
-    if (readyz.startsWith("200 ") && (await accepts(README_CORE_PORT))) return;
-    last = readyz;
-    if (Date.now() > deadline) throw new Error(`the README's service was not ready within ${READY_TIMEOUT_MS} ms (GET ${baseUrl}/readyz: ${last})`);
-    await delay(100);
-  }
+  await eventually(
+    async () => {
+      if (group.exited) throw new Error(`\`${group.command.trim()}\` exited (${group.exited}) before /readyz answered 200`);
+      const readyz = await fetch(`${baseUrl}/readyz`).then(
+        async (response) => `${response.status} ${await response.text()}`,
+        (error: Error) => error.message,
+      );
+      return { readyz, coreAccepts: readyz.startsWith("200 ") && (await accepts(README_CORE_PORT)) };
+    },
+    (seen) => seen.coreAccepts,
+    { timeoutMs: READY_TIMEOUT_MS, intervalMs: 100, what: `the README's service to be ready (GET ${baseUrl}/readyz, then the core's port)` },
+  );
 }
 
 function accepts(port: number): Promise<boolean> {
@@ -178,19 +177,22 @@ function listen(server: Server, options: { host?: string; port?: number; path?: 
  */
 async function takeTurn(): Promise<() => void> {
   if (process.platform !== "linux") return () => {};
-  const deadline = Date.now() + LOCK_TIMEOUT_MS;
-  for (;;) {
-    const lock = createServer();
-    try {
-      await listen(lock, { path: "\0generation-service-readme-ports" });
-      lock.unref();
-      return () => lock.close();
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE") throw error;
-      if (Date.now() > deadline) throw new Error(`another test held the README's ports (${README_GATEWAY_PORT}, ${README_CORE_PORT}) for over ${LOCK_TIMEOUT_MS} ms`);
-      await delay(250);
-    }
-  }
+  const lock = await eventually(
+    async () => {
+      const lock = createServer();
+      try {
+        await listen(lock, { path: "\0generation-service-readme-ports" });
+        return lock;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE") throw error;
+        return undefined;
+      }
+    },
+    Boolean,
+    { timeoutMs: LOCK_TIMEOUT_MS, intervalMs: 250, what: `another test to give back the README's ports (${README_GATEWAY_PORT}, ${README_CORE_PORT})` },
+  );
+  lock!.unref();
+  return () => lock!.close();
 }
 
 /** Process groups still running, killed if this process ends before their tests stop them. */
@@ -257,12 +259,10 @@ class ProcessGroup {
   }
 
   private async gone(timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (!this.alive()) return true;
-      await delay(50);
-    }
-    return !this.alive();
+    return eventually(() => !this.alive(), Boolean, { timeoutMs, intervalMs: 50, what: "the process group to end" }).then(
+      () => true,
+      () => false,
+    );
   }
 
   /**

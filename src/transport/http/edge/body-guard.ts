@@ -20,7 +20,7 @@ export const BODY_MEMORY_RETRY_AFTER_SECONDS = 1;
  * and discards what the client still sends for at most this long and this
  * much (so the client reads the answer instead of a reset), then closes.
  */
-const LINGER_MS = 2_000;
+export const LINGER_MS = 2_000;
 const LINGER_BYTES = 4 * 1024 * 1024;
 
 /**
@@ -268,19 +268,38 @@ export function lingerUntilDiscarded(request: FastifyRequest, from: "now" | { an
 /** Requests whose bodies are being discarded (a refusal mid-body may meet the end of its answer). */
 const discarding = new WeakSet<IncomingMessage>();
 
+/** A request lingering after a refusal, as the queue sees it (an IncomingMessage). */
+export interface LingeringRequest {
+  readonly complete: boolean;
+  readonly socket: { destroy(): unknown } | null;
+}
+
+/** The time a linger queue keeps: its clock and its one timer (the system's, unless its tests give another). */
+export interface LingerTime {
+  now(): number;
+  setTimeout(callback: () => void, ms: number): { unref(): unknown };
+}
+
+const SYSTEM_TIME: LingerTime = { now: () => Date.now(), setTimeout: (callback, ms) => setTimeout(callback, ms) };
+
 /**
  * Connections lingering after a refusal, oldest first. Every entry waits the
  * same LINGER_MS, so the queue is in deadline order and one timer, armed for
  * the oldest, serves all of them; an entry whose body arrived (or whose
  * socket closed) meanwhile is dropped when its turn comes.
  */
-class LingerQueue {
-  private entries: ({ readonly incoming: IncomingMessage; readonly deadline: number } | undefined)[] = [];
+export class LingerQueue {
+  private entries: ({ readonly incoming: LingeringRequest; readonly deadline: number } | undefined)[] = [];
   private head = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: { unref(): unknown } | undefined;
 
-  add(incoming: IncomingMessage): void {
-    this.entries.push({ incoming, deadline: Date.now() + LINGER_MS });
+  constructor(
+    private readonly lingerMs = LINGER_MS,
+    private readonly time: LingerTime = SYSTEM_TIME,
+  ) {}
+
+  add(incoming: LingeringRequest): void {
+    this.entries.push({ incoming, deadline: this.time.now() + this.lingerMs });
     if (!this.timer) this.arm();
   }
 
@@ -291,13 +310,13 @@ class LingerQueue {
       this.head = 0;
       return;
     }
-    this.timer = setTimeout(() => this.expire(), Math.max(0, next.deadline - Date.now()));
+    this.timer = this.time.setTimeout(() => this.expire(), Math.max(0, next.deadline - this.time.now()));
     this.timer.unref();
   }
 
   private expire(): void {
     this.timer = undefined;
-    const now = Date.now();
+    const now = this.time.now();
     while (this.head < this.entries.length && this.entries[this.head]!.deadline <= now) {
       const { incoming } = this.entries[this.head]!;
       this.entries[this.head++] = undefined;
