@@ -3,16 +3,14 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { EdgeLimits } from "../../config/config.js";
 import type { Credential, HeaderCheck, Readiness } from "../../core/index.js";
-import type { BodyBudget, BodyHold, ReleaseSlot, UploadSlots } from "../upload-slots.js";
+import {
+  admitHeaders, BODY_MEMORY_RETRY_AFTER_SECONDS, BodyAdmission, type BodyRefusal, UPLOAD_RETRY_AFTER_SECONDS,
+} from "../admission.js";
+import type { BodyBudget, UploadSlots } from "../upload-slots.js";
 import { credentialsOf } from "./credentials.js";
 import type { MethodPolicy } from "./method-policy.js";
 import { bodyMemoryFull, edgeFailure, invalidMessageFlags, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
 import { envelopeFlagsAllowed, isEnveloped, messageEncodingHeader, protocolOf, type WireProtocol } from "./wire-protocol.js";
-
-/** Retry-After of a too_many_uploads refusal: an upload slot frees in seconds. */
-export const UPLOAD_RETRY_AFTER_SECONDS = 2;
-/** Retry-After of a server_busy refusal for want of body memory: bodies being received are read within a second or so. */
-export const BODY_MEMORY_RETRY_AFTER_SECONDS = 1;
 
 const ENVELOPE_HEADER_BYTES = 5;
 
@@ -131,8 +129,8 @@ class PulledBody {
 
 /**
  * What the headers alone refuse a call for, checked before its message is
- * read: the process cannot serve (UNAVAILABLE), or the method's credential
- * is missing or wrong.
+ * read (admitHeaders): the process cannot serve (UNAVAILABLE), or the
+ * method's credential is missing or wrong.
  */
 export async function headerRefusal(
   policy: Pick<MethodPolicy, "credential" | "servedWhileNotReady" | "method">,
@@ -141,16 +139,13 @@ export async function headerRefusal(
   client: string | undefined,
   log: (message: string, error: unknown) => void,
 ): Promise<ConnectError | undefined> {
-  if (!policy.servedWhileNotReady && !settings.readiness.current.serving) return notServing(settings.readiness);
-  if (policy.credential === undefined) return undefined;
-  try {
-    await settings.headerCheck(headers, policy.credential as Credential, client);
-    return undefined;
-  } catch (error) {
-    if (error instanceof ConnectError) return error;
-    log(`${policy.method.name}: credential check failed`, error);
-    return edgeFailure(error);
-  }
+  const admission = { credential: policy.credential as Credential | undefined, servedWhileNotReady: policy.servedWhileNotReady };
+  const refusal = await admitHeaders(admission, settings, headers, client);
+  if (refusal === undefined) return undefined;
+  if (refusal.refused === "not_serving") return notServing(settings.readiness);
+  if (refusal.error instanceof ConnectError) return refusal.error;
+  log(`${policy.method.name}: credential check failed`, refusal.error);
+  return edgeFailure(refusal.error);
 }
 
 /**
@@ -169,8 +164,7 @@ export async function headerRefusal(
  */
 export class RpcAdmission {
   readonly protocol: WireProtocol | undefined;
-  private releaseSlot: ReleaseSlot | undefined;
-  private memory: BodyHold | undefined;
+  private readonly held: BodyAdmission;
   private reader: PulledBody | undefined;
   /** The body's size as its Content-Length announced it (its memory then taken whole, before it is read). */
   private readonly announced: number | undefined;
@@ -186,6 +180,7 @@ export class RpcAdmission {
     private readonly log: (message: string, error: unknown) => void,
   ) {
     this.protocol = protocolOf(request.headers["content-type"]);
+    this.held = new BodyAdmission(settings, policy.maxMessageBytes);
     const length = Number(request.headers["content-length"] ?? NaN);
     this.announced = Number.isSafeInteger(length) ? length : undefined;
     if (hooks.requestTimeoutMs !== undefined) {
@@ -230,28 +225,20 @@ export class RpcAdmission {
     return this.hold(this.announced, this.announced);
   }
 
-  /**
-   * A message of `size` bytes that takes `memory` more bytes of body memory. Refused, in this order: over its
-   * method's limit; large with no upload slot free; no body memory left.
-   */
+  /** A message of `size` bytes that takes `memory` more bytes of body memory (BodyAdmission.hold), refused as a ConnectError. */
   private hold(size: number, memory: number): ConnectError | undefined {
-    if (size > this.policy.maxMessageBytes) return messageTooLarge(this.methodName, this.policy.maxMessageBytes, size);
-    if (size > this.settings.edge.largeUploadBytes && this.releaseSlot === undefined) {
-      this.releaseSlot = this.settings.uploadSlots.tryTake();
-      if (this.releaseSlot === undefined) return tooManyUploads(UPLOAD_RETRY_AFTER_SECONDS);
-    }
-    if (memory > 0 && !(this.memory ??= this.settings.bodyBudget.open()).take(memory)) {
-      this.release();
-      return bodyMemoryFull(BODY_MEMORY_RETRY_AFTER_SECONDS);
-    }
-    return undefined;
+    const refusal = this.held.hold(size, memory);
+    return refusal && this.refusalOf(refusal);
+  }
+
+  private refusalOf(refusal: BodyRefusal): ConnectError {
+    if (refusal.kind === "too_large") return messageTooLarge(this.methodName, refusal.limit, refusal.size);
+    if (refusal.kind === "too_many_uploads") return tooManyUploads(UPLOAD_RETRY_AFTER_SECONDS);
+    return bodyMemoryFull(BODY_MEMORY_RETRY_AFTER_SECONDS);
   }
 
   private release(): void {
-    this.releaseSlot?.();
-    this.releaseSlot = undefined;
-    this.memory?.release();
-    this.memory = undefined;
+    this.held.release();
   }
 
   /** The answer is ready (a unary call's message, a stream's start). */

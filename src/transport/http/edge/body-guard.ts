@@ -3,17 +3,13 @@ import { Transform, type Readable } from "node:stream";
 import type { FastifyReply, FastifyRequest, RequestPayload } from "fastify";
 import type { EdgeLimits } from "../../../config/config.js";
 import type { Credential, HeaderCheck, ValidationLimits } from "../../../core/index.js";
+import { admitHeaders, BODY_MEMORY_RETRY_AFTER_SECONDS, BodyAdmission, type BodyRefusal, UPLOAD_RETRY_AFTER_SECONDS } from "../../admission.js";
 import type { BodyBudget, UploadSlots } from "../../upload-slots.js";
 import { platformHeaders, vendorHeaders } from "../call-options.js";
 import { bodyTooLarge, replyWithError, sizeText, unsupportedMediaType } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
 import { clientOfRequest } from "../../client-address.js";
 import { otherFieldsBytes } from "../streamed-images.js";
-
-/** Retry-After of 429 too_many_uploads: about the time a large upload takes on a good link. */
-export const UPLOAD_RETRY_AFTER_SECONDS = 2;
-/** Retry-After of 503 server_busy: bodies being received are usually read whole within a second. */
-export const BODY_MEMORY_RETRY_AFTER_SECONDS = 1;
 
 /**
  * After refusing a request whose body has not arrived, the connection reads
@@ -86,49 +82,42 @@ export function bodyMemoryFull(): GatewayError {
  * 273.8 MiB (by default) of a budget it rarely uses.
  */
 export function bodyGuard(options: BodyGuardOptions) {
-  const { edge, uploadSlots, bodyBudget } = options;
+  const { edge, uploadSlots } = options;
+  /** A refusal of the admission module as this surface answers it. */
+  const refusalOf = (refusal: BodyRefusal): GatewayError => {
+    if (refusal.kind === "too_large") return bodyTooLarge(refusal.limit);
+    if (refusal.kind === "no_body_memory") return bodyMemoryFull();
+    return new GatewayError(
+      429, "too_many_uploads",
+      `all ${uploadSlots.capacity} slots for large uploads (bodies over ${sizeText(edge.largeUploadBytes)}) are taken; retry shortly`,
+      UPLOAD_RETRY_AFTER_SECONDS,
+    );
+  };
   return (route: BodyRoute) => {
     const bodyLimit = route.images ? options.generationBodyBytes : edge.maxBodyBytes;
     const headersOf = route.keyFrom === "vendor" ? vendorHeaders : platformHeaders;
+    // The readiness gate (503) runs before this hook.
+    const credentialFirst = { credential: route.credential, servedWhileNotReady: true };
     const onRequest = async (request: FastifyRequest, reply: FastifyReply) => {
-      try {
-        await options.headerCheck(headersOf(request), route.credential, clientOfRequest(request));
-      } catch (error) {
-        return refuseBody(request, reply, error);
-      }
+      const refused = await admitHeaders(credentialFirst, options, headersOf(request), clientOfRequest(request));
+      if (refused?.refused === "credential") return refuseBody(request, reply, refused.error);
       if (!hasBody(request)) return;
       // Parsers are looked up only once the body is read: a body that no parser takes is refused before.
       if (!sentAsJson(request)) return refuseBody(request, reply, unsupportedMediaType());
       const announced = announcedLength(request);
-      if (announced !== undefined && announced > bodyLimit) return refuseBody(request, reply, bodyTooLarge(bodyLimit));
-      let releaseSlot: (() => void) | undefined;
-      if ((announced ?? 0) > edge.largeUploadBytes || (announced === undefined && route.images)) {
-        releaseSlot = uploadSlots.tryTake();
-        if (!releaseSlot) {
-          return refuseBody(request, reply, new GatewayError(
-            429, "too_many_uploads",
-            `all ${uploadSlots.capacity} slots for large uploads (bodies over ${sizeText(edge.largeUploadBytes)}) are taken; retry shortly`,
-            UPLOAD_RETRY_AFTER_SECONDS,
-          ));
-        }
-        whenBodyDone(request, reply, releaseSlot);
-      }
-      if (announced !== undefined) {
-        const releaseBytes = bodyBudget.tryTake(announced);
-        if (!releaseBytes) {
-          releaseSlot?.();
-          return refuseBody(request, reply, bodyMemoryFull());
-        }
-        whenBodyDone(request, reply, releaseBytes);
-      }
+      const admission = new BodyAdmission(options, bodyLimit);
+      // Chunked where images may come: it may be large, so it takes an upload slot; its bytes are taken as they arrive (preParsing).
+      const refusal = announced !== undefined ? admission.hold(announced, announced) : route.images ? admission.takeSlot() : undefined;
+      if (refusal) return refuseBody(request, reply, refusalOf(refusal));
+      if (announced !== undefined || route.images) whenBodyDone(request, reply, () => admission.end());
     };
     /** A chunked body takes from the budget as it arrives. */
     const preParsing = async (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload) => {
       if (!hasBody(request) || announcedLength(request) !== undefined) return payload;
-      const hold = bodyBudget.open();
-      const counted = countedBody(request, payload, (bytes) => hold.take(bytes), () => bodyMemoryFull());
+      const memory = new BodyAdmission(options, bodyLimit);
+      const counted = countedBody(request, payload, (bytes) => memory.take(bytes) === undefined, () => bodyMemoryFull());
       // Its pieces are held until the parser has taken them: the counting stream's end, not the request's.
-      whenBodyDone(request, reply, hold.release, counted, () => payload.unpipe(counted));
+      whenBodyDone(request, reply, () => memory.end(), counted, () => payload.unpipe(counted));
       return counted;
     };
     return { bodyLimit, onRequest, preParsing };

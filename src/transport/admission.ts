@@ -1,0 +1,117 @@
+import type { EdgeLimits } from "../config/config.js";
+import type { Credential, HeaderCheck, Readiness } from "../core/index.js";
+import type { BodyBudget, BodyHold, ReleaseSlot, UploadSlots } from "./upload-slots.js";
+
+/**
+ * The one admission module of both ports: what a request must pass before
+ * its body is read (readiness, then its credential) and what its body holds
+ * of the process's shared limits while it arrives (its size against the
+ * route's or method's limit, an upload slot for a large one, its bytes of
+ * MAX_BODY_MEMORY). Each protocol keeps a thin hook: when a body starts,
+ * arrives and ends (REST: Fastify's hooks, body-guard.ts; RPC: the pulled
+ * message stream, rpc/rpc-admission.ts) and the shape a refusal leaves in.
+ */
+
+/** Retry-After of too_many_uploads: an upload slot frees in seconds. */
+export const UPLOAD_RETRY_AFTER_SECONDS = 2;
+/** Retry-After of server_busy for want of body memory: bodies being received are read within a second or so. */
+export const BODY_MEMORY_RETRY_AFTER_SECONDS = 1;
+
+/** Why a body is not read (further); each protocol answers it in its own shape. */
+export type BodyRefusal =
+  | { readonly kind: "too_large"; readonly limit: number; readonly size: number }
+  | { readonly kind: "too_many_uploads" }
+  | { readonly kind: "no_body_memory" };
+
+export interface AdmissionLimits {
+  readonly edge: Pick<EdgeLimits, "largeUploadBytes">;
+  readonly uploadSlots: Pick<UploadSlots, "tryTake">;
+  readonly bodyBudget: Pick<BodyBudget, "open">;
+}
+
+/**
+ * What one request's body holds: a slot once it is large, its bytes of body
+ * memory; given back at once by `release` (called by the protocol's hook
+ * when the body has been read whole, or the request ended).
+ */
+export class BodyAdmission {
+  private slot: ReleaseSlot | undefined;
+  private memory: BodyHold | undefined;
+  private ended = false;
+
+  /** `limit`: the route's or method's bound of one body (message). */
+  constructor(private readonly limits: AdmissionLimits, readonly limit: number) {}
+
+  /**
+   * A body (or message) of `size` bytes that takes `memory` more bytes of
+   * body memory. Refused, in this order: over the limit; large with no upload
+   * slot free; no body memory left (and then it gives back what it held).
+   */
+  hold(size: number, memory: number): BodyRefusal | undefined {
+    if (this.ended) return undefined;
+    if (size > this.limit) return { kind: "too_large", limit: this.limit, size };
+    if (size > this.limits.edge.largeUploadBytes) {
+      const refusal = this.takeSlot();
+      if (refusal) return refusal;
+    }
+    return this.take(memory);
+  }
+
+  /** An upload slot, for a body that may be large though it announced no size (images on a chunked body). */
+  takeSlot(): BodyRefusal | undefined {
+    if (this.ended || this.slot !== undefined) return undefined;
+    this.slot = this.limits.uploadSlots.tryTake();
+    if (this.slot !== undefined) return undefined;
+    return { kind: "too_many_uploads" };
+  }
+
+  /** `bytes` more of body memory (a piece of a body whose size was not announced). */
+  take(bytes: number): BodyRefusal | undefined {
+    if (this.ended || bytes <= 0 || (this.memory ??= this.limits.bodyBudget.open()).take(bytes)) return undefined;
+    this.release();
+    return { kind: "no_body_memory" };
+  }
+
+  /** The body is over: everything goes back, and what still arrives (discarded) takes nothing. */
+  end(): void {
+    this.release();
+    this.ended = true;
+  }
+
+  /** Gives back the slot and the memory (a client stream's message, whole); later messages take their own. */
+  release(): void {
+    this.slot?.();
+    this.slot = undefined;
+    this.memory?.release();
+    this.memory = undefined;
+  }
+}
+
+/** What a request needs before a byte of its body is read. */
+export interface HeaderAdmission {
+  /** The credential its route or method needs; undefined: none (public). */
+  readonly credential: Credential | undefined;
+  /** Whether it is served while the process is not ready (probes, health). */
+  readonly servedWhileNotReady: boolean;
+}
+
+/**
+ * Readiness, then the credential, from the headers alone. Resolves to
+ * "not_serving" or to the credential check's refusal (thrown by the check,
+ * handed back as is), or undefined when the request may go on.
+ */
+export async function admitHeaders(
+  admission: HeaderAdmission,
+  settings: { readonly readiness?: Readiness; readonly headerCheck: HeaderCheck },
+  headers: Headers,
+  client: string | undefined,
+): Promise<{ readonly refused: "not_serving" } | { readonly refused: "credential"; readonly error: unknown } | undefined> {
+  if (!admission.servedWhileNotReady && settings.readiness && !settings.readiness.current.serving) return { refused: "not_serving" };
+  if (admission.credential === undefined) return undefined;
+  try {
+    await settings.headerCheck(headers, admission.credential, client);
+    return undefined;
+  } catch (error) {
+    return { refused: "credential", error };
+  }
+}
