@@ -6,9 +6,9 @@ import { REPO_ROOT, repoPath } from "../support/repo.js";
 
 /**
  * The documentation stays readable and whole (issue 37): README.md is the front page (what it is, how to run it,
- * the walk-through, a map), each topic is a file of docs/ of a bounded size, and every relative link of the README,
- * CONTRIBUTING.md, BENCHMARKS.md, docs/ and bench/history/ leads somewhere: to a path of this checkout, and, into a
- * markdown file, to a heading it has.
+ * the walk-through, a map), each topic is a file of docs/ of a bounded size, each decision record is at most 2 KB,
+ * and every relative link of the README, CONTRIBUTING.md, BENCHMARKS.md, docs/ and bench/history/ leads somewhere:
+ * to a path of this checkout, and, into a markdown file, to a heading it has.
  */
 
 const KB = 1024;
@@ -18,6 +18,7 @@ const LIMITS: readonly (readonly [string, number])[] = [
   ["CONTRIBUTING.md", 6 * KB],
 ];
 const DOC_LIMIT = 20 * KB;
+const DECISION_LIMIT = 2 * KB;
 
 /** Markdown files under a directory of the repository, by their path from the root. */
 function markdownUnder(dir: string): string[] {
@@ -73,6 +74,13 @@ describe("the documentation's sizes and links", () => {
     assert.ok(docs.length >= 10, `docs/ holds the topics (found ${docs.length})`);
     const over = docs.map((path) => [path, statSync(repoPath(path)).size] as const).filter(([, size]) => size > DOC_LIMIT);
     assert.deepEqual(over, [], "docs over 20 KB");
+  });
+
+  it("when every decision record under docs/decisions/ is measured, then none is over 2 KB (problem, decision, cost, rejected alternatives: detail belongs in a topic doc)", () => {
+    const records = markdownUnder(join("docs", "decisions"));
+    assert.ok(records.length > 0, "docs/decisions/ holds records");
+    const over = records.map((path) => [path, statSync(repoPath(path)).size] as const).filter(([, size]) => size > DECISION_LIMIT);
+    assert.deepEqual(over, [], "decision records over 2,048 bytes");
   });
 
   it("when the relative links of the README, CONTRIBUTING.md, BENCHMARKS.md, docs/ and bench/history/ are followed, then each path exists, and each anchor into a markdown file is one of its headings", () => {
