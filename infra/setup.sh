@@ -21,8 +21,8 @@
 # Not root and chromium or promtool missing: prints the apt-get command to run and
 # goes on (the tests that need them fail saying what is missing). Any other install
 # that fails stops the set-up, and `npm test` with it.
-# Needs only what a machine of CI's kind has: Go 1.26+, python3 with venv, Java 17
-# and Maven, bash, and (for the system packages) apt-get.
+# Needs only what a machine of CI's kind has: bash 5.1+ (wait -n -p), Go 1.26+,
+# python3 with venv, Java 17 and Maven, and (for the system packages) apt-get.
 # Usage: infra/setup.sh [task...]   (default: all of the above)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
