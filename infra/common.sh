@@ -42,6 +42,20 @@ live_pid() {
 
 now_ms() { date +%s%3N; }
 
+# lock NAME: holds $STATE_DIR/.lock-NAME (flock) until the calling (sub)shell exits, so
+# two installs of the same thing (npm test's set-up beside .ci/run's infra/up.sh, or two
+# terminals) take turns instead of writing the same directory at once; the second one
+# then finds the first one's result and skips. No-op without flock (util-linux).
+lock() {
+  command -v flock >/dev/null || return 0
+  mkdir -p "$STATE_DIR"
+  local fd
+  exec {fd}>"$STATE_DIR/.lock-$1"
+  flock -n "$fd" && return 0
+  log "$1: another install of it is running, waiting for it"
+  flock "$fd"
+}
+
 # Milliseconds since a start time, printed as seconds with one decimal.
 elapsed() {
   local ms=$(( $(now_ms) - $1 ))
@@ -56,6 +70,7 @@ python_venv() {
   local name=$1 requirements=$2 check=$3
   local venv="$STATE_DIR/$name" stamp="$STATE_DIR/$name/.requirements" t0
   command -v python3 >/dev/null || die "python3 not found (install Python 3.9+ with its venv module)"
+  lock "$name"
   if [[ -x $venv/bin/python && -f $stamp ]] && cmp -s "$requirements" "$stamp"; then
     log "$name venv up to date: $venv"
     return 0

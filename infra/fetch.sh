@@ -12,6 +12,7 @@ fetch_one() {
   local lib="$STATE_DIR/$name/lib"
   local stamp="$lib/.fetched"
   local want
+  lock "$name-jars"
   want=$(sha256sum "$pom" | cut -d' ' -f1)
   if [[ -f $stamp && "$(<"$stamp")" == "$want" ]]; then
     log "$name jars already fetched ($(find "$lib" -name '*.jar' | wc -l) jars)"

@@ -18,9 +18,16 @@
 # Prints where each one is.
 # Needs Go (1.26+ for grpc-health-probe v0.4.61; older Go fetches a toolchain
 # when GOTOOLCHAIN allows it) and python3 (3.9+) with its venv module.
-# Usage: infra/tools.sh
+# Usage: infra/tools.sh [go|python]   (default: both; infra/setup.sh runs the
+# two parts side by side, since `go install` waits on the CPU and pip on the network)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+part=${1:-all}
+case $part in
+  all|go|python) ;;
+  *) die "unknown part '$part' (expected go or python)" ;;
+esac
 
 # name|module path (the one `go version -m` reports)|package to install|version
 TOOLS=(
@@ -32,36 +39,57 @@ TOOLS=(
   "ghz|github.com/bojand/ghz|github.com/bojand/ghz/cmd/ghz|v0.120.0"
 )
 
-command -v go >/dev/null || die "go not found (install Go 1.26+ from https://go.dev/dl/)"
-
-GOBIN_DIR="$(go env GOBIN)"
-[[ -n $GOBIN_DIR ]] || GOBIN_DIR="$(go env GOPATH)/bin"
-
 # The module version a Go binary was built from ("" when unknown).
 built_version() {
   local binary=$1 module=$2
   go version -m "$binary" 2>/dev/null | awk -v m="$module" '$1 == "mod" && $2 == m { print $3 }'
 }
 
-for tool in "${TOOLS[@]}"; do
-  IFS='|' read -r name module package version <<<"$tool"
-  binary="$GOBIN_DIR/$name"
-  if [[ -x $binary && "$(built_version "$binary" "$module")" == "$version" ]]; then
-    log "$name $version already installed: $binary"
-    continue
-  fi
-  log "installing $name $version (go install $package@$version) ..."
-  t0=$(now_ms)
-  GOBIN="$GOBIN_DIR" go install "$package@$version"
-  [[ -x $binary ]] || die "go install finished but $binary is missing"
-  log "$name $version installed in $(elapsed "$t0") s: $binary"
-done
+# The Go tools, each skipped when its binary is there at the pinned version. The
+# missing ones are installed side by side (their module downloads overlap, and the
+# build cache is shared and safe to use at once); each one's output is printed whole.
+go_tools() {
+  local GOBIN_DIR tool name module package version binary t0 logs i rc failed=()
+  local pids=() names=()
+  command -v go >/dev/null || die "go not found (install Go 1.26+ from https://go.dev/dl/)"
 
-case ":$PATH:" in
-  *":$GOBIN_DIR:"*) ;;
-  *) log "note: $GOBIN_DIR is not on PATH; the tests look there anyway" ;;
-esac
+  GOBIN_DIR="$(go env GOBIN)"
+  [[ -n $GOBIN_DIR ]] || GOBIN_DIR="$(go env GOPATH)/bin"
+
+  logs=$(mktemp -d)
+  for tool in "${TOOLS[@]}"; do
+    IFS='|' read -r name module package version <<<"$tool"
+    binary="$GOBIN_DIR/$name"
+    if [[ -x $binary && "$(built_version "$binary" "$module")" == "$version" ]]; then
+      log "$name $version already installed: $binary"
+      continue
+    fi
+    log "installing $name $version (go install $package@$version) ..."
+    (
+      t0=$(now_ms)
+      GOBIN="$GOBIN_DIR" go install "$package@$version"
+      [[ -x $binary ]] || die "go install finished but $binary is missing"
+      log "$name $version installed in $(elapsed "$t0") s: $binary"
+    ) >"$logs/$name" 2>&1 &
+    pids+=($!) names+=("$name")
+  done
+  for i in "${!pids[@]}"; do
+    rc=0
+    wait "${pids[$i]}" || rc=$?
+    cat "${logs}/${names[$i]}" >&2
+    [[ $rc -eq 0 ]] || failed+=("${names[$i]}")
+  done
+  rm -rf "$logs"
+  [[ ${#failed[@]} -eq 0 ]] || die "go install failed: ${failed[*]}"
+
+  case ":$PATH:" in
+    *":$GOBIN_DIR:"*) ;;
+    *) log "note: $GOBIN_DIR is not on PATH; the tests look there anyway" ;;
+  esac
+}
+
+[[ $part == python ]] || go_tools
 
 # grpcio-tools: `python -m grpc_tools.protoc` with --python_out, --pyi_out and --grpc_python_out.
-python_venv proto-python "$INFRA_DIR/proto-python.requirements.txt" \
+[[ $part == go ]] || python_venv proto-python "$INFRA_DIR/proto-python.requirements.txt" \
   'import grpc, grpc_tools, google.protobuf; print("grpcio", grpc.__version__, "protobuf", google.protobuf.__version__)'
