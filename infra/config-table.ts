@@ -1,6 +1,6 @@
 // `npm run docs:config`: rewrites the configuration table of docs/configuration.md (TABLE_FILE, between
 // <!-- config-table:start --> and <!-- config-table:end -->) from the configuration's schema (src/config/schema.ts).
-// test/core/config-table.test.ts fails when the document's table is not what this writes.
+// test/config/config-table.test.ts fails when the document's table is not what this writes.
 import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { TABLE_FILE, withConfigurationTable } from "../src/config/table.js";

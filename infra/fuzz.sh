@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The long fuzz run: Schemathesis against the service's own /openapi.json with
 # many more examples than the test suite's bounded run
-# (test/http/openapi-fuzz.test.ts), and a new seed each time.
+# (test/transport/openapi-fuzz.test.ts), and a new seed each time.
 #
 # Starts its own service (`npm start`, embedded, a temporary DATA_DIR, a random
 # ADMIN_TOKEN, free loopback ports), waits for /readyz, creates an account and

@@ -2,7 +2,7 @@
 # Install the vendor's official Python SDK (google-genai, from PyPI) into a
 # virtual environment of its own, .infra/python-sdk (ignored by git), at the
 # version pinned in infra/python-sdk.requirements.txt. The vendor-surface
-# tests (test/edge/vendor-sdk-python.test.ts) run .infra/python-sdk/bin/python.
+# tests (test/transport/vendor-sdk-python.test.ts) run .infra/python-sdk/bin/python.
 # Idempotent: when the venv already holds exactly the pinned requirements,
 # nothing is downloaded. Needs python3 (3.9+) with the venv module.
 # Usage: infra/python-sdk.sh

@@ -4,13 +4,13 @@
 #
 #   go-tools      grpc-health-probe, grpcurl, protoc-gen-go, protoc-gen-go-grpc,
 #                 protoc-gen-connect-go, ghz: `go install`, pinned in infra/tools.sh,
-#                 into $(go env GOBIN) or $(go env GOPATH)/bin   (test/edge, test/build)
-#   proto-python  grpcio-tools, venv .infra/proto-python          (test/build codegen, examples)
-#   python-sdk    google-genai, venv .infra/python-sdk             (test/edge/vendor-sdk-python)
-#   schemathesis  Schemathesis, venv .infra/schemathesis           (test/http/openapi-fuzz)
+#                 into $(go env GOBIN) or $(go env GOPATH)/bin   (test/transport, test/repo)
+#   proto-python  grpcio-tools, venv .infra/proto-python          (test/repo codegen, examples)
+#   python-sdk    google-genai, venv .infra/python-sdk             (test/transport/vendor-sdk-python)
+#   schemathesis  Schemathesis, venv .infra/schemathesis           (test/transport/openapi-fuzz)
 #   jars          Kafka and Cassandra, Maven Central, .infra/{kafka,cassandra}/lib (test:real, test:outage)
-#   system        Debian's chromium (/usr/bin/chromium, test/browser) and prometheus
-#                 (promtool, test/ops, the /metrics checks): apt-get, only as root
+#   system        Debian's chromium (/usr/bin/chromium, test/system) and prometheus
+#                 (promtool, test/repo/ops-files, the /metrics checks): apt-get, only as root
 #
 # They do not depend on each other, so they run side by side (`go install` mostly
 # waits on the CPU, pip, Maven and apt on the network); each one's output is

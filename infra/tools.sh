@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Install the tools the tests drive as real clients of the core and of the protos:
-#   grpc-health-probe     (test/edge/health.test.ts: the Kubernetes-style probe)
-#   grpcurl               (test/edge/health.test.ts, test/edge/reflection.test.ts: a generic gRPC client)
-#   protoc-gen-go         (test/build/proto-codegen.test.ts: Go messages)
-#   protoc-gen-go-grpc    (test/build/proto-codegen.test.ts: grpc-go clients and servers)
-#   protoc-gen-connect-go (test/build/proto-codegen.test.ts: connect-go clients and handlers)
+#   grpc-health-probe     (test/transport/health.test.ts: the Kubernetes-style probe)
+#   grpcurl               (test/transport/health.test.ts, test/transport/reflection.test.ts: a generic gRPC client)
+#   protoc-gen-go         (test/repo/proto-codegen.test.ts: Go messages)
+#   protoc-gen-go-grpc    (test/repo/proto-codegen.test.ts: grpc-go clients and servers)
+#   protoc-gen-connect-go (test/repo/proto-codegen.test.ts: connect-go clients and handlers)
 #   ghz                   (bench/overhead.ts: the gRPC load generator; v0.120.0 is not in the module
 #                          proxy's version list, but `go install …@v0.120.0` fetches it; @latest is v0.93.0,
 #                          which cannot read proto3 `optional`)
 # with `go install` from the Go module proxy, at pinned versions, into
 # $(go env GOBIN) or $(go env GOPATH)/bin; and grpcio-tools (Python's protoc
-# with the gRPC plugin, test/build/proto-codegen.test.ts) from PyPI, at the
+# with the gRPC plugin, test/repo/proto-codegen.test.ts) from PyPI, at the
 # versions pinned in infra/proto-python.requirements.txt, into a virtual
 # environment of its own, .infra/proto-python (ignored by git).
 # Idempotent: a tool whose binary is already there at the pinned version, and

@@ -8,7 +8,7 @@ import {
 /*
  * Every environment variable the service reads, in one schema: its name, the syntax of its value, its default and
  * bound, and its description. The frozen Config is made from it (config.ts), and so is the configuration
- * table (`npm run docs:config`, between its config-table markers; test/core/config-table.test.ts fails when they
+ * table (`npm run docs:config`, between its config-table markers; test/config/config-table.test.ts fails when they
  * differ) and the defaults tests start from (defaultConfig, DEFAULT_EDGE_LIMITS). Rows of the table are in this order.
  */
 

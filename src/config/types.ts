@@ -1,7 +1,7 @@
 /*
  * The configuration's types. Config imports nothing of the service's own: where a field's type is the core's or an
  * adapter's (WorkerOptions, WebhookFairness, TracingSettings, FailureBudget, ValidationLimits), an identical type is
- * declared here, and test/core/config-schema.test.ts checks each against its original both ways.
+ * declared here, and test/config/config-schema.test.ts checks each against its original both ways.
  */
 
 /** The whole configuration, read from the environment once at boot. Nothing else reads process.env. */

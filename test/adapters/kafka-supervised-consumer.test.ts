@@ -1,3 +1,4 @@
+// backends: embedded, real
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";

@@ -1,3 +1,4 @@
+// backends: embedded, real
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { RoundSizes } from "../../src/adapters/cassandra/ledger/group-commit.js";

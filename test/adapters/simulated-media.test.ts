@@ -1,3 +1,4 @@
+// backends: embedded
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { inflateSync } from "node:zlib";

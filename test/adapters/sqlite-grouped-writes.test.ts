@@ -1,3 +1,4 @@
+// backends: embedded
 /**
  * Group commit on the event loop (src/adapters/sqlite/grouped-writes.ts):
  * writes asked for in one turn share one transaction, each keeps its own

@@ -1,3 +1,4 @@
+// backends: embedded
 import { after, afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import Database from "better-sqlite3";

@@ -1,3 +1,4 @@
+// backends: embedded
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";

@@ -1,3 +1,4 @@
+// backends: embedded
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { readdir, readFile } from "node:fs/promises";

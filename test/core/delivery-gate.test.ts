@@ -1,3 +1,4 @@
+// backends: embedded
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { DeliveryGate, destinationOf, MAX_BREAKERS, type Admission, type DeliveryGateSettings, type GateTicket } from "../../src/core/webhooks/delivery-gate.js";

@@ -1,3 +1,4 @@
+// backends: embedded
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { intentAbandoned, newTextCallIntentId } from "../../src/core/money/holds.js";

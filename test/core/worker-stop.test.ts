@@ -1,3 +1,4 @@
+// backends: embedded
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { GenerationRequested } from "../../src/core/jobs/accept-job.js";

@@ -1,3 +1,4 @@
+// backends: embedded
 /**
  * The domain's behaviour suites, run in one process: the mutation run (npm run mutation) runs every
  * domain test file once per mutant, and each file is a process of its own, so suites are added here

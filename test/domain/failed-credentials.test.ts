@@ -1,3 +1,4 @@
+// backends: embedded
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { FailedCredentials } from "../../src/domain/accounts/failed-credentials.js";

@@ -1,3 +1,4 @@
+// backends: embedded
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { DomainError } from "../../src/domain/errors/domain-error.js";

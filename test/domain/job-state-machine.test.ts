@@ -1,3 +1,4 @@
+// backends: embedded
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { canTransition, completeJob, failJob, IllegalTransitionError, startJob } from "../../src/domain/jobs/job-state-machine.js";

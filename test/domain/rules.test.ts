@@ -1,3 +1,4 @@
+// backends: embedded
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { isModelGranted } from "../../src/domain/accounts/grants.js";

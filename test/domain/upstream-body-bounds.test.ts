@@ -1,3 +1,4 @@
+// backends: embedded
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { findModel } from "../../src/domain/catalog/models.js";

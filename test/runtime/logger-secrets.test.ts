@@ -1,3 +1,4 @@
+// backends: embedded
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
 import { describe, it } from "node:test";

@@ -1,3 +1,4 @@
+// backends: embedded
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";

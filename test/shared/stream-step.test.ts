@@ -1,3 +1,4 @@
+// backends: embedded
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { SteppedStream, timedWaits, type StreamStep } from "../../src/shared/stream-step.js";

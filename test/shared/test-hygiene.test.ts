@@ -1,3 +1,4 @@
+// backends: embedded
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
@@ -84,8 +85,8 @@ describe("the test suite's own rules", () => {
 
   it("when the rules read a test that breaks them, then each is found", () => {
     const broken = [
-      { name: "http/a.test.ts", code: "async function eventually() {}\nglobalThis.setTimeout = spy;\nif (new Error().stack?.includes(\"x\")) n++;" },
-      { name: "http/b.test.ts", code: "Date.now = () => 0;\nprocess.emitWarning = () => {};\nmock.timers.enable();" },
+      { name: "core/a.test.ts", code: "async function eventually() {}\nglobalThis.setTimeout = spy;\nif (new Error().stack?.includes(\"x\")) n++;" },
+      { name: "core/b.test.ts", code: "Date.now = () => 0;\nprocess.emitWarning = () => {};\nmock.timers.enable();" },
     ];
     assert.deepEqual(matching(broken, EVENTUALLY_DEFINED).length, 1);
     const patched = PATCHED_GLOBALS.flatMap(([what, pattern]) => matching(broken, pattern).map(() => what));

@@ -20,7 +20,7 @@ export const ADMIN_TOKEN = "test-admin-token-0123456789abcdef";
 
 /**
  * AUTH_FAILURE_LIMIT of test services: tests send wrong credentials on purpose, all from 127.0.0.1, so the budget of
- * failed credential checks is set out of their way; test/http/credential-guessing.test.ts tests the budget itself.
+ * failed credential checks is set out of their way; test/core/credential-guessing.test.ts tests the budget itself.
  */
 export const TESTS_AUTH_FAILURE_LIMIT = "1000000";
 

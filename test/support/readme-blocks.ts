@@ -19,7 +19,7 @@ import { REPO_ROOT } from "./repo.js";
  *     <!-- readme-not-run: installs packages into your project -->
  *
  * (the walk-through's blocks, between its own markers in README.md, are all run by
- * test/build/readme-walkthrough.test.ts). A marker that is missing, repeated,
+ * test/repo/readme-walkthrough.test.ts). A marker that is missing, repeated,
  * or not right before a fence fails the test that asked for it, with the file and line.
  */
 
@@ -30,19 +30,19 @@ export const CONFIGURATION_DOC = TABLE_FILE;
 
 /**
  * Every `readme-test` marker, the document that holds its block (by its path from the repository's root) and the
- * files that read it (the test, or the support module the test calls). test/build/readme-blocks.test.ts checks
+ * files that read it (the test, or the support module the test calls). test/repo/readme-blocks.test.ts checks
  * every direction: each marker of a document is listed here with that document, and each listed file names it.
  */
 export const README_TESTS = {
   "start-service": { doc: "README.md", readers: ["test/support/readme-service.ts"] },
   "reader-env": { doc: "README.md", readers: ["test/support/readme-service.ts"] },
-  "grpc-reflection": { doc: "docs/clients.md", readers: ["test/build/readme-walkthrough.test.ts"] },
-  "go-codegen-template": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen.test.ts"] },
-  "go-codegen": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen.test.ts"] },
-  "python-codegen": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen.test.ts"] },
-  "java-build": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen-java.test.ts"] },
-  "java-run": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen-java.test.ts"] },
-  "java-protoc": { doc: "docs/clients-protos.md", readers: ["test/build/proto-codegen-java.test.ts"] },
+  "grpc-reflection": { doc: "docs/clients.md", readers: ["test/repo/readme-walkthrough.test.ts"] },
+  "go-codegen-template": { doc: "docs/clients-protos.md", readers: ["test/repo/proto-codegen.test.ts"] },
+  "go-codegen": { doc: "docs/clients-protos.md", readers: ["test/repo/proto-codegen.test.ts"] },
+  "python-codegen": { doc: "docs/clients-protos.md", readers: ["test/repo/proto-codegen.test.ts"] },
+  "java-build": { doc: "docs/clients-protos.md", readers: ["test/repo/proto-codegen-java.test.ts"] },
+  "java-run": { doc: "docs/clients-protos.md", readers: ["test/repo/proto-codegen-java.test.ts"] },
+  "java-protoc": { doc: "docs/clients-protos.md", readers: ["test/repo/proto-codegen-java.test.ts"] },
 } as const satisfies Record<string, { readonly doc: string; readonly readers: readonly string[] }>;
 export type ReadmeTestName = keyof typeof README_TESTS;
 

@@ -1,4 +1,4 @@
-"""Schemathesis hooks of the OpenAPI fuzz run (test/http/openapi-fuzz.test.ts, infra/fuzz.sh).
+"""Schemathesis hooks of the OpenAPI fuzz run (test/transport/openapi-fuzz.test.ts, infra/fuzz.sh).
 
 Loaded with SCHEMATHESIS_HOOKS=test/support/schemathesis_hooks.py. They add one
 check, `no_money_or_job_moved_by_an_error`: a request answered with an error

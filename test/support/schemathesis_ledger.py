@@ -3,7 +3,7 @@
 For each account: balance = credits (opening + addCredits) - what its jobs were
 charged (GET /api/v1/jobs/{id}) - what its synchronous text calls were charged
 (their final usage at the model's token prices then in force), exactly, in picodollars, with
-nothing reserved. The same replay as test/http/openapi-fuzz.test.ts.
+nothing reserved. The same replay as test/transport/openapi-fuzz.test.ts.
 
 Usage: schemathesis_ledger.py BASE_URL ADMIN_TOKEN API_KEY ACCOUNT_ID OPENING JOURNAL
 """

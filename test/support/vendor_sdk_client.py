@@ -1,6 +1,6 @@
 """The vendor's official Python SDK (google-genai) as a user configures it.
 
-Run by test/edge/vendor-sdk-python.test.ts with the interpreter of the venv
+Run by test/transport/vendor-sdk-python.test.ts with the interpreter of the venv
 infra/python-sdk.sh makes. The client gets nothing but a base URL and a key:
 
     genai.Client(api_key=KEY, http_options=types.HttpOptions(base_url=URL))

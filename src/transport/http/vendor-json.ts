@@ -10,7 +10,7 @@ import type {
  * builds its JSON tree through lists and closures (issue 13: about 1 KB of
  * garbage per event); this builds the plain tree that JSON.stringify then
  * writes in one pass (strings built piece by piece made more). Every field of
- * the messages is written; test/edge/vendor-json.test.ts compares the two
+ * the messages is written; test/transport/vendor-json.test.ts compares the two
  * over messages with every field set, so a field added to the protos fails
  * it until it is written here too.
  */

@@ -1,0 +1,330 @@
+// backends: embedded
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { Webhook } from "standardwebhooks";
+import { ADMIN_TOKEN, call, eventually, startTestService, type TestService } from "../support/harness.js";
+import { withReceiver } from "../support/webhook-receiver.js";
+
+/**
+ * Issue 11: the web panel in a real browser (Debian's Chromium, driven by
+ * playwright-core) against a running service. Every step is what a new user
+ * does: the operator signs in with the admin token, opens an account and
+ * issues its owner token; the owner signs in and creates a key with grants
+ * and limits, which then works on the REST API. Screenshots of the screens
+ * go to PANEL_SCREENSHOTS (default test-results/panel).
+ */
+const CHROMIUM = "/usr/bin/chromium";
+const SHOTS = process.env.PANEL_SCREENSHOTS ?? join("test-results", "panel");
+
+describe("the web panel in Chromium", () => {
+  let service: TestService;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const problems: string[] = [];
+
+  before(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error(`the browser test needs Chromium at ${CHROMIUM}: apt-get install -y chromium`);
+    await mkdir(SHOTS, { recursive: true });
+    service = await startTestService();
+    browser = await chromium.launch({ executablePath: CHROMIUM });
+    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await context.newPage();
+    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    page.on("console", (message) => {
+      // GET /panel/session answers 401 while no one is signed in: that is how the page learns it (Chromium logs it).
+      const expected = message.location().url.endsWith("/panel/session") && message.text().includes("401");
+      if (message.type() === "error" && !expected) problems.push(`console: ${message.text()} (${message.location().url})`);
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await service?.close();
+  });
+
+  const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+
+  /** Every form control has a label a screen reader announces. */
+  function unlabelled(): Promise<string[]> {
+    // Evaluated in the page (a string: this file is checked without the DOM's types).
+    return page.evaluate(`[...document.querySelectorAll("input, select, textarea")]
+      .filter((control) => control.labels?.length === 0 && !control.getAttribute("aria-label"))
+      .map((control) => control.outerHTML)`);
+  }
+
+  it("when a new operator and owner use the panel, then an account, its owner token and a working key with grants and limits come out of it", async () => {
+    await page.goto(`${service.url}/panel`);
+    await page.getByLabel("Owner token or admin token").waitFor();
+    await shot("01-sign-in");
+    assert.deepEqual(await unlabelled(), []);
+
+    // The operator: the admin token, typed once, becomes a session cookie the page cannot read.
+    await page.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Open an account" }).waitFor();
+    assert.equal(await page.evaluate("document.cookie"), "", "the session cookie is HttpOnly");
+    await page.getByLabel("Name").fill("Acme");
+    await page.getByLabel("Opening balance (USD)").fill("25.00");
+    await page.getByRole("button", { name: "Open account" }).click();
+    await page.getByTestId("operator-available").waitFor();
+    assert.equal(await page.getByTestId("operator-available").textContent(), "$25.00");
+    await page.getByRole("button", { name: "Issue an owner token" }).click();
+    const ownerToken = (await page.getByTestId("owner-token").textContent()) ?? "";
+    assert.match(ownerToken, /^gso_/);
+    await shot("02-operator-accounts");
+
+    // The owner: signed in with the token the operator just issued.
+    await page.getByRole("button", { name: "Sign in as this owner" }).click();
+    await page.getByTestId("available").waitFor();
+    assert.equal(await page.getByTestId("available").textContent(), "$25.00");
+    assert.match((await page.locator("#who").textContent()) ?? "", /Owner of acct_/);
+
+    await page.getByRole("link", { name: "API keys" }).click();
+    await page.getByRole("heading", { name: "New key" }).waitFor();
+    const rule = (await page.locator("#grant-rule").textContent()) ?? "";
+    assert.match(rule, /"\*" grants every model except aimodel-3\.1-flash-lite-image, which needs a grant of its own/);
+    await page.getByRole("checkbox", { name: "aimodel-3.1-flash-lite-image own grant needed" }).check();
+    await page.getByRole("form", { name: "Create an API key" }).getByLabel("Requests per minute").fill("60");
+    await page.getByRole("form", { name: "Create an API key" }).getByLabel("Spend limit per UTC day (USD)").fill("5.00");
+    await page.getByRole("button", { name: "Create key" }).click();
+    const apiKey = (await page.getByTestId("api-key-secret").textContent()) ?? "";
+    assert.match(apiKey, /^gsk_/);
+    assert.deepEqual(await unlabelled(), []);
+    await shot("05-owner-new-key");
+
+    // The key works on the REST API at once, with both grants.
+    for (const body of [
+      { model: "aimodel-2.5-flash-image", prompt: "a red bicycle" },
+      { model: "aimodel-3.1-flash-lite-image", prompt: "a lamp", aspect_ratio: "1:1", resolution: "1K" },
+    ]) {
+      const job = await call(service, "POST", "/api/v1/generations", { key: apiKey, body });
+      assert.equal(job.status, 202, job.text);
+    }
+    await page.getByRole("button", { name: "Done" }).click();
+    const row = page.getByRole("row").filter({ hasText: "60/min" });
+    await row.waitFor();
+    assert.match((await row.textContent()) ?? "", /\$5\.00\/day/);
+    await shot("06-owner-keys");
+
+    // Revoked from the panel: refused at once.
+    page.once("dialog", (dialog) => void dialog.accept());
+    await row.getByRole("button", { name: /^Revoke / }).click();
+    await page.getByRole("row").filter({ hasText: "revoked" }).waitFor();
+    const refused = await call(service, "GET", "/api/v1/balance", { key: apiKey });
+    assert.equal(refused.status, 401);
+
+    await page.getByRole("link", { name: "Prices" }).click();
+    await page.getByRole("table", { name: "Price table" }).waitFor();
+    const prices = (await page.getByRole("table", { name: "Price table" }).textContent()) ?? "";
+    for (const text of ["aimodel-3-pro-image", "per image at 4K", "per second at 1080p", "per 1M input tokens", "per 1M video-output tokens"]) {
+      assert.ok(prices.includes(text), `the price table shows ${text}`);
+    }
+    await shot("07-prices");
+    assert.deepEqual(problems, []);
+  });
+
+  it("when the panel is used on a phone's screen, then nothing overflows sideways and the controls stay reachable", async () => {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+    try {
+      const mobile = await phone.newPage();
+      await mobile.goto(`${service.url}/panel/`);
+      await mobile.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+      await mobile.getByRole("button", { name: "Sign in" }).click();
+      await mobile.getByRole("heading", { name: "Open an account" }).waitFor();
+      const overflow = (await mobile.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
+      assert.ok(overflow <= 0, `the page is ${overflow} px wider than the screen`);
+      await mobile.screenshot({ path: join(SHOTS, "11-phone-operator.png"), fullPage: true });
+      // Keyboard only: Tab reaches the first field of the screen, Enter submits its form.
+      await mobile.getByLabel("Name").focus();
+      await mobile.keyboard.type("Keyboard Co");
+      await mobile.keyboard.press("Tab");
+      await mobile.keyboard.type("1.00");
+      await mobile.keyboard.press("Enter");
+      await mobile.getByTestId("operator-available").waitFor();
+      assert.equal(await mobile.getByTestId("operator-available").textContent(), "$1.00");
+    } finally {
+      await phone.close();
+    }
+  });
+
+  /** A fresh browser context signed in as the owner of a new account (the operator's steps done over the API). */
+  async function ownerPage(target: TestService, balance: string): Promise<{ page: Page; context: BrowserContext; accountId: string }> {
+    const opened = await call(target, "POST", "/admin/v1/accounts", { admin: true, body: { name: "owner", balance } });
+    const issued = await fetch(`${target.url}/generation.v1.AdminService/CreateOwnerToken`, {
+      method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_TOKEN}` },
+      body: JSON.stringify({ accountId: opened.json.account_id }),
+    });
+    const { ownerToken } = (await issued.json()) as { ownerToken: string };
+    const ownerContext = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const owner = await ownerContext.newPage();
+    owner.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    await owner.goto(`${target.url}/panel/`);
+    await owner.getByLabel("Owner token or admin token").fill(ownerToken);
+    await owner.getByRole("button", { name: "Sign in" }).click();
+    await owner.getByTestId("available").waitFor();
+    return { page: owner, context: ownerContext, accountId: opened.json.account_id };
+  }
+
+  it("when the owner creates an image job in the panel, then its picture appears when it is done, and the statement shows the hold and the charge", async () => {
+    const { page: owner, context: ownerContext } = await ownerPage(service, "10.00");
+    try {
+      await owner.getByRole("link", { name: "Jobs" }).click();
+      const jobForm = owner.getByRole("form", { name: "Create a job" });
+      await jobForm.getByLabel("Model").selectOption("aimodel-2.5-flash-image");
+      await jobForm.getByLabel("Prompt").fill("a lighthouse at dusk");
+      await jobForm.getByRole("button", { name: "Create job" }).click();
+      await owner.getByTestId("job-status").filter({ hasText: "done" }).waitFor({ timeout: 20_000 });
+      const image = owner.getByTestId("job-image");
+      await image.waitFor();
+      await eventually(async () => (await image.evaluate((img: any) => (img.complete ? img.naturalWidth : 0))) as number, (width) => width > 0, {
+        what: "the picture loaded in the page",
+      });
+      assert.match((await owner.getByRole("list", { name: "Timeline" }).textContent()) ?? "", /Accepted \d{4}-.*Started \d{4}-.*Finished \d{4}-/);
+      await owner.screenshot({ path: join(SHOTS, "03-owner-job.png"), fullPage: true });
+
+      await owner.getByRole("link", { name: "Money" }).click();
+      const statement = owner.getByTestId("statement");
+      await statement.waitFor();
+      await eventually(async () => (await statement.textContent()) ?? "", (text) => /charge/.test(text) && /hold/.test(text) && /credit/.test(text), {
+        what: "credit, hold and charge in the statement",
+      });
+      const figure = owner.getByRole("img", { name: /^Spend per model: aimodel-2\.5-flash-image \$0\.\d+/ });
+      await figure.waitFor();
+      await owner.screenshot({ path: join(SHOTS, "04-owner-money.png"), fullPage: true });
+    } finally {
+      await ownerContext.close();
+    }
+  });
+
+  it("when the owner cancels a running job in the panel, then it ends canceled and its hold is released", async () => {
+    // Its own service: a render that takes long enough for a person to press Cancel.
+    const slow = await startTestService({ SIMULATED_LATENCY_MS: "60000" });
+    const { page: owner, context: ownerContext } = await ownerPage(slow, "10.00");
+    try {
+      await owner.getByRole("link", { name: "Jobs" }).click();
+      const jobForm = owner.getByRole("form", { name: "Create a job" });
+      await jobForm.getByLabel("Model").selectOption("aimodel-2.5-flash-image");
+      await jobForm.getByLabel("Prompt").fill("something slow");
+      await jobForm.getByRole("button", { name: "Create job" }).click();
+      await owner.getByRole("button", { name: "Cancel job" }).click();
+      await owner.getByTestId("job-status").filter({ hasText: "canceled" }).waitFor();
+      await owner.getByRole("link", { name: "Money" }).click();
+      await owner.getByTestId("reserved").waitFor();
+      assert.equal(await owner.getByTestId("reserved").textContent(), "$0.00");
+      assert.equal(await owner.getByTestId("available").textContent(), "$10.00");
+    } finally {
+      await ownerContext.close();
+      await slow.close();
+    }
+  });
+
+  it("when the operator pauses a model, then the owner's job form shows the 503 and nothing is charged", async () => {
+    const { page: owner, context: ownerContext } = await ownerPage(service, "3.00");
+    const operatorContext = await browser.newContext();
+    try {
+      const operator = await operatorContext.newPage();
+      await operator.goto(`${service.url}/panel/`);
+      await operator.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+      await operator.getByRole("button", { name: "Sign in" }).click();
+      await operator.getByRole("link", { name: "Pauses, prices, routes" }).click();
+      await operator.getByRole("button", { name: "Pause aimodel-3-pro-image" }).click();
+      await operator.getByRole("button", { name: "Resume aimodel-3-pro-image" }).waitFor();
+      await operator.screenshot({ path: join(SHOTS, "08-operator-controls.png"), fullPage: true });
+
+      await owner.getByRole("link", { name: "Jobs" }).click();
+      const jobForm = owner.getByRole("form", { name: "Create a job" });
+      await jobForm.getByLabel("Model").selectOption("aimodel-3-pro-image");
+      await jobForm.getByLabel("Prompt").fill("a paused model");
+      await jobForm.getByRole("button", { name: "Create job" }).click();
+      const alert = owner.locator("#notice[role=alert]");
+      await alert.waitFor();
+      assert.match((await alert.textContent()) ?? "", /^503 model_paused: aimodel-3-pro-image is paused/);
+      await owner.screenshot({ path: join(SHOTS, "09-owner-paused-model.png"), fullPage: true });
+      await owner.getByRole("link", { name: "Money" }).click();
+      await owner.getByTestId("available").waitFor();
+      assert.equal(await owner.getByTestId("available").textContent(), "$3.00");
+
+      await operator.getByRole("button", { name: "Resume aimodel-3-pro-image" }).click();
+      await operator.getByRole("button", { name: "Pause aimodel-3-pro-image" }).waitFor();
+    } finally {
+      await operatorContext.close();
+      await ownerContext.close();
+    }
+  });
+
+  it("when the owner sends a prompt in the text playground, then the answer streams into the page", async () => {
+    const { page: owner, context: ownerContext } = await ownerPage(service, "2.00");
+    try {
+      await owner.getByRole("link", { name: "Text playground" }).click();
+      const streamForm = owner.getByRole("form", { name: "Stream text" });
+      await streamForm.getByLabel("Prompt").fill("Say hello");
+      await streamForm.getByRole("button", { name: "Send" }).click();
+      await eventually(async () => (await owner.getByTestId("stream-output").textContent()) ?? "", (text) => text.length > 0, { what: "streamed text" });
+      await owner.getByText(/prompt \+ \d+ output tokens/).waitFor();
+      await owner.screenshot({ path: join(SHOTS, "10-owner-playground.png"), fullPage: true });
+    } finally {
+      await ownerContext.close();
+    }
+  });
+  it("when the owner sets a webhook and sends a test event, then it arrives at the receiver signed with the secret the panel shows, and is listed with its status code", async () => {
+    const { page: owner, context: ownerContext } = await ownerPage(service, "1.00");
+    try {
+      await withReceiver(() => 202, async (receiver) => {
+        await owner.getByRole("link", { name: "Webhook" }).click();
+        await owner.getByRole("textbox", { name: "URL", exact: true }).fill(receiver.url);
+        await owner.getByRole("button", { name: "Save URL" }).click();
+        await owner.locator("#notice").filter({ hasText: "Webhook URL saved." }).waitFor();
+        await owner.getByRole("button", { name: "Send a test event" }).click();
+        await owner.locator("#notice").filter({ hasText: "your receiver answered 202" }).waitFor();
+        const [arrived] = await eventually(async () => receiver.deliveries, (list) => list.length === 1, { what: "the test event at the receiver" });
+        assert.equal(arrived!.json.type, "webhook.test");
+        await owner.getByRole("button", { name: "Show the signing secret" }).click();
+        const secret = (await owner.getByTestId("webhook-secret").textContent()) ?? "";
+        new Webhook(secret).verify(arrived!.body, arrived!.headers); // throws unless signed with the secret on screen
+        const row = owner.getByRole("table", { name: "Recent deliveries, most recent first" }).getByRole("row").filter({ hasText: "test event" });
+        await row.waitFor();
+        assert.match((await row.textContent()) ?? "", /delivered.*202/);
+        await owner.screenshot({ path: join(SHOTS, "12-owner-webhook.png"), fullPage: true });
+      });
+    } finally {
+      await ownerContext.close();
+    }
+  });
+
+  it("when a job's webhook fails every retry, then the operator finds it among the dead letters and redelivers it once the receiver works", async () => {
+    let failing = true;
+    await withReceiver(() => (failing ? 503 : 200), async (receiver) => {
+      const opened = await call(service, "POST", "/admin/v1/accounts", { admin: true, body: { name: "hooks", balance: "1.00" } });
+      const accountId = opened.json.account_id;
+      await call(service, "PUT", `/admin/v1/accounts/${accountId}/webhook`, { admin: true, body: { url: receiver.url } });
+      const key = await call(service, "POST", `/admin/v1/accounts/${accountId}/keys`, { admin: true, body: { models: ["*"] } });
+      const job = await call(service, "POST", "/api/v1/generations", { key: key.json.api_key, body: { model: "aimodel-2.5-flash-image", prompt: "a kite" } });
+      await receiver.awaitJob(job.json.job_id, 4);
+      const operatorContext = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      try {
+        const operator = await operatorContext.newPage();
+        await operator.goto(`${service.url}/panel/`);
+        await operator.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+        await operator.getByRole("button", { name: "Sign in" }).click();
+        const row = operator.getByRole("row").filter({ hasText: accountId });
+        await eventually(async () => {
+          await operator.getByRole("link", { name: "Dead letters" }).click();
+          return row.count();
+        }, (count) => count === 1, { what: "the dead letter in the panel" });
+        assert.match((await row.textContent()) ?? "", /failed.*503, 503, 503, 503/);
+        await operator.screenshot({ path: join(SHOTS, "13-operator-dead-letters.png"), fullPage: true });
+        failing = false;
+        await row.getByRole("button", { name: /^Redeliver / }).click();
+        await operator.locator("#notice").filter({ hasText: ": 200." }).waitFor();
+        await row.waitFor({ state: "detached" });
+        assert.equal(receiver.forJob(job.json.job_id).at(-1)!.json.status, "success");
+      } finally {
+        await operatorContext.close();
+      }
+    });
+  });
+});

@@ -1,0 +1,147 @@
+// backends: embedded
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { balanceOf, createCustomer, startTestService, type Customer, type TestService } from "../support/harness.js";
+import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
+import {
+  assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, FLASH, sdkBaseUrl, settledCharge, SPEC_TEXT_MODELS, TEXT_MAX_OUTPUT_TOKENS,
+} from "../support/vendor-sdk-helpers.js";
+import { REPO_ROOT } from "../support/repo.js";
+
+/**
+ * The vendor's official Python SDK (google-genai, from PyPI), configured as
+ * its documentation says with nothing but a base URL and a key, against the
+ * vendor surface. infra/python-sdk.sh installs it into .infra/python-sdk;
+ * test/support/vendor_sdk_client.py is the user's program.
+ */
+const PYTHON = process.env.VENDOR_SDK_PYTHON ?? join(REPO_ROOT, ".infra/python-sdk/bin/python");
+const CLIENT = join(REPO_ROOT, "test/support/vendor_sdk_client.py");
+const installed = existsSync(PYTHON);
+// CI installs the SDK (infra/python-sdk.sh): there a missing venv is a failure, not a skip.
+if (!installed && process.env.CI) throw new Error(`the vendor's Python SDK is not installed at ${PYTHON}: run infra/python-sdk.sh`);
+const skip = installed ? false : `the vendor's Python SDK is not installed (${PYTHON}): run infra/python-sdk.sh`;
+
+const run = promisify(execFile);
+
+/** Runs one scenario of vendor_sdk_client.py and returns what it printed, parsed. */
+async function sdk(service: TestService, key: string, scenario: string, model: string, prompt = ""): Promise<any> {
+  // Only what the SDK's documentation configures: no vendor variables of the environment may steer it.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(GOOGLE|GEMINI)_/.test(name)));
+  const { stdout } = await run(PYTHON, [CLIENT, scenario, model, prompt], {
+    env: { ...env, VENDOR_SDK_BASE_URL: sdkBaseUrl(service), VENDOR_SDK_API_KEY: key },
+    timeout: 120_000,
+  });
+  return JSON.parse(stdout);
+}
+
+describe("when the vendor's Python SDK is given only this service's base URL and a key", { skip }, () => {
+  let service: TestService;
+  let customer: Customer;
+  before(async () => {
+    service = await startTestService();
+    customer = await createCustomer(service, "10.00");
+  });
+  after(() => service?.close());
+
+  it("when it calls generate_content, then it reads the answer and the usage, and exactly that usage is charged", async () => {
+    const before = await balanceOf(service, customer.apiKey);
+    const prompt = "Décris un phare à Zürich ☕";
+    const answer = await sdk(service, customer.apiKey, "unary", FLASH.model, prompt);
+    assert.equal(answer.error, undefined, JSON.stringify(answer.error));
+    assert.ok(answer.text.length > 0);
+    assert.equal(answer.finish_reason, "STOP");
+    assert.equal(answer.usage.prompt_token_count, tokensOf(prompt));
+    assert.equal(answer.usage.candidates_token_count, tokensOf(answer.text));
+    assert.equal(answer.usage.total_token_count, answer.usage.prompt_token_count + answer.usage.candidates_token_count);
+    assert.equal(
+      await settledCharge(service, customer.apiKey, before),
+      tokenCharge(FLASH, answer.usage.prompt_token_count, answer.usage.candidates_token_count),
+    );
+  });
+
+  it("when it streams with generate_content_stream, then the chunks join into the unary answer and the last one carries STOP and the final usage", async () => {
+    const prompt = "write two sentences about lighthouses";
+    const unary = await sdk(service, customer.apiKey, "unary", FLASH.model, prompt);
+    const { chunks } = await sdk(service, customer.apiKey, "stream", FLASH.model, prompt);
+    assert.ok(chunks.length >= 3, `several chunks, got ${chunks.length}`);
+    assert.equal(chunks.map((c: { text: string | null }) => c.text ?? "").join(""), unary.text);
+    const last = chunks.at(-1);
+    assert.equal(last.finish_reason, "STOP");
+    assert.deepEqual(last.usage, unary.usage);
+  });
+
+  it("when it chats with chats.create and send_message, then the second turn is sent with the first as history", async () => {
+    const first = "Name a colour of the sea";
+    const chat = await sdk(service, customer.apiKey, "chat", FLASH.model, first);
+    assert.equal(chat.error, undefined, JSON.stringify(chat.error));
+    const [one, two] = chat.answers;
+    assert.deepEqual(chat.history.map((c: { role: string }) => c.role), ["user", "model", "user", "model"]);
+    assert.deepEqual(chat.history.map((c: { text: string }) => c.text), [first, one.text, "And once more, shorter.", two.text]);
+    // The simulated provider counts the whole conversation it was sent: the history came along.
+    assert.equal(two.usage.prompt_token_count, tokensOf([first, one.text, "And once more, shorter."].join("\n")));
+  });
+
+  it("when it counts tokens, then count_tokens gives the prompt tokens generate_content reports, and nothing is charged", async () => {
+    const counter = await createCustomer(service, "1.00");
+    const prompt = "How many tokens is this sentence, exactly? ✓";
+    const counted = await sdk(service, counter.apiKey, "count", FLASH.model, prompt);
+    assert.equal(counted.total_tokens, tokensOf(prompt));
+    await assertUntouched(service, counter.apiKey, "1.00");
+    const answer = await sdk(service, counter.apiKey, "unary", FLASH.model, prompt);
+    assert.equal(answer.usage.prompt_token_count, counted.total_tokens);
+  });
+
+  it("when it lists models with page_size 3, then it follows next_page_token through pages of 3, 3 and 2 and sees every text model once", async () => {
+    const listed = await sdk(service, customer.apiKey, "list", "-", "3");
+    assert.deepEqual(listed.pages.map((page: string[]) => page.length), [3, 3, 2]);
+    const names = SPEC_TEXT_MODELS.map((id) => `models/${id}`);
+    assert.deepEqual(listed.pages.flat(), names);
+    assert.deepEqual(listed.all, names);
+  });
+
+  it("when it gets a model, then models.get gives the vendor's Model fields", async () => {
+    const model = await sdk(service, customer.apiKey, "get", FLASH.model);
+    assert.equal(model.name, `models/${FLASH.model}`);
+    assert.equal(model.display_name, "AIModel 3.5 Flash");
+    assert.equal(typeof model.description, "string");
+    assert.equal(model.version, "3.5");
+    assert.equal(model.input_token_limit, DEFAULT_INPUT_TOKEN_LIMIT);
+    assert.equal(model.output_token_limit, TEXT_MAX_OUTPUT_TOKENS);
+    assert.deepEqual(model.supported_actions, ["generateContent", "streamGenerateContent", "countTokens"]);
+  });
+
+  it("when it gets a model that is not a text model, then the SDK raises ClientError 404 NOT_FOUND", async () => {
+    const { error } = await sdk(service, customer.apiKey, "get", "aimodel-3-pro-image");
+    assert.deepEqual([error.class, error.code, error.status], ["ClientError", 404, "NOT_FOUND"]);
+  });
+
+  it("when the prompt is blocked, then the SDK returns no text and no candidates, and prompt_feedback.block_reason SAFETY, uncharged", async () => {
+    const blocked = await createCustomer(service, "1.00");
+    const answer = await sdk(service, blocked.apiKey, "unary", FLASH.model, "tell me something [simulate:blocked]");
+    assert.equal(answer.error, undefined, JSON.stringify(answer.error));
+    assert.equal(answer.text, null);
+    assert.equal(answer.candidates, 0);
+    assert.equal(answer.block_reason, "SAFETY");
+    await assertUntouched(service, blocked.apiKey, "1.00");
+  });
+
+  it("when the balance is zero, then the SDK raises ClientError 429 RESOURCE_EXHAUSTED naming INSUFFICIENT_FUNDS, and nothing is held", async () => {
+    const poor = await createCustomer(service, "0.00");
+    for (const scenario of ["unary", "stream"]) {
+      const { error } = await sdk(service, poor.apiKey, scenario, FLASH.model, "hello");
+      assert.deepEqual([error.class, error.code, error.status], ["ClientError", 429, "RESOURCE_EXHAUSTED"], scenario);
+      assert.match(error.message, /balance/);
+      assert.equal(error.details.error.details[0].reason, "INSUFFICIENT_FUNDS");
+    }
+    await assertUntouched(service, poor.apiKey, "0.00");
+  });
+
+  it("when the key is wrong, then the SDK raises ClientError 401 UNAUTHENTICATED", async () => {
+    const { error } = await sdk(service, "sk_not-a-key", "unary", FLASH.model, "hello");
+    assert.deepEqual([error.class, error.code, error.status], ["ClientError", 401, "UNAUTHENTICATED"]);
+  });
+});
