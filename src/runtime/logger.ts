@@ -28,9 +28,8 @@ const oneLevelDown = (key: string, value: Facts) => (key === "headers" ? censor(
 /**
  * The net under the rule that the log never holds a key, a token, a webhook
  * secret or a signature (messages are written without them in the first
- * place). Pino's `redact` would do it, but its wildcard paths clone every
- * line's facts (9 KB per request line, 6 % of a text call's garbage): this
- * copies a line only when it holds a secret.
+ * place). It copies a line only when the line holds one (not pino's `redact`:
+ * docs/decisions/0022-log-secret-net.md).
  */
 export function censorSecrets(facts: Facts): Facts {
   return censor(facts, SECRET_FACTS, oneLevelDown);
