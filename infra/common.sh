@@ -52,7 +52,7 @@ lock() {
   local fd
   exec {fd}>"$STATE_DIR/.lock-$1"
   flock -n "$fd" && return 0
-  log "$1: another install of it is running, waiting for it"
+  log "$1: another process holds it (an install, or the servers starting), waiting for it"
   flock "$fd"
 }
 

@@ -18,6 +18,10 @@ ONLY="${INFRA_ONLY:-}"
 
 want() { [[ -z $ONLY || $ONLY == "$1" ]]; }
 
+# Held until the servers are ready (or this fails): infra/with-servers.sh waits for it, so a run
+# started while CI is still bringing the servers up uses them instead of starting its own.
+lock servers
+
 command -v java >/dev/null || die "java not found (need Java 17)"
 command -v node >/dev/null || die "node not found"
 for m in kafkajs cassandra-driver; do

@@ -10,6 +10,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 [[ $# -gt 0 ]] || die "usage: infra/with-servers.sh <command> [args...]"
 
+# Servers being brought up right now (infra/up.sh holds this lock until they are ready) are waited for.
+( lock servers )
 started=()
 port_open "$KAFKA_HOST" "$KAFKA_PORT" || started+=(kafka)
 port_open "$CASSANDRA_HOST" "$CASSANDRA_PORT" || started+=(cassandra)
