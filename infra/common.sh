@@ -42,6 +42,21 @@ live_pid() {
 
 now_ms() { date +%s%3N; }
 
+# The pid of an infra/up.sh bringing the servers up right now (removed when it ends).
+SERVERS_STARTING="$RUN_DIR/servers.starting"
+
+# Waits (at most 5 minutes) for an infra/up.sh that is still bringing the servers up.
+wait_for_servers_starting() {
+  local pid deadline=$(( $(date +%s) + 300 ))
+  pid=$(cat "$SERVERS_STARTING" 2>/dev/null) || return 0
+  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
+  log "servers: infra/up.sh (pid $pid) is starting them, waiting for it"
+  while kill -0 "$pid" 2>/dev/null && [[ -f $SERVERS_STARTING ]]; do
+    (( $(date +%s) < deadline )) || die "servers: infra/up.sh (pid $pid) still starting them after 5 minutes"
+    sleep 1
+  done
+}
+
 # lock NAME: holds $STATE_DIR/.lock-NAME (flock) until the calling (sub)shell exits, so
 # two installs of the same thing (npm test's set-up beside .ci/run's infra/up.sh, or two
 # terminals) take turns instead of writing the same directory at once; the second one

@@ -18,9 +18,12 @@ ONLY="${INFRA_ONLY:-}"
 
 want() { [[ -z $ONLY || $ONLY == "$1" ]]; }
 
-# Held until the servers are ready (or this fails): infra/with-servers.sh waits for it, so a run
-# started while CI is still bringing the servers up uses them instead of starting its own.
-lock servers
+# While this runs, STARTING names its pid: infra/with-servers.sh waits for it to end, so a run started
+# while CI is still bringing the servers up uses them instead of starting its own. (Not a lock: the
+# servers this starts would inherit its file descriptor and hold it for as long as they run.)
+mkdir -p "$RUN_DIR"
+echo $$ >"$SERVERS_STARTING"
+trap 'rm -f "$SERVERS_STARTING"' EXIT
 
 command -v java >/dev/null || die "java not found (need Java 17)"
 command -v node >/dev/null || die "node not found"

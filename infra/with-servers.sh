@@ -10,8 +10,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 [[ $# -gt 0 ]] || die "usage: infra/with-servers.sh <command> [args...]"
 
-# Servers being brought up right now (infra/up.sh holds this lock until they are ready) are waited for.
-( lock servers )
+# Servers being brought up right now (by an infra/up.sh that is still running) are waited for.
+wait_for_servers_starting
 started=()
 port_open "$KAFKA_HOST" "$KAFKA_PORT" || started+=(kafka)
 port_open "$CASSANDRA_HOST" "$CASSANDRA_PORT" || started+=(cassandra)
