@@ -27,8 +27,7 @@ const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value:
  * source closed when the consumer stops early. An async generator wrapping
  * another (`for await … yield`) makes several promises and a request per
  * value, and the gateway's text streams pass through several such layers
- * (issue 13: about 1.5 KB of garbage per event per layer); this makes one
- * promise per value. Pulled one value at a time, as `for await` pulls.
+ * (decision 0023); this makes one promise per value. Pulled one value at a time, as `for await` pulls.
  * Nothing runs until the first pull: a stream never pulled never opens its
  * source, and `ended` is called only for a stream that was pulled (once
  * `open` was called, even if it threw).

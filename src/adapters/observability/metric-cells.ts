@@ -4,8 +4,7 @@ import type { Registry } from "prom-client";
  * Counters, histograms and gauges for the per-request paths, as plain cells.
  *
  * prom-client checks and hashes a label set on every `inc` and `observe`
- * (the issue-13 profiles: prom-client was 14 % of a gRPC call's CPU and 5 %
- * of a REST GET's). Here the caller asks once for the cell of a label set
+ * (decision 0023). Here the caller asks once for the cell of a label set
  * (`cell(labels)`), keeps it, and counts into it with a field update; the
  * registry reads every cell when scraped. The families register in a
  * prom-client Registry, which writes the exposition with the rest of the

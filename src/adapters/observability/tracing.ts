@@ -10,8 +10,7 @@ const tracer = () => trace.getTracer(SCOPE);
 /**
  * Whether startTracing has run. Until then every span is the API's no-op,
  * and inSpan hands its work the one no-op span without making a span and a
- * context per call (an upstream call's span was a measurable share of a text
- * stream's setup with tracing off, issue 13).
+ * context per call (decision 0023).
  */
 let tracingStarted = false;
 const NO_SPAN: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);

@@ -31,18 +31,13 @@ export interface GroupedWritesOptions {
  *
  * A commit's cost is mostly the pages it writes to the WAL, and concurrent
  * writes share most of theirs (the account row, the tails of the ledger and
- * its indexes): a hold and its settlement cost 120 µs of CPU committed alone
- * and 67 µs in groups of eight (issue 13, a run of 20k on the store).
+ * its indexes; decision 0023).
  *
  * The embedded store groups its acceptances (SqliteAcceptanceWrites): their
  * 202 waits for the WAL's fsync anyway (the WriteBarrier), so waiting for the
- * turn's end costs them nothing a client sees, and POST /api/v1/generations
- * gained 30 % (bench/ab.ts). Text calls' holds and their ends are grouped too
- * (SqliteIntentHolds): a hold waits for its turn's end before the upstream
- * call, which on a host with cheap syscalls cost more than it saved (the
- * service's own time before the first event 0.29 → 0.51 ms at p50 with 64
- * streams in flight), and on one where a commit's syscalls are dear halved
- * the client's time to the first event.
+ * turn's end costs them nothing a client sees. Text calls' holds and their
+ * ends are grouped too (SqliteIntentHolds): a hold waits for its turn's end
+ * before the upstream call, which pays where a commit's syscalls are dear.
  *
  * Each write runs as a savepoint of the group: one that throws is rolled back
  * alone and its caller gets the error, while the others commit. It runs in
@@ -83,7 +78,7 @@ export class GroupedWrites {
     if (this.closed) return Promise.reject(new DependencyUnavailableError(SQLITE_DEPENDENCY, "the SQLite store is closing"));
     return new Promise<T>((resolve, reject) => {
       // A resource, not AsyncResource.bind: on Node 20 bind defines a deprecated getter and setter on every bound function,
-      // which made it 4 % of a text stream's CPU once the stream's hold and end were grouped (issue 13).
+      // a cost on every grouped write (decision 0023).
       this.pending.push({ write, context: new AsyncResource("GroupedWrite"), resolve: resolve as (value: unknown) => void, reject });
       if (!this.scheduled) {
         this.scheduled = true;

@@ -18,8 +18,7 @@ class NotStored extends Error {
  * An accepted job's writes in one transaction of the embedded file: the hold
  * reserved, the intent listed, the job stored and its announcement in the
  * bus's table; then, once committed, the bus's consumers woken. One write
- * where the steps one by one make three commits (issue 13: the accept's
- * durable floor is one transaction), and that write runs in the store's group
+ * where the steps one by one make three commits (decision 0023), and that write runs in the store's group
  * commit (GroupedWrites): concurrent accepts share a commit.
  */
 export class SqliteAcceptanceWrites implements AcceptanceWrites {

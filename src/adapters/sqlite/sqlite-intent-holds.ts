@@ -13,12 +13,9 @@ import type { SqliteLedger } from "./sqlite-ledger.js";
  * Likewise the end of a hold and of its intent (a text stream's last write).
  * Both run in the store's group commit (GroupedWrites): the text calls whose
  * holds are asked for during one turn of the event loop share one commit, as
- * acceptances do. On a host where syscalls are dear, a commit alone (its
- * BEGIN, the WAL's frames one pwrite each, the WAL locks, COMMIT) was most of
- * a stream's SQLite time; with 64 streams in flight grouping cut a stream's
- * CPU by 10-15 % and halved its time to the first event (issue 13,
- * `bench/ab.ts streams-64`), and with one in flight it changed nothing the
- * A/B could tell apart.
+ * acceptances do: a commit alone (its BEGIN, the WAL's frames one pwrite
+ * each, the WAL locks, COMMIT) is most of a stream's SQLite time where
+ * syscalls are dear (decision 0023).
  */
 export class SqliteIntentHolds implements IntentHolds {
   private readonly reserveWrite: (

@@ -131,8 +131,8 @@ export class SqliteJobStore implements JobStore {
   private readonly ops: ReturnType<typeof jobOperations>;
   /**
    * Jobs read lately, decoded and frozen, most recent last: polling reads the
-   * same jobs again and again, and reading and decoding a row was an eighth
-   * of a GET's CPU (issue 13's profile). Exact, as the settings cache: this
+   * same jobs again and again, and reading and decoding a row is dear
+   * (decision 0023). Exact, as the settings cache: this
    * process alone opens the database, and every write of a job drops its entry.
    */
   private readonly recent = new Map<string, Job>();

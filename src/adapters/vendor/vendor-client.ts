@@ -102,8 +102,7 @@ async function json<T>(response: IncomingMessage, route: Route, what: string): P
  * The `data` of each SSE event of an answer, taken one at a time as the
  * parser finds them in what arrives ('data' events; reading pauses while
  * parsed events wait to be taken). Reading a response with `for await` made
- * an async iterator's promises per piece that arrived (issue 13: a text
- * stream's garbage per event). A response that closes before its end fails
+ * an async iterator's promises per piece that arrived (decision 0023). A response that closes before its end fails
  * the next take, as the iterator's premature close did.
  *
  * When one piece carries several events, only its first is taken at once: the

@@ -22,7 +22,7 @@ export const STATUS_TO_PROTO: Record<DomainStatus, JobStatus> = {
  * unchanged job, and a new object once it changes; the view differs only in
  * its result URL's expiry, which moves each second. A view is reused within
  * its second and is frozen itself, so no caller can change what the next one
- * gets. Making the message was 3 % of a gRPC GetJob (issue 13).
+ * gets (decision 0023).
  */
 const recentViews = new WeakMap<Job, { readonly second: number; readonly settings: CoreSettings; readonly view: JobMessage }>();
 

@@ -7,8 +7,7 @@ import type {
  * `JSON.stringify(toJson(GenerateContentResponseSchema, response))` writes
  * (field order, zero values left out, bytes in base64), written directly.
  * A text stream sends one per event: the generic path walks the schema and
- * builds its JSON tree through lists and closures (issue 13: about 1 KB of
- * garbage per event); this builds the plain tree that JSON.stringify then
+ * builds its JSON tree through lists and closures (decision 0023); this builds the plain tree that JSON.stringify then
  * writes in one pass (strings built piece by piece made more). Every field of
  * the messages is written; test/transport/vendor-json.test.ts compares the two
  * over messages with every field set, so a field added to the protos fails

@@ -8,7 +8,7 @@ type PinoParent = FastifyBaseLogger & { isLevelEnabled(level: LevelWithSilentOrS
  * A request's logger that becomes its pino child (with `request_id`) the
  * first time a line is written at an enabled level, or a child or a level is
  * asked of it. Fastify makes one child per request, and pino's child
- * serializes its bindings when made: 3 % of a GET's CPU (issue 13), for a
+ * serializes its bindings when made (decision 0023), for a
  * logger that at LOG_LEVEL=warn writes nothing for a request that succeeds.
  * A line it writes is the child's own, so it reads as before.
  */
