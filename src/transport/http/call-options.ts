@@ -8,16 +8,9 @@ import { onAnswerEnd } from "./edge/pipelining.js";
 /** Why a request's core calls are aborted when its client went away before the answer was complete. */
 const CLIENT_GONE = new Error("client disconnected");
 
-/**
- * The options of the core calls made for one request: its headers, and a
- * signal that aborts when the client goes away before the answer is
- * complete, made only when a call asks for it (an AbortController and a
- * close listener per request otherwise). The calls made with these options
- * count toward the request's core time (REQUEST_TIMING).
- */
+/** A request's core calls: headers, timing, and a signal aborted when its client goes away (made lazily: most calls never ask). */
 class RequestCall implements CallOptions {
   private controller: AbortController | undefined;
-  /** The request's own (staged images, the provider's time), with its client address and timing. */
   readonly contextValues: ContextValues;
 
   constructor(
@@ -58,11 +51,7 @@ export function platformHeaders(request: FastifyRequest): Headers {
   return headers;
 }
 
-/**
- * Where the vendor surface takes the key from, first found first: our
- * `x-vendor-api-key`, the header the vendor's own SDKs send
- * (`x-goog-api-key`), and `?key=`, which the vendor's REST API also accepts.
- */
+/** Where the vendor surface takes the key, first found first: ours, the vendor SDKs' header, then `?key=` (as the vendor's REST API). */
 export const VENDOR_KEY_HEADERS = ["x-vendor-api-key", "x-goog-api-key"] as const;
 
 /** The key a vendor-surface request presents (see VENDOR_KEY_HEADERS), or undefined. */
@@ -93,10 +82,7 @@ export function vendorCall(request: FastifyRequest, reply: FastifyReply, context
   return new RequestCall(reply, vendorHeaders(request), timing ? (contextValues ?? createContextValues()).set(UPSTREAM_TIME, timing) : contextValues);
 }
 
-/**
- * Whether a REST answer reached its client: undelivered when the response
- * closed (the client hung up) before it finished writing; never once it has.
- */
+/** Whether a REST answer reached its client: undelivered when the response closed before it finished writing. */
 export function replyDelivery(reply: FastifyReply): AnswerDelivery {
   return {
     onUndelivered(undelivered) {
