@@ -2,11 +2,8 @@ import type { EdgeLimits } from "../config/config.js";
 import type { Credential, HeaderCheck, Readiness } from "../core/index.js";
 import type { BodyBudget, BodyHold, ReleaseSlot, UploadSlots } from "./upload-slots.js";
 
-/*
- * The one admission module of both ports: what a request must pass before its body is read (readiness, then its
- * credential) and what its body holds of the process's limits while it arrives (size, upload slot, MAX_BODY_MEMORY).
- * Each protocol keeps a thin hook (REST: http/edge/body-guard.ts; RPC: rpc/rpc-admission.ts) and its refusals' shape.
- */
+// Both ports' admission: readiness and credential before a body is read, then what the body holds of the process's
+// limits; each protocol keeps a thin hook (http/edge/body-guard.ts, rpc/rpc-admission.ts) and its refusals' shape.
 
 /** Retry-After of too_many_uploads: an upload slot frees in seconds. */
 export const UPLOAD_RETRY_AFTER_SECONDS = 2;

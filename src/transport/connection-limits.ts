@@ -6,10 +6,7 @@ import { GatewayError } from "./http/gateway-error.js";
 import type { Http2Server, ServerHttp2Session } from "node:http2";
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 
-/*
- * What a connection may hold before a request is read, for both ports: open connections in all and per client address
- * (clientOf) on the gateway's HTTP/1.1 port and the core's HTTP/2 port, and the HTTP/2 sessions' own clocks.
- */
+// What a connection may hold before a request is read, on both ports: connections in all and per client, HTTP/2's clocks.
 
 /** Open connections per client address: `admit` answers false once the client holds `max` (its count drops when a socket closes). */
 function perClient(max: number): (client: string, socket: Socket) => boolean {
@@ -45,9 +42,8 @@ const refused = new WeakSet<Socket>();
 export const isRefused = (socket: Socket): boolean => refused.has(socket);
 
 /**
- * Caps the gateway's open connections, in all and per client address: one beyond its client's cap gets a minimal 429
- * too_many_connections (Retry-After: 1, Connection: close), its requests dropped, and closes when the client does or
- * after REFUSAL_GRACE_MS; so one client's slow requests cannot take the sockets others need.
+ * Caps the gateway's connections, so one client's slow requests cannot take the sockets others need: one beyond its
+ * client's cap gets a bare 429 too_many_connections (Connection: close), its requests dropped, then closes.
  */
 export function limitConnections(server: Server, limits: HttpConnectionLimits, log: FastifyBaseLogger): void {
   server.maxConnections = limits.maxConnections;
@@ -66,8 +62,7 @@ export function limitConnections(server: Server, limits: HttpConnectionLimits, l
     refused.add(socket);
     socket.on("error", () => {});
     socket.end(refusal);
-    const timer = setTimeout(() => socket.destroy(), REFUSAL_GRACE_MS);
-    timer.unref();
+    const timer = setTimeout(() => socket.destroy(), REFUSAL_GRACE_MS).unref();
     socket.once("end", () => socket.destroy());
     socket.once("close", () => clearTimeout(timer));
   });
@@ -75,23 +70,17 @@ export function limitConnections(server: Server, limits: HttpConnectionLimits, l
 
 // The core port (HTTP/2).
 
-export interface Http2ConnectionLimits {
+export interface Http2ConnectionLimits extends HttpConnectionLimits {
   /** HTTP_HEADERS_TIMEOUT: a new connection must complete the HTTP/2 preface (magic and SETTINGS) within this. */
   readonly headersTimeoutMs: number;
   /** HTTP_IDLE_TIMEOUT: see guardSession. */
   readonly idleTimeoutMs: number;
-  readonly maxConnections: number;
-  readonly maxConnectionsPerClient: number;
 }
 
 /** A line below an error (debug): what the edge refused or saw end, with its facts; never a stack. */
 export type DebugLog = (message: string, facts?: Record<string, unknown>) => void;
 
-/**
- * The core port's listening socket, bounding connections before HTTP/2 (and its buffers) sees them: MAX_CONNECTIONS,
- * MAX_CONNECTIONS_PER_CLIENT (closed at once), then each session's clocks (guardSession). Admitted sockets are handed
- * to `server` as its "connection" event, as Node documents for injecting them.
- */
+/** The core port's listening socket: connections are capped before HTTP/2 (and its buffers) sees them, then handed to `server`. */
 export function guardedListener(server: Http2Server, limits: Http2ConnectionLimits, debug: DebugLog = () => {}): NetServer {
   const admit = perClient(limits.maxConnectionsPerClient);
   const listener = createNetServer((socket: Socket) => {
@@ -107,9 +96,8 @@ export function guardedListener(server: Http2Server, limits: Http2ConnectionLimi
 }
 
 /**
- * Preface: HTTP_HEADERS_TIMEOUT to the peer's first SETTINGS. Idle (gRPC's MAX_CONNECTION_IDLE): no call open for
- * HTTP_IDLE_TIMEOUT closes the session, PINGs or not. Mute: calls open but no frame for as long: pinged, destroyed if
- * it does not answer in as long again.
+ * Preface within HTTP_HEADERS_TIMEOUT; no call open for HTTP_IDLE_TIMEOUT closes the session, PINGs or not (gRPC's
+ * MAX_CONNECTION_IDLE); calls open but no frame for as long: pinged, destroyed if it does not answer in as long again.
  */
 function guardSession(session: ServerHttp2Session, limits: Http2ConnectionLimits): void {
   if (session.destroyed) return;
@@ -119,7 +107,11 @@ function guardSession(session: ServerHttp2Session, limits: Http2ConnectionLimits
   let pinging = false;
   const idleFromNow = () => {
     clearTimeout(idle);
-    idle = setTimeout(() => closeIdle(session, limits.idleTimeoutMs), limits.idleTimeoutMs);
+    // GOAWAY, so a well-behaved client opens a new connection for its next call; the socket is closed in any case.
+    idle = setTimeout(() => {
+      const force = setTimeout(() => session.destroy(), Math.min(limits.idleTimeoutMs, 1_000)).unref();
+      session.close(() => clearTimeout(force));
+    }, limits.idleTimeoutMs);
   };
   session.once("remoteSettings", () => {
     clearTimeout(preface);
@@ -155,11 +147,4 @@ function guardSession(session: ServerHttp2Session, limits: Http2ConnectionLimits
       session.destroy();
     }
   });
-}
-
-/** GOAWAY, so a well-behaved client opens a new connection for its next call; the socket is closed in any case. */
-function closeIdle(session: ServerHttp2Session, graceMs: number): void {
-  const force = setTimeout(() => session.destroy(), Math.min(graceMs, 1_000));
-  force.unref();
-  session.close(() => clearTimeout(force));
 }

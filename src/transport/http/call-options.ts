@@ -44,12 +44,10 @@ export function requestCall(reply: FastifyReply, headers: Headers = new Headers(
   return new RequestCall(reply, headers, contextValues);
 }
 
+const headersWith = (name: string, value: string | undefined) => new Headers(value ? { [name]: value } : {});
+
 /** `/api/v1` and `/admin/v1`: the key (or the admin token) travels as `authorization: Bearer`. */
-export function platformHeaders(request: FastifyRequest): Headers {
-  const headers = new Headers();
-  if (request.headers.authorization) headers.set("authorization", request.headers.authorization);
-  return headers;
-}
+export const platformHeaders = (request: FastifyRequest): Headers => headersWith("authorization", request.headers.authorization);
 
 /** Where the vendor surface takes the key, first found first: ours, the vendor SDKs' header, then `?key=` (as the vendor's REST API). */
 export const VENDOR_KEY_HEADERS = ["x-vendor-api-key", "x-goog-api-key"] as const;
@@ -65,12 +63,7 @@ export function vendorKeyOf(request: FastifyRequest): string | undefined {
 }
 
 /** `/api/aimodel`: the key, wherever it came (vendorKeyOf), travels to the core as `x-vendor-api-key`. */
-export function vendorHeaders(request: FastifyRequest): Headers {
-  const headers = new Headers();
-  const key = vendorKeyOf(request);
-  if (key) headers.set("x-vendor-api-key", key);
-  return headers;
-}
+export const vendorHeaders = (request: FastifyRequest): Headers => headersWith("x-vendor-api-key", vendorKeyOf(request));
 
 export function platformCall(request: FastifyRequest, reply: FastifyReply, contextValues?: ContextValues): CallOptions {
   return new RequestCall(reply, platformHeaders(request), contextValues);

@@ -75,11 +75,7 @@ class PulledBody {
     incoming.on("readable", this.poke).on("end", this.poke).on("error", this.fail).on("close", this.closed);
   }
 
-  private readonly poke = () => {
-    const wake = this.wake;
-    this.wake = undefined;
-    wake?.();
-  };
+  private readonly poke = () => this.wake?.();
 
   readonly fail = (error: unknown) => {
     this.failure ??= error;
@@ -106,10 +102,8 @@ class PulledBody {
 }
 
 /**
- * One RPC at its edge, on either port: readiness, credential and announced size before a byte of the body is read;
- * then each message by its length prefix (or an unenveloped body piece by piece), and the request timeout where the
- * server has none. What a call holds goes back once its body is read or the call ends (a client stream's, per message).
- * A refusal is thrown from the body, so Connect answers it in the caller's protocol.
+ * One RPC at its edge, on either port: readiness, credential and announced size before its body is read, then each
+ * message by its length prefix; a refusal is thrown from the body, so Connect answers it in the caller's protocol.
  */
 export class RpcAdmission {
   readonly protocol: WireProtocol | undefined;

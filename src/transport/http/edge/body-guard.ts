@@ -48,10 +48,7 @@ export function bodyMemoryFull(): GatewayError {
   );
 }
 
-/**
- * Options of a route that takes a body: `bodyLimit`, and from the headers alone, after the readiness gate: 401, 415,
- * 422, 429 (upload slot), 503 (body memory). Slot and memory go back once the body is read or left, never held for the answer.
- */
+/** A body route's options: `bodyLimit`, and 401, 415, 422, 429, 503 from the headers alone, after the readiness gate (503). */
 export function bodyGuard(options: BodyGuardOptions) {
   const { edge, uploadSlots } = options;
   const refusalOf = (refusal: BodyRefusal): GatewayError => {
@@ -100,9 +97,8 @@ function announcedLength(request: FastifyRequest): number | undefined {
 
 /** Whether the request carries a body: a length above 0, or chunked. */
 export function hasBody(request: FastifyRequest): boolean {
-  const length = request.headers["content-length"];
-  if (length !== undefined) return Number(length) > 0;
-  return request.headers["transfer-encoding"] !== undefined;
+  const length = announcedLength(request);
+  return length === undefined ? request.headers["transfer-encoding"] !== undefined : length > 0;
 }
 
 /** Whether the body is sent as JSON: the media type Fastify's JSON parser is registered for (parameters aside, any case). */
@@ -112,8 +108,8 @@ function sentAsJson(request: FastifyRequest): boolean {
 }
 
 /**
- * Calls `release` once the body (the request, or the stream the parser reads) is read whole, the client went away, or
- * the answer ended; a body left half-read by its answer is `abandon`ed and discarded as after a refusal (else Node leaves the connection stuck).
+ * `release` once the body (or the stream the parser reads) ends, its client goes or its answer ends, never held for
+ * the answer; a body its answer left half-read is `abandon`ed and discarded, or Node would leave the connection stuck.
  */
 function whenBodyDone(
   request: FastifyRequest, reply: FastifyReply, release: () => void, body: Readable = request.raw, abandon: () => void = () => {},
@@ -179,9 +175,8 @@ export function refuseBody(request: FastifyRequest, reply: FastifyReply, error: 
 }
 
 /**
- * A body nobody reads is discarded so its client reads the answer; past LINGER_BYTES, or LINGER_MS after now (or after
- * the answer was sent) still incomplete, the connection closes. Its 'data' listener is on the request, not the socket,
- * whose reads Node's parser owns; a listener also keeps Node from dumping the body before it is counted.
+ * Discards a body nobody reads, closing the connection past LINGER_BYTES or LINGER_MS (from now or from the answer).
+ * The listener is on the request: Node's parser owns the socket's reads, and would otherwise dump the body uncounted.
  */
 export function lingerUntilDiscarded(request: FastifyRequest, from: "now" | { answered: FastifyReply } = "now"): void {
   const incoming = request.raw;

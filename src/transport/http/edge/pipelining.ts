@@ -73,10 +73,7 @@ class Pipeline {
 
 const pipelines = new WeakMap<Socket, Pipeline>();
 
-/**
- * The server's request listener: at most `depth` of a connection's requests reach `handler` at once, and while more
- * wait the connection is not read (Node parses one read of pipelined requests whole before pausing it). Decision 0005.
- */
+/** At most `depth` of a connection's requests reach `handler` at once; while more wait it is not read (decision 0005). */
 export function limitPipelining(depth: number, handler: RequestListener): RequestListener {
   return (request, response) => {
     const socket = request.socket;
@@ -85,11 +82,8 @@ export function limitPipelining(depth: number, handler: RequestListener): Reques
       request.resume();
       return;
     }
-    let pipeline = pipelines.get(socket);
-    if (!pipeline) {
-      pipeline = new Pipeline(socket, depth, handler);
-      pipelines.set(socket, pipeline);
-    }
+    const pipeline = pipelines.get(socket) ?? new Pipeline(socket, depth, handler);
+    pipelines.set(socket, pipeline);
     pipeline.arrive(request, response);
   };
 }
