@@ -47,7 +47,6 @@ export class UploadSlots extends Capacity {
     super(capacity, "upload slots");
   }
 
-  /** A slot, or undefined when all are taken. */
   tryTake(): ReleaseSlot | undefined {
     const hold = this.open();
     return hold.take(1) ? hold.release : undefined;

@@ -146,12 +146,10 @@ export class RpcAdmission {
     return `${this.policy.service.typeName}/${this.policy.method.name}`;
   }
 
-  /** The client the call counts against. */
   get client(): string | undefined {
     return this.hooks.callerOf(this.request);
   }
 
-  /** The refusal owed before any byte of the body is read, if any. */
   async refusalBeforeBody(): Promise<ConnectError | undefined> {
     const { credential, servedWhileNotReady } = this.policy;
     const headers = credentialsOf(this.request.headers);

@@ -21,7 +21,6 @@ export function generationBodyBytes(limits: ValidationLimits, edge: EdgeLimits):
 }
 
 export interface BodyRoute {
-  /** What a caller needs before its body is read. */
   readonly credential: Credential;
   /** Where the key travels: `authorization: Bearer` (platform, admin) or `x-vendor-api-key` / `x-goog-api-key` / `?key=` (vendor). */
   readonly keyFrom: "platform" | "vendor";
@@ -38,7 +37,6 @@ export interface BodyGuardOptions {
   readonly generationBodyBytes: number;
 }
 
-/** Makes the options of one route that takes a body. */
 export type BodyGuard = ReturnType<typeof bodyGuard>;
 
 /** 503 server_busy: bodies being received hold MAX_BODY_MEMORY (one budget with the core port's). */
