@@ -2,15 +2,8 @@ import type { EdgeLimits } from "../config/config.js";
 import type { Credential, HeaderCheck, Readiness } from "../core/index.js";
 import type { BodyBudget, BodyHold, ReleaseSlot, UploadSlots } from "./upload-slots.js";
 
-/**
- * The one admission module of both ports: what a request must pass before
- * its body is read (readiness, then its credential) and what its body holds
- * of the process's shared limits while it arrives (its size against the
- * route's or method's limit, an upload slot for a large one, its bytes of
- * MAX_BODY_MEMORY). Each protocol keeps a thin hook: when a body starts,
- * arrives and ends (REST: Fastify's hooks, body-guard.ts; RPC: the pulled
- * message stream, rpc/rpc-admission.ts) and the shape a refusal leaves in.
- */
+// Both ports' admission: readiness and credential before a body is read, then what the body holds of the process's
+// limits; each protocol keeps a thin hook (http/edge/body-guard.ts, rpc/rpc-admission.ts) and its refusals' shape.
 
 /** Retry-After of too_many_uploads: an upload slot frees in seconds. */
 export const UPLOAD_RETRY_AFTER_SECONDS = 2;
@@ -29,43 +22,29 @@ export interface AdmissionLimits {
   readonly bodyBudget: Pick<BodyBudget, "open">;
 }
 
-/**
- * What one request's body holds: a slot once it is large, its bytes of body
- * memory; given back at once by `release` (called by the protocol's hook
- * when the body has been read whole, or the request ended).
- */
+/** What one request's body (message) holds, up to `limit` bytes: a slot once it is large, its bytes of body memory. */
 export class BodyAdmission {
   private slot: ReleaseSlot | undefined;
   private memory: BodyHold | undefined;
   private ended = false;
 
-  /** `limit`: the route's or method's bound of one body (message). */
   constructor(private readonly limits: AdmissionLimits, readonly limit: number) {}
 
-  /**
-   * A body (or message) of `size` bytes that takes `memory` more bytes of
-   * body memory. Refused, in this order: over the limit; large with no upload
-   * slot free; no body memory left (and then it gives back what it held).
-   */
+  /** A body of `size` bytes taking `memory` more: refused over the limit, then large with no slot, then short of memory. */
   hold(size: number, memory: number): BodyRefusal | undefined {
     if (this.ended) return undefined;
     if (size > this.limit) return { kind: "too_large", limit: this.limit, size };
-    if (size > this.limits.edge.largeUploadBytes) {
-      const refusal = this.takeSlot();
-      if (refusal) return refusal;
-    }
-    return this.take(memory);
+    return (size > this.limits.edge.largeUploadBytes ? this.takeSlot() : undefined) ?? this.take(memory);
   }
 
   /** An upload slot, for a body that may be large though it announced no size (images on a chunked body). */
   takeSlot(): BodyRefusal | undefined {
     if (this.ended || this.slot !== undefined) return undefined;
     this.slot = this.limits.uploadSlots.tryTake();
-    if (this.slot !== undefined) return undefined;
-    return { kind: "too_many_uploads" };
+    return this.slot === undefined ? { kind: "too_many_uploads" } : undefined;
   }
 
-  /** `bytes` more of body memory (a piece of a body whose size was not announced). */
+  /** `bytes` more of body memory; refused, it gives back everything held. */
   take(bytes: number): BodyRefusal | undefined {
     if (this.ended || bytes <= 0 || (this.memory ??= this.limits.bodyBudget.open()).take(bytes)) return undefined;
     this.release();
@@ -87,19 +66,13 @@ export class BodyAdmission {
   }
 }
 
-/** What a request needs before a byte of its body is read. */
+/** What a request needs before a byte of its body is read: its credential (undefined: public), and whether it is served while not ready. */
 export interface HeaderAdmission {
-  /** The credential its route or method needs; undefined: none (public). */
   readonly credential: Credential | undefined;
-  /** Whether it is served while the process is not ready (probes, health). */
   readonly servedWhileNotReady: boolean;
 }
 
-/**
- * Readiness, then the credential, from the headers alone. Resolves to
- * "not_serving" or to the credential check's refusal (thrown by the check,
- * handed back as is), or undefined when the request may go on.
- */
+/** Readiness, then the credential, from the headers alone; the check's refusal is handed back as thrown. */
 export async function admitHeaders(
   admission: HeaderAdmission,
   settings: { readonly readiness?: Readiness; readonly headerCheck: HeaderCheck },

@@ -4,11 +4,8 @@ import type { Socket } from "node:net";
 import ipaddr from "ipaddr.js";
 
 /**
- * The client a connection counts against, on both ports: an IPv4 address as
- * it is (also when it arrives IPv4-mapped, `::ffff:1.2.3.4`, as it does on a
- * dual-stack socket), an IPv6 address by its /64 (`2001:db8:0:1::/64`),
- * since one host usually holds a whole /64. Anything that is not an IP
- * address (undefined: the peer is already gone) is returned as it is.
+ * The client a connection counts against, on both ports: an IPv4 address (also IPv4-mapped, as on a dual-stack
+ * socket), an IPv6 address by its /64, since one host usually holds a whole /64; anything else as it is.
  */
 export function clientOf(remoteAddress: string | undefined): string | undefined {
   if (!remoteAddress || !ipaddr.isValid(remoteAddress)) return remoteAddress;
@@ -18,37 +15,19 @@ export function clientOf(remoteAddress: string | undefined): string | undefined 
 }
 
 const CLIENT: unique symbol = Symbol("client");
-type Holder = { [CLIENT]?: string | undefined };
 
-/** The client of a gateway connection (clientOf), worked out once per connection rather than once per request. */
-export function clientOfSocket(socket: Socket | undefined): string | undefined {
-  if (!socket) return undefined;
-  const held = socket as Holder;
-  return CLIENT in held ? held[CLIENT] : (held[CLIENT] = clientOf(socket.remoteAddress));
+/** clientOf worked out once per connection (kept on a gateway socket, or an HTTP/2 session: its `socket` is a proxy). */
+function clientOfConnection(holder: (Socket | Http2Session) & { [CLIENT]?: string | undefined }, address: () => string | undefined) {
+  return CLIENT in holder ? holder[CLIENT] : (holder[CLIENT] = clientOf(address()));
 }
 
-/**
- * The client of a gateway request: its connection's (clientOfSocket), or, when it came through a proxy that
- * TRUST_PROXY names, the address that proxy forwarded (Fastify's `request.ip` believes only trusted proxies).
- */
+/** A gateway request's client: its connection's, or the address a TRUST_PROXY proxy forwarded (Fastify's `request.ip`). */
 export function clientOfRequest(request: { readonly ip: string; readonly raw: { readonly socket: Socket } }): string | undefined {
   const socket = request.raw.socket;
-  return request.ip === socket.remoteAddress ? clientOfSocket(socket) : clientOf(request.ip);
+  return request.ip === socket.remoteAddress ? clientOfConnection(socket, () => socket.remoteAddress) : clientOf(request.ip);
 }
 
-/** The same for an HTTP/2 session of the core port (kept on the session: its `socket` is a proxy). */
-export function clientOfSession(session: Http2Session | undefined): string | undefined {
-  if (!session) return undefined;
-  const held = session as Holder;
-  return CLIENT in held ? held[CLIENT] : (held[CLIENT] = clientOf(session.socket?.remoteAddress));
-}
-
-/**
- * A gateway in front of a remote core (CORE_URL) names its caller to the core
- * in this header, signed with URL_SIGNING_SECRET (which both share): the core
- * then counts failed credentials against that caller, not against the
- * gateway's own address. Unsigned or wrongly signed, it is ignored.
- */
+/** A gateway in front of a remote core names its caller in this header, signed with URL_SIGNING_SECRET; otherwise ignored. */
 export const FORWARDED_CLIENT_HEADER = "x-gateway-client";
 
 const macOf = (client: string, secret: Buffer) => createHmac("sha256", secret).update(`client-address:${client}`).digest("base64url");
@@ -58,10 +37,7 @@ export function forwardedClient(client: string, secret: Buffer): string {
   return `${client} ${macOf(client, secret)}`;
 }
 
-/**
- * The client of a call on the core port: the one a gateway holding the
- * secret names (forwardedClient), else the connection's own (clientOf).
- */
+/** The client of a call on the core port: the one a gateway holding the secret names, else the connection's own. */
 export function clientOfCall(session: Http2Session | undefined, headers: Headers, secret: Buffer): string | undefined {
   const forwarded = headers.get(FORWARDED_CLIENT_HEADER);
   if (forwarded !== null) {
@@ -70,5 +46,5 @@ export function clientOfCall(session: Http2Session | undefined, headers: Headers
     const given = Buffer.from(mac);
     if (given.length === expected.length && timingSafeEqual(given, expected)) return client;
   }
-  return clientOfSession(session);
+  return session ? clientOfConnection(session, () => session.socket?.remoteAddress) : undefined;
 }

@@ -8,16 +8,9 @@ import { onAnswerEnd } from "./edge/pipelining.js";
 /** Why a request's core calls are aborted when its client went away before the answer was complete. */
 const CLIENT_GONE = new Error("client disconnected");
 
-/**
- * The options of the core calls made for one request: its headers, and a
- * signal that aborts when the client goes away before the answer is
- * complete, made only when a call asks for it (an AbortController and a
- * close listener per request otherwise). The calls made with these options
- * count toward the request's core time (REQUEST_TIMING).
- */
+/** A request's core calls: headers, timing, and a signal aborted when its client goes away (made lazily: most calls never ask). */
 class RequestCall implements CallOptions {
   private controller: AbortController | undefined;
-  /** The request's own (staged images, the provider's time), with its client address and timing. */
   readonly contextValues: ContextValues;
 
   constructor(
@@ -51,18 +44,12 @@ export function requestCall(reply: FastifyReply, headers: Headers = new Headers(
   return new RequestCall(reply, headers, contextValues);
 }
 
-/** `/api/v1` and `/admin/v1`: the key (or the admin token) travels as `authorization: Bearer`. */
-export function platformHeaders(request: FastifyRequest): Headers {
-  const headers = new Headers();
-  if (request.headers.authorization) headers.set("authorization", request.headers.authorization);
-  return headers;
-}
+const headersWith = (name: string, value: string | undefined) => new Headers(value ? { [name]: value } : {});
 
-/**
- * Where the vendor surface takes the key from, first found first: our
- * `x-vendor-api-key`, the header the vendor's own SDKs send
- * (`x-goog-api-key`), and `?key=`, which the vendor's REST API also accepts.
- */
+/** `/api/v1` and `/admin/v1`: the key (or the admin token) travels as `authorization: Bearer`. */
+export const platformHeaders = (request: FastifyRequest): Headers => headersWith("authorization", request.headers.authorization);
+
+/** Where the vendor surface takes the key, first found first: ours, the vendor SDKs' header, then `?key=` (as the vendor's REST API). */
 export const VENDOR_KEY_HEADERS = ["x-vendor-api-key", "x-goog-api-key"] as const;
 
 /** The key a vendor-surface request presents (see VENDOR_KEY_HEADERS), or undefined. */
@@ -76,12 +63,7 @@ export function vendorKeyOf(request: FastifyRequest): string | undefined {
 }
 
 /** `/api/aimodel`: the key, wherever it came (vendorKeyOf), travels to the core as `x-vendor-api-key`. */
-export function vendorHeaders(request: FastifyRequest): Headers {
-  const headers = new Headers();
-  const key = vendorKeyOf(request);
-  if (key) headers.set("x-vendor-api-key", key);
-  return headers;
-}
+export const vendorHeaders = (request: FastifyRequest): Headers => headersWith("x-vendor-api-key", vendorKeyOf(request));
 
 export function platformCall(request: FastifyRequest, reply: FastifyReply, contextValues?: ContextValues): CallOptions {
   return new RequestCall(reply, platformHeaders(request), contextValues);
@@ -93,10 +75,7 @@ export function vendorCall(request: FastifyRequest, reply: FastifyReply, context
   return new RequestCall(reply, vendorHeaders(request), timing ? (contextValues ?? createContextValues()).set(UPSTREAM_TIME, timing) : contextValues);
 }
 
-/**
- * Whether a REST answer reached its client: undelivered when the response
- * closed (the client hung up) before it finished writing; never once it has.
- */
+/** Whether a REST answer reached its client: undelivered when the response closed before it finished writing. */
 export function replyDelivery(reply: FastifyReply): AnswerDelivery {
   return {
     onUndelivered(undelivered) {

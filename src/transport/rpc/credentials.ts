@@ -1,10 +1,6 @@
 import type { FastifyRequest } from "fastify";
 
-/**
- * The headers that carry a caller's credentials, as the core reads them: the
- * key or a token (Bearer, or x-vendor-api-key), and a panel session with its
- * CSRF token.
- */
+/** The headers that carry a caller's credentials, as the core reads them (a panel session goes with its CSRF token). */
 export const CREDENTIAL_HEADERS = ["authorization", "x-vendor-api-key", "x-panel-session", "x-csrf-token"] as const;
 
 /** The web panel's session cookie (HttpOnly, SameSite=Strict): the gateway passes it on as x-panel-session. */
@@ -19,11 +15,7 @@ export function cookieValue(header: string | null | undefined, name: string): st
   return undefined;
 }
 
-/**
- * Only the credentials of `headers`: what the gateway passes on to the core,
- * and what its own check looks at. The panel's session cookie becomes
- * x-panel-session (the core still wants the CSRF token beside it).
- */
+/** Only the credentials of `headers` (what the gateway passes on and checks), the session cookie as x-panel-session. */
 export function credentialsOf(headers: Headers | FastifyRequest["headers"]): Headers {
   const read = (name: string) => {
     const value = headers instanceof Headers ? headers.get(name) : headers[name];

@@ -21,18 +21,10 @@ export interface MethodPolicy {
   readonly servedWhileNotReady: boolean;
 }
 
-/**
- * Services that depend on no store and answer while the process is not
- * ready: health (it reports that state) and reflection (the contract is fixed).
- */
+/** Services that depend on no store and answer while the process is not ready: health reports that state, reflection's contract is fixed. */
 export const SERVED_WHILE_NOT_READY: ReadonlySet<string> = new Set([Health.typeName, ReflectionV1.typeName, ReflectionV1alpha.typeName]);
 
-/**
- * Methods whose request carries input images inline (base64 strings in
- * CreateGeneration, `inline_data` bytes in the text calls): they get the
- * input-image allowance; every other message is small. CreateVideoInteraction
- * carries a prompt only.
- */
+/** Methods whose request carries input images inline (CreateGeneration's base64, the text calls' `inline_data`); CreateVideoInteraction carries a prompt only. */
 const CARRIES_INPUT_IMAGES = new Set<DescMethod>([
   GenerationService.method.createGeneration,
   TextService.method.generateContent,
@@ -41,18 +33,12 @@ const CARRIES_INPUT_IMAGES = new Set<DescMethod>([
 ]);
 
 /**
- * Methods of an authenticated service whose edge checks no credential: ListModels
- * needs none; StartSession takes either the admin or an owner token (its
- * handler tells them apart) and EndSession an owner's or the operator's
- * session; their messages are empty.
+ * Methods the edge checks no credential for: ListModels needs none; the session calls take several kinds of token,
+ * told apart by their handlers; their messages are empty.
  */
 const PUBLIC = new Set<DescMethod>([GenerationService.method.listModels, AccountService.method.startSession, AccountService.method.endSession]);
 
-/**
- * What each served service asks of a caller's headers. FileService checks the
- * signed link in its message; Health and reflection are open (reflection
- * describes only the public proto/ files, which anyone may read anyway).
- */
+/** What each service asks of a caller's headers: FileService checks the signed link in its message; reflection describes only public files. */
 const CREDENTIAL_OF = new Map<DescService, Credential | undefined>([
   [AdminService, "admin"],
   [AccountService, "owner"],
@@ -64,12 +50,7 @@ const CREDENTIAL_OF = new Map<DescService, Credential | undefined>([
   [ReflectionV1alpha, undefined],
 ]);
 
-/**
- * The largest message of a method that carries input images: the images'
- * decoded allowance (maxInputBytes) grown by a third, since they travel as
- * base64 (CreateGeneration's strings, and bytes in Connect's JSON), plus room
- * for the longest prompt, the metadata and the rest of the message (maxBodyBytes).
- */
+/** The largest message carrying input images: the images as base64 (strings, or bytes in Connect's JSON), the longest prompt, metadata and the rest. */
 export function inputMessageLimit(limits: ValidationLimits, maxBodyBytes: number): number {
   const longestPrompt = Math.max(limits.maxPromptBytes.image, limits.maxPromptBytes.video, limits.maxPromptBytes.text);
   return Math.ceil((limits.maxInputBytes * 4) / 3) + longestPrompt + limits.metadata.maxTotalBytes + maxBodyBytes;

@@ -2,11 +2,10 @@ import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { EdgeLimits } from "../../config/config.js";
-import type { Credential, HeaderCheck, Readiness } from "../../core/index.js";
+import type { HeaderCheck, Readiness } from "../../core/index.js";
 import {
-  admitHeaders, BODY_MEMORY_RETRY_AFTER_SECONDS, BodyAdmission, type BodyRefusal, UPLOAD_RETRY_AFTER_SECONDS,
+  type AdmissionLimits, admitHeaders, BODY_MEMORY_RETRY_AFTER_SECONDS, BodyAdmission, type BodyRefusal, UPLOAD_RETRY_AFTER_SECONDS,
 } from "../admission.js";
-import type { BodyBudget, UploadSlots } from "../upload-slots.js";
 import { credentialsOf } from "./credentials.js";
 import type { MethodPolicy } from "./method-policy.js";
 import { bodyMemoryFull, edgeFailure, invalidMessageFlags, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
@@ -16,12 +15,10 @@ const ENVELOPE_HEADER_BYTES = 5;
 
 const CLIENT_WENT_AWAY = new ConnectError("the client closed the request", Code.Canceled);
 
-export interface RpcAdmissionSettings {
+export interface RpcAdmissionSettings extends AdmissionLimits {
   readonly readiness: Readiness;
   readonly headerCheck: HeaderCheck;
   readonly edge: EdgeLimits;
-  readonly uploadSlots: Pick<UploadSlots, "tryTake">;
-  readonly bodyBudget: Pick<BodyBudget, "open">;
 }
 
 /** What differs between the two wires an RPC arrives on (HTTP/1.1 on the gateway port, HTTP/2 on the core port). */
@@ -36,15 +33,8 @@ export interface WireHooks {
   answering?(request: FastifyRequest): void;
 }
 
-/** One value of a request header (Node gives a list for a repeated one: the first counts). */
-export const headerValue = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
-
-/**
- * Reads the 5-byte length prefixes of a stream of enveloped messages (gRPC,
- * gRPC-Web, Connect streaming) as its chunks pass: `onMessage` hears each
- * message's size and flags before a byte of it (it may throw to refuse it), `onDone` its end.
- */
-export class EnvelopeSizes {
+/** Reads the length prefixes of enveloped messages as chunks pass: `onMessage` (which may throw) before a byte of each, `onDone` after it. */
+class EnvelopeSizes {
   private readonly header = Buffer.alloc(ENVELOPE_HEADER_BYTES);
   private headerFilled = 0;
   private payloadLeft = 0;
@@ -55,8 +45,7 @@ export class EnvelopeSizes {
   ) {}
 
   feed(chunk: Uint8Array): void {
-    let offset = 0;
-    while (offset < chunk.byteLength) {
+    for (let offset = 0; offset < chunk.byteLength;) {
       if (this.payloadLeft > 0) {
         const take = Math.min(this.payloadLeft, chunk.byteLength - offset);
         this.payloadLeft -= take;
@@ -68,37 +57,25 @@ export class EnvelopeSizes {
       this.header.set(chunk.subarray(offset, offset + take), this.headerFilled);
       this.headerFilled += take;
       offset += take;
-      if (this.headerFilled === ENVELOPE_HEADER_BYTES) {
-        this.payloadLeft = this.header.readUInt32BE(1);
-        this.headerFilled = 0;
-        this.onMessage(this.payloadLeft, this.header[0]!);
-        if (this.payloadLeft === 0) this.onDone();
-      }
+      if (this.headerFilled < ENVELOPE_HEADER_BYTES) continue;
+      this.payloadLeft = this.header.readUInt32BE(1);
+      this.headerFilled = 0;
+      this.onMessage(this.payloadLeft, this.header[0]!);
+      if (this.payloadLeft === 0) this.onDone();
     }
   }
 }
 
-/**
- * The request body pulled chunk by chunk in paused mode: nothing is read
- * that is not asked for (HTTP/2's flow control then holds the sender back),
- * and `detach` leaves the rest unread, to be discarded.
- */
+/** The body pulled in paused mode: nothing is read unasked (HTTP/2 flow control holds the sender back); `detach` leaves the rest unread. */
 class PulledBody {
   private failure: unknown;
   private wake: (() => void) | undefined;
 
   constructor(private readonly incoming: Readable) {
-    incoming.on("readable", this.poke);
-    incoming.on("end", this.poke);
-    incoming.on("error", this.fail);
-    incoming.on("close", this.closed);
+    incoming.on("readable", this.poke).on("end", this.poke).on("error", this.fail).on("close", this.closed);
   }
 
-  private readonly poke = () => {
-    const wake = this.wake;
-    this.wake = undefined;
-    wake?.();
-  };
+  private readonly poke = () => this.wake?.();
 
   readonly fail = (error: unknown) => {
     this.failure ??= error;
@@ -110,10 +87,7 @@ class PulledBody {
   };
 
   detach(): void {
-    this.incoming.off("readable", this.poke);
-    this.incoming.off("end", this.poke);
-    this.incoming.off("error", this.fail);
-    this.incoming.off("close", this.closed);
+    this.incoming.off("readable", this.poke).off("end", this.poke).off("error", this.fail).off("close", this.closed);
   }
 
   async read(): Promise<Buffer | undefined> {
@@ -128,45 +102,15 @@ class PulledBody {
 }
 
 /**
- * What the headers alone refuse a call for, checked before its message is
- * read (admitHeaders): the process cannot serve (UNAVAILABLE), or the
- * method's credential is missing or wrong.
- */
-export async function headerRefusal(
-  policy: Pick<MethodPolicy, "credential" | "servedWhileNotReady" | "method">,
-  settings: Pick<RpcAdmissionSettings, "readiness" | "headerCheck">,
-  headers: Headers,
-  client: string | undefined,
-  log: (message: string, error: unknown) => void,
-): Promise<ConnectError | undefined> {
-  const admission = { credential: policy.credential as Credential | undefined, servedWhileNotReady: policy.servedWhileNotReady };
-  const refusal = await admitHeaders(admission, settings, headers, client);
-  if (refusal === undefined) return undefined;
-  if (refusal.refused === "not_serving") return notServing(settings.readiness);
-  if (refusal.error instanceof ConnectError) return refusal.error;
-  log(`${policy.method.name}: credential check failed`, refusal.error);
-  return edgeFailure(refusal.error);
-}
-
-/**
- * One RPC seen from its edge, on either port. From the headers alone, before
- * a byte of the body is read: readiness, the credential its method needs,
- * and the announced size (the method's limit, then an upload slot for a large
- * body, then its bytes from MAX_BODY_MEMORY). Then, as the body arrives, each
- * enveloped message by its length prefix before a byte of it is buffered
- * (its flags, the method's limit, a slot, its memory), and an unenveloped
- * one piece by piece; and the request timeout where the server has none.
- * What a call holds goes back once its body has been read whole, or the call
- * ended, never for as long as the answer takes; a client stream
- * (reflection's) gives back each message's as soon as it has arrived. A
- * refusal is thrown from the body, so Connect answers it in the caller's
- * protocol (gRPC status, gRPC-Web trailer, Connect JSON).
+ * One RPC at its edge, on either port: readiness, credential and announced size before its body is read, then each
+ * message by its length prefix; a refusal is thrown from the body, so Connect answers it in the caller's protocol.
  */
 export class RpcAdmission {
   readonly protocol: WireProtocol | undefined;
   private readonly held: BodyAdmission;
   private reader: PulledBody | undefined;
-  /** The body's size as its Content-Length announced it (its memory then taken whole, before it is read). */
+  private readonly clientStreams: boolean;
+  /** A unary body's Content-Length: its memory is then taken whole, before it is read. */
   private readonly announced: number | undefined;
   private timedOut = false;
   private readonly timer: NodeJS.Timeout | undefined;
@@ -181,18 +125,19 @@ export class RpcAdmission {
   ) {
     this.protocol = protocolOf(request.headers["content-type"]);
     this.held = new BodyAdmission(settings, policy.maxMessageBytes);
+    const kind = policy.method.methodKind;
+    this.clientStreams = kind === "client_streaming" || kind === "bidi_streaming";
     const length = Number(request.headers["content-length"] ?? NaN);
-    this.announced = Number.isSafeInteger(length) ? length : undefined;
+    this.announced = Number.isSafeInteger(length) && !this.clientStreams ? length : undefined;
     if (hooks.requestTimeoutMs !== undefined) {
       this.timer = setTimeout(() => this.expire(), hooks.requestTimeoutMs);
       request.raw.once("end", () => clearTimeout(this.timer));
     }
-    // The call is over (answered, or its client gone): whatever it holds goes back, and a body nobody reads any
-    // more (Connect stopped early) is abandoned.
+    // The call is over: what it holds goes back, and a body nobody reads any more (Connect stopped early) is abandoned.
     reply.raw.once("close", () => {
       clearTimeout(this.timer);
       this.reader?.detach();
-      this.release();
+      this.held.release();
       if (!request.raw.readableEnded) hooks.abandonBody(request, reply);
     });
   }
@@ -201,44 +146,33 @@ export class RpcAdmission {
     return `${this.policy.service.typeName}/${this.policy.method.name}`;
   }
 
-  /** Whether the method takes a stream of request messages (rather than exactly one). */
-  private get clientStreams(): boolean {
-    const kind = this.policy.method.methodKind;
-    return kind === "client_streaming" || kind === "bidi_streaming";
-  }
-
-  /** The client the call counts against. */
   get client(): string | undefined {
     return this.hooks.callerOf(this.request);
   }
 
-  /** The refusal owed before any byte of the body is read, if any. */
   async refusalBeforeBody(): Promise<ConnectError | undefined> {
-    const refusal = await headerRefusal(this.policy, this.settings, credentialsOf(this.request.headers), this.client, this.log);
-    if (refusal) return refusal;
+    const { credential, servedWhileNotReady } = this.policy;
+    const headers = credentialsOf(this.request.headers);
+    const refusal = await admitHeaders({ credential, servedWhileNotReady }, this.settings, headers, this.client);
+    if (refusal?.refused === "not_serving") return notServing(this.settings.readiness);
+    if (refusal) {
+      if (refusal.error instanceof ConnectError) return refusal.error;
+      this.log(`${this.policy.method.name}: credential check failed`, refusal.error);
+      return edgeFailure(refusal.error);
+    }
     if (this.timedOut) return requestTimedOut(this.hooks.requestTimeoutMs!);
-    if (this.announced === undefined || this.clientStreams) return undefined;
+    if (this.announced === undefined) return undefined;
     const envelope = isEnveloped(this.protocol) ? ENVELOPE_HEADER_BYTES : 0;
     if (this.announced > this.policy.maxMessageBytes + envelope) {
       return messageTooLarge(this.methodName, this.policy.maxMessageBytes, this.announced - envelope);
     }
-    return this.hold(this.announced, this.announced);
+    return this.refused(this.held.hold(this.announced, this.announced));
   }
 
-  /** A message of `size` bytes that takes `memory` more bytes of body memory (BodyAdmission.hold), refused as a ConnectError. */
-  private hold(size: number, memory: number): ConnectError | undefined {
-    const refusal = this.held.hold(size, memory);
-    return refusal && this.refusalOf(refusal);
-  }
-
-  private refusalOf(refusal: BodyRefusal): ConnectError {
-    if (refusal.kind === "too_large") return messageTooLarge(this.methodName, refusal.limit, refusal.size);
-    if (refusal.kind === "too_many_uploads") return tooManyUploads(UPLOAD_RETRY_AFTER_SECONDS);
-    return bodyMemoryFull(BODY_MEMORY_RETRY_AFTER_SECONDS);
-  }
-
-  private release(): void {
-    this.held.release();
+  private refused(refusal: BodyRefusal | undefined): ConnectError | undefined {
+    if (refusal?.kind === "too_large") return messageTooLarge(this.methodName, refusal.limit, refusal.size);
+    if (refusal?.kind === "too_many_uploads") return tooManyUploads(UPLOAD_RETRY_AFTER_SECONDS);
+    return refusal && bodyMemoryFull(BODY_MEMORY_RETRY_AFTER_SECONDS);
   }
 
   /** The answer is ready (a unary call's message, a stream's start). */
@@ -246,31 +180,29 @@ export class RpcAdmission {
     this.hooks.answering?.(this.request);
   }
 
-  /**
-   * The body Connect reads: the request's pieces as they arrive, each one
-   * admitted first; a refusal is thrown from the body and the rest of what
-   * the client sends abandoned.
-   */
+  /** The body Connect reads: each piece admitted as it arrives; a refusal is thrown and the rest abandoned. */
   async *body(): AsyncGenerator<Uint8Array> {
     if (this.timedOut) throw requestTimedOut(this.hooks.requestTimeoutMs!);
     const reader = (this.reader = new PulledBody(this.request.raw));
-    const sized = this.announced !== undefined && !this.clientStreams;
-    const encoding = headerValue(this.request.headers[messageEncodingHeader(this.protocol)]);
+    const sized = this.announced !== undefined;
+    const admit = (size: number, memory: number) => {
+      const refusal = this.refused(this.held.hold(size, sized ? 0 : memory));
+      if (refusal) throw refusal;
+    };
+    const encoding = this.request.headers[messageEncodingHeader(this.protocol)];
+    const declared = Array.isArray(encoding) ? encoding[0] : encoding;
     const envelopes = new EnvelopeSizes((size, flags) => {
-      if (!envelopeFlagsAllowed(flags, encoding)) throw invalidMessageFlags(flags, encoding);
-      this.admit(size, sized ? 0 : size);
+      if (!envelopeFlagsAllowed(flags, declared)) throw invalidMessageFlags(flags, declared);
+      admit(size, size);
     }, () => {
       // Each of a client stream's messages gives back what it held once it has arrived whole.
-      if (this.clientStreams) this.release();
+      if (this.clientStreams) this.held.release();
     });
     let total = 0;
     try {
       for (let chunk = await reader.read(); chunk !== undefined; chunk = await reader.read()) {
         if (isEnveloped(this.protocol)) envelopes.feed(chunk);
-        else {
-          total += chunk.byteLength;
-          this.admit(total, sized ? 0 : chunk.byteLength);
-        }
+        else admit((total += chunk.byteLength), chunk.byteLength);
         yield chunk;
       }
     } catch (error) {
@@ -279,13 +211,8 @@ export class RpcAdmission {
       throw error;
     } finally {
       reader.detach();
-      this.release();
+      this.held.release();
     }
-  }
-
-  private admit(size: number, memory: number): void {
-    const refusal = this.hold(size, memory);
-    if (refusal) throw refusal;
   }
 
   /** HTTP_REQUEST_TIMEOUT: a request still arriving is refused (or, already answered, abandoned). */

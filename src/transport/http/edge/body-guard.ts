@@ -11,25 +11,16 @@ import { GatewayError } from "../gateway-error.js";
 import { clientOfRequest } from "../../client-address.js";
 import { otherFieldsBytes } from "../streamed-images.js";
 
-/**
- * After refusing a request whose body has not arrived, the connection reads
- * and discards what the client still sends for at most this long and this
- * much (so the client reads the answer instead of a reset), then closes.
- */
+/** A refused body is read and discarded for at most this long and this much, so its client reads the answer, not a reset. */
 export const LINGER_MS = 2_000;
 const LINGER_BYTES = 4 * 1024 * 1024;
 
-/**
- * Bytes a request with inline input images may carry: the images as base64
- * (4 characters per 3 bytes) plus what its other fields may take
- * (otherFieldsBytes, shared with the streamed path).
- */
+/** Bytes a request with inline input images may carry: the images as base64 plus its other fields (shared with the streamed path). */
 export function generationBodyBytes(limits: ValidationLimits, edge: EdgeLimits): number {
   return 4 * Math.ceil(limits.maxInputBytes / 3) + otherFieldsBytes(limits, edge.maxBodyBytes);
 }
 
 export interface BodyRoute {
-  /** What a caller needs before its body is read. */
   readonly credential: Credential;
   /** Where the key travels: `authorization: Bearer` (platform, admin) or `x-vendor-api-key` / `x-goog-api-key` / `?key=` (vendor). */
   readonly keyFrom: "platform" | "vendor";
@@ -40,50 +31,24 @@ export interface BodyRoute {
 export interface BodyGuardOptions {
   readonly headerCheck: HeaderCheck;
   readonly uploadSlots: UploadSlots;
-  /** MAX_BODY_MEMORY: bytes of bodies being received at once, every body counted (shared with the core's port). */
+  /** MAX_BODY_MEMORY, shared with the core's port. */
   readonly bodyBudget: BodyBudget;
   readonly edge: EdgeLimits;
-  /** See generationBodyBytes. */
   readonly generationBodyBytes: number;
 }
 
-/** Makes the options of one route that takes a body. */
 export type BodyGuard = ReturnType<typeof bodyGuard>;
 
-/**
- * 503 server_busy: the bodies being received already hold MAX_BODY_MEMORY
- * between them. The same reason as the core port's refusal for want of body
- * memory (one budget for both ports).
- */
+/** 503 server_busy: bodies being received hold MAX_BODY_MEMORY (one budget with the core port's). */
 export function bodyMemoryFull(): GatewayError {
   return new GatewayError(
     503, "server_busy", "too many request bodies are being received at once; retry shortly", BODY_MEMORY_RETRY_AFTER_SECONDS,
   );
 }
 
-/**
- * Route options for every route that takes a body: `bodyLimit`, and an
- * onRequest hook that decides from the headers alone, before a byte of the
- * body is read, in this order: the credential (401), the body's media type
- * (415 unless JSON), the announced size (422 input_too_large), for a large
- * upload (more than LARGE_UPLOAD_BYTES announced, or chunked where images may
- * come) one of the process's upload slots (429 too_many_uploads with
- * Retry-After), and the announced size from the body budget
- * (MAX_BODY_MEMORY, 503 server_busy with Retry-After). The
- * readiness gate (503) runs before it. Slot and budget are given back as
- * soon as the body has been read whole, or the request closed, or its answer
- * ended (a body left unread), whichever comes first: never held for the
- * answer (an SSE stream).
- *
- * A chunked body announces no size: it takes from the budget as its bytes
- * arrive (a counting stream put in front of the parser, preParsing), and is
- * refused with the same 503 once the next piece does not fit. Taking the
- * route's limit instead would make one chunked upload on an image route hold
- * 273.8 MiB (by default) of a budget it rarely uses.
- */
+/** A body route's options: `bodyLimit`, and 401, 415, 422, 429, 503 from the headers alone, after the readiness gate (503). */
 export function bodyGuard(options: BodyGuardOptions) {
   const { edge, uploadSlots } = options;
-  /** A refusal of the admission module as this surface answers it. */
   const refusalOf = (refusal: BodyRefusal): GatewayError => {
     if (refusal.kind === "too_large") return bodyTooLarge(refusal.limit);
     if (refusal.kind === "no_body_memory") return bodyMemoryFull();
@@ -96,7 +61,6 @@ export function bodyGuard(options: BodyGuardOptions) {
   return (route: BodyRoute) => {
     const bodyLimit = route.images ? options.generationBodyBytes : edge.maxBodyBytes;
     const headersOf = route.keyFrom === "vendor" ? vendorHeaders : platformHeaders;
-    // The readiness gate (503) runs before this hook.
     const credentialFirst = { credential: route.credential, servedWhileNotReady: true };
     const onRequest = async (request: FastifyRequest, reply: FastifyReply) => {
       const refused = await admitHeaders(credentialFirst, options, headersOf(request), clientOfRequest(request));
@@ -106,16 +70,16 @@ export function bodyGuard(options: BodyGuardOptions) {
       if (!sentAsJson(request)) return refuseBody(request, reply, unsupportedMediaType());
       const announced = announcedLength(request);
       const admission = new BodyAdmission(options, bodyLimit);
-      // Chunked where images may come: it may be large, so it takes an upload slot; its bytes are taken as they arrive (preParsing).
+      // Chunked where images may come: it may be large, so it takes a slot; its bytes are taken as they arrive (preParsing).
       const refusal = announced !== undefined ? admission.hold(announced, announced) : route.images ? admission.takeSlot() : undefined;
       if (refusal) return refuseBody(request, reply, refusalOf(refusal));
       if (announced !== undefined || route.images) whenBodyDone(request, reply, () => admission.end());
     };
-    /** A chunked body takes from the budget as it arrives. */
+    // A chunked body takes memory as it arrives: taking the route's limit would hold 273.8 MiB of the budget for it.
     const preParsing = async (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload) => {
       if (!hasBody(request) || announcedLength(request) !== undefined) return payload;
       const memory = new BodyAdmission(options, bodyLimit);
-      const counted = countedBody(request, payload, (bytes) => memory.take(bytes) === undefined, () => bodyMemoryFull());
+      const counted = countedBody(request, payload, (bytes) => memory.take(bytes) === undefined);
       // Its pieces are held until the parser has taken them: the counting stream's end, not the request's.
       whenBodyDone(request, reply, () => memory.end(), counted, () => payload.unpipe(counted));
       return counted;
@@ -131,9 +95,8 @@ function announcedLength(request: FastifyRequest): number | undefined {
 
 /** Whether the request carries a body: a length above 0, or chunked. */
 export function hasBody(request: FastifyRequest): boolean {
-  const length = request.headers["content-length"];
-  if (length !== undefined) return Number(length) > 0;
-  return request.headers["transfer-encoding"] !== undefined;
+  const length = announcedLength(request);
+  return length === undefined ? request.headers["transfer-encoding"] !== undefined : length > 0;
 }
 
 /** Whether the body is sent as JSON: the media type Fastify's JSON parser is registered for (parameters aside, any case). */
@@ -143,14 +106,8 @@ function sentAsJson(request: FastifyRequest): boolean {
 }
 
 /**
- * Calls `release` once, when the body has been read whole (the 'end' of
- * `body`: the request, or the stream the parser reads it through), the
- * request closed (the client went away), or its answer ended, whichever
- * comes first. A body whose answer ended before it was read whole (its
- * parser refused it mid-way) is no longer read by anyone: `abandon` stops
- * feeding it, and what the client still sends is discarded, bounded as after
- * a refusal (otherwise Node, seeing the body partly read, would leave it
- * unread and the connection stuck until HTTP_REQUEST_TIMEOUT).
+ * `release` once the body (or the stream the parser reads) ends, its client goes or its answer ends, never held for
+ * the answer; a body its answer left half-read is `abandon`ed and discarded, or Node would leave the connection stuck.
  */
 function whenBodyDone(
   request: FastifyRequest, reply: FastifyReply, release: () => void, body: Readable = request.raw, abandon: () => void = () => {},
@@ -165,8 +122,7 @@ function whenBodyDone(
     response.off("close", answered);
     release();
   };
-  // The request closes after its own end too: only an incomplete one means the client went away (a counting
-  // stream may still hold pieces of a complete request that the parser has not taken yet).
+  // A request closes after its end too: only an incomplete one went away (a counting stream may still hold its pieces).
   const gone = () => {
     if (body === incoming || !incoming.complete) done();
   };
@@ -182,12 +138,8 @@ function whenBodyDone(
   response.once("close", answered);
 }
 
-/**
- * The body as it arrives, each piece first taken by `take`; a piece it
- * refuses fails the body with `refusal()` (answered by the error handler),
- * and what the client still sends is discarded as after a refusal.
- */
-function countedBody(request: FastifyRequest, payload: RequestPayload, take: (bytes: number) => boolean, refusal: () => Error): Transform {
+/** The body as it arrives, each piece first taken by `take`; a refused piece fails the body with 503 and the rest is discarded. */
+function countedBody(request: FastifyRequest, payload: RequestPayload, take: (bytes: number) => boolean): Transform {
   const counted: Transform & { receivedEncodedLength?: number } = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
       if (take(chunk.length)) {
@@ -197,7 +149,7 @@ function countedBody(request: FastifyRequest, payload: RequestPayload, take: (by
       }
       payload.unpipe(counted);
       lingerUntilDiscarded(request);
-      callback(refusal());
+      callback(bodyMemoryFull());
     },
   });
   // pipe() passes on neither errors nor a client that went away: the parser must see both.
@@ -208,36 +160,21 @@ function countedBody(request: FastifyRequest, payload: RequestPayload, take: (by
   payload.once("close", () => {
     if (!(payload as IncomingMessage).complete) failed();
   });
-  // Whoever reads the body listens for its errors; one raised after the reader stopped listening must not crash the process.
+  // An error raised after the parser stopped listening must not crash the process.
   counted.on("error", () => {});
   payload.pipe(counted);
   return counted;
 }
 
-/**
- * The one way a request is refused before its body is read: the body the
- * client may still send is discarded (bounded, see lingerUntilDiscarded)
- * while the error goes out in its surface's shape.
- */
+/** The one way a request is refused before its body is read: the error goes out while the body is discarded (bounded). */
 export function refuseBody(request: FastifyRequest, reply: FastifyReply, error: unknown) {
   lingerUntilDiscarded(request);
   return replyWithError(error, request, reply);
 }
 
 /**
- * The body of a request that will not be read (refused, or a route that
- * takes none) is read and discarded, so the client reads the answer: closing
- * at once would reset the connection under it. Bounded: past LINGER_BYTES
- * discarded, or LINGER_MS after `from` ("now"; "answered": once the answer
- * has been sent) with the body still incomplete, the connection is closed.
- * A body read whole leaves the connection serving its next request.
- *
- * Costs one 'data' listener on the request per lingering body, and one
- * entry in a queue that a single shared timer serves; no timer of its own.
- * (The listener is on the request, not the socket: Node's HTTP parser reads
- * the socket itself, and a socket 'data' listener would change that. Once
- * the request has a listener Node does not dump the body itself, which would
- * drop it before any listener saw it.)
+ * Discards a body nobody reads, closing the connection past LINGER_BYTES or LINGER_MS (from now or from the answer).
+ * The listener is on the request: Node's parser owns the socket's reads, and would otherwise dump the body uncounted.
  */
 export function lingerUntilDiscarded(request: FastifyRequest, from: "now" | { answered: FastifyReply } = "now"): void {
   const incoming = request.raw;
@@ -263,7 +200,7 @@ export interface LingeringRequest {
   readonly socket: { destroy(): unknown } | null;
 }
 
-/** The time a linger queue keeps: its clock and its one timer (the system's, unless its tests give another). */
+/** The clock and the one timer of a linger queue (the system's, unless its tests give another). */
 export interface LingerTime {
   now(): number;
   setTimeout(callback: () => void, ms: number): { unref(): unknown };
@@ -271,15 +208,9 @@ export interface LingerTime {
 
 const SYSTEM_TIME: LingerTime = { now: () => Date.now(), setTimeout: (callback, ms) => setTimeout(callback, ms) };
 
-/**
- * Connections lingering after a refusal, oldest first. Every entry waits the
- * same LINGER_MS, so the queue is in deadline order and one timer, armed for
- * the oldest, serves all of them; an entry whose body arrived (or whose
- * socket closed) meanwhile is dropped when its turn comes.
- */
+/** Lingering connections in deadline order (all wait LINGER_MS), so one timer, armed for the oldest, serves them all. */
 export class LingerQueue {
-  private entries: ({ readonly incoming: LingeringRequest; readonly deadline: number } | undefined)[] = [];
-  private head = 0;
+  private readonly deadlines = new Map<LingeringRequest, number>();
   private timer: { unref(): unknown } | undefined;
 
   constructor(
@@ -288,35 +219,29 @@ export class LingerQueue {
   ) {}
 
   add(incoming: LingeringRequest): void {
-    this.entries.push({ incoming, deadline: this.time.now() + this.lingerMs });
-    if (!this.timer) this.arm();
+    if (this.deadlines.has(incoming)) return;
+    this.deadlines.set(incoming, this.time.now() + this.lingerMs);
+    this.timer ??= this.arm();
   }
 
-  private arm(): void {
-    const next = this.entries[this.head];
-    if (!next) {
-      this.entries = [];
-      this.head = 0;
-      return;
+  private arm(): { unref(): unknown } | undefined {
+    for (const deadline of this.deadlines.values()) {
+      const timer = this.time.setTimeout(() => this.expire(), Math.max(0, deadline - this.time.now()));
+      timer.unref();
+      return timer;
     }
-    this.timer = this.time.setTimeout(() => this.expire(), Math.max(0, next.deadline - this.time.now()));
-    this.timer.unref();
+    return undefined;
   }
 
   private expire(): void {
-    this.timer = undefined;
     const now = this.time.now();
-    while (this.head < this.entries.length && this.entries[this.head]!.deadline <= now) {
-      const { incoming } = this.entries[this.head]!;
-      this.entries[this.head++] = undefined;
+    for (const [incoming, deadline] of this.deadlines) {
+      if (deadline > now) break;
+      this.deadlines.delete(incoming);
       // Still the request in flight on its connection (HTTP/1.1 reads the next one only after this body).
       if (!incoming.complete) incoming.socket?.destroy();
     }
-    if (this.head > 1024 && this.head * 2 > this.entries.length) {
-      this.entries = this.entries.slice(this.head);
-      this.head = 0;
-    }
-    this.arm();
+    this.timer = this.arm();
   }
 }
 

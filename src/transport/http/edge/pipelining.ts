@@ -4,10 +4,7 @@ import { isRefused } from "../../connection-limits.js";
 
 type RequestListener = (request: IncomingMessage, response: ServerResponse) => void;
 
-/**
- * One connection's requests: those being answered (at most the depth), and
- * those parsed behind them, waiting to be handed to the app.
- */
+/** One connection's requests: those being answered (at most the depth), and those parsed behind them, waiting. */
 class Pipeline {
   /** The answers being produced, each with what runs once it is over. */
   private readonly active = new Map<ServerResponse, (() => void)[]>();
@@ -43,8 +40,7 @@ class Pipeline {
 
   /** The answer being written (the oldest one started), if any. */
   get current(): ServerResponse | undefined {
-    for (const response of this.active.keys()) return response;
-    return undefined;
+    return this.active.keys().next().value;
   }
 
   onEnd(response: ServerResponse, listener: () => void): boolean {
@@ -77,18 +73,7 @@ class Pipeline {
 
 const pipelines = new WeakMap<Socket, Pipeline>();
 
-/**
- * Bounds what one HTTP/1.1 connection can have outstanding: at most `depth`
- * of its requests are handed to the app at once; requests pipelined behind
- * them wait, unanswered and unread, and while any waits the connection is not
- * read at all. A client that pipelines thousands of requests and never reads
- * its answers thus holds `depth` answers and one read's worth of parsed
- * requests, not thousands of answers. (Node itself stops reading a
- * connection whose writes are not being drained, but only when a request
- * arrives after the answers were written: a single read of pipelined
- * requests is parsed whole first.) Returns the server's request listener,
- * wrapping the app's `handler`.
- */
+/** At most `depth` of a connection's requests reach `handler` at once; while more wait it is not read (decision 0005). */
 export function limitPipelining(depth: number, handler: RequestListener): RequestListener {
   return (request, response) => {
     const socket = request.socket;
@@ -97,11 +82,8 @@ export function limitPipelining(depth: number, handler: RequestListener): Reques
       request.resume();
       return;
     }
-    let pipeline = pipelines.get(socket);
-    if (!pipeline) {
-      pipeline = new Pipeline(socket, depth, handler);
-      pipelines.set(socket, pipeline);
-    }
+    const pipeline = pipelines.get(socket) ?? new Pipeline(socket, depth, handler);
+    pipelines.set(socket, pipeline);
     pipeline.arrive(request, response);
   };
 }
@@ -109,11 +91,7 @@ export function limitPipelining(depth: number, handler: RequestListener): Reques
 /** The answer a connection is writing (its oldest one started and not over), if any. */
 export const answerInProgress = (socket: Socket): ServerResponse | undefined => pipelines.get(socket)?.current;
 
-/**
- * Calls `listener` exactly once when the answer is over: finished, abandoned
- * by the client, or its connection gone (an answer queued behind another on
- * a connection that dies never emits 'close').
- */
+/** Calls `listener` once when the answer is over, also when its connection died (a queued answer never emits 'close'). */
 export function onAnswerEnd(response: ServerResponse, listener: () => void): void {
   if (pipelines.get(response.req.socket)?.onEnd(response, listener)) return;
   if (response.closed || response.req.socket.destroyed) listener();
