@@ -140,10 +140,7 @@ function clientWentAway(request: FastifyRequest, error: unknown): boolean {
   return !socket || socket.destroyed === true;
 }
 
-/**
- * The one way an error leaves the gateway, in its surface's shape: logged (with its stack) only when it is a
- * crash of this service; a client that went away is a debug line.
- */
+/** The one way an error leaves the gateway, in its surface's shape; only a crash of this service is logged as an error. */
 export function replyWithError(error: unknown, request: FastifyRequest, reply: FastifyReply) {
   const code = codeOf(error);
   if (clientWentAway(request, error)) {

@@ -17,10 +17,7 @@ export interface DeclaredReasons {
   readonly providerFailures: readonly string[];
 }
 
-/**
- * REST's one table from an error's code and reason to its HTTP status: the reasons whose status is not their
- * code's (one code covers refusals the spec answers differently), then the code's.
- */
+/** REST's one table from code and reason to HTTP status: the reasons whose status is not their code's, then the code's. */
 export function restStatusTable(reasons: DeclaredReasons): (code: Code, reason: string | undefined) => number {
   const each = (list: readonly string[], status: number) => new Map(list.map((reason) => [reason, status]));
   const byReason: Partial<Record<Code, ReadonlyMap<string, number>>> = {

@@ -77,8 +77,9 @@ async function* parsed<T>(messages: AsyncIterable<T>, progress: CallProgress, me
   }
 }
 
-/** The trailer frame of gRPC-Web (its flags byte), whose payload is the status as HTTP header lines. */
+/** gRPC-Web's trailer frame (its flags byte), whose payload is the status as HTTP header lines. */
 const GRPC_WEB_TRAILER = 0x80;
+const GRPC_WEB_INTERNAL = new RegExp(`^grpc-status: ?${Code.Internal}\r?$`, "im");
 
 /** The status of a failed unary answer, as each protocol's spec writes it (Connect's readers of it are marked internal). */
 function saysInternal(response: UniversalServerResponse, body: Buffer, protocol: WireProtocol): boolean {
@@ -86,7 +87,7 @@ function saysInternal(response: UniversalServerResponse, body: Buffer, protocol:
     case "grpc":
       return response.trailer?.get("grpc-status") === String(Code.Internal);
     case "grpc-web":
-      return body[0] === GRPC_WEB_TRAILER && /^grpc-status: ?13\r?$/im.test(body.subarray(5).toString("latin1"));
+      return body[0] === GRPC_WEB_TRAILER && GRPC_WEB_INTERNAL.test(body.subarray(5).toString("latin1"));
     case "connect-unary":
       try {
         return response.status === 500 && (JSON.parse(body.toString("utf8")) as { code?: unknown }).code === "internal";
