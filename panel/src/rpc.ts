@@ -4,6 +4,9 @@ import { AccountService } from "../../gen/generation/v1/account_service_pb.js";
 import { AdminService } from "../../gen/generation/v1/admin_service_pb.js";
 import { ErrorDetailSchema, GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
 import { TextService } from "../../gen/generation/v1/text_service_pb.js";
+import { BAD_REQUEST_REASONS } from "../../src/domain/errors/domain-error.js";
+import { PROVIDER_FAILURES } from "../../src/ports/provider.js";
+import { restStatusTable } from "../../src/transport/http/error-status.js";
 
 /**
  * The panel's clients: the same RPCs every other client calls, on this
@@ -33,9 +36,12 @@ export const admin = createClient(AdminService, transport);
 export const generation = createClient(GenerationService, transport);
 export const text = createClient(TextService, transport);
 
-/** What a failed call says: its HTTP status and reason (ErrorDetail), and its message. */
+// REST's table, from the core's declared reasons (both free of Node): the status shown is the one REST answers.
+const httpStatusOf = restStatusTable({ badRequest: BAD_REQUEST_REASONS, providerFailures: PROVIDER_FAILURES });
+
+/** What a failed call says: REST's status for its code and reason (ErrorDetail), and its message. */
 export function describeFailure(error: unknown): { status: number; reason: string; message: string } {
   const failure = ConnectError.from(error);
   const detail = failure.findDetails(ErrorDetailSchema)[0];
-  return { status: detail?.httpStatus ?? 0, reason: detail?.reason ?? failure.code.toString(), message: failure.rawMessage };
+  return { status: detail ? httpStatusOf(failure.code, detail.reason) : 0, reason: detail?.reason ?? failure.code.toString(), message: failure.rawMessage };
 }

@@ -27,7 +27,7 @@ export { STAGED_IMAGES, type ImageUpload, type InlineStaging, type StagingSessio
 
 // Errors: the domain's, and their RPC form.
 export { toConnectError } from "./errors/rpc-errors.js";
-export { DomainError } from "../domain/errors/domain-error.js";
+export { BAD_REQUEST_REASONS, DomainError } from "../domain/errors/domain-error.js";
 // The reasons of a provider's failures: the edges answer them as upstream failures (502 on REST).
 export { PROVIDER_FAILURES } from "../ports/provider.js";
 

@@ -31,6 +31,8 @@ const FORBIDDEN: readonly (readonly [string, RegExp])[] = [
   ["another's listeners removed", /\.removeAllListeners\s*\(/],
   ["another's listeners taken", /\.listeners\s*\(\s*["'`]/],
   ["an error told apart by its text", /\.(rawMessage|message)\s*\.\s*(startsWith|endsWith|includes|match)\s*\(|\.(rawMessage|message)\s*===?\s*["'`]/],
+  // Every export of Connect's protocol-connect, -grpc and -grpc-web modules is marked internal (no semver).
+  ["a Connect protocol internal", /from\s+["'`]@connectrpc\/connect\/protocol-(connect|grpc|grpc-web)["'`]/],
 ];
 
 describe("dependencies through their public API only", () => {

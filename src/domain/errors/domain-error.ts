@@ -17,10 +17,19 @@ export type ErrorCategory =
   | "upstream_failure" // 502: storage or upstream broke while accepting
   | "internal";
 
-export class DomainError extends Error {
+/** Every reason of `bad_request`, declared once: its code is `invalid`'s, so REST tells its 400 from 422 by this list. */
+export const BAD_REQUEST_REASONS = [
+  "field_too_long", "invalid_group_by", "invalid_key_limit", "invalid_limit", "invalid_model", "invalid_page_size",
+  "invalid_page_token", "invalid_status", "invalid_time_range", "invalid_wait", "malformed_message", "unsupported_field",
+  "unsupported_media_type", "video_duration_requires_8s",
+] as const;
+
+export type BadRequestReason = (typeof BAD_REQUEST_REASONS)[number];
+
+export class DomainError<C extends ErrorCategory = ErrorCategory> extends Error {
   constructor(
-    readonly category: ErrorCategory,
-    readonly reason: string,
+    readonly category: C,
+    readonly reason: C extends "bad_request" ? BadRequestReason : string,
     message: string,
     readonly facts: Record<string, string | number | boolean> = {},
     readonly retryAfterSeconds?: number,
@@ -33,5 +42,5 @@ export class DomainError extends Error {
 export const invalid = (reason: string, message: string, facts?: Record<string, string | number | boolean>) =>
   new DomainError("invalid", reason, message, facts);
 
-export const badRequest = (reason: string, message: string, facts?: Record<string, string | number | boolean>) =>
+export const badRequest = (reason: BadRequestReason, message: string, facts?: Record<string, string | number | boolean>) =>
   new DomainError("bad_request", reason, message, facts);

@@ -1,7 +1,8 @@
 import { STATUS_CODES } from "node:http";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { Code } from "@connectrpc/connect";
-import { CANONICAL_STATUS, httpErrorOf, type HttpError } from "./connect-errors.js";
+import { codeName, httpErrorOf, type HttpError } from "./connect-errors.js";
+import { GOOGLE_HTTP_STATUS } from "./error-status.js";
 import { GatewayError } from "./gateway-error.js";
 
 /** Everything under /api/aimodel answers in the vendor's error shape; everything else in the platform's. */
@@ -16,14 +17,11 @@ export function sizeText(bytes: number): string {
 }
 
 /** 422 input_too_large: the spec's answer to a body beyond what the endpoint accepts (the limit named). */
-export function bodyTooLarge(limitBytes: number): GatewayError {
-  return new GatewayError(422, "input_too_large", `the request body is larger than the ${sizeText(limitBytes)} this endpoint accepts`);
-}
+export const bodyTooLarge = (limitBytes: number) =>
+  new GatewayError(422, "input_too_large", `the request body is larger than the ${sizeText(limitBytes)} this endpoint accepts`);
 
 /** 415 unsupported_media_type: a body not sent as `application/json` (refused before it is read). */
-export function unsupportedMediaType(): GatewayError {
-  return new GatewayError(415, "unsupported_media_type", "send the body as Content-Type: application/json");
-}
+export const unsupportedMediaType = () => new GatewayError(415, "unsupported_media_type", "send the body as Content-Type: application/json");
 
 /** 404 not_found: no route takes this method and path (the path shown cut short, never the query). */
 export function routeNotFound(request: FastifyRequest): GatewayError {
@@ -32,174 +30,93 @@ export function routeNotFound(request: FastifyRequest): GatewayError {
   return new GatewayError(404, "not_found", `no route ${request.method} ${shown}`);
 }
 
-/** What Fastify's own refusals answer; never the URL or the query (which may hold `?key=`). */
-function fromFastify(error: FastifyError, context: ErrorContext): HttpError | undefined {
-  const make = (status: number, reason: string, message: string, code: Code): HttpError => ({ status, reason, message, code });
+const codeOf = (error: unknown) => (error as { code?: unknown } | null)?.code;
+
+const invalidJson = (error: Error) => new GatewayError(400, "invalid_json", `the body is not valid JSON: ${error.message}`);
+const invalidUrl = () => new GatewayError(400, "invalid_url", "the URL's path is not valid percent-encoding");
+
+/** Fastify's own refusals in our terms; never the URL or the query (which may hold `?key=`). */
+function fastifyRefusal(error: FastifyError, bodyLimit: number | undefined): GatewayError | undefined {
   switch (error.code) {
     case "FST_ERR_CTP_INVALID_JSON":
     case "FST_ERR_CTP_INVALID_JSON_BODY":
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
-      return make(400, "invalid_json", `the body is not valid JSON: ${error.message}`, Code.InvalidArgument);
+      return invalidJson(error);
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return toHttpError(bodyTooLarge(context.bodyLimit ?? 0));
+      return bodyTooLarge(bodyLimit ?? 0);
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return toHttpError(unsupportedMediaType());
+      return unsupportedMediaType();
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
-      return make(400, "invalid_content_length", "the body's length differs from its Content-Length", Code.InvalidArgument);
+      return new GatewayError(400, "invalid_content_length", "the body's length differs from its Content-Length");
     case "FST_ERR_BAD_URL":
-      return make(400, "invalid_url", "the URL's path is not valid percent-encoding", Code.InvalidArgument);
+      return invalidUrl();
   }
-  if (error instanceof SyntaxError) return make(400, "invalid_json", `the body is not valid JSON: ${error.message}`, Code.InvalidArgument);
+  if (error instanceof SyntaxError) return invalidJson(error);
   // A path parameter decoded once more by a route (e.g. `%25E0` → `%E0`).
-  if (error instanceof URIError) return make(400, "invalid_url", "the URL's path is not valid percent-encoding", Code.InvalidArgument);
-  if (error.validation) return make(422, "validation_failed", error.message, Code.InvalidArgument);
+  if (error instanceof URIError) return invalidUrl();
+  if (error.validation) return new GatewayError(422, "validation_failed", error.message);
   // Any other refusal of the framework's (FST_ERR_*, 4xx): a fixed message, since its own may quote the request.
   if (typeof error.code === "string" && error.code.startsWith("FST_") && error.statusCode && error.statusCode < 500) {
-    return make(error.statusCode, "bad_request", "the request is malformed", CODE_BY_STATUS[error.statusCode] ?? Code.InvalidArgument);
+    return new GatewayError(error.statusCode, "bad_request", "the request is malformed");
   }
   return undefined;
 }
 
-/** The RPC code (and so the vendor's canonical status) of the gateway's own refusals. */
-const CODE_BY_STATUS: Record<number, Code> = {
-  400: Code.InvalidArgument,
-  401: Code.Unauthenticated,
-  403: Code.PermissionDenied,
-  404: Code.NotFound,
-  408: Code.DeadlineExceeded,
-  413: Code.InvalidArgument,
-  414: Code.InvalidArgument,
-  415: Code.InvalidArgument,
-  422: Code.InvalidArgument,
-  429: Code.ResourceExhausted,
-  431: Code.InvalidArgument,
-  499: Code.Canceled,
-  503: Code.Unavailable,
+/** The RPC code (and so the vendor's canonical status) of the gateway's own refusals; any other 4xx is INVALID_ARGUMENT. */
+const CODE_BY_STATUS: Readonly<Record<number, Code>> = {
+  401: Code.Unauthenticated, 403: Code.PermissionDenied, 404: Code.NotFound, 408: Code.DeadlineExceeded,
+  429: Code.ResourceExhausted, 499: Code.Canceled, 503: Code.Unavailable,
 };
 
-/** What the route knew when the error happened, so messages can name the limit that was hit. */
-export interface ErrorContext {
-  readonly bodyLimit?: number;
-}
-
-export function toHttpError(error: unknown, context: ErrorContext = {}): HttpError {
-  if (error instanceof GatewayError) {
-    return {
-      status: error.status,
-      reason: error.reason,
-      message: error.message,
-      code: CODE_BY_STATUS[error.status] ?? Code.Unknown,
-      retryAfterSeconds: error.retryAfterSeconds,
-    };
-  }
-  return fromFastify(error as FastifyError, context) ?? httpErrorOf(error);
-}
-
-function retryAfter(reply: FastifyReply, error: HttpError): void {
-  if (error.retryAfterSeconds) reply.header("retry-after", String(error.retryAfterSeconds));
+/** An error as the gateway answers it: its own refusals and Fastify's as they are, anything else by the core's code and reason. */
+export function toHttpError(error: unknown, bodyLimit?: number): HttpError {
+  const refusal = error instanceof GatewayError ? error : fastifyRefusal(error as FastifyError, bodyLimit);
+  if (!refusal) return httpErrorOf(error);
+  const { status, reason, message, retryAfterSeconds } = refusal;
+  return { status, reason, message, code: CODE_BY_STATUS[status] ?? (status < 500 ? Code.InvalidArgument : Code.Unknown), retryAfterSeconds };
 }
 
 /** `/api/v1`, `/admin/v1`, `/files`: {"error": {"code": "<snake_case>", "message": "..."}}. */
-export function platformErrorBody(error: HttpError) {
-  return { status: error.status, body: { error: { code: error.reason, message: error.message } } };
-}
+const platformErrorBody = (error: HttpError) => ({ status: error.status, body: { error: { code: error.reason, message: error.message } } });
 
-export function sendPlatformError(reply: FastifyReply, error: HttpError) {
-  retryAfter(reply, error);
-  const { status, body } = platformErrorBody(error);
-  return reply.code(status).send(body);
-}
-
-/**
- * The HTTP status of each canonical code, as the vendor (and every Google
- * API) answers it: google.rpc.Code's documented HTTP mapping.
- */
-export const VENDOR_HTTP_STATUS: Record<Code, number> = {
-  [Code.Canceled]: 499,
-  [Code.Unknown]: 500,
-  [Code.InvalidArgument]: 400,
-  [Code.DeadlineExceeded]: 504,
-  [Code.NotFound]: 404,
-  [Code.AlreadyExists]: 409,
-  [Code.PermissionDenied]: 403,
-  [Code.ResourceExhausted]: 429,
-  [Code.FailedPrecondition]: 400,
-  [Code.Aborted]: 409,
-  [Code.OutOfRange]: 400,
-  [Code.Unimplemented]: 501,
-  [Code.Internal]: 500,
-  [Code.Unavailable]: 503,
-  [Code.DataLoss]: 500,
-  [Code.Unauthenticated]: 401,
-};
-
-/**
- * Refusals of HTTP itself, before any method of the API: the request did not
- * arrive in time (408), or could not be read as a request (413 chunk
- * extensions, 414 an over-long path parameter, 415 a body not sent as JSON,
- * 431 headers). They keep their HTTP status, with the closest canonical code
- * in the body, as the vendor's front end answers them with HTTP's own status.
- */
+/** Refusals of HTTP itself (408 late; 413, 414, 415, 431 unreadable): the vendor's front end answers them with HTTP's status. */
 const HTTP_PROTOCOL_STATUSES: ReadonlySet<number> = new Set([408, 413, 414, 415, 431]);
 
 /**
- * The one mapping of the vendor surface: an error's HTTP status and
- * canonical code (error.status). Everything an API method decides is
- * answered with its canonical code's HTTP status (so our 422 validation
- * failures are the vendor's 400 INVALID_ARGUMENT, an upstream failure is 503
- * UNAVAILABLE), except:
- *  - an unknown model is the vendor's 404 NOT_FOUND;
- *  - a balance that cannot cover the call (our 402 insufficient_funds) is
- *    429 RESOURCE_EXHAUSTED, what the vendor answers when prepaid credits are
- *    depleted (without Retry-After: waiting does not help, a top-up does).
+ * The vendor's answer for two reasons: an unknown model is its 404, a balance that cannot cover the call its 429
+ * for depleted credits (without Retry-After: a top-up helps, waiting does not).
  */
-export function vendorStatusOf(error: HttpError): { status: number; canonical: string } {
-  if (error.reason === "unknown_model") return { status: 404, canonical: "NOT_FOUND" };
-  if (error.reason === "insufficient_funds") return { status: 429, canonical: "RESOURCE_EXHAUSTED" };
-  const canonical = CANONICAL_STATUS[error.code] ?? "UNKNOWN";
-  if (HTTP_PROTOCOL_STATUSES.has(error.status)) return { status: error.status, canonical };
-  return { status: VENDOR_HTTP_STATUS[error.code] ?? 500, canonical };
+const VENDOR_CODE_BY_REASON: ReadonlyMap<string, Code> = new Map([["unknown_model", Code.NotFound], ["insufficient_funds", Code.ResourceExhausted]]);
+
+/** The vendor surface's one table: the canonical code's status (our 422 is its 400 INVALID_ARGUMENT, a failed upstream its 503). */
+function vendorStatusOf(error: HttpError): { status: number; canonical: string } {
+  const code = VENDOR_CODE_BY_REASON.get(error.reason) ?? error.code;
+  const status = HTTP_PROTOCOL_STATUSES.has(error.status) ? error.status : GOOGLE_HTTP_STATUS[code];
+  return { status, canonical: code === Code.Canceled ? "CANCELLED" : codeName(code).toUpperCase() };
 }
 
-/**
- * `/api/aimodel`: the vendor's shape {"error": {"code": <http>, "message", "status"}}, with an
- * ErrorInfo detail carrying our reason; status and code by vendorStatusOf.
- */
+/** `/api/aimodel`: the vendor's shape {"error": {"code": <http>, "message", "status"}}, with an ErrorInfo carrying our reason. */
 export function vendorErrorBody(error: HttpError) {
   const { status, canonical } = vendorStatusOf(error);
-  return {
-    status,
-    body: {
-      error: {
-        code: status,
-        message: error.message,
-        status: canonical,
-        details: [
-          { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: error.reason.toUpperCase(), domain: "generation-service" },
-        ],
-      },
-    },
-  };
+  const info = { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: error.reason.toUpperCase(), domain: "generation-service" };
+  return { status, body: { error: { code: status, message: error.message, status: canonical, details: [info] } } };
 }
 
-export function sendVendorError(reply: FastifyReply, error: HttpError) {
-  retryAfter(reply, error);
-  const { status, body } = vendorErrorBody(error);
+/** The error in the shape of the surface `path` belongs to. */
+const errorBody = (path: string, error: HttpError) => (isVendorPath(path) ? vendorErrorBody(error) : platformErrorBody(error));
+
+function send(reply: FastifyReply, error: HttpError, { status, body }: { status: number; body: unknown }) {
+  if (error.retryAfterSeconds) reply.header("retry-after", String(error.retryAfterSeconds));
   return reply.code(status).send(body);
 }
 
-/** The error in the shape of the surface the request's path belongs to. */
-export function sendError(reply: FastifyReply, error: HttpError) {
-  return isVendorPath(reply.request.url) ? sendVendorError(reply, error) : sendPlatformError(reply, error);
-}
+export const sendPlatformError = (reply: FastifyReply, error: HttpError) => send(reply, error, platformErrorBody(error));
+export const sendVendorError = (reply: FastifyReply, error: HttpError) => send(reply, error, vendorErrorBody(error));
+export const sendError = (reply: FastifyReply, error: HttpError) => send(reply, error, errorBody(reply.request.url, error));
 
-/**
- * A whole HTTP/1.1 answer for a raw socket (a refused connection, a request
- * the HTTP parser could not read, a request timeout): the error in the shape
- * of the surface `path` belongs to, then the connection closes.
- */
+/** A whole HTTP/1.1 answer for a raw socket (a refused connection, an unreadable or late request), then the connection closes. */
 export function rawErrorResponse(path: string, error: HttpError): string {
-  const { status, body } = isVendorPath(path) ? vendorErrorBody(error) : platformErrorBody(error);
+  const { status, body } = errorBody(path, error);
   const json = JSON.stringify(body);
   return [
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}`,
@@ -214,33 +131,23 @@ export function rawErrorResponse(path: string, error: HttpError): string {
 
 const GONE_CODES = new Set(["ECONNRESET", "ECONNABORTED", "EPIPE", "ERR_STREAM_PREMATURE_CLOSE", "ERR_STREAM_DESTROYED"]);
 
-/**
- * Whether the request failed because its client hung up (mid-body or
- * mid-answer): nothing can be answered, and anyone can cause it at will, so
- * it is never worth more than a debug line.
- */
-export function clientWentAway(request: FastifyRequest, error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
+/** Whether the request failed because its client hung up: nothing can be answered, and anyone can cause it at will. */
+function clientWentAway(request: FastifyRequest, error: unknown): boolean {
+  const code = codeOf(error);
   if (typeof code === "string" && GONE_CODES.has(code)) return true;
   // Anything else (a call canceled through the client's signal included) counts only once the connection is gone.
   const socket = request.raw.socket as { destroyed?: boolean } | null;
   return !socket || socket.destroyed === true;
 }
 
-/**
- * The one way an error leaves the gateway: in its surface's shape (by path),
- * the limit named when a body was too large, logged only when it is a fault
- * of this service (a crash: error with its stack); a client that went away is
- * a debug line without a stack.
- */
+/** The one way an error leaves the gateway, in its surface's shape; only a crash of this service is logged as an error. */
 export function replyWithError(error: unknown, request: FastifyRequest, reply: FastifyReply) {
+  const code = codeOf(error);
   if (clientWentAway(request, error)) {
-    const code = (error as { code?: unknown } | null)?.code;
     request.log.debug({ code: typeof code === "string" || typeof code === "number" ? code : undefined }, "client went away");
     return sendError(reply, toHttpError(new GatewayError(499, "client_closed_request", "the client closed the connection")));
   }
-  const tooLarge = (error as { code?: unknown } | null)?.code === "FST_ERR_CTP_BODY_TOO_LARGE";
-  const mapped = toHttpError(error, tooLarge ? { bodyLimit: request.routeOptions.bodyLimit } : {});
+  const mapped = toHttpError(error, code === "FST_ERR_CTP_BODY_TOO_LARGE" ? request.routeOptions.bodyLimit : undefined);
   // Refusals (503 paused, 502 upstream) are answers, not failures of this service: only crashes are logged as errors.
   if (mapped.reason === "internal_error") request.log.error({ err: error }, "request failed");
   return sendError(reply, mapped);

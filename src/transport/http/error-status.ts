@@ -1,53 +1,32 @@
 import { Code } from "@connectrpc/connect";
-import { PROVIDER_FAILURES } from "../../core/index.js";
 
-/**
- * The REST edge's one table from an error's RPC code and reason to its HTTP
- * status (the spec's section 7). The core answers codes and reasons only; the
- * status is decided here, for REST, for the `http_status` the RPC ports still
- * fill in ErrorDetail (deprecated), and for a gateway in front of a remote core alike.
- */
-
-/** The status of each code, for a reason with none of its own (and for an error with no ErrorDetail). */
-const STATUS_BY_CODE: Partial<Record<Code, number>> = {
-  [Code.InvalidArgument]: 422,
-  [Code.Unauthenticated]: 401,
-  [Code.PermissionDenied]: 403,
-  [Code.NotFound]: 404,
-  [Code.FailedPrecondition]: 422,
-  [Code.Aborted]: 409,
-  [Code.AlreadyExists]: 409,
-  [Code.ResourceExhausted]: 429,
-  [Code.Unavailable]: 503,
-  [Code.DeadlineExceeded]: 504,
-  [Code.Unimplemented]: 501,
-  [Code.Canceled]: 499,
+/** google.rpc.Code's documented HTTP status of each code: the vendor's table, and REST's where the spec agrees. */
+export const GOOGLE_HTTP_STATUS: Record<Code, number> = {
+  [Code.Canceled]: 499, [Code.Unknown]: 500, [Code.InvalidArgument]: 400, [Code.DeadlineExceeded]: 504,
+  [Code.NotFound]: 404, [Code.AlreadyExists]: 409, [Code.PermissionDenied]: 403, [Code.ResourceExhausted]: 429,
+  [Code.FailedPrecondition]: 400, [Code.Aborted]: 409, [Code.OutOfRange]: 400, [Code.Unimplemented]: 501,
+  [Code.Internal]: 500, [Code.Unavailable]: 503, [Code.DataLoss]: 500, [Code.Unauthenticated]: 401,
 };
 
-const each = (reasons: readonly string[], status: number) => new Map(reasons.map((reason) => [reason, status]));
+/** REST's status of each code (the spec's section 7), for a reason with none of its own or no ErrorDetail. */
+const REST_BY_CODE: Record<Code, number> = { ...GOOGLE_HTTP_STATUS, [Code.InvalidArgument]: 422, [Code.FailedPrecondition]: 422, [Code.OutOfRange]: 500 };
 
-/**
- * Reasons whose status is not their code's: where one code covers refusals the
- * spec answers differently (INVALID_ARGUMENT: 422 a broken rule, 400 a
- * malformed request; FAILED_PRECONDITION: 402 money, 409 a finished job;
- * UNAVAILABLE: 503 paused or busy, 502 the upstream failed), and the RPC
- * edge's own refusals whose code is the protocol's.
- */
-const STATUS_BY_REASON: Partial<Record<Code, ReadonlyMap<string, number>>> = {
-  [Code.InvalidArgument]: each([
-    "field_too_long", "invalid_group_by", "invalid_key_limit", "invalid_limit", "invalid_model", "invalid_page_size",
-    "invalid_page_token", "invalid_status", "invalid_time_range", "invalid_wait", "malformed_message", "unsupported_field",
-    "unsupported_media_type", "video_duration_requires_8s",
-  ], 400),
-  [Code.FailedPrecondition]: new Map([["insufficient_funds", 402], ["key_spend_limit_exceeded", 402], ["job_already_finished", 409]]),
-  [Code.Unavailable]: each(["upstream_storage_failure", ...PROVIDER_FAILURES], 502),
-  [Code.DeadlineExceeded]: each(["request_timeout"], 408),
-  // gRPC makes a bad envelope flag INTERNAL; it is the caller's fault.
-  [Code.Internal]: each(["invalid_message_flags"], 400),
-};
+/** The reason lists the core declares, which the table reads (passed in: the panel reads them in the browser too). */
+export interface DeclaredReasons {
+  readonly badRequest: readonly string[];
+  readonly providerFailures: readonly string[];
+}
 
-/** The HTTP status of an error of `code` with `reason` (undefined: the error carries no ErrorDetail). */
-export function httpStatusOf(code: Code, reason: string | undefined): number {
-  const own = reason === undefined ? undefined : STATUS_BY_REASON[code]?.get(reason);
-  return own ?? STATUS_BY_CODE[code] ?? 500;
+/** REST's one table from code and reason to HTTP status: the reasons whose status is not their code's, then the code's. */
+export function restStatusTable(reasons: DeclaredReasons): (code: Code, reason: string | undefined) => number {
+  const each = (list: readonly string[], status: number) => new Map(list.map((reason) => [reason, status]));
+  const byReason: Partial<Record<Code, ReadonlyMap<string, number>>> = {
+    [Code.InvalidArgument]: each(reasons.badRequest, 400),
+    [Code.FailedPrecondition]: new Map([["insufficient_funds", 402], ["key_spend_limit_exceeded", 402], ["job_already_finished", 409]]),
+    [Code.Unavailable]: each(["upstream_storage_failure", ...reasons.providerFailures], 502),
+    [Code.DeadlineExceeded]: each(["request_timeout"], 408),
+    // gRPC makes a bad envelope flag INTERNAL; it is the caller's fault.
+    [Code.Internal]: each(["invalid_message_flags"], 400),
+  };
+  return (code, reason) => (reason === undefined ? undefined : byReason[code]?.get(reason)) ?? REST_BY_CODE[code] ?? 500;
 }

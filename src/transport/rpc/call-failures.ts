@@ -1,16 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { isCallerFault } from "./refusals.js";
+import { edgeFailure, isCallerFault } from "./refusals.js";
 
 /** Node's errors for a stream or connection that is gone, as a write to it fails (see connectErrorFromNodeReason). */
 const STREAM_GONE = new Set(["ERR_STREAM_WRITE_AFTER_END", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM", "ERR_HTTP2_STREAM_ERROR", "ECONNRESET"]);
 
-/**
- * Whether `error` ended a call because its client did: the call's signal is
- * aborted (the client reset the stream or the connection, or its deadline
- * passed) and the error is that abort (the signal's reason, an AbortError
- * from whatever the handler was awaiting, Connect's Canceled or
- * DeadlineExceeded) or a write to the stream that is gone.
- */
+/** Whether `error` is the abort of a call its client ended (a reset, a passed deadline), or a write to the stream that went. */
 function endedByClient(signal: AbortSignal, error: unknown): boolean {
   if (!signal.aborted) return false;
   if (error === signal.reason) return true;
@@ -19,12 +13,8 @@ function endedByClient(signal: AbortSignal, error: unknown): boolean {
 }
 
 /**
- * What a handler's failure becomes on the wire, whichever library serves the
- * protocol. A call its client ended (a cancel, a passed deadline) is answered
- * with the signal's reason, DEADLINE_EXCEEDED or CANCELED, whatever the
- * aborted store or upstream threw; it is no crash. Crashes (anything not a
- * ConnectError, INTERNAL, UNKNOWN) are logged with their stack through `log`;
- * refusals (invalid, unauthenticated, …) are answers and are not logged.
+ * A handler's failure as it leaves, whichever library serves the protocol: a call its client ended is answered
+ * with the signal's reason, whatever the aborted work threw; crashes are logged with their stack, refusals are not.
  */
 export function settleFailure(signal: AbortSignal, method: string, error: unknown, log: (message: string, error: unknown) => void): unknown {
   if (endedByClient(signal, error)) return error instanceof ConnectError ? error : ConnectError.from(signal.reason);
@@ -33,12 +23,5 @@ export function settleFailure(signal: AbortSignal, method: string, error: unknow
   return error;
 }
 
-/**
- * A failure as it may leave for the client: a ConnectError as it is; anything
- * else (a crash) as INTERNAL "internal error", its message kept out of the
- * wire, as Connect's handlers answer it. For the edges that touch a failure
- * before Connect does (grpc-js's statuses, the core port's Server-Timing).
- */
-export function wireError(error: unknown): ConnectError {
-  return error instanceof ConnectError ? error : new ConnectError("internal error", Code.Internal, undefined, undefined, error);
-}
+/** A failure as it may leave for the client: a crash as INTERNAL "internal error" (as Connect answers it), for edges that touch it first. */
+export const wireError = (error: unknown): ConnectError => (error instanceof ConnectError ? error : edgeFailure(error));

@@ -3,8 +3,6 @@ import { Code, ConnectError, createContextKey, createContextValues, type Connect
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest } from "@connectrpc/connect-node";
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
-import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ANSWER_DELIVERY, CLIENT_ADDRESS, type AnswerDelivery, type ValidationLimits } from "../../core/index.js";
 import { answerFailures } from "./edge-interceptors.js";
@@ -72,13 +70,12 @@ export function unknownRpcAnswer(
   const path = request.url.split("?", 1)[0]!;
   if (!anyPath && (request.method !== "POST" || !RPC_PATH.test(path))) return undefined;
   const protocol: WireProtocol | undefined = protocolOf(request.headers["content-type"]);
-  const error = new ConnectError(`unknown method ${path}`, Code.Unimplemented);
+  const message = `unknown method ${path}`;
   if (protocol === "grpc-web" || protocol === "grpc") {
-    const headers: Record<string, string> = { "content-type": request.headers["content-type"]! };
-    setTrailerStatus(new Headers(), error).forEach((value, name) => (headers[name] = value));
-    return { status: 200, headers };
+    const status = { "grpc-status": String(Code.Unimplemented), "grpc-message": encodeURIComponent(message) };
+    return { status: 200, headers: { "content-type": request.headers["content-type"]!, ...status } };
   }
-  return { status: 404, headers: { "content-type": "application/json" }, body: Buffer.from(errorToJsonBytes(error, undefined)) };
+  return { status: 404, headers: { "content-type": "application/json" }, body: Buffer.from(JSON.stringify({ code: "unimplemented", message })) };
 }
 
 /**

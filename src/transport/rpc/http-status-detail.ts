@@ -1,16 +1,11 @@
 import { create } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
-import { httpStatusOf } from "../http/error-status.js";
+import { httpStatusOf } from "../http/connect-errors.js";
 
 const typeNameOf = (detail: ConnectError["details"][number]) => ("desc" in detail ? detail.desc.typeName : detail.type);
 
-/**
- * A failure as the RPC ports answer it: its ErrorDetail's `http_status`
- * (deprecated; kept for the clients that still read it) filled from the REST
- * edge's table (httpStatusOf), since the core no longer chooses a status.
- * Anything else, or a failure without ErrorDetail, is left as it is.
- */
+/** A failure with its ErrorDetail's deprecated `http_status` filled from REST's table, for the clients that still read it. */
 export function withHttpStatus<E>(error: E): E {
   if (!(error instanceof ConnectError)) return error;
   const [detail] = error.findDetails(ErrorDetailSchema);

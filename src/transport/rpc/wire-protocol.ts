@@ -1,26 +1,21 @@
 import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
-import {
-  contentTypeStreamRegExp as connectStreamContentType,
-  contentTypeUnaryRegExp as connectUnaryContentType,
-  endStreamFlag,
-  endStreamFromJson,
-  errorFromJsonBytes,
-} from "@connectrpc/connect/protocol-connect";
-import { contentTypeRegExp as grpcContentType, findTrailerError } from "@connectrpc/connect/protocol-grpc";
-import { contentTypeRegExp as grpcWebContentType, trailerFlag, trailerParse } from "@connectrpc/connect/protocol-grpc-web";
+import { malformedMessage } from "./refusals.js";
 
 /** The protocols the core port speaks, told apart by the request's content type (as Connect's handlers do). */
 export type WireProtocol = "grpc" | "grpc-web" | "connect-unary" | "connect-stream";
 
-export function protocolOf(contentType: string | undefined): WireProtocol | undefined {
-  if (!contentType) return undefined;
-  if (grpcContentType.test(contentType)) return "grpc";
-  if (grpcWebContentType.test(contentType)) return "grpc-web";
-  if (connectUnaryContentType.test(contentType)) return "connect-unary";
-  if (connectStreamContentType.test(contentType)) return "connect-stream";
-  return undefined;
-}
+// Each protocol's content types as its spec names them (Connect's own patterns are marked internal).
+const JSON_OR_PROTO = String.raw`(?:json(?:; ?charset=utf-?8)?|proto)`;
+const CONTENT_TYPES: readonly (readonly [WireProtocol, RegExp])[] = [
+  ["grpc", new RegExp(String.raw`^application/grpc(?:\+${JSON_OR_PROTO})?$`, "i")],
+  ["grpc-web", new RegExp(String.raw`^application/grpc-web(?:-text)?(?:\+${JSON_OR_PROTO})?$`, "i")],
+  ["connect-unary", new RegExp(`^application/${JSON_OR_PROTO}$`, "i")],
+  ["connect-stream", new RegExp(String.raw`^application/connect\+?${JSON_OR_PROTO}$`, "i")],
+];
+
+export const protocolOf = (contentType: string | undefined): WireProtocol | undefined =>
+  contentType === undefined ? undefined : CONTENT_TYPES.find(([, pattern]) => pattern.test(contentType))?.[0];
 
 /** Whether the request body is a sequence of length-prefixed envelopes (everything but Connect's unary calls); unknown: no. */
 export const isEnveloped = (protocol: WireProtocol | undefined) => protocol !== undefined && protocol !== "connect-unary";
@@ -30,21 +25,19 @@ export const messageEncodingHeader = (protocol: WireProtocol | undefined) =>
   protocol === "connect-stream" ? "connect-content-encoding" : "grpc-encoding";
 
 /**
- * Whether a request envelope's flags byte is one a client may send: 0, or 1
- * (compressed) with an encoding other than identity declared. Anything else
- * is refused before the message is read: gRPC's libraries would read it as
- * uncompressed (grpc-js), or skip it as a trailer or end of stream (Connect).
+ * Flags a request envelope may carry: 0, or 1 (compressed) with a real encoding declared; gRPC's libraries
+ * would read anything else as uncompressed (grpc-js) or skip it as a trailer (Connect).
  */
 export const envelopeFlagsAllowed = (flags: number, encoding: string | undefined) =>
   flags === 0 || (flags === 1 && encoding !== undefined && encoding !== "" && encoding !== "identity");
 
-/** How far a call got: whether the edge refused its body midway, whether its message reached the interceptors. */
+/** How far a call got: whether the edge refused its body midway, whether it reached the interceptors. */
 export interface CallProgress {
   refused: boolean;
   invoked: boolean;
 }
 
-/** The body Connect reads, as the edge admits it; a refusal the edge throws from it is marked (see inspectParseFailure). */
+/** The body Connect reads, as the edge admits it; a refusal the edge throws from it is marked. */
 export async function* admittedBody(body: AsyncIterable<Uint8Array>, progress: CallProgress): AsyncGenerator<Uint8Array> {
   try {
     yield* body;
@@ -56,101 +49,73 @@ export async function* admittedBody(body: AsyncIterable<Uint8Array>, progress: C
 
 export const CALL_PROGRESS = createContextKey<CallProgress | undefined>(undefined, { description: "whether the call reached its interceptors" });
 
+/** Connect reports a request message that is not protobuf as INTERNAL; one the edge did not refuse is the caller's fault. */
+const isParseFailure = (error: unknown, progress: CallProgress) =>
+  error instanceof ConnectError && error.code === Code.Internal && !progress.refused;
+
 /**
- * The routers' innermost interceptor: the call's message was parsed (see
- * inspectParseFailure). A unary call's is parsed before interceptors run; a
- * stream's messages are parsed as the handler pulls them.
+ * The routers' innermost interceptor: the call got past parsing (a unary call's message is parsed before the
+ * interceptors); a stream's first message, parsed as the handler pulls it, is refused malformed_message here.
  */
 export const markInvoked: Interceptor = (next) => (request) => {
   const progress = request.contextValues.get(CALL_PROGRESS);
   if (!progress) return next(request);
-  if (!request.stream) {
-    progress.invoked = true;
-    return next(request);
-  }
-  return next({ ...request, message: parsed(request.message, progress) });
+  progress.invoked = true;
+  if (!request.stream) return next(request);
+  return next({ ...request, message: parsed(request.message, progress, `${request.service.typeName}/${request.method.name}`) });
 };
 
-async function* parsed<T>(messages: AsyncIterable<T>, progress: CallProgress): AsyncGenerator<T> {
-  for await (const message of messages) {
-    progress.invoked = true;
-    yield message;
+async function* parsed<T>(messages: AsyncIterable<T>, progress: CallProgress, method: string): AsyncGenerator<T> {
+  let first = true;
+  try {
+    for await (const message of messages) {
+      first = false;
+      yield message;
+    }
+  } catch (error) {
+    throw first && isParseFailure(error, progress) ? malformedMessage(method) : error;
+  }
+}
+
+/** gRPC-Web's trailer frame (its flags byte), whose payload is the status as HTTP header lines. */
+const GRPC_WEB_TRAILER = 0x80;
+const GRPC_WEB_INTERNAL = new RegExp(`^grpc-status: ?${Code.Internal}\r?$`, "im");
+
+/** The status of a failed unary answer, as each protocol's spec writes it (Connect's readers of it are marked internal). */
+function saysInternal(response: UniversalServerResponse, body: Buffer, protocol: WireProtocol): boolean {
+  switch (protocol) {
+    case "grpc":
+      return response.trailer?.get("grpc-status") === String(Code.Internal);
+    case "grpc-web":
+      return body[0] === GRPC_WEB_TRAILER && GRPC_WEB_INTERNAL.test(body.subarray(5).toString("latin1"));
+    case "connect-unary":
+      try {
+        return response.status === 500 && (JSON.parse(body.toString("utf8")) as { code?: unknown }).code === "internal";
+      } catch {
+        return false;
+      }
+    case "connect-stream":
+      return false;
   }
 }
 
 /**
- * Connect parses a request's message itself and reports a malformed binary
- * message as INTERNAL, before any interceptor sees the call. An INTERNAL of
- * a call whose body the edge passed whole and that never reached the
- * interceptors is therefore that: the caller's fault, answered again as
- * INVALID_ARGUMENT malformed_message.
- */
-function isRequestParseFailure(error: ConnectError | undefined, progress: CallProgress): boolean {
-  return error !== undefined && error.code === Code.Internal && !progress.invoked && !progress.refused;
-}
-
-/**
- * Whether Connect's response is the refusal of a malformed request message,
- * in each protocol's shape: gRPC's trailers, gRPC-Web's trailer frame,
- * Connect's unary error body (HTTP 500) or end-of-stream message. Such a
- * refusal comes before any output, so only the first chunk is looked at.
- * Returns the response to send on (the same one, its first chunk put back).
+ * Whether a call that never reached the interceptors (unary: Connect failed it while parsing), its body not
+ * refused, was answered the INTERNAL of a malformed message; its short answer is read whole and put back otherwise.
  */
 export async function inspectParseFailure(
   response: UniversalServerResponse,
   protocol: WireProtocol | undefined,
   progress: CallProgress,
 ): Promise<{ readonly parseFailure: boolean; readonly response: UniversalServerResponse }> {
-  if (protocol === undefined || response.body === undefined) return { parseFailure: false, response };
-  if (protocol === "connect-unary" && response.status !== 500) return { parseFailure: false, response };
-  const iterator = response.body[Symbol.asyncIterator]();
-  const first = await iterator.next();
-  if (first.done === true) {
-    // gRPC: an error before any message leaves the body empty and the status in the trailers.
-    const failed = protocol === "grpc" && response.trailer !== undefined && isRequestParseFailure(findTrailerError(response.trailer), progress);
-    return { parseFailure: failed, response: { ...response, body: emptyBody() } };
-  }
-  const chunk = first.value;
-  let error: ConnectError | undefined;
-  try {
-    error = firstChunkError(chunk, protocol, response);
-  } catch {
-    error = undefined;
-  }
-  if (isRequestParseFailure(error, progress)) {
-    await iterator.return?.();
-    return { parseFailure: true, response };
-  }
-  return { parseFailure: false, response: { ...response, body: prepend(chunk, iterator) } };
+  if (progress.invoked || progress.refused || protocol === undefined || response.body === undefined) return { parseFailure: false, response };
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of response.body) chunks.push(chunk);
+  const body = Buffer.concat(chunks);
+  if (saysInternal(response, body, protocol)) return { parseFailure: true, response };
+  return { parseFailure: false, response: { ...response, body: replay(chunks) } };
 }
 
-function firstChunkError(chunk: Uint8Array, protocol: WireProtocol, response: UniversalServerResponse): ConnectError | undefined {
-  const encoded = new Headers(response.header).get("content-encoding") ?? new Headers(response.header).get("connect-content-encoding");
-  if (encoded && encoded !== "identity") return undefined;
-  const flags = chunk[0];
-  const payload = () => chunk.subarray(5);
-  switch (protocol) {
-    case "grpc":
-      return undefined;
-    case "grpc-web":
-      return flags === trailerFlag ? findTrailerError(trailerParse(payload())) : undefined;
-    case "connect-stream":
-      return flags === endStreamFlag ? endStreamFromJson(payload()).error : undefined;
-    case "connect-unary":
-      return errorFromJsonBytes(chunk, undefined, new ConnectError("", Code.Unknown));
-  }
-}
-
-async function* emptyBody(): AsyncGenerator<Uint8Array> {}
-
-async function* prepend(first: Uint8Array, rest: AsyncIterator<Uint8Array>): AsyncGenerator<Uint8Array> {
-  let finished = false;
-  try {
-    yield first;
-    for (let next = await rest.next(); next.done !== true; next = await rest.next()) yield next.value;
-    finished = true;
-  } finally {
-    // The writer stopped early (the caller went away): let Connect end the call.
-    if (!finished) await rest.return?.();
-  }
+async function* replay(chunks: readonly Uint8Array[]): AsyncGenerator<Uint8Array> {
+  yield* chunks;
 }

@@ -140,9 +140,9 @@ describe("errors", () => {
 
   it("when the shorthands are used, then invalid is 422's category and badRequest 400's", () => {
     const a = invalid("r", "m", { field: "f" });
-    const b = badRequest("r2", "m2");
+    const b = badRequest("invalid_limit", "m2");
     assert.deepEqual([a.category, a.reason, a.message, a.facts], ["invalid", "r", "m", { field: "f" }]);
-    assert.deepEqual([b.category, b.reason, b.message, b.facts], ["bad_request", "r2", "m2", {}]);
+    assert.deepEqual([b.category, b.reason, b.message, b.facts], ["bad_request", "invalid_limit", "m2", {}]);
   });
 });
 

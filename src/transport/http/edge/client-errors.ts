@@ -29,11 +29,8 @@ function pathOf(error: { rawPacket?: unknown }, socket: Duplex): string {
 }
 
 /**
- * Connections the HTTP parser gave up on (malformed HTTP, headers too large)
- * or that did not send their request in time (HTTP_HEADERS_TIMEOUT,
- * HTTP_REQUEST_TIMEOUT): the error in the shape of the surface the request
- * was for, then the connection closes. Logged at debug without the request
- * (its raw bytes may hold `?key=`): anyone can cause these at will.
+ * Connections the HTTP parser gave up on, or whose request did not arrive in time: the error in its surface's
+ * shape, then the connection closes. Logged at debug without the request (its raw bytes may hold `?key=`).
  */
 export function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
   const code = error.code ?? "unknown";
@@ -57,9 +54,7 @@ export const MAX_PARAM_LENGTH = 100;
 
 /** Fastify's own refusals before routing (a path that is not valid percent-encoding, an over-long path parameter). */
 export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
-  if (error.code === "FST_ERR_MAX_PARAM_LENGTH") {
-    const refusal = new GatewayError(414, "path_parameter_too_long", `a path parameter is longer than ${MAX_PARAM_LENGTH} characters`);
-    return replyWithError(refusal, request, reply);
-  }
-  return replyWithError(error, request, reply);
+  const tooLong = error.code === "FST_ERR_MAX_PARAM_LENGTH";
+  const refusal = tooLong ? new GatewayError(414, "path_parameter_too_long", `a path parameter is longer than ${MAX_PARAM_LENGTH} characters`) : error;
+  return replyWithError(refusal, request, reply);
 }
