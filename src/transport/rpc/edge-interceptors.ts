@@ -1,5 +1,5 @@
 import { type Interceptor } from "@connectrpc/connect";
-import { PROVIDER_METHODS, type Readiness, UPSTREAM_TIME, type UpstreamTime } from "../../core/index.js";
+import { type Readiness, upstreamTimeOf } from "../../core/index.js";
 import { passThrough } from "../../shared/stream-step.js";
 import { serverTiming } from "../server-timing.js";
 import { settleFailure, wireError } from "./call-failures.js";
@@ -44,21 +44,16 @@ async function* settlingFailures<T>(messages: AsyncIterable<T>, settle: (error: 
 }
 
 /**
- * Server-Timing on the answers Connect serves on the core port (the Connect
- * and gRPC-Web protocols, and gRPC's streaming methods; grpc-js's unary calls
- * set theirs): this service's own time and, for a text call, the provider's,
- * as on the REST gateway. In the headers of a unary answer and of a failure;
- * in the trailers of a stream, which then covers the whole stream.
+ * Server-Timing on the core port's answers, as on the REST gateway: this service's own time and the provider's,
+ * as the forwarded call reported it (upstreamTimeOf); in a unary answer's headers or a failure's, a stream's trailers.
  */
 export function serverTimingOnAnswers(): Interceptor {
   return (next) => async (request) => {
     const started = performance.now();
-    const upstream: UpstreamTime | undefined = PROVIDER_METHODS.has(request.method) ? {} : undefined;
-    if (upstream) request.contextValues.set(UPSTREAM_TIME, upstream);
-    const timing = () => serverTiming(performance.now() - started, upstream?.upstreamMs);
+    const stamp = (headers: Headers) => headers.set("server-timing", serverTiming(performance.now() - started, upstreamTimeOf(headers)));
     const failed = (error: unknown) => {
       const failure = wireError(error);
-      failure.metadata.set("server-timing", timing());
+      stamp(failure.metadata);
       return failure;
     };
     let response;
@@ -68,13 +63,13 @@ export function serverTimingOnAnswers(): Interceptor {
       throw failed(error);
     }
     if (!response.stream) {
-      response.header.set("server-timing", timing());
+      stamp(response.header);
       return response;
     }
     const trailer = response.trailer;
     return passThrough(response, {
       ended: (outcome) => {
-        if (outcome === "done") trailer.set("server-timing", timing());
+        if (outcome === "done") stamp(trailer);
       },
       failure: failed,
     });

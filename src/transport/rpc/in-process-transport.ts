@@ -136,6 +136,10 @@ export function createInProcessClient<S extends DescService>(service: S, impleme
             stream: false, service, method, header: context.responseHeader, trailer: context.responseTrailer,
             message: create(method.output, output as MessageInitShape<DescMessage>),
           } as UnaryResponse;
+        } catch (error) {
+          // As Connect's server: the headers the handler set leave with its failure.
+          if (error instanceof ConnectError) context.responseHeader.forEach((value, name) => error.metadata.append(name, value));
+          throw error;
         } finally {
           context.end();
         }
@@ -143,7 +147,10 @@ export function createInProcessClient<S extends DescService>(service: S, impleme
       return async (input: unknown, options: CallOptions = {}) => {
         const call = new InProcessCall(method, options, false);
         const request = Object.assign(unaryRequest(call, create(method.input, input as MessageInitShape<DescMessage>)), { call });
-        return (await run(request)).message;
+        const response = await run(request);
+        options.onHeader?.(response.header);
+        options.onTrailer?.(response.trailer);
+        return response.message;
       };
     }
     if (method.methodKind === "server_streaming") {
@@ -162,7 +169,7 @@ export function createInProcessClient<S extends DescService>(service: S, impleme
           get signal() { return call.signal; }, header: call.header, contextValues: call.contextValues,
           message: one(create(method.input, input as MessageInitShape<DescMessage>)),
         } as StreamRequest, { call });
-        return streamOf(run(request));
+        return streamOf(run(request), options);
       };
     }
     return null;
@@ -176,7 +183,16 @@ function callOf(request: AnyRequest): InProcessCall {
   return call;
 }
 
-/** A server stream's messages, from the response its interceptors resolve to. */
-async function* streamOf(response: Promise<AnyResponse>): AsyncGenerator<unknown> {
-  yield* (await response).message as AsyncIterable<unknown>;
+/** A server stream's messages, from the response its interceptors resolve to; its header comes first, its trailer once it ends. */
+async function* streamOf(pending: Promise<AnyResponse>, options: CallOptions): AsyncGenerator<unknown> {
+  const response = await pending;
+  options.onHeader?.(response.header);
+  try {
+    yield* response.message as AsyncIterable<unknown>;
+  } catch (error) {
+    // As Connect's server: the trailers the handler set leave with its failure.
+    if (error instanceof ConnectError) response.trailer.forEach((value, name) => error.metadata.append(name, value));
+    throw error;
+  }
+  options.onTrailer?.(response.trailer);
 }

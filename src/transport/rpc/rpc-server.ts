@@ -150,7 +150,7 @@ export async function listenRpc(
   // One listener per open Watch: any number of them is expected (no MaxListenersExceededWarning).
   setMaxListeners(0, closing.signal);
   const health = createHealthService(readiness, forwarded.map(([service]) => service.typeName), { shutdownSignal: closing.signal });
-  const services: [DescService, object][] = forwarded.map(([service, clientOf]) => [service, forwarding(service, clientOf)]);
+  const services: [DescService, object][] = forwarded.map(([service, clientOf]) => [service, forwarding(service, clientOf, true)]);
   services.push([Health, health]);
   const reflection = createReflectionServices(services.map(([service]) => service));
   services.push([ReflectionV1, reflection.v1], [ReflectionV1alpha, reflection.v1alpha]);
