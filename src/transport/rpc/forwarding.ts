@@ -1,6 +1,11 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type CallOptions, type HandlerContext } from "@connectrpc/connect";
-import { ANSWER_DELIVERY, CLIENT_ADDRESS } from "../../core/index.js";
+import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
+import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
+import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
+import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
+import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
+import { ANSWER_DELIVERY, CLIENT_ADDRESS, type CoreClients } from "../../core/index.js";
 import { httpErrorOf } from "../http/connect-errors.js";
 import { credentialsOf } from "./credentials.js";
 
@@ -55,12 +60,8 @@ function passedOn(error: unknown, context: HandlerContext, timing: boolean): Con
   return answer;
 }
 
-/**
- * A service implementation whose every method calls the same method of the core's client (`clientOf` is read per
- * call: the core may not exist yet), so every call reaches the core through the one transport its clients use.
- * With `timing`, the core's report of the provider's time comes back (the core port's Server-Timing).
- */
-export function forwarding(service: DescService, clientOf: () => object, timing = false): Record<string, unknown> {
+/** A service whose every method calls the same method of the core's client (read per call: the core may not exist yet). */
+function forwarding(service: DescService, clientOf: () => object, timing: boolean): Record<string, unknown> {
   const implementation: Record<string, unknown> = {};
   for (const method of service.methods) {
     const forward: Forward = (request, options) => (clientOf() as Record<string, Forward>)[method.localName]!(request, options);
@@ -85,4 +86,15 @@ export function forwarding(service: DescService, clientOf: () => object, timing 
     }
   }
   return implementation;
+}
+
+/** The core's services, by their clients' names in CoreClients. */
+const FORWARDED = [[GenerationService, "generation"], [TextService, "text"], [AdminService, "admin"], [AccountService, "account"], [FileService, "files"]] as const;
+
+/**
+ * The core's services as a port serves them: each call forwarded to the core's client, so it reaches the core through
+ * the one transport its clients use and the core's interceptors run once. With `timing`: see callOptions.
+ */
+export function forwardedServices(clients: CoreClients, timing = false): [DescService, object][] {
+  return FORWARDED.map(([service, name]) => [service, forwarding(service, () => clients[name], timing)]);
 }

@@ -5,12 +5,8 @@ import type { Bindings, ChildLoggerOptions, Level, LevelWithSilentOrString } fro
 type PinoParent = FastifyBaseLogger & { isLevelEnabled(level: LevelWithSilentOrString): boolean };
 
 /**
- * A request's logger that becomes its pino child (with `request_id`) the
- * first time a line is written at an enabled level, or a child or a level is
- * asked of it. Fastify makes one child per request, and pino's child
- * serializes its bindings when made (decision 0023), for a
- * logger that at LOG_LEVEL=warn writes nothing for a request that succeeds.
- * A line it writes is the child's own, so it reads as before.
+ * A request's logger that becomes its pino child only when a line is written at an enabled level (or a child or level
+ * is asked of it): pino's child serializes its bindings when made (decision 0023), mostly for nothing at LOG_LEVEL=warn.
  */
 class RequestLogger implements FastifyBaseLogger {
   private made: FastifyBaseLogger | undefined;
@@ -72,11 +68,7 @@ class RequestLogger implements FastifyBaseLogger {
   }
 }
 
-/**
- * Fastify's childLoggerFactory for the gateway: a RequestLogger, unless the
- * route sets a log level or serializers of its own (then pino's child, made
- * at once, as Fastify's default factory does).
- */
+/** Fastify's childLoggerFactory: a RequestLogger, unless the route sets a level or serializers (then pino's child at once, as Fastify's default). */
 export const requestLoggerFactory = (logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger =>
   options.level !== undefined || options.serializers !== undefined
     ? logger.child(bindings, options)
