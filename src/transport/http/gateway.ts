@@ -122,14 +122,9 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   app.setErrorHandler(replyWithError);
   app.setNotFoundHandler((request, reply) => answerUnknownRpc(request, reply) ?? sendError(reply, toHttpError(routeNotFound(request))));
 
-  const bodyBudget = options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory);
-  const guard = bodyGuard({
-    headerCheck: options.headerCheck,
-    uploadSlots: options.uploadSlots,
-    bodyBudget,
-    edge,
-    generationBodyBytes: options.generationBodyBytes,
-  });
+  // What the REST routes' body guard and the RPC routes' admission check with: the same credentials, slots and memory.
+  const admission = { headerCheck: options.headerCheck, uploadSlots: options.uploadSlots, bodyBudget: options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory), edge };
+  const guard = bodyGuard({ ...admission, generationBodyBytes: options.generationBodyBytes });
   // CORS first, not encapsulated: preflights are answered before any gate, and every answer carries its CORS headers.
   // Before the OpenAPI plugin: its catch-all OPTIONS route answers preflights and is no operation of the API.
   await corsRoutes(options.corsOrigins ?? [])(app);
@@ -137,13 +132,7 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   useRequestValidators(app);
   await openApi(app);
   // Connect and gRPC-Web: before the readiness gate, which answers in the REST shape; these routes have their own.
-  await app.register(gatewayRpcRoutes(core, {
-    readiness: options.readiness,
-    headerCheck: options.headerCheck,
-    edge,
-    uploadSlots: options.uploadSlots,
-    bodyBudget,
-  }, options.limits));
+  await app.register(gatewayRpcRoutes(core, { ...admission, readiness: options.readiness }, options.limits));
   // Not encapsulated: the gate must stand in front of every route, the 404 handler included.
   await healthRoutes(options.readiness)(app);
   await app.register(metricsRoutes(options.metrics));

@@ -16,15 +16,8 @@ export interface RequestFamily<Cell> {
   cell(labels: RequestLabels): Cell;
 }
 
-/** A cell counting requests. */
-export interface CounterCell {
-  inc(): void;
-}
-
-/** A cell of a latency histogram. */
-export interface HistogramCell {
-  observe(seconds: number): void;
-}
+export type CounterCell = { inc(): void };
+export type HistogramCell = { observe(seconds: number): void };
 
 /** The http_server_* metrics every request is counted into. */
 export interface HttpMetrics {

@@ -44,16 +44,11 @@ export interface ConnectRoutesOptions {
 /** The admission of the call a universal handler serves (set in onRequest, read by the guarded handler). */
 const ADMISSION = createContextKey<RpcAdmission | undefined>(undefined, { description: "RPC admission" });
 
-/** A body that refuses the call at Connect's first read: Connect then answers `error` in the caller's protocol. */
-export async function* refusing(error: ConnectError): AsyncGenerator<Uint8Array> {
-  throw error;
-}
-
-/** Connect sizes a unary Connect body by Content-Length before reading it; a refused body has none to size. */
-export function withBody(request: UniversalServerRequest, body: AsyncIterable<Uint8Array>): UniversalServerRequest {
+/** `request` with a body that refuses it at Connect's first read (then answered in the caller's protocol); no Content-Length, which Connect would size first. */
+function refused(request: UniversalServerRequest, error: ConnectError): UniversalServerRequest {
   const header = new Headers(request.header);
   header.delete("content-length");
-  return { ...request, header, body };
+  return { ...request, header, body: (async function* (): AsyncGenerator<Uint8Array> { throw error; })() };
 }
 
 /** An RPC's path, `/package.Service/Method`: what Connect and gRPC-Web clients call. */
@@ -94,7 +89,7 @@ function guarded(handler: UniversalHandler): UniversalHandler {
     let response = await handler({ ...request, body: admittedBody(admission.body(), progress) });
     const inspected = await inspectParseFailure(response, admission.protocol, progress);
     response = inspected.parseFailure
-      ? await handler(withBody(request, refusing(malformedMessage(`${handler.service.typeName}/${handler.method.name}`))))
+      ? await handler(refused(request, malformedMessage(`${handler.service.typeName}/${handler.method.name}`)))
       : inspected.response;
     admission.answering();
     return response;
@@ -139,7 +134,7 @@ export function connectRoutes(options: ConnectRoutesOptions) {
         wire.refusing?.(refusal, performance.now() - arrived);
         wire.abandonBody(request, reply);
         const universal = universalRequestFromNodeRequest(request.raw, reply.raw, undefined, undefined);
-        return wire.sendRefusal(reply, await handler(withBody(universal, refusing(refusal))), refusal);
+        return wire.sendRefusal(reply, await handler(refused(universal, refusal)), refusal);
       }
       admitted.set(request, { admission, delivery: ANSWER_WATCHED.has(policy.method) ? wire.delivery(request, reply) : undefined });
       wire.watchClient(request, reply);
