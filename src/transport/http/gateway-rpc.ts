@@ -40,9 +40,8 @@ function gatewayWire(idleTimeoutMs: number): ConnectWire {
 }
 
 /**
- * The core's services on the gateway port in Connect and gRPC-Web over HTTP/1.1 (gRPC needs HTTP/2's trailers, and
- * health and reflection stay on the core port), each call forwarded to `core` behind the core port's edge. Registered
- * before the REST readiness gate, whose 503 is REST's: these routes answer theirs in the caller's protocol.
+ * The core's services on the gateway port in Connect and gRPC-Web over HTTP/1.1 (gRPC needs HTTP/2's trailers), behind
+ * the core port's edge; registered before the REST readiness gate, as their 503 is in the caller's protocol.
  */
 export function gatewayRpcRoutes(core: CoreClients, settings: RpcAdmissionSettings, limits: ValidationLimits) {
   return async (scope: FastifyInstance) => {

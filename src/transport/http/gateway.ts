@@ -64,9 +64,8 @@ export interface GatewayOptions {
 const checkingIntervalMs = (headersTimeoutMs: number) => Math.min(1_000, Math.max(50, Math.floor(headersTimeoutMs / 4)));
 
 /**
- * The REST/SSE edge, which only translates (JSON, headers, errors); every rule lives in the core. What a client may
- * hold is bounded: header and request time, idleness (not while the answer is produced), connections, pipelining
- * and bodies (edge/body-guard.ts). Returns an app that is not listening yet.
+ * The REST/SSE edge, not yet listening: it only translates, every rule lives in the core. What a client may hold is
+ * bounded: header and request time, idleness (not while the answer is produced), connections, pipelining and bodies.
  */
 export async function buildGateway(core: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
   const { edge } = options;

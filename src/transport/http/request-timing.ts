@@ -26,11 +26,8 @@ export const timingOf = (request: FastifyRequest): RequestTiming | undefined => 
 export const REQUEST_TIMING = createContextKey<RequestTiming | undefined>(undefined, { description: "the gateway request's timing" });
 
 /**
- * A gateway request's core calls count toward its core time (Server-Timing,
- * http_server_core_duration_seconds): a unary call's whole time, a stream's
- * waits for each next message. The provider's time is what the call reports
- * (upstreamTimeOf): in its header (a stream's so far, read with its first
- * message for the SSE head), its trailers, or its failure's metadata.
+ * A gateway request's core time (a unary call's, a stream's waits for each message) and the provider's time its calls
+ * report (upstreamTimeOf: the header, read again at a stream's first message for the SSE head; trailers; a failure's metadata).
  */
 export const coreTime: Interceptor = (next) => async (request) => {
   const timing = request.contextValues.get(REQUEST_TIMING);

@@ -112,10 +112,8 @@ class ChunkSearch {
 }
 
 /**
- * Follows a JSON body's structure as its bytes arrive (strings, depth, the top-level keys decoded). With a staging
- * session, each string of the image array goes unescaped to the session as it arrives and the rest is kept (at most
- * `maxOtherBytes`); without one, it only reports which keys named the image field. Linear in the body. The parser of
- * the rest judges the JSON; the image strings, which it never sees, are judged here by the same rules.
+ * Follows a JSON body as it arrives, linear in it: with a session, the image strings go unescaped to it (judged here, as
+ * the parser of the rest never sees them) and the rest is kept; without one, it only finds the keys naming the image field.
  */
 class BodyScanner {
   readonly images: StagedInlineImage[] = [];
@@ -352,9 +350,8 @@ export interface StreamedImagesOptions {
 }
 
 /**
- * A JSON parser for the calling plugin that streams large bodies' inline images to the core's staging (in this process
- * only: a remote core has no staging to stream to) and reads small ones whole. Both end in Fastify's JSON parser and
- * refuse the image field named twice, so a body gets the same answer either way.
+ * A JSON parser that streams large bodies' images to the core's staging (only in-process: a remote core has none) and
+ * reads the rest whole; both end in Fastify's parser and refuse the image field named twice, so the answers agree.
  */
 export function streamInlineImages(app: FastifyInstance, options: StreamedImagesOptions): void {
   const plain = app.getDefaultJsonParser("error", "error");

@@ -98,9 +98,8 @@ function guarded(handler: UniversalHandler): UniversalHandler {
 }
 
 /**
- * A port's RPCs through Connect's router (@connectrpc/connect-fastify), one edge in front of every call whatever its
- * protocol: readiness, credential and announced size are checked before a byte of the body is read (RpcAdmission),
- * each refusal answered in the caller's protocol. Both ports use it; what differs is the wire's hooks.
+ * A port's RPCs through @connectrpc/connect-fastify, behind one edge whatever the protocol: readiness, credential and
+ * size checked before the body is read (RpcAdmission), refusals in the caller's protocol. The ports differ by their wire.
  */
 export function connectRoutes(options: ConnectRoutesOptions) {
   const policies = methodPolicies(options.limits, options.settings.edge.maxBodyBytes);

@@ -8,9 +8,8 @@ import { SERVED_WHILE_NOT_READY } from "./method-policy.js";
 import { notServing } from "./refusals.js";
 
 /**
- * How a handler's failure leaves (settleFailure): a call its client ended gets the signal's reason, not Connect's
- * INTERNAL for an AbortError; crashes go to our log, not Connect's console.error. Its ErrorDetail leaves with the
- * deprecated `http_status` filled (withHttpStatus), since the core decides no status.
+ * How a failure leaves (settleFailure): a call its client ended gets the signal's reason, not Connect's INTERNAL; crashes
+ * go to our log. Its ErrorDetail gets the deprecated `http_status` (withHttpStatus), since the core decides no status.
  */
 export function answerFailures(log: (message: string, error: unknown) => void): Interceptor {
   // Here rather than in an interceptor of its own: no extra layer around every call and stream.

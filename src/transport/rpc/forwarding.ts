@@ -18,9 +18,8 @@ function copyTiming(from: Headers, to: Headers): void {
 }
 
 /**
- * What a forwarded call takes to the core: the caller's credentials (nothing else of its headers), client address,
- * abort signal and what is left of its deadline. With `timing`, the provider's time the core reports comes back
- * into the answer (a unary call's header, a stream's trailers) for serverTimingOnAnswers.
+ * What a forwarded call takes to the core: credentials only of the headers, client address, signal, deadline left. With
+ * `timing`, the core's Server-Timing comes back into the answer's header (unary) or trailers (stream): serverTimingOnAnswers.
  */
 function callOptions(context: HandlerContext, timing: "header" | "trailer" | undefined): CallOptions {
   const timeoutMs = context.timeoutMs();
@@ -37,9 +36,8 @@ function callOptions(context: HandlerContext, timing: "header" | "trailer" | und
 }
 
 /**
- * The core's error as the caller gets it: code, message and details (the ErrorDetail with reason, HTTP status,
- * Retry-After), never the core's response headers but its Server-Timing (with `timing`). A fault of this service
- * (REST's internal_error: no detail, 5xx) leaves as "internal error", the fault kept as its cause for the log.
+ * The core's error as the caller gets it: code, message, details, none of the core's headers but (with `timing`) its
+ * Server-Timing; a fault of ours (REST's internal_error) leaves as "internal error", the fault kept as cause for the log.
  */
 function passedOn(error: unknown, context: HandlerContext, timing: boolean): ConnectError {
   // The caller's deadline passed (the call's signal says so, or it is about to): that is the answer,

@@ -125,9 +125,8 @@ async function* streamOf(pending: Promise<AnyResponse>, options: CallOptions): A
 }
 
 /**
- * A client of `service` whose calls reach `implementation` in this process through `interceptors` (outermost first),
- * as Connect's router runs them: same types, errors and context as over the network, but nothing serialized and
- * nothing made per call that no one asks for. Unary and server-streaming methods.
+ * A client whose calls reach `implementation` through `interceptors` (outermost first) as Connect's router runs them,
+ * with nothing serialized (decision 0023) and nothing made per call that no one asks for. Unary and server streams.
  */
 export function createInProcessClient<S extends DescService>(service: S, implementation: object, interceptors: readonly Interceptor[]): Client<S> {
   const handlers = implementation as Record<string, AnyHandler | undefined>;

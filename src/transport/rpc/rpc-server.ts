@@ -104,9 +104,8 @@ function coreWire(urlSigningSecret: Buffer, requestTimeoutMs: number, debug: Deb
 }
 
 /**
- * The core on an HTTP/2 cleartext port: gRPC, gRPC-Web and Connect through Connect's router, with health (`readiness`,
- * which gates every RPC but reflection's) and reflection. The edge (connectRoutes, guardedListener) bounds connections,
- * sessions, streams, time and message sizes, and checks credentials before a message is read.
+ * The core on an HTTP/2 cleartext port (gRPC, gRPC-Web, Connect), with health (`readiness`, which gates every RPC but
+ * reflection's) and reflection, behind the edge (connectRoutes, guardedListener).
  */
 export async function listenRpc(
   core: RpcCore,

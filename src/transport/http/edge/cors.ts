@@ -25,9 +25,8 @@ export const CORS_METHODS: readonly string[] = ["GET", "HEAD", "POST", "PUT", "D
 const PREFLIGHT_MAX_AGE_SECONDS = 7_200;
 
 /**
- * CORS for the pages of `origins` only (CORS_ORIGINS), before the readiness gate and every check, so a preflight is
- * answered while starting and every answer (a 401, a 503) can be read; any other origin gets no Access-Control-* at
- * all. Credentials travel in headers, never cookies: no Allow-Credentials.
+ * CORS for `origins` only, before every gate so preflights are answered while starting and every answer can be read;
+ * other origins get no Access-Control-* at all. Credentials travel in headers, never cookies: no Allow-Credentials.
  */
 export function corsRoutes(origins: readonly string[]) {
   const allowed = new Set(origins);
