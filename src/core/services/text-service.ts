@@ -35,10 +35,10 @@ function usageMetadata(chunk: TextChunk) {
   };
 }
 
-/** The provider's chunks; the time waited for them so far goes in the call's response header (Server-Timing's upstream). */
+/** The provider's chunks; the time waited for them so far is reported in the call's header and trailers (Server-Timing's upstream). */
 function timedChunks(chunks: AsyncIterable<TextChunk>, context: HandlerContext): AsyncIterable<TextChunk> {
   let waited = 0;
-  return timedWaits(chunks, (ms) => reportUpstreamTime(context.responseHeader, (waited += ms)));
+  return timedWaits(chunks, (ms) => reportUpstreamTime(context, (waited += ms)));
 }
 
 function chunkResponse(spec: TextSpec, responseId: string, chunk: TextChunk): ResponseInit {
@@ -213,9 +213,6 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
         if (error instanceof ProviderError) throw toConnectError(new DomainError("upstream_failure", error.code, error.message));
         throw toRpcError(error);
       } finally {
-        // The whole stream's wait for the provider, in its trailers.
-        const upstream = context.responseHeader.get("server-timing");
-        if (upstream) context.responseTrailer.set("server-timing", upstream);
         await call.end();
       }
     },

@@ -34,7 +34,7 @@ class InProcessCall implements HandlerContext {
 
   constructor(
     readonly method: DescMethod,
-    private readonly options: CallOptions,
+    readonly options: CallOptions,
     private readonly ownSignal: boolean,
   ) {
     this.service = method.parent;
@@ -93,9 +93,9 @@ function callOf(request: AnyRequest): InProcessCall {
   return call;
 }
 
-/** As Connect's server: the headers a handler set leave with its failure. */
-function withHeaders(error: unknown, headers: Headers): unknown {
-  if (error instanceof ConnectError) headers.forEach((value, name) => error.metadata.append(name, value));
+/** As Connect's server: the headers a handler set leave with its failure (never with the caller's abort reason, which may be shared). */
+function withHeaders(error: unknown, headers: Headers, options: CallOptions): unknown {
+  if (error instanceof ConnectError && error !== options.signal?.reason) headers.forEach((value, name) => error.metadata.set(name, value));
   return error;
 }
 
@@ -119,7 +119,7 @@ async function* streamOf(pending: Promise<AnyResponse>, options: CallOptions): A
   try {
     yield* response.message as AsyncIterable<unknown>;
   } catch (error) {
-    throw withHeaders(error, response.trailer);
+    throw withHeaders(error, response.trailer, options);
   }
   options.onTrailer?.(response.trailer);
 }
@@ -144,7 +144,7 @@ export function createInProcessClient<S extends DescService>(service: S, impleme
         try {
           return answer(call, false, output(await handler(request.message, call)));
         } catch (error) {
-          throw withHeaders(error, call.responseHeader);
+          throw withHeaders(error, call.responseHeader, call.options);
         } finally {
           call.end();
         }
