@@ -20,7 +20,7 @@ export { CLIENT_ADDRESS } from "./auth/credential-guard.js";
 
 // Call context the edges set and read: whether an answer reached its client, the provider's share of the time.
 export { ANSWER_DELIVERY, type AnswerDelivery } from "./jobs/answer-delivery.js";
-export { PROVIDER_METHODS, UPSTREAM_TIME, type UpstreamTime } from "./text/upstream-time.js";
+export { upstreamTimeOf } from "./text/upstream-time.js";
 
 // Inline images staged into the blob store while a large request arrives (the gateway beside the core).
 export { STAGED_IMAGES, type ImageUpload, type InlineStaging, type StagingSession } from "./jobs/inline-staging.js";

@@ -17,7 +17,7 @@ import type { CoreDeps } from "../core-deps.js";
 import { toConnectError, toRpcError } from "../errors/rpc-errors.js";
 import { requireAvailable } from "../jobs/availability.js";
 import { TextCall } from "../text/text-call.js";
-import { UPSTREAM_TIME, type UpstreamTime } from "../text/upstream-time.js";
+import { reportUpstreamTime } from "../text/upstream-time.js";
 import { timedWaits } from "../../shared/stream-step.js";
 
 type ResponseInit = MessageInitShape<typeof GenerateContentResponseSchema>;
@@ -35,9 +35,10 @@ function usageMetadata(chunk: TextChunk) {
   };
 }
 
-/** The provider's chunks, with the time spent waiting for each added to `sink` when the caller asked for it (UPSTREAM_TIME). */
-function timedChunks(chunks: AsyncIterable<TextChunk>, sink: UpstreamTime | undefined): AsyncIterable<TextChunk> {
-  return sink ? timedWaits(chunks, (ms) => (sink.upstreamMs = (sink.upstreamMs ?? 0) + ms)) : chunks;
+/** The provider's chunks; the time waited for them so far is reported in the call's header and trailers (Server-Timing's upstream). */
+function timedChunks(chunks: AsyncIterable<TextChunk>, context: HandlerContext): AsyncIterable<TextChunk> {
+  let waited = 0;
+  return timedWaits(chunks, (ms) => reportUpstreamTime(context, (waited += ms)));
 }
 
 function chunkResponse(spec: TextSpec, responseId: string, chunk: TextChunk): ResponseInit {
@@ -120,16 +121,13 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     const chunks = timedChunks(deps.provider.streamText(
       { model: spec.model, route: plan.route, promptText: spec.promptText, maxOutputTokens: spec.maxOutputTokens, inputImages, wire },
       context.signal,
-    ), context.values.get(UPSTREAM_TIME));
+    ), context);
     return { spec, call, chunks };
   }
 
-  function upstreamFailure(error: unknown): never {
-    if (error instanceof DomainError) throw error;
-    if (error instanceof ProviderError) {
-      throw new DomainError("upstream_failure", error.code, `the provider failed: ${error.message}`);
-    }
-    throw error;
+  function upstreamFailureOf(error: unknown): unknown {
+    if (error instanceof ProviderError) return new DomainError("upstream_failure", error.code, `the provider failed: ${error.message}`);
+    return error;
   }
 
   return {
@@ -181,7 +179,8 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
       } catch (error) {
         await call.end();
         if (error instanceof ProviderError && REFUSALS.has(error.code)) return refusalResponse(spec, responseId, error);
-        upstreamFailure(error);
+        // A ConnectError: the provider's time waited so far leaves with it (its metadata).
+        throw toRpcError(upstreamFailureOf(error));
       }
       if (last) call.markDelivered(last);
       await call.end();

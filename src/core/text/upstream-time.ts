@@ -1,17 +1,15 @@
-import { createContextKey } from "@connectrpc/connect";
-import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
+/** Server-Timing's `upstream`: the provider's time as a call reports it to its caller, in-process or over the wire alike. */
+const UPSTREAM_DURATION = /(?:^|,)\s*upstream;dur=([0-9.]+)/;
 
-/**
- * Where a caller collects the time the provider took while it waited
- * (Server-Timing's `upstream`): the core adds the time it spent waiting for
- * each of the provider's chunks. Undefined until a provider was called.
- */
-export interface UpstreamTime {
-  upstreamMs?: number;
+/** Reports `ms` of waiting for the provider so far: in the call's header (unary, a stream's head) and trailers (a stream's whole). */
+export function reportUpstreamTime(call: { readonly responseHeader: Headers; readonly responseTrailer: Headers }, ms: number): void {
+  const timing = `upstream;dur=${ms.toFixed(3)}`;
+  call.responseHeader.set("server-timing", timing);
+  call.responseTrailer.set("server-timing", timing);
 }
 
-/** The call's UpstreamTime, when its caller wants the provider's time (see PROVIDER_METHODS). */
-export const UPSTREAM_TIME = createContextKey<UpstreamTime | undefined>(undefined, { description: "the provider's time" });
-
-/** The methods that call the provider while their caller waits: the only ones whose callers need UPSTREAM_TIME. */
-export const PROVIDER_METHODS: ReadonlySet<object> = new Set([TextService.method.generateContent, TextService.method.streamGenerateContent]);
+/** The provider's time a call reported in `headers` (its Server-Timing), if any. */
+export function upstreamTimeOf(headers: Headers): number | undefined {
+  const named = UPSTREAM_DURATION.exec(headers.get("server-timing") ?? "");
+  return named ? Number(named[1]) : undefined;
+}

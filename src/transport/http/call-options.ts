@@ -1,5 +1,5 @@
 import { createContextValues, type CallOptions, type ContextValues } from "@connectrpc/connect";
-import { ANSWER_DELIVERY, type AnswerDelivery, CLIENT_ADDRESS, UPSTREAM_TIME } from "../../core/index.js";
+import { ANSWER_DELIVERY, type AnswerDelivery, CLIENT_ADDRESS } from "../../core/index.js";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { REQUEST_TIMING, timingOf } from "./request-timing.js";
 import { clientOfRequest } from "../client-address.js";
@@ -69,10 +69,8 @@ export function platformCall(request: FastifyRequest, reply: FastifyReply, conte
   return new RequestCall(reply, platformHeaders(request), contextValues);
 }
 
-/** The vendor surface's calls: the core also reports the provider's time into the request's timing (Server-Timing's upstream). */
 export function vendorCall(request: FastifyRequest, reply: FastifyReply, contextValues?: ContextValues): CallOptions {
-  const timing = timingOf(request);
-  return new RequestCall(reply, vendorHeaders(request), timing ? (contextValues ?? createContextValues()).set(UPSTREAM_TIME, timing) : contextValues);
+  return new RequestCall(reply, vendorHeaders(request), contextValues);
 }
 
 /** Whether a REST answer reached its client: undelivered when the response closed before it finished writing. */

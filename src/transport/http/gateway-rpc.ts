@@ -1,34 +1,14 @@
-import type { DescService } from "@bufbuild/protobuf";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
 import type { ConnectError } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply } from "fastify";
-import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
-import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
-import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
-import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
-import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
 import type { CoreClients, ValidationLimits } from "../../core/index.js";
 import { clientOfRequest } from "../client-address.js";
 import { connectRoutes, type ConnectWire } from "../rpc/connect-routes.js";
-import { forwarding } from "../rpc/forwarding.js";
+import { forwardedServices } from "../rpc/forwarding.js";
 import type { RpcAdmissionSettings } from "../rpc/rpc-admission.js";
 import { replyDelivery } from "./call-options.js";
 import { httpErrorOf } from "./connect-errors.js";
 import { lingerUntilDiscarded } from "./edge/body-guard.js";
-
-/**
- * The services a browser (or any HTTP/1.1 client) calls on the gateway port,
- * each forwarded to the core client of the same interface. Health and
- * reflection stay on the core port: /readyz is this port's probe, and
- * reflection is a bidirectional stream that needs HTTP/2 (grpcurl, buf curl).
- */
-const FORWARDED: readonly (readonly [DescService, (core: CoreClients) => object])[] = [
-  [GenerationService, (core) => core.generation],
-  [TextService, (core) => core.text],
-  [AdminService, (core) => core.admin],
-  [AccountService, (core) => core.account],
-  [FileService, (core) => core.files],
-];
 
 /** A short answer of Connect's (a refusal: no trailers on HTTP/1.1), sent whole through the reply, so its CORS headers go with it. */
 async function sendWhole(reply: FastifyReply, response: UniversalServerResponse, refusal: ConnectError): Promise<FastifyReply> {
@@ -60,21 +40,15 @@ function gatewayWire(idleTimeoutMs: number): ConnectWire {
 }
 
 /**
- * GenerationService, TextService, AdminService, AccountService and
- * FileService on the gateway port, in Connect and gRPC-Web over HTTP/1.1,
- * for browsers and clients without HTTP/2; gRPC itself needs HTTP/2 trailers
- * and stays on the core port. Each call is forwarded to `core`, so the rules
- * and answers are the core port's, behind the same edge (connectRoutes).
- * Registered before the REST readiness gate, which answers in the REST
- * shape: these routes' own gate answers 503 as Connect's `unavailable` or a
- * gRPC-Web status.
+ * The core's services on the gateway port in Connect and gRPC-Web over HTTP/1.1 (gRPC needs HTTP/2's trailers), behind
+ * the core port's edge; registered before the REST readiness gate, as their 503 is in the caller's protocol.
  */
 export function gatewayRpcRoutes(core: CoreClients, settings: RpcAdmissionSettings, limits: ValidationLimits) {
   return async (scope: FastifyInstance) => {
     await scope.register(connectRoutes({
       settings,
       limits,
-      services: FORWARDED.map(([service, clientOf]) => [service, forwarding(service, () => clientOf(core))] as const),
+      services: forwardedServices(core),
       wire: gatewayWire(settings.edge.idleTimeoutMs),
       log: (message, error) => scope.log.error({ err: error }, message),
     }));

@@ -42,10 +42,7 @@ export interface GatewayOptions {
   readonly headerCheck: HeaderCheck;
   /** The process's large-upload slots (shared with the core's port). */
   readonly uploadSlots: UploadSlots;
-  /**
-   * MAX_BODY_MEMORY: bytes of request bodies being received at once, every
-   * body counted; one budget for both ports. Without it the gateway has its own.
-   */
+  /** MAX_BODY_MEMORY: bytes of request bodies being received at once, one budget for both ports (without it, the gateway's own). */
   readonly bodyBudget?: BodyBudget;
   /** Validation limits the gateway checks on raw JSON before converting it (metadata). */
   readonly limits: ValidationLimits;
@@ -57,11 +54,7 @@ export interface GatewayOptions {
   readonly panelDir?: string;
   /** PUBLIC_BASE_URL: when it is https, the panel's session cookie is Secure on every answer. */
   readonly publicBaseUrl?: string;
-  /**
-   * TRUST_PROXY (Fastify's trustProxy): the proxies whose X-Forwarded-For/-Proto/-Host are believed, by
-   * address or CIDR (true: every peer); false (the default) believes none. Changes request.protocol and
-   * request.ip (logs); connection caps still count the connection's own peer.
-   */
+  /** TRUST_PROXY (Fastify's trustProxy): the proxies whose X-Forwarded-* are believed; connection caps still count the peer. */
   readonly trustProxy?: boolean | readonly string[];
   /** SSE_KEEPALIVE: how often an idle job event stream sends a comment (default 15 s). */
   readonly sseKeepAliveMs?: number;
@@ -71,21 +64,11 @@ export interface GatewayOptions {
 const checkingIntervalMs = (headersTimeoutMs: number) => Math.min(1_000, Math.max(50, Math.floor(headersTimeoutMs / 4)));
 
 /**
- * The REST/SSE edge. It only translates: JSON ⇄ messages, headers ⇄ call
- * options, RPC errors ⇄ the two documented error shapes. Every rule lives in
- * the core behind `core`. Returns an app that is not listening yet.
- *
- * What a client may hold of it is bounded: headers within
- * HTTP_HEADERS_TIMEOUT, the whole request within HTTP_REQUEST_TIMEOUT, no
- * traffic at all for HTTP_IDLE_TIMEOUT (not counted while the answer is
- * being produced: an SSE stream or a long synchronous call is not cut),
- * open connections per port and per client address, requests answered at
- * once per connection (MAX_PIPELINED_REQUESTS), and bodies (see
- * edge/body-guard.ts).
+ * The REST/SSE edge, not yet listening: it only translates, every rule lives in the core. What a client may hold is
+ * bounded: header and request time, idleness (not while the answer is produced), connections, pipelining and bodies.
  */
-export async function buildGateway(clients: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
+export async function buildGateway(core: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
   const { edge } = options;
-  const core = clients;
   const headersTimeoutMs = Math.min(edge.headersTimeoutMs, edge.requestTimeoutMs);
   const app = Fastify({
     // Result links carry their signature in the query, vendor calls may carry `?key=`: logs keep the path only.
@@ -124,10 +107,8 @@ export async function buildGateway(clients: CoreClients, options: GatewayOptions
     if (request.headers.expect?.toLowerCase() === "100-continue" && !reply.raw.headersSent) reply.raw.writeContinue();
     done(null, payload);
   });
-  // The request has arrived: until the answer starts, the connection is quiet because this service works
-  // (a synchronous text call, an SSE stream between chunks), which the idle timeout must not cut; the core
-  // bounds that time (UPSTREAM_TIMEOUT, TEXT_CALL_LIMIT). Once the answer is being sent, a client that
-  // stops reading it for HTTP_IDLE_TIMEOUT is cut again.
+  // Until the answer starts, a quiet connection is this service at work (the core bounds that time: UPSTREAM_TIMEOUT,
+  // TEXT_CALL_LIMIT), not the client's idling: the idle timeout waits until the answer is being sent.
   app.addHook("preHandler", (request, _reply, done) => {
     request.raw.socket?.setTimeout(0);
     done();
@@ -140,14 +121,9 @@ export async function buildGateway(clients: CoreClients, options: GatewayOptions
   app.setErrorHandler(replyWithError);
   app.setNotFoundHandler((request, reply) => answerUnknownRpc(request, reply) ?? sendError(reply, toHttpError(routeNotFound(request))));
 
-  const bodyBudget = options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory);
-  const guard = bodyGuard({
-    headerCheck: options.headerCheck,
-    uploadSlots: options.uploadSlots,
-    bodyBudget,
-    edge,
-    generationBodyBytes: options.generationBodyBytes,
-  });
+  // What the REST routes' body guard and the RPC routes' admission check with: the same credentials, slots and memory.
+  const admission = { headerCheck: options.headerCheck, uploadSlots: options.uploadSlots, bodyBudget: options.bodyBudget ?? new BodyBudget(edge.maxBodyMemory), edge };
+  const guard = bodyGuard({ ...admission, generationBodyBytes: options.generationBodyBytes });
   // CORS first, not encapsulated: preflights are answered before any gate, and every answer carries its CORS headers.
   // Before the OpenAPI plugin: its catch-all OPTIONS route answers preflights and is no operation of the API.
   await corsRoutes(options.corsOrigins ?? [])(app);
@@ -155,20 +131,12 @@ export async function buildGateway(clients: CoreClients, options: GatewayOptions
   useRequestValidators(app);
   await openApi(app);
   // Connect and gRPC-Web: before the readiness gate, which answers in the REST shape; these routes have their own.
-  await app.register(gatewayRpcRoutes(core, {
-    readiness: options.readiness,
-    headerCheck: options.headerCheck,
-    edge,
-    uploadSlots: options.uploadSlots,
-    bodyBudget,
-  }, options.limits));
+  await app.register(gatewayRpcRoutes(core, { ...admission, readiness: options.readiness }, options.limits));
   // Not encapsulated: the gate must stand in front of every route, the 404 handler included.
   await healthRoutes(options.readiness)(app);
   await app.register(metricsRoutes(options.metrics));
-  // Bodies no route reads: every route that takes one has the body guard (edge/body-guard.ts) in front of it.
-  // An unknown method and path is answered 404 at once, before its body is read (Fastify would read it into
-  // the not-found handler), and a GET or HEAD (whose body Fastify never parses) has what it sends discarded
-  // within the refusals' bounds once it is answered. After the readiness gate, so 503 still comes first.
+  // Bodies no route reads (after the readiness gate, so 503 comes first): an unknown path is answered 404 before its
+  // body is read (Fastify would read it), a GET's or HEAD's body is discarded within the refusals' bounds once answered.
   app.addHook("onRequest", async (request, reply) => {
     if (!hasBody(request)) return;
     if (request.is404) return answerUnknownRpc(request, reply) ?? refuseBody(request, reply, routeNotFound(request));

@@ -2,11 +2,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { MetricsExposition } from "./observability.js";
 
-/**
- * The metrics port of a process without the gateway (ROLE=worker or
- * webhooks): GET /metrics answers the exposition, anything else 404. Small
- * on purpose: no body is read, and idle connections close quickly.
- */
+/** The metrics port of a process without the gateway (ROLE=worker, webhooks): GET /metrics only; small on purpose, no body read. */
 export async function listenMetrics(metrics: MetricsExposition, host: string, port: number): Promise<{ port: number; close(): Promise<void> }> {
   const server = createServer((request, response) => {
     const path = (request.url ?? "").split("?")[0];

@@ -1,10 +1,8 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Span } from "@opentelemetry/api";
 
-// What the gateway reports through, as the gateway sees it: a few small interfaces, declared here so that
-// transport imports no adapter. The composition root (src/runtime) passes the adapter objects in: the
-// process's PrometheusMetrics and the OpenTelemetry request spans (adapters/observability), which satisfy
-// them structurally. Metric names, labels and span shapes stay the adapter's.
+// What the gateway reports through, declared here so transport imports no adapter: src/runtime passes in the
+// adapters' objects (adapters/observability), which satisfy these interfaces structurally.
 
 /** The labels of a request's cells: its method, its route template, its status code. */
 export interface RequestLabels {
@@ -18,15 +16,8 @@ export interface RequestFamily<Cell> {
   cell(labels: RequestLabels): Cell;
 }
 
-/** A cell counting requests. */
-export interface CounterCell {
-  inc(): void;
-}
-
-/** A cell of a latency histogram. */
-export interface HistogramCell {
-  observe(seconds: number): void;
-}
+export type CounterCell = { inc(): void };
+export type HistogramCell = { observe(seconds: number): void };
 
 /** The http_server_* metrics every request is counted into. */
 export interface HttpMetrics {
@@ -56,9 +47,6 @@ export type MetricsExposition = Pick<GatewayMetrics, "exposition" | "contentType
 
 /** Spans of the gateway's requests, when tracing is on. */
 export interface RequestTracing {
-  /**
-   * Starts a server span for an incoming request (not made current: the gateway does that around its
-   * hooks), continuing the trace its headers carry (`traceparent`), or a new trace when they carry none.
-   */
+  /** A server span for a request (not made current: the gateway does), continuing its `traceparent` or a new trace. */
   startServerSpan(name: string, headers: IncomingHttpHeaders, attributes: Readonly<Record<string, string>>): Span;
 }

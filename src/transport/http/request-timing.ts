@@ -1,16 +1,13 @@
-import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import { ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
-import type { UpstreamTime } from "../../core/index.js";
+import { upstreamTimeOf } from "../../core/index.js";
 import { passThrough } from "../../shared/stream-step.js";
 
-/**
- * Where a request's time went: since its arrival, waiting for the core, and
- * (a text call's) waiting for the provider, which the core reports through
- * the call's UPSTREAM_TIME (set only when the provider was called).
- */
-export interface RequestTiming extends UpstreamTime {
+/** Where a request's time went: since its arrival, waiting for the core, and waiting for the provider (when it was called). */
+export interface RequestTiming {
   readonly startedAt: number;
   coreMs: number;
+  upstreamMs?: number;
 }
 
 const TIMING = Symbol("requestTiming");
@@ -28,27 +25,22 @@ export const timingOf = (request: FastifyRequest): RequestTiming | undefined => 
 /** The timing of the request a core call is made for (set by the gateway's call options). */
 export const REQUEST_TIMING = createContextKey<RequestTiming | undefined>(undefined, { description: "the gateway request's timing" });
 
-/** `upstream;dur=<ms>` in a Server-Timing value. */
-const UPSTREAM_DURATION = /(?:^|,)\s*upstream;dur=([0-9.]+)/;
-
-/** Adds the provider's time a remote core's Server-Timing names (if any) to `timing`. */
-function addUpstreamTime(timing: RequestTiming, headers: Headers): void {
-  const named = UPSTREAM_DURATION.exec(headers.get("server-timing") ?? "");
-  if (named) timing.upstreamMs = (timing.upstreamMs ?? 0) + Number(named[1]);
-}
-
 /**
- * A gateway request's core calls count toward its core time (Server-Timing,
- * http_server_core_duration_seconds): a unary call's whole time, a stream's
- * waits for each next message. A remote core reports the provider's time in
- * its answer's Server-Timing (a stream's in its trailers), added to the
- * request's as the in-process core adds it through UPSTREAM_TIME.
+ * A gateway request's core time (a unary call's, a stream's waits for each message) and the provider's time its calls
+ * report (upstreamTimeOf: the header, read again at a stream's first message for the SSE head; trailers; a failure's metadata).
  */
 export const coreTime: Interceptor = (next) => async (request) => {
   const timing = request.contextValues.get(REQUEST_TIMING);
   if (!timing) return next(request);
-  const started = performance.now();
-  let waitFrom = started;
+  let reported = 0;
+  // Each report is the call's total so far: only what is new is added.
+  const report = (headers: Headers) => {
+    const ms = upstreamTimeOf(headers);
+    if (ms === undefined || ms <= reported) return;
+    timing.upstreamMs = (timing.upstreamMs ?? 0) + ms - reported;
+    reported = ms;
+  };
+  let waitFrom = performance.now();
   const waited = () => {
     const now = performance.now();
     timing.coreMs += now - waitFrom;
@@ -57,16 +49,26 @@ export const coreTime: Interceptor = (next) => async (request) => {
   let response;
   try {
     response = await next(request);
+  } catch (error) {
+    if (error instanceof ConnectError) report(error.metadata);
+    throw error;
   } finally {
     waited();
   }
-  addUpstreamTime(timing, response.header);
+  report(response.header);
   if (!response.stream) return response;
+  let first = true;
   return passThrough(response, {
     pulling: () => (waitFrom = performance.now()),
-    pulled: waited,
-    ended: (outcome) => {
-      if (outcome === "done") addUpstreamTime(timing, response.trailer);
+    pulled: () => {
+      waited();
+      if (first) report(response.header);
+      first = false;
+    },
+    ended: (_outcome, error) => {
+      report(response.header);
+      report(response.trailer);
+      if (error instanceof ConnectError) report(error.metadata);
     },
   });
 };

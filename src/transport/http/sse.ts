@@ -3,13 +3,8 @@ import type { FastifyReply } from "fastify";
 import { serverTimingHeader } from "./edge/observe-requests.js";
 
 /**
- * A Server-Sent Events answer on a hijacked reply, the gateway's one SSE
- * writer (job events and the vendor's streams). It goes out with the
- * headers the hooks set on the reply (CORS, Vary) and Server-Timing. Each
- * write waits while the connection's buffer is full, so a client that reads
- * slowly holds back whatever produces the events (a job feed, the
- * provider's stream) rather than the gateway's memory growing; the wire
- * framing is the caller's (the vendor's events end in CRLF CRLF).
+ * The gateway's one SSE writer, on a hijacked reply with the hooks' headers (CORS, Vary) and Server-Timing. Each write
+ * waits while the connection's buffer is full, so a slow reader holds back the producer, not the gateway's memory.
  */
 export class SseAnswer {
   private readonly raw: ServerResponse;

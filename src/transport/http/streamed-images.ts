@@ -4,10 +4,7 @@ import { type ImageUpload, type InlineStaging, STAGED_IMAGES, type StagedInlineI
 import { bodyTooLarge, sizeText } from "./error-replies.js";
 import { GatewayError } from "./gateway-error.js";
 
-/**
- * The top-level field whose strings are images, by its proto name and its
- * JSON name: the proto JSON mapping accepts both, so both are streamed.
- */
+/** The top-level field whose strings are images, by its proto and its JSON name: the mapping accepts both. */
 const IMAGE_FIELD_NAMES: ReadonlySet<string> = new Set(["input_images_base64", "inputImagesBase64"]);
 /** Raw bytes of a key that may still decode to one of those names: every character escaped (`\u0069`). */
 const MAX_KEY_RAW_BYTES = 6 * Math.max(...[...IMAGE_FIELD_NAMES].map((name) => name.length));
@@ -27,12 +24,8 @@ const CONTROL = /[\u0000-\u001f]/;
 const PLACEHOLDER = Buffer.from('""');
 
 /**
- * What a body may take besides its inline images when it is streamed: room
- * for the largest prompt and the metadata with worst-case JSON escaping (6
- * characters per byte, `\u0001`) and MAX_BODY_BYTES for everything else. The
- * same budget as the generation body limit's (edge/body-guard.ts) without its
- * images, so a body the whole-body path takes is never refused here for its
- * other fields.
+ * What a streamed body may take besides its images: the largest prompt and the metadata escaped at worst (6 characters
+ * a byte) plus MAX_BODY_BYTES, the generation body limit's budget without images, so the two paths agree.
  */
 export function otherFieldsBytes(limits: Pick<ValidationLimits, "maxPromptBytes" | "metadata">, maxBodyBytes: number): number {
   const prompt = Math.max(limits.maxPromptBytes.image, limits.maxPromptBytes.video, limits.maxPromptBytes.text);
@@ -51,41 +44,23 @@ const namedTwice = (first: string, second: string) => new GatewayError(
 
 const staged = new WeakMap<FastifyRequest, { session: StagingSession; images: StagedInlineImage[] }>();
 
-/**
- * Removes what this request staged and no job took; awaited before the
- * answer leaves, so a refused or replayed request leaves nothing behind.
- * (Also run when the request ends, for any path that skipped it.)
- */
+/** Removes what this request staged and no job took, before the answer leaves (and again when the request ends). */
 export async function discardStaged(request: FastifyRequest): Promise<void> {
   await staged.get(request)?.session.discard();
 }
 
-/**
- * The call's context values: the images staged while this request's body
- * arrived (none for a body parsed whole).
- */
+/** The call's context values: the images staged while this request's body arrived (none for a body parsed whole). */
 export function stagedImagesOf(request: FastifyRequest): ContextValues | undefined {
   const entry = staged.get(request);
   return entry ? createContextValues().set(STAGED_IMAGES, entry.images) : undefined;
-}
-
-/** What a streamed body leaves once its images went to staging. */
-export interface ScannedBody {
-  /** The body's JSON text with each image string replaced by `""`. */
-  readonly rest: Buffer;
-  readonly images: StagedInlineImage[];
-  /** The top-level keys found that name the image field (decoded; at most one: a second is refused). */
-  readonly imageFields: readonly string[];
 }
 
 /** Past this many bytes without a backslash, the search for the next one is left to `indexOf` again. */
 const DENSE_ESCAPES = 64;
 
 /**
- * Finds where strings end in one chunk, in time linear in the chunk: the
- * next quote and the next backslash are looked up with `indexOf` and the
- * positions found are reused until passed (never searched for again from
- * every escape), and a stretch dense in escapes is walked byte by byte once.
+ * Finds where strings end in one chunk in linear time: the next quote and backslash found with `indexOf` are reused
+ * until passed (never searched again from every escape); a stretch dense in escapes is walked byte by byte once.
  */
 class ChunkSearch {
   private quote = -2;
@@ -105,12 +80,7 @@ class ChunkSearch {
     return this.slash;
   }
 
-  /**
-   * From `at` inside a string (not inside an escape): the index of the
-   * quote that closes it, or -1 when it goes on past this chunk. An escape
-   * is taken as its backslash and the next byte (`\u`'s digits are plain
-   * bytes here; the parser judges them).
-   */
+  /** From `at` inside a string (not in an escape): its closing quote's index, or -1 past this chunk; `\u`'s digits are plain bytes here. */
   stringEnd(at: number): number {
     const { chunk } = this;
     const n = chunk.length;
@@ -142,19 +112,8 @@ class ChunkSearch {
 }
 
 /**
- * Follows a JSON body's structure as its bytes arrive: strings (and their
- * escapes), container depth, the top-level object's keys (decoded, escapes
- * and all), and whether the image field's array is open. With a staging
- * session, every string of that array goes, unescaped, to the session as it
- * arrives, and the rest of the body is kept (at most `maxOtherBytes`).
- * Without one, it only reports which keys named the image field.
- *
- * Linear in the body: each chunk is searched for its next quote and next
- * backslash once per position (the positions found are reused until passed),
- * an image's text goes to the session once per chunk whatever its escapes,
- * and bytes outside strings are looked at once each. JSON itself is judged
- * by the parser of the rest; the image strings, which it never sees, are
- * judged here by the same rules (escapes, control characters).
+ * Follows a JSON body as it arrives, linear in it: with a session, the image strings go unescaped to it (judged here, as
+ * the parser of the rest never sees them) and the rest is kept; without one, it only finds the keys naming the image field.
  */
 class BodyScanner {
   readonly images: StagedInlineImage[] = [];
@@ -327,8 +286,8 @@ class BodyScanner {
     if (typeof name === "string" && IMAGE_FIELD_NAMES.has(name)) this.key = name;
   }
 
-  /** The body has ended. */
-  finish(): ScannedBody {
+  /** The body has ended: its text with `""` for each image, the images staged, the keys that named the image field (one at most). */
+  finish() {
     if (this.upload || this.escape) throw invalidJson("it ends inside a string");
     return { rest: Buffer.concat(this.rest), images: this.images, imageFields: this.imageFields };
   }
@@ -337,12 +296,7 @@ class BodyScanner {
 /** How long an escape that starts as `sequence` is: `\uXXXX` or two characters. */
 const escapeLength = (sequence: string) => (sequence[1] === "u" ? 6 : 2);
 
-/**
- * A run of an image string's raw text (no closing quote, no escape cut in
- * two) unescaped, in one native pass, by the rules of JSON.parse itself: an
- * escape it does not allow or an unescaped control character is refused as
- * the whole-body path refuses it (400 invalid_json).
- */
+/** A run of an image string (no closing quote, no escape cut in two) unescaped by JSON.parse itself, refused as the whole-body path would. */
 function unescapeRun(raw: string, index: number): string {
   if (!raw.includes("\\") && !CONTROL.test(raw)) return raw;
   try {
@@ -353,36 +307,25 @@ function unescapeRun(raw: string, index: number): string {
 }
 
 /**
- * Reads a large JSON body without holding it: every string of the top-level
- * image array goes, piece by piece as it arrives, to the core's staging
- * (decoded into the blob store), and the rest of the body — at most
- * `maxOtherBytes` — is kept to be parsed as usual, with `""` where those
- * strings were. One pass, bytes in order; backpressure reaches the socket
- * through `await`. Exported for tests.
+ * Reads a large JSON body without holding it: each image string goes piece by piece to the core's staging, the rest
+ * (at most `maxOtherBytes`, `""` where the images were) is kept to be parsed; backpressure reaches the socket. Exported for tests.
  */
 export async function scanStreamedBody(
   chunks: AsyncIterable<Buffer>, session: StagingSession, limits: { maxBytes: number; maxOtherBytes: number },
-): Promise<ScannedBody> {
+): Promise<ReturnType<BodyScanner["finish"]>> {
   const scanner = new BodyScanner(limits, session);
   for await (const chunk of chunks) await scanner.push(chunk);
   return scanner.finish();
 }
 
-/** The keys of a whole body's top-level object that name the image field (a second one is refused). */
-async function imageFieldsOf(body: Buffer): Promise<readonly string[]> {
-  const scanner = new BodyScanner({ maxBytes: Infinity, maxOtherBytes: 0 });
-  await scanner.push(body);
-  return scanner.imageFields;
-}
+/** Refuses a whole body whose top-level object names the image field twice (namedTwice). */
+const refuseNamedTwice = (body: Buffer) => new BodyScanner({ maxBytes: Infinity, maxOtherBytes: 0 }).push(body);
 
 /** Whether a parsed body is a JSON object naming the image field (by either name). */
 const namesImageField = (body: unknown) =>
   body !== null && typeof body === "object" && !Array.isArray(body) && [...IMAGE_FIELD_NAMES].some((name) => Object.hasOwn(body, name));
 
-/**
- * The body's chunks, without destroying the request when reading stops early
- * (a refusal): the answer must still reach the client.
- */
+/** The body's chunks, without destroying the request when reading stops early (a refusal): the answer must still reach the client. */
 const keepOpen = (payload: FastifyRequest["raw"]) => payload.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
 
 /** A body read whole, up to `limit` bytes (Content-Length was checked before; a chunked body is counted). */
@@ -402,21 +345,13 @@ export interface StreamedImagesOptions {
   readonly staging: () => InlineStaging | undefined;
   /** Bodies announcing more than this (or no length) are streamed. */
   readonly streamAbove: number;
-  /**
-   * MAX_BODY_BYTES. A streamed body may take `otherFieldsBytes` besides its
-   * images: this plus room for the largest prompt and the metadata, from the
-   * staging's limits.
-   */
+  /** MAX_BODY_BYTES, from which a streamed body's `otherFieldsBytes` derive. */
   readonly maxOtherBytes: number;
 }
 
 /**
- * Registers, in the calling plugin, a JSON parser that streams the inline
- * images of large bodies to the core's staging; small bodies are read whole.
- * Both end in Fastify's own JSON parser (the streamed one on the body without
- * its image strings), and both refuse the image field named twice, so a body
- * gets the same answer either way. The staged images of a request are
- * discarded when it ends (acceptance has moved the ones it took by then).
+ * A JSON parser that streams large bodies' images to the core's staging (only in-process: a remote core has none) and
+ * reads the rest whole; both end in Fastify's parser and refuse the image field named twice, so the answers agree.
  */
 export function streamInlineImages(app: FastifyInstance, options: StreamedImagesOptions): void {
   const plain = app.getDefaultJsonParser("error", "error");
@@ -425,16 +360,14 @@ export function streamInlineImages(app: FastifyInstance, options: StreamedImages
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", async (request: FastifyRequest, payload: FastifyRequest["raw"]) => {
     const limit = request.routeOptions.bodyLimit ?? options.maxOtherBytes;
+    // An announced length over `limit` was refused before the body (bodyGuard, on every route of this plugin).
     const length = Number(request.headers["content-length"] ?? NaN);
-    if (Number.isFinite(length) && length > limit) {
-      throw bodyTooLarge(limit);
-    }
     const staging = options.staging();
     if (!staging || (Number.isFinite(length) && length <= options.streamAbove)) {
       const bytes = await readWhole(keepOpen(payload), limit);
       const body = await parse(request, bytes.toString("utf8"));
       // JSON keeps the last of two equal keys: the streamed path cannot, so neither path takes them.
-      if (namesImageField(body)) await imageFieldsOf(bytes);
+      if (namesImageField(body)) await refuseNamedTwice(bytes);
       return body;
     }
     const session = staging.session();

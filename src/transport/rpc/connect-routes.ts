@@ -42,16 +42,11 @@ export interface ConnectRoutesOptions {
 /** The admission of the call a universal handler serves (set in onRequest, read by the guarded handler). */
 const ADMISSION = createContextKey<RpcAdmission | undefined>(undefined, { description: "RPC admission" });
 
-/** A body that refuses the call at Connect's first read: Connect then answers `error` in the caller's protocol. */
-export async function* refusing(error: ConnectError): AsyncGenerator<Uint8Array> {
-  throw error;
-}
-
-/** Connect sizes a unary Connect body by Content-Length before reading it; a refused body has none to size. */
-export function withBody(request: UniversalServerRequest, body: AsyncIterable<Uint8Array>): UniversalServerRequest {
+/** `request` with a body that refuses it at Connect's first read (then answered in the caller's protocol); no Content-Length, which Connect would size first. */
+function refused(request: UniversalServerRequest, error: ConnectError): UniversalServerRequest {
   const header = new Headers(request.header);
   header.delete("content-length");
-  return { ...request, header, body };
+  return { ...request, header, body: (async function* (): AsyncGenerator<Uint8Array> { throw error; })() };
 }
 
 /** An RPC's path, `/package.Service/Method`: what Connect and gRPC-Web clients call. */
@@ -79,11 +74,8 @@ export function unknownRpcAnswer(
 }
 
 /**
- * The handler Connect built for a method, with the edge in front of its body:
- * the body it reads is the admission's (each piece admitted as it arrives),
- * a malformed request message is answered INVALID_ARGUMENT malformed_message
- * (Connect says INTERNAL), and once the answer is ready the wire's idle clock
- * runs again.
+ * Connect's handler for a method behind the edge: it reads the admission's body (each piece admitted as it arrives),
+ * a malformed message is answered INVALID_ARGUMENT malformed_message (Connect says INTERNAL), then the idle clock runs again.
  */
 function guarded(handler: UniversalHandler): UniversalHandler {
   const serve = async (request: UniversalServerRequest) => {
@@ -94,29 +86,17 @@ function guarded(handler: UniversalHandler): UniversalHandler {
     let response = await handler({ ...request, body: admittedBody(admission.body(), progress) });
     const inspected = await inspectParseFailure(response, admission.protocol, progress);
     response = inspected.parseFailure
-      ? await handler(withBody(request, refusing(malformedMessage(`${handler.service.typeName}/${handler.method.name}`))))
+      ? await handler(refused(request, malformedMessage(`${handler.service.typeName}/${handler.method.name}`)))
       : inspected.response;
     admission.answering();
     return response;
   };
-  return Object.assign(serve, {
-    protocolNames: handler.protocolNames,
-    service: handler.service,
-    method: handler.method,
-    requestPath: handler.requestPath,
-    allowedMethods: handler.allowedMethods,
-    supportedContentType: handler.supportedContentType,
-  });
+  return Object.assign(serve, handler);
 }
 
 /**
- * A port's RPCs through Connect's router (@connectrpc/connect-fastify), one
- * edge in front of every call whatever its protocol: readiness, the
- * credential its method needs and the announced size are checked before a
- * byte of the body is read (RpcAdmission), each refusal answered in the
- * caller's protocol; then each message is admitted as it arrives. The same
- * plugin serves the gateway port (Connect and gRPC-Web on HTTP/1.1) and the
- * core port (gRPC too, on HTTP/2); what differs is the wire's hooks.
+ * A port's RPCs through @connectrpc/connect-fastify, behind one edge whatever the protocol: readiness, credential and
+ * size checked before the body is read (RpcAdmission), refusals in the caller's protocol. The ports differ by their wire.
  */
 export function connectRoutes(options: ConnectRoutesOptions) {
   const policies = methodPolicies(options.limits, options.settings.edge.maxBodyBytes);
@@ -125,8 +105,7 @@ export function connectRoutes(options: ConnectRoutesOptions) {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   return async (scope: FastifyInstance<any, any, any, any>) => {
     const handlers = new Map<string, { readonly handler: UniversalHandler; readonly policy: MethodPolicy }>();
-    const admissions = new WeakMap<FastifyRequest, RpcAdmission>();
-    const deliveries = new WeakMap<FastifyRequest, AnswerDelivery>();
+    const admitted = new WeakMap<FastifyRequest, { readonly admission: RpcAdmission; readonly delivery?: AnswerDelivery }>();
 
     scope.addHook("onRequest", async (request: FastifyRequest, reply: FastifyReply) => {
       const arrived = performance.now();
@@ -151,10 +130,9 @@ export function connectRoutes(options: ConnectRoutesOptions) {
         wire.refusing?.(refusal, performance.now() - arrived);
         wire.abandonBody(request, reply);
         const universal = universalRequestFromNodeRequest(request.raw, reply.raw, undefined, undefined);
-        return wire.sendRefusal(reply, await handler(withBody(universal, refusing(refusal))), refusal);
+        return wire.sendRefusal(reply, await handler(refused(universal, refusal)), refusal);
       }
-      admissions.set(request, admission);
-      if (ANSWER_WATCHED.has(policy.method)) deliveries.set(request, wire.delivery(request, reply));
+      admitted.set(request, { admission, delivery: ANSWER_WATCHED.has(policy.method) ? wire.delivery(request, reply) : undefined });
       wire.watchClient(request, reply);
     });
 
@@ -163,11 +141,8 @@ export function connectRoutes(options: ConnectRoutesOptions) {
       interceptors: [...(options.interceptors ?? []), answerFailures(options.log), markInvoked],
       acceptCompression: [compressionGzip, compressionBrotli],
       contextValues: (request: FastifyRequest) => {
-        const admission = admissions.get(request);
-        return createContextValues()
-          .set(ADMISSION, admission)
-          .set(CLIENT_ADDRESS, admission?.client)
-          .set(ANSWER_DELIVERY, deliveries.get(request));
+        const call = admitted.get(request);
+        return createContextValues().set(ADMISSION, call?.admission).set(CLIENT_ADDRESS, call?.admission.client).set(ANSWER_DELIVERY, call?.delivery);
       },
       routes: (router: ConnectRouter) => {
         for (const [service, implementation] of options.services) {

@@ -16,21 +16,16 @@ const NEVER = new AbortController().signal;
 const CALL_ENDED = new ConnectError("call ended", 1);
 
 /**
- * One call in this process: the request its interceptors see and the context
- * its handler gets, in one object. Its signal is read from the caller's
- * options only when something asks for it (a gateway request makes its
- * AbortController then), a deadline makes one that aborts when it passes, and
- * a server stream's aborts when the stream ends, as Connect's router does;
- * response headers and trailers are made only when touched.
+ * One call in this process, the context its handler gets. Its signal is made only when asked for (a gateway request
+ * makes its AbortController then); it aborts when a deadline passes or a server stream ends, as Connect's router does.
  */
 class InProcessCall implements HandlerContext {
   readonly requestMethod = "POST";
   readonly protocolName = "in-process";
   readonly url: string;
   readonly service: DescService;
-  readonly header: Headers;
   readonly requestHeader: Headers;
-  readonly contextValues: ContextValues;
+  readonly values: ContextValues;
   private controller: AbortController | undefined;
   private timer: NodeJS.Timeout | undefined;
   private deadline: number | undefined;
@@ -39,18 +34,14 @@ class InProcessCall implements HandlerContext {
 
   constructor(
     readonly method: DescMethod,
-    private readonly options: CallOptions,
+    readonly options: CallOptions,
     private readonly ownSignal: boolean,
   ) {
     this.service = method.parent;
     this.url = `/${method.parent.typeName}/${method.name}`;
-    this.header = this.requestHeader = options.headers instanceof Headers ? options.headers : new Headers(options.headers);
-    this.contextValues = options.contextValues ?? createContextValues();
+    this.requestHeader = options.headers instanceof Headers ? options.headers : new Headers(options.headers);
+    this.values = options.contextValues ?? createContextValues();
     if (options.timeoutMs !== undefined) this.deadline = performance.now() + options.timeoutMs;
-  }
-
-  get values(): ContextValues {
-    return this.contextValues;
   }
 
   get signal(): AbortSignal {
@@ -87,86 +78,12 @@ class InProcessCall implements HandlerContext {
   }
 }
 
-/** The unary request of `call` with its message (getters: the signal stays unread until asked for). */
-function unaryRequest(call: InProcessCall, message: unknown): UnaryRequest {
+/** The request of `call` its interceptors see (a getter: the signal stays unmade until asked for); `call` travels with it. */
+function requestOf(call: InProcessCall, stream: boolean, message: unknown): AnyRequest {
   return {
-    stream: false, method: call.method, service: call.service, requestMethod: call.requestMethod, url: call.url,
-    get signal() { return call.signal; }, header: call.header, contextValues: call.contextValues, message,
-  } as UnaryRequest;
-}
-
-async function* one<T>(message: T): AsyncGenerator<T> {
-  yield message;
-}
-
-/** The handler's outputs as messages; the call ends once the stream is over. */
-async function* outputs(schema: DescMessage, produced: AsyncIterable<unknown>, call: InProcessCall): AsyncGenerator<unknown> {
-  try {
-    for await (const output of produced) yield create(schema, output as MessageInitShape<DescMessage>);
-  } finally {
-    call.end();
-  }
-}
-
-/** The first (only) request message of a server-streaming call. */
-async function single(messages: AsyncIterable<unknown>): Promise<unknown> {
-  for await (const message of messages) return message;
-  throw new Error("a server-streaming call needs its request message");
-}
-
-/**
- * A client of `service` whose calls reach `implementation` in this process
- * through `interceptors` (outermost first), the same functions Connect's
- * router runs for a port's calls: same types, errors and context as over the
- * network, but no message serialized and nothing made per call that no one
- * asks for. Unary and server-streaming methods.
- */
-export function createInProcessClient<S extends DescService>(service: S, implementation: object, interceptors: readonly Interceptor[]): Client<S> {
-  const handlers = implementation as Record<string, AnyHandler | undefined>;
-  const chain = (invoke: Next): Next => interceptors.reduceRight<Next>((next, interceptor) => interceptor(next as never) as Next, invoke);
-  return makeAnyClient(service, (method) => {
-    const handler = handlers[method.localName]?.bind(implementation);
-    if (!handler) return null;
-    if (method.methodKind === "unary") {
-      const run = chain(async (request) => {
-        const context = callOf(request);
-        try {
-          const output = await handler(request.message, context);
-          return {
-            stream: false, service, method, header: context.responseHeader, trailer: context.responseTrailer,
-            message: create(method.output, output as MessageInitShape<DescMessage>),
-          } as UnaryResponse;
-        } finally {
-          context.end();
-        }
-      });
-      return async (input: unknown, options: CallOptions = {}) => {
-        const call = new InProcessCall(method, options, false);
-        const request = Object.assign(unaryRequest(call, create(method.input, input as MessageInitShape<DescMessage>)), { call });
-        return (await run(request)).message;
-      };
-    }
-    if (method.methodKind === "server_streaming") {
-      const run = chain(async (request) => {
-        const context = callOf(request);
-        const message = await single(request.message as AsyncIterable<unknown>);
-        return {
-          stream: true, service, method, header: context.responseHeader, trailer: context.responseTrailer,
-          message: outputs(method.output, handler(message, context) as AsyncIterable<unknown>, context),
-        } as StreamResponse;
-      });
-      return (input: unknown, options: CallOptions = {}) => {
-        const call = new InProcessCall(method, options, true);
-        const request = Object.assign({
-          stream: true, method, service, requestMethod: call.requestMethod, url: call.url,
-          get signal() { return call.signal; }, header: call.header, contextValues: call.contextValues,
-          message: one(create(method.input, input as MessageInitShape<DescMessage>)),
-        } as StreamRequest, { call });
-        return streamOf(run(request));
-      };
-    }
-    return null;
-  }) as Client<S>;
+    stream, method: call.method, service: call.service, requestMethod: call.requestMethod, url: call.url,
+    get signal() { return call.signal; }, header: call.requestHeader, contextValues: call.values, message, call,
+  } as AnyRequest;
 }
 
 /** The call a request belongs to (an interceptor may pass on a copy: the call travels with it). */
@@ -176,7 +93,77 @@ function callOf(request: AnyRequest): InProcessCall {
   return call;
 }
 
-/** A server stream's messages, from the response its interceptors resolve to. */
-async function* streamOf(response: Promise<AnyResponse>): AsyncGenerator<unknown> {
-  yield* (await response).message as AsyncIterable<unknown>;
+/** As Connect's server: the headers a handler set leave with its failure (never with the caller's abort reason, which may be shared). */
+function withHeaders(error: unknown, headers: Headers, options: CallOptions): unknown {
+  if (error instanceof ConnectError && error !== options.signal?.reason) headers.forEach((value, name) => error.metadata.set(name, value));
+  return error;
+}
+
+async function* one<T>(message: T): AsyncGenerator<T> {
+  yield message;
+}
+
+/** The handler's outputs as messages; the call ends once the stream is over. */
+async function* outputs(toMessage: (value: unknown) => unknown, produced: AsyncIterable<unknown>, call: InProcessCall): AsyncGenerator<unknown> {
+  try {
+    for await (const output of produced) yield toMessage(output);
+  } finally {
+    call.end();
+  }
+}
+
+/** A server stream's messages, from the response its interceptors resolve to; its header comes first, its trailer once it ends. */
+async function* streamOf(pending: Promise<AnyResponse>, options: CallOptions): AsyncGenerator<unknown> {
+  const response = await pending;
+  options.onHeader?.(response.header);
+  try {
+    yield* response.message as AsyncIterable<unknown>;
+  } catch (error) {
+    throw withHeaders(error, response.trailer, options);
+  }
+  options.onTrailer?.(response.trailer);
+}
+
+/**
+ * A client whose calls reach `implementation` through `interceptors` (outermost first) as Connect's router runs them,
+ * with nothing serialized (decision 0023) and nothing made per call that no one asks for. Unary and server streams.
+ */
+export function createInProcessClient<S extends DescService>(service: S, implementation: object, interceptors: readonly Interceptor[]): Client<S> {
+  const handlers = implementation as Record<string, AnyHandler | undefined>;
+  const chain = (invoke: Next): Next => interceptors.reduceRight<Next>((next, interceptor) => interceptor(next as never) as Next, invoke);
+  return makeAnyClient(service, (method) => {
+    const handler = handlers[method.localName]?.bind(implementation);
+    if (!handler) return null;
+    const input = (value: unknown) => create(method.input, value as MessageInitShape<DescMessage>);
+    const output = (value: unknown) => create(method.output, value as MessageInitShape<DescMessage>);
+    const answer = (call: InProcessCall, stream: boolean, message: unknown) =>
+      ({ stream, service, method, header: call.responseHeader, trailer: call.responseTrailer, message }) as AnyResponse;
+    if (method.methodKind === "unary") {
+      const run = chain(async (request) => {
+        const call = callOf(request);
+        try {
+          return answer(call, false, output(await handler(request.message, call)));
+        } catch (error) {
+          throw withHeaders(error, call.responseHeader, call.options);
+        } finally {
+          call.end();
+        }
+      });
+      return async (value: unknown, options: CallOptions = {}) => {
+        const response = await run(requestOf(new InProcessCall(method, options, false), false, input(value)));
+        options.onHeader?.(response.header);
+        options.onTrailer?.(response.trailer);
+        return response.message;
+      };
+    }
+    if (method.methodKind === "server_streaming") {
+      const run = chain(async (request) => {
+        const call = callOf(request);
+        const { value: message } = await (request.message as AsyncIterable<unknown>)[Symbol.asyncIterator]().next();
+        return answer(call, true, outputs(output, handler(message, call) as AsyncIterable<unknown>, call));
+      });
+      return (value: unknown, options: CallOptions = {}) => streamOf(run(requestOf(new InProcessCall(method, options, true), true, one(input(value)))), options);
+    }
+    return null;
+  }) as Client<S>;
 }

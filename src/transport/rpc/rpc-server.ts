@@ -1,14 +1,8 @@
 import { setMaxListeners } from "node:events";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
-import type { DescService } from "@bufbuild/protobuf";
 import { universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
-import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
-import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
-import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
-import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
-import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
 import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
@@ -20,8 +14,7 @@ import { serverTiming } from "../server-timing.js";
 import { guardedListener, type DebugLog } from "../connection-limits.js";
 import { connectRoutes, unknownRpcAnswer, type ConnectWire } from "./connect-routes.js";
 import { readinessGate, serverTimingOnAnswers } from "./edge-interceptors.js";
-import { forwarding } from "./forwarding.js";
-
+import { forwardedServices } from "./forwarding.js";
 import { createReflectionServices } from "./reflection-service.js";
 
 /** The edge settings of the core port; `listenRpc` without them uses the configuration's defaults. */
@@ -33,18 +26,12 @@ export interface RpcEdgeOptions {
   readonly uploads?: Pick<UploadSlots, "tryTake">;
   /** The process's body memory (MAX_BODY_MEMORY), shared with the gateway; a core port of its own makes its own from `edge.maxBodyMemory`. */
   readonly bodyBudget?: BodyBudget;
-  /**
-   * Debug lines of the edge, each a message and its facts, never a stack: a client that went away
-   * (a cancel, RST_STREAM, a passed deadline), a connection over its client's cap. Default: none.
-   */
+  /** Debug lines of the edge (a client that went away, a connection over its client's cap), never a stack. Default: none. */
   readonly debugLog?: DebugLog;
 }
 
 /** The configuration's defaults (HTTP_*_TIMEOUT, MAX_*: its schema's), for callers that pass no configuration. */
-export const DEFAULT_RPC_EDGE: RpcEdgeOptions = {
-  edge: DEFAULT_EDGE_LIMITS,
-  limits: DEFAULT_LIMITS,
-};
+export const DEFAULT_RPC_EDGE: RpcEdgeOptions = { edge: DEFAULT_EDGE_LIMITS, limits: DEFAULT_LIMITS };
 
 /** What the core port serves and checks with. */
 export interface RpcCore {
@@ -68,10 +55,8 @@ function streamDelivery(stream: http2.ServerHttp2Stream): AnswerDelivery {
 }
 
 /**
- * Once the answer is out, a request side still open (a refusal, a timeout) is closed with RST_STREAM NO_ERROR, as
- * HTTP/2 allows after a complete response (RFC 9113, 8.1), so the sender stops and the stream slot is free; what
- * arrived and was not read is dropped. Http2ServerResponse always ends with trailers (gRPC's status; empty
- * otherwise), sent on "wantTrailers": the close comes after them.
+ * Once the answer is out, a request side still open (a refusal, a timeout) is closed with RST_STREAM NO_ERROR (RFC 9113,
+ * 8.1) so the sender stops; after "wantTrailers", since Http2ServerResponse always ends with trailers.
  */
 function closeRequestSide(request: http2.Http2ServerRequest): void {
   const stream = request.stream;
@@ -119,14 +104,8 @@ function coreWire(urlSigningSecret: Buffer, requestTimeoutMs: number, debug: Deb
 }
 
 /**
- * The core on an HTTP/2 cleartext port: gRPC, gRPC-Web and Connect, all
- * served by Connect's router, so plain gRPC clients (grpc-js, grpcurl,
- * grpc-health-probe) and Connect clients all work. `grpc.health.v1.Health`
- * reports `readiness`, which also gates every other RPC but reflection's:
- * `grpc.reflection.v1` and `v1alpha` describe every served service, so
- * grpcurl and buf curl need no .proto files. The edge (createEdgeHandler,
- * guardedListener) bounds what a client may hold: connections, sessions,
- * streams, time and message sizes, and checks credentials before a message is read.
+ * The core on an HTTP/2 cleartext port (gRPC, gRPC-Web, Connect), with health (`readiness`, which gates every RPC but
+ * reflection's) and reflection, behind the edge (connectRoutes, guardedListener).
  */
 export async function listenRpc(
   core: RpcCore,
@@ -138,19 +117,12 @@ export async function listenRpc(
 ) {
   const { edge } = options;
   const debug = options.debugLog ?? (() => {});
-  const forwarded: [DescService, () => object][] = [
-    [GenerationService, () => core.clients.generation],
-    [TextService, () => core.clients.text],
-    [AdminService, () => core.clients.admin],
-    [AccountService, () => core.clients.account],
-    [FileService, () => core.clients.files],
-  ];
+  const services = forwardedServices(core.clients, true);
   // Ends open health Watch calls on close; they would otherwise hold the HTTP/2 sessions open.
   const closing = new AbortController();
   // One listener per open Watch: any number of them is expected (no MaxListenersExceededWarning).
   setMaxListeners(0, closing.signal);
-  const health = createHealthService(readiness, forwarded.map(([service]) => service.typeName), { shutdownSignal: closing.signal });
-  const services: [DescService, object][] = forwarded.map(([service, clientOf]) => [service, forwarding(service, clientOf)]);
+  const health = createHealthService(readiness, services.map(([service]) => service.typeName), { shutdownSignal: closing.signal });
   services.push([Health, health]);
   const reflection = createReflectionServices(services.map(([service]) => service));
   services.push([ReflectionV1, reflection.v1], [ReflectionV1alpha, reflection.v1alpha]);

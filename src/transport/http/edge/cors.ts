@@ -6,24 +6,13 @@ import { VENDOR_KEY_HEADERS } from "../call-options.js";
 /** Names once each, lower case (Connect's lists are capitalised). */
 const namesOf = (...lists: readonly (readonly string[])[]) => [...new Set(lists.flat().map((name) => name.toLowerCase()))];
 
-/**
- * What a page may send: the credentials (the key as Bearer or in the vendor
- * surface's headers, the admin token), Idempotency-Key, JSON bodies, what the
- * vendor's browser SDK adds (x-goog-api-client), and every request header of
- * Connect and gRPC-Web (connect-protocol-version, connect-timeout-ms,
- * x-grpc-web, x-user-agent, grpc-timeout, …: Connect's own list).
- */
+/** What a page may send: the credentials, Idempotency-Key, JSON, the vendor's browser SDK's header and Connect's own list. */
 export const CORS_ALLOWED_HEADERS: readonly string[] = namesOf(
   ["authorization", "content-type", "idempotency-key", ...VENDOR_KEY_HEADERS, "x-goog-api-client"],
   connectCors.allowedHeaders,
 );
 
-/**
- * What a page may read of an answer besides the CORS-safelisted headers:
- * Retry-After (429, 503), Idempotent-Replayed and Location (a created job),
- * and what Connect and gRPC-Web clients read (grpc-status, grpc-message,
- * grpc-status-details-bin, content encodings: Connect's own list).
- */
+/** What a page may read besides the safelisted headers: Retry-After, Idempotent-Replayed, Location and Connect's own list. */
 export const CORS_EXPOSED_HEADERS: readonly string[] = namesOf(
   ["retry-after", "idempotent-replayed", "location"],
   connectCors.exposedHeaders,
@@ -36,16 +25,8 @@ export const CORS_METHODS: readonly string[] = ["GET", "HEAD", "POST", "PUT", "D
 const PREFLIGHT_MAX_AGE_SECONDS = 7_200;
 
 /**
- * CORS on every route of the gateway port, for the pages of `origins` only
- * (CORS_ORIGINS). Not encapsulated, and registered before the readiness gate
- * and every other check: a preflight depends on nothing, so it is answered
- * even while the process is starting, and every answer to an allowed origin
- * (a 401, a 503 with Retry-After, an RPC error) carries the headers the page
- * needs to read it. A request from any other origin, or without one, gets no
- * Access-Control-* header at all (its preflight: the 404 or 405 it got
- * before), so the browser refuses it. Without origins nothing is registered.
- *
- * Credentials travel in headers, never cookies: no Allow-Credentials.
+ * CORS for `origins` only, before every gate so preflights are answered while starting and every answer can be read;
+ * other origins get no Access-Control-* at all. Credentials travel in headers, never cookies: no Allow-Credentials.
  */
 export function corsRoutes(origins: readonly string[]) {
   const allowed = new Set(origins);

@@ -24,11 +24,7 @@ function isQuiet(request: FastifyRequest): boolean {
   return QUIET_PATHS.has(query < 0 ? url : url.slice(0, query));
 }
 
-/**
- * Fastify's request lines: one at info when a request completes (its id as
- * `request_id`, status and time), the arrival at debug only; none for
- * probes and metrics scrapes.
- */
+/** Fastify's request lines: the completion at info (`request_id`, status, time), the arrival at debug; none for probes and scrapes. */
 export class GatewayLogController extends LogController {
   constructor() {
     super({ requestIdLogLabel: "request_id", disableRequestLogging: isQuiet });
@@ -43,22 +39,12 @@ export class GatewayLogController extends LogController {
 const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? "unmatched";
 
 /**
- * The request's Server-Timing so far: this service's own time (`gateway`:
- * the edge, the core, the store, the money) and, when the request called the
- * provider, the time spent waiting for it (`upstream`), so a client can tell
- * our cost from the provider's. Set on every answer by onSend; a stream's
- * route, which writes its head itself, sets it when the first event is ready
- * (its upstream time is then the wait for that event).
+ * The request's Server-Timing so far (serverTiming), set on every answer by onSend; a stream's route, which writes its
+ * head itself, sets it when the first event is ready (its upstream time is then the wait for that event).
  */
-export function serverTimingOf(request: FastifyRequest): string | undefined {
-  const timing = timingOf(request);
-  return timing && serverTiming(performance.now() - timing.startedAt, timing.upstreamMs);
-}
-
-/** serverTimingOf as a header, for a route that writes its head itself (a stream). */
 export function serverTimingHeader(request: FastifyRequest): { "server-timing"?: string } {
-  const timing = serverTimingOf(request);
-  return timing ? { "server-timing": timing } : {};
+  const timing = timingOf(request);
+  return timing ? { "server-timing": serverTiming(performance.now() - timing.startedAt, timing.upstreamMs) } : {};
 }
 
 interface RequestCells { readonly requests: CounterCell; readonly duration: HistogramCell; readonly own: HistogramCell; readonly core: HistogramCell }
@@ -67,12 +53,8 @@ const SPAN_CONTEXT = Symbol("spanContext");
 type Traced = FastifyRequest & { [SPAN_CONTEXT]?: Context };
 
 /**
- * What the gateway reports of every request: the http_server_* metrics
- * (counted when the answer ends or the client goes away: 499), the
- * request's id (X-Request-Id), Server-Timing with the gateway's own time and
- * the core's (the upstream, from the client's side), and, with tracing on,
- * a server span continuing an incoming `traceparent`, current while the
- * request's hooks and handler run (not for probes and scrapes).
+ * What the gateway reports of every request: the http_server_* metrics (when the answer ends, or 499), X-Request-Id,
+ * Server-Timing, and with tracing on a server span continuing `traceparent`, current in its hooks and handler (not for probes).
  */
 export function observeRequests(app: FastifyInstance, metrics: { readonly http: HttpMetrics }, tracing: RequestTracing | undefined): void {
   // The metric cells of each method, route and status, found by one string key (the sets are bounded: route templates).
@@ -131,8 +113,7 @@ export function observeRequests(app: FastifyInstance, metrics: { readonly http: 
     });
   }
   app.addHook("onSend", (request, reply, payload, done) => {
-    const timing = serverTimingOf(request);
-    if (timing && !reply.raw.headersSent) reply.header("server-timing", timing);
+    if (!reply.raw.headersSent) reply.headers(serverTimingHeader(request));
     done(null, payload);
   });
 }

@@ -4,13 +4,14 @@ import type { Bindings, ChildLoggerOptions, Level, LevelWithSilentOrString } fro
 /** The parent as pino makes it: the gateway's logger is a pino child. */
 type PinoParent = FastifyBaseLogger & { isLevelEnabled(level: LevelWithSilentOrString): boolean };
 
+const LEVELS = ["fatal", "error", "warn", "info", "debug", "trace"] as const;
+
+// The level methods are put on the prototype below (one function per level, no closures made per request).
+interface RequestLogger extends Pick<FastifyBaseLogger, (typeof LEVELS)[number]> {}
+
 /**
- * A request's logger that becomes its pino child (with `request_id`) the
- * first time a line is written at an enabled level, or a child or a level is
- * asked of it. Fastify makes one child per request, and pino's child
- * serializes its bindings when made (decision 0023), for a
- * logger that at LOG_LEVEL=warn writes nothing for a request that succeeds.
- * A line it writes is the child's own, so it reads as before.
+ * A request's logger that becomes its pino child only when a line is written at an enabled level (or a child or level
+ * is asked of it): pino's child serializes its bindings when made (decision 0023), mostly for nothing at LOG_LEVEL=warn.
  */
 class RequestLogger implements FastifyBaseLogger {
   private made: FastifyBaseLogger | undefined;
@@ -26,35 +27,10 @@ class RequestLogger implements FastifyBaseLogger {
   }
 
   /** Writes through the child when `level` is enabled; a disabled level makes nothing. */
-  private write(level: Level, args: unknown[]): void {
+  write(level: Level, args: unknown[]): void {
     if (!this.made && !this.parent.isLevelEnabled(level)) return;
     const real = this.real;
     (real[level] as (...line: unknown[]) => void).apply(real, args);
-  }
-
-  // Methods on the prototype: no closures made per request.
-  fatal(...args: unknown[]): void {
-    this.write("fatal", args);
-  }
-
-  error(...args: unknown[]): void {
-    this.write("error", args);
-  }
-
-  warn(...args: unknown[]): void {
-    this.write("warn", args);
-  }
-
-  info(...args: unknown[]): void {
-    this.write("info", args);
-  }
-
-  debug(...args: unknown[]): void {
-    this.write("debug", args);
-  }
-
-  trace(...args: unknown[]): void {
-    this.write("trace", args);
   }
 
   silent(): void {}
@@ -72,11 +48,13 @@ class RequestLogger implements FastifyBaseLogger {
   }
 }
 
-/**
- * Fastify's childLoggerFactory for the gateway: a RequestLogger, unless the
- * route sets a log level or serializers of its own (then pino's child, made
- * at once, as Fastify's default factory does).
- */
+for (const level of LEVELS) {
+  RequestLogger.prototype[level] = function (this: RequestLogger, ...args: unknown[]) {
+    this.write(level, args);
+  } as FastifyBaseLogger[typeof level];
+}
+
+/** Fastify's childLoggerFactory: a RequestLogger, unless the route sets a level or serializers (then pino's child at once, as Fastify's default). */
 export const requestLoggerFactory = (logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger =>
   options.level !== undefined || options.serializers !== undefined
     ? logger.child(bindings, options)
