@@ -16,7 +16,7 @@
  * Knobs (environment): BENCH_PEERS_DURATION_S (5: measured seconds per step; 1 in flight runs 3× as long, for its
  * p99), BENCH_PEERS_WARMUP_S (1: before each step), BENCH_PEERS_PREWARM_S (5: requests at 32 in flight, and a fifth of
  * that of streams, before the first step), BENCH_PEERS_ONLY (service,portkey,litellm), BENCH_PEERS_STEPS
- * (1,2,4,8,16,32,48,64,96,128), BENCH_PEERS_ANSWER_MS (20), BENCH_PEERS_GAP_MS (0), BENCH_OUT.
+ * (1,2,4,8,16,32,48,64,96,128), BENCH_PEERS_ANSWER_MS (20), BENCH_PEERS_GAP_MS (0), BENCH_PEERS_NODE_FLAGS (the service's node flags; npm start's), BENCH_OUT.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -64,8 +64,8 @@ const EXPECT = `word${MOCK.events - 1}`;
 const PROMPT = "Say something short.";
 const VENDOR_BODY = JSON.stringify({ contents: [{ role: "user", parts: [{ text: PROMPT }] }] });
 const openAiBody = (stream: boolean) => JSON.stringify({ model: PEER_MODEL, messages: [{ role: "user", content: PROMPT }], ...(stream ? { stream: true } : {}) });
-/** The node flags `npm start` runs the service with (package.json's start script). */
-const START_FLAGS = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts.start as string)
+/** The node flags `npm start` runs the service with (package.json's start script), or BENCH_PEERS_NODE_FLAGS to compare others. */
+const START_FLAGS = (process.env.BENCH_PEERS_NODE_FLAGS ?? JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts.start as string)
   .replace(/^node\s+/, "").split(/\s+/).filter((word) => word.startsWith("--"));
 
 // ---------------------------------------------------------------- processes
