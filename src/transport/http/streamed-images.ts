@@ -20,8 +20,8 @@ const CLOSE_OBJECT = 0x7d;
 const isSpace = (byte: number) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
 /** Control characters, which JSON allows in a string only escaped. */
 const CONTROL = /[\u0000-\u001f]/;
-/** Stands in for a streamed image in the rest of the body: a string, so that the array keeps its positions and types. */
-const PLACEHOLDER = Buffer.from('""');
+/** Where the escape that begins at `at` in `raw` ends: `\uXXXX` or two characters. */
+const escapeEnd = (raw: string, at: number) => at + (raw[at + 1] === "u" ? 6 : 2);
 /** Past this many bytes without a backslash, the search for the next one is left to `indexOf` again. */
 const DENSE_ESCAPES = 64;
 
@@ -51,10 +51,7 @@ function unescaped(raw: string): string | undefined {
   }
 }
 
-/**
- * Follows a JSON body as it arrives, linear in it: with a session, the image strings go unescaped to it (judged here, as
- * the parser of the rest never sees them) and the rest is kept; without one, it only finds the keys naming the image field.
- */
+/** Follows a JSON body as it arrives, in linear time: with a session, image strings go to it and the rest is kept; else it finds keys. */
 class BodyScanner {
   readonly images: StagedInlineImage[] = [];
   readonly imageFields: string[] = [];
@@ -69,7 +66,7 @@ class BodyScanner {
   private expectImages = false;
   private inImages = false;
   private inString = false;
-  /** The last chunk ended inside a string, right after a backslash. */
+  /** The last chunk ended right after a backslash, in a string other than an image (whose escape is in `tail`). */
   private escaped = false;
   /** The raw text of the top-level key being read, while it may still be the image field's name. */
   private keyRaw: string | undefined;
@@ -109,9 +106,11 @@ class BodyScanner {
     let i = 0;
     while (i < n) {
       if (this.inString) {
+        // An image's escape cut by the last chunk's end takes its remaining bytes first, whatever they are (JSON.parse judges).
+        while (this.upload && this.tail && i < n && this.tail.length < escapeEnd(this.tail, 0)) this.tail += String.fromCharCode(chunk[i++]!);
         const close = this.stringEnd(chunk, this.escaped ? i + 1 : i);
         const end = close < 0 ? n : close;
-        this.escaped = close < 0 && this.lastEscape === n - 1;
+        this.escaped = !this.upload && close < 0 && this.lastEscape === n - 1;
         if (this.upload) await this.feed(chunk, i, end, close < 0);
         else if (this.keyRaw !== undefined) {
           this.keyRaw += chunk.toString("latin1", i, Math.min(end, i + MAX_KEY_RAW_BYTES + 1));
@@ -121,11 +120,9 @@ class BodyScanner {
         i = close + 1;
         this.inString = false;
         if (this.upload) {
-          // The image string ends: an empty string stands in for it in the rest of the body.
           this.images.push(await this.upload.finish());
           this.upload = undefined;
-          this.keep(PLACEHOLDER);
-          from = i;
+          from = close;
         } else if (this.keyRaw !== undefined) {
           const name = unescaped(this.keyRaw);
           if (name !== undefined && IMAGE_FIELD_NAMES.has(name)) this.key = name;
@@ -138,8 +135,8 @@ class BodyScanner {
       if (byte === QUOTE) {
         this.inString = true;
         if (this.inImages && this.depth === 2 && this.session) {
-          // An image string opens: what came before is structure, the string itself goes to staging.
-          this.keep(chunk.subarray(from, i));
+          // An image string opens: its text goes to staging, its quotes stay (`""`: the array keeps its positions and types).
+          this.keep(chunk.subarray(from, i + 1));
           this.upload = this.session.open();
         } else if (this.depth === 1 && this.expectKey) {
           this.expectKey = false;
@@ -198,9 +195,9 @@ class BodyScanner {
   /** Hands this chunk's run of the image to staging, unescaped as the whole-body path would; an escape cut in two waits. */
   private async feed(chunk: Buffer, start: number, end: number, open: boolean): Promise<void> {
     const raw = this.tail + chunk.toString("latin1", start, end);
-    // The escape carried over takes its length first; else the last one begun in this chunk.
-    const escape = this.tail && (raw[1] === "u" ? 6 : 2) > raw.length ? 0 : this.lastEscape >= 0 ? raw.length - (end - this.lastEscape) : -1;
-    const cut = open && escape >= 0 && escape + (raw[escape + 1] === "u" ? 6 : 2) > raw.length ? escape : raw.length;
+    // The last escape begun (in this chunk, else the one carried over) waits for the next chunk unless complete.
+    const last = this.lastEscape >= 0 ? raw.length - (end - this.lastEscape) : this.tail ? 0 : -1;
+    const cut = open && last >= 0 && escapeEnd(raw, last) > raw.length ? last : raw.length;
     this.tail = raw.slice(cut);
     const text = unescaped(raw.slice(0, cut));
     if (text === undefined) {
