@@ -20,13 +20,12 @@ const CLOSE_OBJECT = 0x7d;
 const isSpace = (byte: number) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
 /** Control characters, which JSON allows in a string only escaped. */
 const CONTROL = /[\u0000-\u001f]/;
-/** Stands in for a streamed image in the rest of the body: a string, so that the array keeps its positions and types. */
-const PLACEHOLDER = Buffer.from('""');
+/** Where the escape that begins at `at` in `raw` ends: `\uXXXX` or two characters. */
+const escapeEnd = (raw: string, at: number) => at + (raw[at + 1] === "u" ? 6 : 2);
+/** Past this many bytes without a backslash, the search for the next one is left to `indexOf` again. */
+const DENSE_ESCAPES = 64;
 
-/**
- * What a streamed body may take besides its images: the largest prompt and the metadata escaped at worst (6 characters
- * a byte) plus MAX_BODY_BYTES, the generation body limit's budget without images, so the two paths agree.
- */
+/** A streamed body's budget besides its images: prompt and metadata escaped at worst (6 bytes a byte) plus MAX_BODY_BYTES. */
 export function otherFieldsBytes(limits: Pick<ValidationLimits, "maxPromptBytes" | "metadata">, maxBodyBytes: number): number {
   const prompt = Math.max(limits.maxPromptBytes.image, limits.maxPromptBytes.video, limits.maxPromptBytes.text);
   return 6 * (prompt + limits.metadata.maxTotalBytes) + maxBodyBytes;
@@ -42,106 +41,44 @@ const namedTwice = (first: string, second: string) => new GatewayError(
     : `invalid field: input_images_base64 appears more than once in the body (as ${first} and ${second})`,
 );
 
-const staged = new WeakMap<FastifyRequest, { session: StagingSession; images: StagedInlineImage[] }>();
-
-/** Removes what this request staged and no job took, before the answer leaves (and again when the request ends). */
-export async function discardStaged(request: FastifyRequest): Promise<void> {
-  await staged.get(request)?.session.discard();
-}
-
-/** The call's context values: the images staged while this request's body arrived (none for a body parsed whole). */
-export function stagedImagesOf(request: FastifyRequest): ContextValues | undefined {
-  const entry = staged.get(request);
-  return entry ? createContextValues().set(STAGED_IMAGES, entry.images) : undefined;
-}
-
-/** Past this many bytes without a backslash, the search for the next one is left to `indexOf` again. */
-const DENSE_ESCAPES = 64;
-
-/**
- * Finds where strings end in one chunk in linear time: the next quote and backslash found with `indexOf` are reused
- * until passed (never searched again from every escape); a stretch dense in escapes is walked byte by byte once.
- */
-class ChunkSearch {
-  private quote = -2;
-  private slash = -2;
-  /** Where the last escape seen by `stringEnd` began (its backslash), or -1. */
-  lastEscape = -1;
-
-  constructor(private readonly chunk: Buffer) {}
-
-  private nextQuote(at: number): number {
-    if (this.quote === -2 || (this.quote >= 0 && this.quote < at)) this.quote = this.chunk.indexOf(QUOTE, at);
-    return this.quote;
-  }
-
-  private nextSlash(at: number): number {
-    if (this.slash === -2 || (this.slash >= 0 && this.slash < at)) this.slash = this.chunk.indexOf(BACKSLASH, at);
-    return this.slash;
-  }
-
-  /** From `at` inside a string (not in an escape): its closing quote's index, or -1 past this chunk; `\u`'s digits are plain bytes here. */
-  stringEnd(at: number): number {
-    const { chunk } = this;
-    const n = chunk.length;
-    this.lastEscape = -1;
-    let k = at;
-    let plain = DENSE_ESCAPES; // bytes since the last backslash
-    while (k < n) {
-      if (plain >= DENSE_ESCAPES) {
-        const quote = this.nextQuote(k);
-        const slash = this.nextSlash(k);
-        if (slash < 0 || (quote >= 0 && quote < slash)) return quote;
-        k = slash;
-        plain = 0;
-      }
-      const byte = chunk[k];
-      if (byte === BACKSLASH) {
-        this.lastEscape = k;
-        k += 2;
-        plain = 0;
-      } else if (byte === QUOTE) {
-        return k;
-      } else {
-        k++;
-        plain++;
-      }
-    }
-    return -1;
+/** The inside of a JSON string as JSON.parse reads it, or undefined where JSON refuses it. */
+function unescaped(raw: string): string | undefined {
+  if (!raw.includes("\\") && !CONTROL.test(raw)) return raw;
+  try {
+    return JSON.parse(`"${raw}"`) as string;
+  } catch {
+    return undefined;
   }
 }
 
-/**
- * Follows a JSON body as it arrives, linear in it: with a session, the image strings go unescaped to it (judged here, as
- * the parser of the rest never sees them) and the rest is kept; without one, it only finds the keys naming the image field.
- */
+/** Follows a JSON body as it arrives, in linear time: with a session, image strings go to it and the rest is kept; else it finds keys. */
 class BodyScanner {
   readonly images: StagedInlineImage[] = [];
   readonly imageFields: string[] = [];
   private readonly rest: Buffer[] = [];
   private restBytes = 0;
   private received = 0;
-  // Structure outside the image strings.
   private depth = 0;
   private topIsObject = false;
   /** In the top-level object, where a key comes next. */
   private expectKey = false;
-  private inString = false;
-  /** In a string other than an image: the previous byte was a backslash. */
-  private escapeNext = false;
-  /** The raw bytes of the top-level key being read, while it may still be the image field's name. */
-  private keyRaw: Buffer[] | undefined;
-  private keyRawBytes = 0;
-  /** The last top-level key, when it named the image field. */
-  private key: string | undefined;
+  /** After the image field's name, until its value opens. */
   private expectImages = false;
   private inImages = false;
-  // Inside one image string.
+  private inString = false;
+  /** The last chunk ended right after a backslash, in a string other than an image (whose escape is in `tail`). */
+  private escaped = false;
+  /** The raw text of the top-level key being read, while it may still be the image field's name. */
+  private keyRaw: string | undefined;
+  /** The last top-level key, when it named the image field. */
+  private key: string | undefined;
+  /** The image string being read, and its escape cut by a chunk's end (e.g. `\u00`), completed by the next. */
   private upload: ImageUpload | undefined;
-  /** An escape begun in one chunk and completed in the next, e.g. `\u00`. */
-  private escape = "";
-  /** Unescaped text of the image not yet handed to the session. */
-  private text = "";
+  private tail = "";
+  /** In the current chunk: the next quote and backslash `indexOf` found, reused until passed; where the last escape began. */
+  private quote = -1;
+  private slash = -1;
+  private lastEscape = -1;
 
   constructor(
     private readonly limits: { readonly maxBytes: number; readonly maxOtherBytes: number },
@@ -163,76 +100,48 @@ class BodyScanner {
     this.received += chunk.length;
     if (this.received > this.limits.maxBytes) throw bodyTooLarge(this.limits.maxBytes);
     const n = chunk.length;
-    const find = new ChunkSearch(chunk);
+    this.quote = chunk.indexOf(QUOTE);
+    this.slash = chunk.indexOf(BACKSLASH);
     let from = 0; // start of what is still to be kept of this chunk
     let i = 0;
     while (i < n) {
-      if (this.upload) {
-        if (this.escape) {
-          // An escape split across chunks: completed byte by byte (at most five).
-          while (i < n && this.escape.length < escapeLength(this.escape)) this.escape += String.fromCharCode(chunk[i++]!);
-          if (this.escape.length < escapeLength(this.escape)) break;
-          this.text += unescapeRun(this.escape, this.images.length);
-          this.escape = "";
-          continue;
-        }
-        const close = find.stringEnd(i);
-        let end = close < 0 ? n : close;
-        // An escape that goes on in the next chunk waits for it.
-        if (close < 0 && find.lastEscape >= 0 && find.lastEscape + escapeLength(chunk.toString("latin1", find.lastEscape, find.lastEscape + 2)) > n) {
-          end = find.lastEscape;
-        }
-        if (end > i) this.text += unescapeRun(chunk.toString("latin1", i, end), this.images.length);
-        if (close < 0) {
-          this.escape = chunk.toString("latin1", end, n);
-          i = n;
-          break;
-        }
-        // The image string ends: an empty string stands in for it in the rest of the body.
-        i = close + 1;
-        await this.handOn();
-        this.images.push(await this.upload.finish());
-        this.upload = undefined;
-        this.keep(PLACEHOLDER);
-        from = i;
-        continue;
-      }
       if (this.inString) {
-        if (this.escapeNext) {
-          this.escapeNext = false;
-          this.collectKey(chunk, i, i + 1);
-          i++;
-          continue;
-        }
-        const close = find.stringEnd(i);
+        // An image's escape cut by the last chunk's end takes its remaining bytes first, whatever they are (JSON.parse judges).
+        while (this.upload && this.tail && i < n && this.tail.length < escapeEnd(this.tail, 0)) this.tail += String.fromCharCode(chunk[i++]!);
+        const close = this.stringEnd(chunk, this.escaped ? i + 1 : i);
         const end = close < 0 ? n : close;
-        this.collectKey(chunk, i, end);
-        if (close < 0) {
-          this.escapeNext = find.lastEscape === n - 1;
-          i = n;
-          break;
+        this.escaped = !this.upload && close < 0 && this.lastEscape === n - 1;
+        if (this.upload) await this.feed(chunk, i, end, close < 0);
+        else if (this.keyRaw !== undefined) {
+          this.keyRaw += chunk.toString("latin1", i, Math.min(end, i + MAX_KEY_RAW_BYTES + 1));
+          if (this.keyRaw.length > MAX_KEY_RAW_BYTES) this.keyRaw = undefined;
         }
+        if (close < 0) break;
         i = close + 1;
         this.inString = false;
-        this.endKey();
+        if (this.upload) {
+          this.images.push(await this.upload.finish());
+          this.upload = undefined;
+          from = close;
+        } else if (this.keyRaw !== undefined) {
+          const name = unescaped(this.keyRaw);
+          if (name !== undefined && IMAGE_FIELD_NAMES.has(name)) this.key = name;
+          this.keyRaw = undefined;
+        }
         continue;
       }
       const byte = chunk[i]!;
-      if (this.expectImages && this.depth === 1 && byte !== OPEN_ARRAY && !isSpace(byte)) this.expectImages = false;
+      if (this.expectImages && byte !== OPEN_ARRAY && !isSpace(byte)) this.expectImages = false;
       if (byte === QUOTE) {
-        if (this.inImages && this.depth === 2 && this.session) {
-          // An image string opens: what came before is structure, the string itself goes to staging.
-          this.keep(chunk.subarray(from, i));
-          this.upload = this.session.open();
-          i++;
-          continue;
-        }
         this.inString = true;
-        if (this.depth === 1 && this.expectKey) {
+        if (this.inImages && this.depth === 2 && this.session) {
+          // An image string opens: its text goes to staging, its quotes stay (`""`: the array keeps its positions and types).
+          this.keep(chunk.subarray(from, i + 1));
+          this.upload = this.session.open();
+        } else if (this.depth === 1 && this.expectKey) {
           this.expectKey = false;
           this.key = undefined;
-          this.keyRaw = [];
-          this.keyRawBytes = 0;
+          this.keyRaw = "";
         }
       } else if (byte === COLON && this.depth === 1 && this.key !== undefined) {
         const first = this.imageFields[0];
@@ -243,7 +152,7 @@ class BodyScanner {
       } else if (byte === OPEN_ARRAY || byte === OPEN_OBJECT) {
         this.depth++;
         if (this.depth === 1) this.expectKey = this.topIsObject = byte === OPEN_OBJECT;
-        if (this.depth === 2 && this.expectImages && byte === OPEN_ARRAY) this.inImages = true;
+        this.inImages ||= this.expectImages;
         this.expectImages = false;
       } else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) {
         if (this.depth === 2) this.inImages = false;
@@ -253,63 +162,58 @@ class BodyScanner {
       }
       i++;
     }
-    if (this.upload) await this.handOn();
-    else this.keep(chunk.subarray(from));
+    if (!this.upload) this.keep(chunk.subarray(from));
   }
 
-  /** The image's text so far to the session: one piece per chunk, however many escapes it had. */
-  private async handOn(): Promise<void> {
-    if (!this.text) return;
-    const text = this.text;
-    this.text = "";
-    await this.upload!.feed(text);
-  }
-
-  private collectKey(chunk: Buffer, start: number, end: number): void {
-    if (!this.keyRaw || end <= start) return;
-    this.keyRawBytes += end - start;
-    if (this.keyRawBytes > MAX_KEY_RAW_BYTES) this.keyRaw = undefined;
-    else this.keyRaw.push(Buffer.from(chunk.subarray(start, end)));
-  }
-
-  /** A string ended: if it was a top-level key, whether it names the image field (decoded as JSON decodes it). */
-  private endKey(): void {
-    if (!this.keyRaw) return;
-    const raw = Buffer.concat(this.keyRaw).toString("utf8");
-    this.keyRaw = undefined;
-    let name: unknown;
-    try {
-      name = JSON.parse(`"${raw}"`);
-    } catch {
-      return; // not valid JSON: the parser of the rest refuses it
+  /** From `at` inside a string, not in an escape: its closing quote's index, or -1 past the chunk; `\u`'s digits are plain bytes here. */
+  private stringEnd(chunk: Buffer, at: number): number {
+    this.lastEscape = -1;
+    let plain = DENSE_ESCAPES; // bytes since the last backslash: a stretch dense in escapes is walked byte by byte once
+    for (let k = at; k < chunk.length;) {
+      if (plain >= DENSE_ESCAPES) {
+        if (this.quote >= 0 && this.quote < k) this.quote = chunk.indexOf(QUOTE, k);
+        if (this.slash >= 0 && this.slash < k) this.slash = chunk.indexOf(BACKSLASH, k);
+        if (this.slash < 0 || (this.quote >= 0 && this.quote < this.slash)) return this.quote;
+        k = this.slash;
+        plain = 0;
+      }
+      const byte = chunk[k];
+      if (byte === BACKSLASH) {
+        this.lastEscape = k;
+        k += 2;
+        plain = 0;
+      } else if (byte === QUOTE) {
+        return k;
+      } else {
+        k++;
+        plain++;
+      }
     }
-    if (typeof name === "string" && IMAGE_FIELD_NAMES.has(name)) this.key = name;
+    return -1;
+  }
+
+  /** Hands this chunk's run of the image to staging, unescaped as the whole-body path would; an escape cut in two waits. */
+  private async feed(chunk: Buffer, start: number, end: number, open: boolean): Promise<void> {
+    const raw = this.tail + chunk.toString("latin1", start, end);
+    // The last escape begun (in this chunk, else the one carried over) waits for the next chunk unless complete.
+    const last = this.lastEscape >= 0 ? raw.length - (end - this.lastEscape) : this.tail ? 0 : -1;
+    const cut = open && last >= 0 && escapeEnd(raw, last) > raw.length ? last : raw.length;
+    this.tail = raw.slice(cut);
+    const text = unescaped(raw.slice(0, cut));
+    if (text === undefined) {
+      throw invalidJson(`input_images_base64[${this.images.length}] holds an invalid escape or an unescaped control character`);
+    }
+    if (text) await this.upload!.feed(text);
   }
 
   /** The body has ended: its text with `""` for each image, the images staged, the keys that named the image field (one at most). */
   finish() {
-    if (this.upload || this.escape) throw invalidJson("it ends inside a string");
+    if (this.upload) throw invalidJson("it ends inside a string");
     return { rest: Buffer.concat(this.rest), images: this.images, imageFields: this.imageFields };
   }
 }
 
-/** How long an escape that starts as `sequence` is: `\uXXXX` or two characters. */
-const escapeLength = (sequence: string) => (sequence[1] === "u" ? 6 : 2);
-
-/** A run of an image string (no closing quote, no escape cut in two) unescaped by JSON.parse itself, refused as the whole-body path would. */
-function unescapeRun(raw: string, index: number): string {
-  if (!raw.includes("\\") && !CONTROL.test(raw)) return raw;
-  try {
-    return JSON.parse(`"${raw}"`) as string;
-  } catch {
-    throw invalidJson(`input_images_base64[${index}] holds an invalid escape or an unescaped control character`);
-  }
-}
-
-/**
- * Reads a large JSON body without holding it: each image string goes piece by piece to the core's staging, the rest
- * (at most `maxOtherBytes`, `""` where the images were) is kept to be parsed; backpressure reaches the socket. Exported for tests.
- */
+/** Reads a large JSON body without holding it: images go piece by piece to staging, the rest is kept (`""` for each). For tests too. */
 export async function scanStreamedBody(
   chunks: AsyncIterable<Buffer>, session: StagingSession, limits: { maxBytes: number; maxOtherBytes: number },
 ): Promise<ReturnType<BodyScanner["finish"]>> {
@@ -318,12 +222,18 @@ export async function scanStreamedBody(
   return scanner.finish();
 }
 
-/** Refuses a whole body whose top-level object names the image field twice (namedTwice). */
-const refuseNamedTwice = (body: Buffer) => new BodyScanner({ maxBytes: Infinity, maxOtherBytes: 0 }).push(body);
+const staged = new WeakMap<FastifyRequest, { session: StagingSession; images: StagedInlineImage[] }>();
 
-/** Whether a parsed body is a JSON object naming the image field (by either name). */
-const namesImageField = (body: unknown) =>
-  body !== null && typeof body === "object" && !Array.isArray(body) && [...IMAGE_FIELD_NAMES].some((name) => Object.hasOwn(body, name));
+/** Removes what this request staged and no job took, before the answer leaves (and again when the request ends). */
+export async function discardStaged(request: FastifyRequest): Promise<void> {
+  await staged.get(request)?.session.discard();
+}
+
+/** The call's context values: the images staged while this request's body arrived (none for a body parsed whole). */
+export function stagedImagesOf(request: FastifyRequest): ContextValues | undefined {
+  const entry = staged.get(request);
+  return entry ? createContextValues().set(STAGED_IMAGES, entry.images) : undefined;
+}
 
 /** The body's chunks, without destroying the request when reading stops early (a refusal): the answer must still reach the client. */
 const keepOpen = (payload: FastifyRequest["raw"]) => payload.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
@@ -349,10 +259,7 @@ export interface StreamedImagesOptions {
   readonly maxOtherBytes: number;
 }
 
-/**
- * A JSON parser that streams large bodies' images to the core's staging (only in-process: a remote core has none) and
- * reads the rest whole; both end in Fastify's parser and refuse the image field named twice, so the answers agree.
- */
+/** A JSON parser streaming large bodies' images to an in-process core's staging; both paths refuse the image field named twice. */
 export function streamInlineImages(app: FastifyInstance, options: StreamedImagesOptions): void {
   const plain = app.getDefaultJsonParser("error", "error");
   const parse = (request: FastifyRequest, text: string) =>
@@ -367,30 +274,25 @@ export function streamInlineImages(app: FastifyInstance, options: StreamedImages
       const bytes = await readWhole(keepOpen(payload), limit);
       const body = await parse(request, bytes.toString("utf8"));
       // JSON keeps the last of two equal keys: the streamed path cannot, so neither path takes them.
-      if (namesImageField(body)) await refuseNamedTwice(bytes);
+      if ([...IMAGE_FIELD_NAMES].some((name) => Object.hasOwn(Object(body), name))) {
+        await new BodyScanner({ maxBytes: Infinity, maxOtherBytes: 0 }).push(bytes);
+      }
       return body;
     }
     const session = staging.session();
-    const entry = { session, images: [] as StagedInlineImage[] };
-    staged.set(request, entry);
-    try {
-      const maxOtherBytes = otherFieldsBytes(staging.limits, options.maxOtherBytes);
-      const scanned = await scanStreamedBody(keepOpen(payload), session, { maxBytes: limit, maxOtherBytes });
-      const body = await parse(request, scanned.rest.toString("utf8"));
-      // The field's strings were staged: it goes, unless it holds something else, which the mapping then refuses as it would whole.
-      for (const name of scanned.imageFields) {
-        const field = (body as Record<string, unknown>)[name];
-        if (Array.isArray(field) && field.every((value) => value === "")) delete (body as Record<string, unknown>)[name];
-      }
-      entry.images = scanned.images;
-      return body;
-    } catch (error) {
-      // Refused or abandoned while arriving: nothing it staged stays, before the answer leaves.
-      await session.discard();
-      throw error;
+    staged.set(request, { session, images: [] });
+    const maxOtherBytes = otherFieldsBytes(staging.limits, options.maxOtherBytes);
+    const scanned = await scanStreamedBody(keepOpen(payload), session, { maxBytes: limit, maxOtherBytes });
+    const body = await parse(request, scanned.rest.toString("utf8"));
+    // The field's strings were staged: it goes, unless it holds something else, which the mapping then refuses as it would whole.
+    for (const name of scanned.imageFields) {
+      const field = (body as Record<string, unknown>)[name];
+      if (Array.isArray(field) && field.every((value) => value === "")) delete (body as Record<string, unknown>)[name];
     }
+    staged.set(request, { session, images: scanned.images });
+    return body;
   });
-  // Refused after parsing (a schema, a rule): what the body staged goes before the error answer leaves.
+  // Refused while arriving or after parsing (a schema, a rule): what the body staged goes before the error answer leaves.
   app.addHook("onError", async (request) => discardStaged(request));
   app.addHook("onResponse", discardStaged);
   app.addHook("onRequestAbort", discardStaged);
