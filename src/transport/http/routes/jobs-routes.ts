@@ -10,13 +10,17 @@ import { limitOf, queryRule, timestampOf } from "../query-params.js";
 import { idempotencyKeyOf, platformCall, withDelivery } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { SseAnswer } from "../sse.js";
-import { balanceJson, jobJson, jobStatusName, parseBody, type BodyRules } from "../json-mapping.js";
+import { balanceJson, parseBody, type BodyRules } from "../json-mapping.js";
 import type { WatchJobResponse } from "../../../../gen/generation/v1/generation_service_pb.js";
 import { httpErrorOf } from "../connect-errors.js";
 import {
-  aliasSchema, CANCEL_JOB_SCHEMA, WATCH_JOB_SCHEMA, CREATE_GENERATION_SCHEMA, GET_BALANCE_SCHEMA, GET_JOB_SCHEMA, LIST_JOBS_SCHEMA, LIST_MODELS_SCHEMA,
+  aliasSchema, CANCEL_JOB_SCHEMA, WATCH_JOB_SCHEMA, CREATE_GENERATION_SCHEMA, GET_BALANCE_SCHEMA, GET_JOB_SCHEMA, JOB_VIEW, LIST_JOBS_SCHEMA,
+  LIST_MODELS_SCHEMA,
 } from "../schemas/jobs.js";
+import { enumWords } from "../schemas/rest-view.js";
 import { discardStaged, stagedImagesOf, streamInlineImages, type StreamedImagesOptions } from "../streamed-images.js";
+
+const STATUS_WORDS = enumWords(JobStatusSchema);
 
 /** Deprecated aliases (spec section 9): each maps to a fixed model. */
 const ALIASES = [
@@ -29,8 +33,8 @@ export function acceptedReply(reply: FastifyReply, response: Pick<CreateGenerati
   if (response.replayed) reply.header("idempotent-replayed", "true");
   reply.header("location", response.statusUrl);
   // Finished within Prefer: wait: the job itself.
-  if (response.job) return reply.code(200).send(jobJson(response.job));
-  return reply.code(202).send({ job_id: response.jobId, status: jobStatusName(response.status), status_url: response.statusUrl });
+  if (response.job) return reply.code(200).send(JOB_VIEW.json(response.job));
+  return reply.code(202).send({ job_id: response.jobId, status: STATUS_WORDS.get(response.status), status_url: response.statusUrl });
 }
 
 /**
@@ -78,7 +82,7 @@ async function streamEvents(events: AsyncIterable<WatchJobResponse>, reply: Fast
   const keepAlive = setInterval(() => sse.comment("keep-alive"), keepAliveMs);
   try {
     for (let next = first; !next.done && sse.open; next = await stream.next()) {
-      await sse.write(`event: job\nid: ${next.value.eventId}\ndata: ${JSON.stringify(jobJson(next.value.job!))}\n\n`);
+      await sse.write(`event: job\nid: ${next.value.eventId}\ndata: ${JSON.stringify(JOB_VIEW.json(next.value.job!))}\n\n`);
     }
   } catch (error) {
     reply.request.log.debug({ err: error }, "job event stream ended early");
@@ -127,7 +131,7 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
     app.get<{ Params: { jobId: string } }>("/api/v1/jobs/:jobId", { schema: GET_JOB_SCHEMA }, async (request, reply) => {
       const { job } = await core.generation.getJob({ jobId: request.params.jobId }, platformCall(request, reply));
       reply.header("cache-control", "no-store");
-      return jobJson(job!);
+      return JOB_VIEW.json(job!);
     });
 
     app.post<{ Params: { jobId: string } }>(
@@ -145,13 +149,13 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
         try {
           const { job } = await core.generation.cancelJob({ jobId: request.params.jobId }, call);
           reply.header("cache-control", "no-store");
-          return jobJson(job!);
+          return JOB_VIEW.json(job!);
         } catch (error) {
           const refusal = httpErrorOf(error);
           if (refusal.reason !== "job_already_finished") throw error;
           // 409 with the job as it stands: what it finished as, and what it was charged.
           const { job } = await core.generation.getJob({ jobId: request.params.jobId }, platformCall(request, reply));
-          return reply.code(refusal.status).send({ error: { code: refusal.reason, message: refusal.message }, job: jobJson(job!) });
+          return reply.code(refusal.status).send({ error: { code: refusal.reason, message: refusal.message }, job: JOB_VIEW.json(job!) });
         }
       },
     );
@@ -173,7 +177,7 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
       const message = listJobsRequest(request.query);
       const response = await core.generation.listJobs(message, platformCall(request, reply));
       reply.header("cache-control", "no-store");
-      return { jobs: response.jobs.map(jobJson), next_page_token: response.nextPageToken === "" ? null : response.nextPageToken };
+      return { jobs: response.jobs.map(JOB_VIEW.json), next_page_token: response.nextPageToken === "" ? null : response.nextPageToken };
     });
 
     app.get("/api/v1/balance", { schema: GET_BALANCE_SCHEMA }, async (request, reply) => {
@@ -202,8 +206,8 @@ interface ListJobsQuery {
   page_token?: string;
 }
 
-/** "done" → JOB_STATUS_DONE: the proto's enum names, lower-cased and without the prefix. */
-const STATUS_BY_NAME = new Map(JobStatusSchema.values.map((value) => [value.name.replace(/^JOB_STATUS_/, "").toLowerCase(), value.number as JobStatus]));
+/** "done" → JOB_STATUS_DONE. */
+const STATUS_BY_NAME = new Map([...STATUS_WORDS].map(([number, word]) => [word, number as JobStatus]));
 
 /** The query of GET /api/v1/jobs as a ListJobsRequest; the text's own syntax is checked here, its values by the domain. */
 function listJobsRequest(query: ListJobsQuery): MessageInitShape<typeof ListJobsRequestSchema> {

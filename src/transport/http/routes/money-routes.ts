@@ -6,7 +6,7 @@ import { checkGrouping, type CoreClients } from "../../../core/index.js";
 import { platformCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { GatewayError } from "../gateway-error.js";
-import { ledgerEntryJson, usageJson } from "../json-mapping.js";
+import { ledgerPageJson, usageJson } from "../json-mapping.js";
 import { limitOf, queryRule, timestampOf } from "../query-params.js";
 import { LEDGER_SCHEMA, USAGE_SCHEMA } from "../schemas/money.js";
 
@@ -55,7 +55,7 @@ export function moneyRoutes(core: CoreClients, guard: BodyGuard) {
     app.get<{ Querystring: StatementQueryText }>("/api/v1/ledger", { onRequest, schema: LEDGER_SCHEMA, attachValidation: true }, async (request, reply) => {
       const response = await core.generation.listLedgerEntries(statementRequest(request), platformCall(request, reply));
       reply.header("cache-control", "no-store");
-      return { entries: response.entries.map(ledgerEntryJson), next_page_token: response.nextPageToken === "" ? null : response.nextPageToken };
+      return ledgerPageJson(response);
     });
 
     app.get<{ Querystring: UsageQueryText }>("/api/v1/usage", { onRequest, schema: USAGE_SCHEMA, attachValidation: true }, async (request, reply) => {

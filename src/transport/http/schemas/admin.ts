@@ -1,6 +1,7 @@
 import { UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import { ADMIN_SECURITY, BALANCE, MONEY, MONEY_INPUT, PLATFORM_ERRORS } from "./common.js";
+import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "./money.js";
 import { orNull, protoJsonSchema } from "./proto-json-schema.js";
 
 /**
@@ -92,7 +93,10 @@ const PANEL_SESSION = {
   required: ["session_id", "role", "account_id", "credential_id", "create_time", "expire_time"],
 } as const;
 
+/** Each admin route's schema, by the RPC it calls. */
 export const ADMIN_SCHEMAS = {
+  listAccountLedgerEntries: ADMIN_LEDGER_SCHEMA,
+  getAccountUsage: ADMIN_USAGE_SCHEMA,
   listPanelSessions: admin("listPanelSessions", "The web panel's open sessions, newest first (never their tokens)", {
     querystring: {
       type: "object",

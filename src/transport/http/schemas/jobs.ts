@@ -1,7 +1,10 @@
+import { create } from "@bufbuild/protobuf";
 import { ListModelsResponseSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
+import { JobResultSchema, JobSchema, JobStatus, JobUsageSchema } from "../../../../gen/generation/v1/job_pb.js";
 import { ModelKindSchema } from "../../../../gen/generation/v1/model_pb.js";
 import { BALANCE, IDEMPOTENCY_HEADERS, MONEY, PLATFORM_ERROR, PLATFORM_ERRORS, PLATFORM_SECURITY } from "./common.js";
 import { orNull, protoJsonSchema } from "./proto-json-schema.js";
+import { restView } from "./rest-view.js";
 
 /**
  * Schemas of the jobs API under /api/v1 (spec 2 and 4). Request bodies are
@@ -66,37 +69,32 @@ export const ACCEPTED = {
 
 
 
-/** The job as GET /api/v1/jobs/{id} answers it (also each item of GET /api/v1/jobs). */
-export const JOB = {
-  type: "object",
-  properties: {
-    job_id: { type: "string" },
-    status: JOB_STATUS,
-    model: { type: "string" },
-    created_at: { ...orNull({ type: "string" }), format: "date-time" },
-    started_at: { ...orNull({ type: "string" }), format: "date-time" },
-    finished_at: { ...orNull({ type: "string" }), format: "date-time" },
-    result: {
+const JOB_RESULT = restView(JobResultSchema);
+const JOB_USAGE = restView(JobUsageSchema, { reserved: { schema: MONEY }, charged: { schema: MONEY } });
+const NO_USAGE = create(JobUsageSchema, { reserved: "0.00", charged: "0.00" });
+const NULLABLE_TIME = { schema: orNull({ type: "string" }) };
+
+/** The job as GET /api/v1/jobs/{id} answers it (spec 2.4; also each item of GET /api/v1/jobs). */
+export const JOB_VIEW = restView(JobSchema, {
+  created_at: NULLABLE_TIME,
+  started_at: NULLABLE_TIME,
+  finished_at: NULLABLE_TIME,
+  result: {
+    schema: {
+      ...JOB_RESULT.schema,
       type: ["object", "null"],
       description: "Set once the job is done: a signed link to the image or video, or the text of a text job.",
-      properties: { image_url: orNull({ type: "string" }), text: orNull({ type: "string" }), mime_type: orNull({ type: "string" }) },
-      required: ["image_url", "text", "mime_type"],
     },
-    error: { ...orNull({ type: "string" }), description: "The failure's code, e.g. missing_input_images." },
-    error_message: orNull({ type: "string" }),
-    usage: {
-      type: "object",
-      properties: {
-        prompt_token_count: { type: "integer" },
-        candidates_token_count: { type: "integer" },
-        total_token_count: { type: "integer" },
-        reserved: MONEY,
-        charged: MONEY,
-      },
-      required: ["prompt_token_count", "candidates_token_count", "total_token_count", "reserved", "charged"],
-    },
+    json: (job) => (job.status === JobStatus.DONE ? JOB_RESULT.json(job.result ?? create(JobResultSchema)) : null),
   },
-  required: ["job_id", "status", "model", "created_at", "started_at", "finished_at", "result", "error", "error_message", "usage"],
+  error: {
+    schema: { description: "The failure's code, e.g. missing_input_images." },
+    json: (job) => (job.status === JobStatus.FAILED ? (job.error ?? "generation_failed") : (job.error || null)),
+  },
+  error_message: { json: (job) => (job.status === JobStatus.FAILED ? (job.errorMessage ?? null) : (job.errorMessage || null)) },
+  usage: { schema: JOB_USAGE.schema, json: (job) => JOB_USAGE.json(job.usage ?? NO_USAGE) },
+  metadata: false,
+}, {
   examples: [
     {
       job_id: "3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41",
@@ -111,7 +109,8 @@ export const JOB = {
       usage: { prompt_token_count: 0, candidates_token_count: 0, total_token_count: 0, reserved: "0.134", charged: "0.134" },
     },
   ],
-} as const;
+});
+const JOB = JOB_VIEW.schema as typeof JOB_VIEW.schema & { examples: unknown[] };
 
 /** GET /api/v1/models: ListModelsResponse in proto field names, the kind as a lower-case word. */
 const MODELS = (() => {
