@@ -1,16 +1,13 @@
 import { toJson, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import {
-  AdminService, PanelSessionRole, UpstreamRouteSchema, type ApiKey, type KeyLimits, type PanelSession,
-} from "../../../../gen/generation/v1/admin_service_pb.js";
+import { AdminService, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import type { CoreClients } from "../../../core/index.js";
 import { callerValues } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { GatewayError } from "../gateway-error.js";
 import { balanceJson, ledgerPageJson, parseBody, usageJson } from "../json-mapping.js";
-import { ADMIN_SCHEMAS } from "../schemas/admin.js";
+import { ADMIN_SCHEMAS, API_KEY, KEY_LIMITS, PANEL_SESSION } from "../schemas/admin.js";
 import { statementRequest, usageRequest } from "./money-routes.js";
 
 type Rpc = keyof typeof AdminService.method;
@@ -76,45 +73,6 @@ function int32OrRefuse(field: string, value: number | undefined): number | undef
   return value;
 }
 
-function limitsJson(limits: KeyLimits | undefined) {
-  return {
-    spend_limit: limits?.spendLimit ?? null,
-    daily_spend_limit: limits?.dailySpendLimit ?? null,
-    monthly_spend_limit: limits?.monthlySpendLimit ?? null,
-    rate_limit_per_minute: limits?.rateLimitPerMinute ?? null,
-    max_concurrent_jobs: limits?.maxConcurrentJobs ?? null,
-  };
-}
-
-function apiKeyJson({ key }: { key?: ApiKey }) {
-  return {
-    key_id: key?.keyId ?? "",
-    account_id: key?.accountId ?? "",
-    models: key?.models ?? [],
-    revoked: key?.revoked ?? false,
-    created_at: key?.createdAt ? timestampDate(key.createdAt).toISOString() : null,
-    ...limitsJson(key?.limits),
-    spent: key?.spent ?? "0.00",
-    spent_today: key?.spentToday ?? "0.00",
-    spent_this_month: key?.spentThisMonth ?? "0.00",
-    held: key?.held ?? "0.00",
-    remaining: key?.remaining ?? null,
-    remaining_today: key?.remainingToday ?? null,
-    remaining_this_month: key?.remainingThisMonth ?? null,
-  };
-}
-
-function panelSessionJson(session: PanelSession) {
-  return {
-    session_id: session.sessionId,
-    role: session.role === PanelSessionRole.OPERATOR ? "operator" : "owner",
-    account_id: session.accountId === "" ? null : session.accountId,
-    credential_id: session.credentialId === "" ? null : session.credentialId,
-    create_time: session.createTime ? timestampDate(session.createTime).toISOString() : null,
-    expire_time: session.expireTime ? timestampDate(session.expireTime).toISOString() : null,
-  };
-}
-
 const ROUTES = [
   route({
     method: "POST", url: "/accounts", rpc: "createAccount", guard: "body", status: 201,
@@ -148,14 +106,14 @@ const ROUTES = [
   route({
     method: "POST", url: "/accounts/:accountId/keys", rpc: "createApiKey", guard: "body", status: 201,
     request: ({ params, body }) => ({ accountId: params.accountId, models: (body as { models: string[] }).models, limits: limitsOf(body) }),
-    answer: (key) => ({ key_id: key.keyId, api_key: key.apiKey, account_id: key.accountId, models: key.models, ...limitsJson(key.limits) }),
+    answer: (key) => ({ key_id: key.keyId, api_key: key.apiKey, account_id: key.accountId, models: key.models, ...KEY_LIMITS.json(key.limits) }),
   }),
-  route({ method: "GET", url: "/keys/:keyId", rpc: "getApiKey", guard: "header", request: ({ params }) => ({ keyId: params.keyId }), answer: apiKeyJson }),
+  route({ method: "GET", url: "/keys/:keyId", rpc: "getApiKey", guard: "header", request: ({ params }) => ({ keyId: params.keyId }), answer: ({ key }) => API_KEY.json(key) }),
   route({
     method: "PATCH", url: "/keys/:keyId", rpc: "updateApiKey", guard: "body",
     // The fields sent are the ones changed (null removes a limit): exactly an update mask.
     request: ({ params, body }) => ({ keyId: params.keyId, limits: limitsOf(body), updateMask: { paths: Object.keys(body ?? {}) } }),
-    answer: apiKeyJson,
+    answer: ({ key }) => API_KEY.json(key),
   }),
   // DELETE may carry a body too (Fastify reads it): the token is checked first, as on every route that takes one.
   route({ method: "DELETE", url: "/keys/:keyId", rpc: "revokeApiKey", guard: "body", request: ({ params }) => ({ keyId: params.keyId }) }),
@@ -166,7 +124,7 @@ const ROUTES = [
       if (query.limit !== undefined && !/^[0-9]{1,4}$/.test(query.limit)) throw new GatewayError(400, "invalid_limit", "limit must be an integer from 1 to 1000");
       return { limit: query.limit === undefined ? undefined : Number(query.limit) };
     },
-    answer: ({ sessions }) => ({ sessions: sessions.map(panelSessionJson) }),
+    answer: ({ sessions }) => ({ sessions: sessions.map(PANEL_SESSION.json) }),
   }),
   route({
     method: "DELETE", url: "/panel-sessions/:sessionId", rpc: "revokePanelSession", guard: "body",

@@ -1,8 +1,9 @@
-import { UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
+import { ApiKeySchema, KeyLimitsSchema, PanelSessionSchema, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import { ADMIN_SECURITY, BALANCE, MONEY, MONEY_INPUT, PLATFORM_ERRORS } from "./common.js";
 import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "./money.js";
 import { orNull, protoJsonSchema } from "./proto-json-schema.js";
+import { restView } from "./rest-view.js";
 
 /**
  * Schemas of the operator's API under /admin/v1 (a fixed contract: tools
@@ -25,38 +26,26 @@ const KEY_LIMITS_IN = {
   max_concurrent_jobs: { type: ["number", "null"], description: "Jobs queued or running at once, 1 to 100000." },
 } as const;
 
-const KEY_LIMITS_OUT = {
-  spend_limit: orNull(MONEY),
-  daily_spend_limit: orNull(MONEY),
-  monthly_spend_limit: orNull(MONEY),
-  rate_limit_per_minute: orNull({ type: "integer" }),
-  max_concurrent_jobs: orNull({ type: "integer" }),
-} as const;
-const KEY_LIMIT_NAMES = Object.keys(KEY_LIMITS_OUT);
+/** A key's limits as answered: null where there is none. */
+export const KEY_LIMITS = restView(KeyLimitsSchema, {
+  spend_limit: { schema: orNull(MONEY) },
+  daily_spend_limit: { schema: orNull(MONEY) },
+  monthly_spend_limit: { schema: orNull(MONEY) },
+});
+
+const money = (description: string, nullable = false) => ({ schema: { ...(nullable ? orNull(MONEY) : MONEY), description } });
 
 /** A key as GET /admin/v1/keys/{key_id} shows it: grants, limits, and what it has spent and has left. */
-const API_KEY = {
-  type: "object",
-  properties: {
-    key_id: { type: "string" },
-    account_id: { type: "string" },
-    models: { type: "array", items: { type: "string" } },
-    revoked: { type: "boolean" },
-    created_at: { type: "string", format: "date-time" },
-    ...KEY_LIMITS_OUT,
-    spent: { ...MONEY, description: "Settled charges made with the key, all time." },
-    spent_today: { ...MONEY, description: "… this UTC day." },
-    spent_this_month: { ...MONEY, description: "… this UTC month." },
-    held: { ...MONEY, description: "The key's open holds, counted against every spend limit." },
-    remaining: { ...orNull(MONEY), description: "spend_limit − spent − held (never below zero); null without a spend_limit." },
-    remaining_today: { ...orNull(MONEY), description: "daily_spend_limit − spent_today − held; null without one." },
-    remaining_this_month: { ...orNull(MONEY), description: "monthly_spend_limit − spent_this_month − held; null without one." },
-  },
-  required: [
-    "key_id", "account_id", "models", "revoked", "created_at", ...KEY_LIMIT_NAMES, "spent", "spent_today", "spent_this_month", "held",
-    "remaining", "remaining_today", "remaining_this_month",
-  ],
-} as const;
+export const API_KEY = restView(ApiKeySchema, {
+  limits: { inline: KEY_LIMITS },
+  spent: money("Settled charges made with the key, all time."),
+  spent_today: money("… this UTC day."),
+  spent_this_month: money("… this UTC month."),
+  held: money("The key's open holds, counted against every spend limit."),
+  remaining: money("spend_limit − spent − held (never below zero); null without a spend_limit.", true),
+  remaining_today: money("daily_spend_limit − spent_today − held; null without one.", true),
+  remaining_this_month: money("monthly_spend_limit − spent_this_month − held; null without one.", true),
+});
 
 const PAUSED_BODY = { type: "object", properties: { paused: { type: "boolean" } }, required: ["paused"], examples: [{ paused: true }] } as const;
 
@@ -80,18 +69,12 @@ const ROUTE = (() => {
 })();
 
 /** A web panel session as the operator sees it: who and when, never its token. */
-const PANEL_SESSION = {
-  type: "object",
-  properties: {
-    session_id: { type: "string", description: "Its id (not secret: it cannot be turned into a session)." },
-    role: { type: "string", enum: ["owner", "operator"] },
-    account_id: { type: ["string", "null"], description: "The owner's account; null for the operator." },
-    credential_id: { type: ["string", "null"], description: "The owner token it came from (revoking the token ends it); null for the operator." },
-    create_time: { type: "string", format: "date-time" },
-    expire_time: { type: "string", format: "date-time", description: "It ends on its own then (twelve hours after sign-in)." },
-  },
-  required: ["session_id", "role", "account_id", "credential_id", "create_time", "expire_time"],
-} as const;
+export const PANEL_SESSION = restView(PanelSessionSchema, {
+  session_id: { schema: { description: "Its id (not secret: it cannot be turned into a session)." } },
+  account_id: { emptyIsNull: true, schema: { description: "The owner's account; null for the operator." } },
+  credential_id: { emptyIsNull: true, schema: { description: "The owner token it came from (revoking the token ends it); null for the operator." } },
+  expire_time: { schema: { description: "It ends on its own then (twelve hours after sign-in)." } },
+});
 
 /** Each admin route's schema, by the RPC it calls. */
 export const ADMIN_SCHEMAS = {
@@ -103,7 +86,7 @@ export const ADMIN_SCHEMAS = {
       properties: { limit: { type: "string", description: "At most this many, an integer from 1 to 1000; 100 when absent (otherwise 400 invalid_limit).", examples: ["100"] } },
     },
     response: {
-      200: { type: "object", properties: { sessions: { type: "array", items: PANEL_SESSION } }, required: ["sessions"] },
+      200: { type: "object", properties: { sessions: { type: "array", items: PANEL_SESSION.schema } }, required: ["sessions"] },
       ...PLATFORM_ERRORS,
     },
   }),
@@ -148,21 +131,21 @@ export const ADMIN_SCHEMAS = {
         description: "The key is shown once; only its hash is stored.",
         properties: {
           key_id: { type: "string" }, api_key: { type: "string" }, account_id: { type: "string" }, models: { type: "array", items: { type: "string" } },
-          ...KEY_LIMITS_OUT,
+          ...KEY_LIMITS.schema.properties,
         },
-        required: ["key_id", "api_key", "account_id", "models", ...KEY_LIMIT_NAMES],
+        required: ["key_id", "api_key", "account_id", "models", ...KEY_LIMITS.schema.required],
       },
       ...PLATFORM_ERRORS,
     },
   }),
   getApiKey: admin("getApiKey", "A key: its grants, its limits, what it has spent and what its limits leave", {
     params: params("keyId"),
-    response: { 200: API_KEY, ...PLATFORM_ERRORS },
+    response: { 200: API_KEY.schema, ...PLATFORM_ERRORS },
   }),
   updateApiKey: admin("updateApiKey", "Change a key's limits (fields sent change; null removes a limit; fields left out keep theirs)", {
     params: params("keyId"),
     body: { type: "object", properties: KEY_LIMITS_IN, additionalProperties: false, examples: [{ spend_limit: "50.00", rate_limit_per_minute: null }] },
-    response: { 200: API_KEY, ...PLATFORM_ERRORS },
+    response: { 200: API_KEY.schema, ...PLATFORM_ERRORS },
   }),
   revokeApiKey: admin("revokeApiKey", "Revoke an API key", {
     params: params("keyId"),

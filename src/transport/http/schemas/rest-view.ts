@@ -25,7 +25,8 @@ export interface FieldView<M> {
 
 export interface RestView<M> {
   readonly schema: { type: "object"; properties: Record<string, Schema>; required: string[] } & Schema;
-  json(message: M): Record<string, unknown>;
+  /** An absent message is answered with every field null. */
+  json(message: M | undefined): Record<string, unknown>;
 }
 
 /** The enum's value names without their shared prefix, lower-cased ("done" for JOB_STATUS_DONE); the zero value is "unknown". */
@@ -106,7 +107,7 @@ export function restView<D extends DescMessage>(
     schema: { type: "object", properties, required, ...extra },
     json(message) {
       const json: Record<string, unknown> = {};
-      for (const read of readers) read(message, json);
+      for (const read of readers) read(message ?? ({} as M), json);
       return json;
     },
   };
