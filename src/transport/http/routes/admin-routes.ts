@@ -22,7 +22,8 @@ interface AdminRoute<R extends Rpc> {
   /** "body": the admin token is checked before a body is read; "header": before the query is; absent: by the core. */
   readonly guard?: "body" | "header";
   readonly status?: number;
-  readonly request: (request: AdminRequest) => MessageInitShape<(typeof AdminService.method)[R]["input"]>;
+  /** The RPC's request; by default the path's parameters, named as its fields. */
+  readonly request?: (request: AdminRequest) => MessageInitShape<(typeof AdminService.method)[R]["input"]>;
   /** The answer, where it is not the response in proto field names. */
   readonly answer?: (response: MessageShape<(typeof AdminService.method)[R]["output"]>) => unknown;
 }
@@ -81,62 +82,60 @@ const ROUTES = [
   }),
   route({
     method: "POST", url: "/accounts/:accountId/credits", rpc: "addCredits", guard: "body",
-    request: ({ params, body }) => ({ accountId: params.accountId, amount: stringField(body, "amount") }),
+    request: ({ params, body }) => ({ ...params, amount: stringField(body, "amount") }),
     answer: ({ balance }) => balanceJson(balance),
   }),
   route({
     method: "GET", url: "/accounts/:accountId/balance", rpc: "getAccountBalance",
-    request: ({ params }) => ({ accountId: params.accountId }),
     answer: ({ balance }) => balanceJson(balance),
   }),
   route({
     method: "GET", url: "/accounts/:accountId/ledger", rpc: "listAccountLedgerEntries", guard: "header",
-    request: (request) => ({ accountId: request.params.accountId, query: statementRequest(request) }),
+    request: (request) => ({ ...request.params, query: statementRequest(request) }),
     answer: ledgerPageJson,
   }),
   route({
     method: "GET", url: "/accounts/:accountId/usage", rpc: "getAccountUsage", guard: "header",
-    request: (request) => ({ accountId: request.params.accountId, query: usageRequest(request) }),
+    request: (request) => ({ ...request.params, query: usageRequest(request) }),
     answer: ({ usage }) => usageJson(usage),
   }),
   route({
     method: "PUT", url: "/accounts/:accountId/webhook", rpc: "setWebhook", guard: "body",
-    request: ({ params, body }) => ({ accountId: params.accountId, url: stringField(body, "url", false) }),
+    request: ({ params, body }) => ({ ...params, url: stringField(body, "url", false) }),
   }),
   route({
     method: "POST", url: "/accounts/:accountId/keys", rpc: "createApiKey", guard: "body", status: 201,
-    request: ({ params, body }) => ({ accountId: params.accountId, models: (body as { models: string[] }).models, limits: limitsOf(body) }),
+    request: ({ params, body }) => ({ ...params, models: (body as { models: string[] }).models, limits: limitsOf(body) }),
     answer: (key) => ({ key_id: key.keyId, api_key: key.apiKey, account_id: key.accountId, models: key.models, ...KEY_LIMITS.json(key.limits) }),
   }),
-  route({ method: "GET", url: "/keys/:keyId", rpc: "getApiKey", guard: "header", request: ({ params }) => ({ keyId: params.keyId }), answer: ({ key }) => API_KEY.json(key) }),
+  route({ method: "GET", url: "/keys/:keyId", rpc: "getApiKey", guard: "header", answer: ({ key }) => API_KEY.json(key) }),
   route({
     method: "PATCH", url: "/keys/:keyId", rpc: "updateApiKey", guard: "body",
     // The fields sent are the ones changed (null removes a limit): exactly an update mask.
-    request: ({ params, body }) => ({ keyId: params.keyId, limits: limitsOf(body), updateMask: { paths: Object.keys(body ?? {}) } }),
+    request: ({ params, body }) => ({ ...params, limits: limitsOf(body), updateMask: { paths: Object.keys(body ?? {}) } }),
     answer: ({ key }) => API_KEY.json(key),
   }),
   // DELETE may carry a body too (Fastify reads it): the token is checked first, as on every route that takes one.
-  route({ method: "DELETE", url: "/keys/:keyId", rpc: "revokeApiKey", guard: "body", request: ({ params }) => ({ keyId: params.keyId }) }),
+  route({ method: "DELETE", url: "/keys/:keyId", rpc: "revokeApiKey", guard: "body" }),
   route({
     method: "GET", url: "/panel-sessions", rpc: "listPanelSessions", guard: "header",
     request: ({ query }) => {
       // Digits only, so no text becomes a number the proto's int32 would bend; the range is the core's (400 invalid_limit).
-      if (query.limit !== undefined && !/^[0-9]{1,4}$/.test(query.limit)) throw new GatewayError(400, "invalid_limit", "limit must be an integer from 1 to 1000");
+      if (query.limit !== undefined && !/^[0-9]{1,4}$/.test(query.limit)) {
+        throw new GatewayError(400, "invalid_limit", "limit must be an integer from 1 to 1000");
+      }
       return { limit: query.limit === undefined ? undefined : Number(query.limit) };
     },
     answer: ({ sessions }) => ({ sessions: sessions.map(PANEL_SESSION.json) }),
   }),
-  route({
-    method: "DELETE", url: "/panel-sessions/:sessionId", rpc: "revokePanelSession", guard: "body",
-    request: ({ params }) => ({ sessionId: params.sessionId }),
-  }),
+  route({ method: "DELETE", url: "/panel-sessions/:sessionId", rpc: "revokePanelSession", guard: "body" }),
   route({ method: "PUT", url: "/pause", rpc: "setProjectPaused", guard: "body", request: ({ body }) => ({ paused: paused(body) }) }),
   route({
     method: "PUT", url: "/models/:model/pause", rpc: "setModelPaused", guard: "body",
-    request: ({ params, body }) => ({ model: params.model, paused: paused(body) }),
+    request: ({ params, body }) => ({ ...params, paused: paused(body) }),
   }),
   route({
-    method: "GET", url: "/routes", rpc: "listRoutes", request: () => ({}),
+    method: "GET", url: "/routes", rpc: "listRoutes",
     // Counters are int64 in the proto (strings in proto JSON); the REST view gives plain numbers.
     answer: ({ routes }) => ({
       routes: routes.map((upstream) => ({
@@ -148,9 +147,9 @@ const ROUTES = [
   }),
   route({
     method: "PUT", url: "/routes/:name/pause", rpc: "setRoutePaused", guard: "body",
-    request: ({ params, body }) => ({ name: params.name, paused: paused(body) }),
+    request: ({ params, body }) => ({ ...params, paused: paused(body) }),
   }),
-  route({ method: "GET", url: "/prices", rpc: "listPrices", request: () => ({}) }),
+  route({ method: "GET", url: "/prices", rpc: "listPrices" }),
   route({
     method: "PUT", url: "/prices/:model", rpc: "updatePrice", guard: "body",
     request: ({ params, body }) => {
@@ -171,7 +170,10 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
     const withBody = guard({ credential: "admin", keyFrom: "platform", images: false });
     const guards = { body: withBody, header: { onRequest: withBody.onRequest } };
     for (const { method, url, rpc, guard: checked, status, request: requestOf, answer } of ROUTES) {
-      const schema = ADMIN_SCHEMAS[rpc as keyof typeof ADMIN_SCHEMAS];
+      // The path's parameters are text, each required.
+      const names = [...url.matchAll(/:(\w+)/g)].map((match) => match[1]!);
+      const params = { type: "object", properties: Object.fromEntries(names.map((name) => [name, { type: "string" }])), required: names };
+      const schema = { ...ADMIN_SCHEMAS[rpc as keyof typeof ADMIN_SCHEMAS], ...(names.length > 0 ? { params } : {}) };
       app.route<{ Params: Record<string, string>; Querystring: Record<string, string | undefined> }>({
         method,
         url: `/admin/v1${url}`,
@@ -181,7 +183,7 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
         handler: async (request, reply) => {
           if (request.validationError) throw new GatewayError(400, "invalid_query", request.validationError.message);
           const call = core.admin[rpc] as (request: object, options: ReturnType<typeof adminCall>) => Promise<MessageShape<Method["output"]>>;
-          const response = await call(requestOf(request), adminCall(request));
+          const response = await call(requestOf ? requestOf(request) : request.params, adminCall(request));
           const json = answer ? answer(response) : toJson(AdminService.method[rpc].output, response, PROTO_NAMES);
           return status ? reply.code(status).send(json) : json;
         },

@@ -1,4 +1,6 @@
-import { ApiKeySchema, KeyLimitsSchema, PanelSessionSchema, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
+import {
+  AdminService, ApiKeySchema, KeyLimitsSchema, PanelSessionSchema, SetWebhookResponseSchema, UpstreamRouteSchema,
+} from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import { ADMIN_SECURITY, BALANCE, MONEY, MONEY_INPUT, PLATFORM_ERRORS } from "./common.js";
 import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "./money.js";
@@ -11,11 +13,11 @@ import { restView } from "./rest-view.js";
  * number where money is expected is refused (422), never rounded.
  */
 
-const admin = (operationId: string, summary: string, rest: Record<string, unknown>) =>
-  ({ tags: ["admin"], operationId, summary, security: ADMIN_SECURITY, ...rest }) as const;
-
-const params = (...names: string[]) =>
-  ({ type: "object", properties: Object.fromEntries(names.map((name) => [name, { type: "string" }])), required: names }) as const;
+/** An admin route's schema: by default it answers the RPC's response in proto field names; errors are the platform's. */
+function admin(rpc: keyof typeof AdminService.method, summary: string, { response, ...rest }: { response?: object; [part: string]: unknown } = {}) {
+  const answer = response ?? { 200: restView(AdminService.method[rpc].output).schema };
+  return { tags: ["admin"], operationId: rpc, summary, security: ADMIN_SECURITY, ...rest, response: { ...answer, ...PLATFORM_ERRORS } };
+}
 
 /** A key's limits in a request: decimal strings and whole numbers; null (or absent) is no limit. Ranges are the domain's (400 invalid_key_limit). */
 const KEY_LIMITS_IN = {
@@ -87,35 +89,23 @@ export const ADMIN_SCHEMAS = {
     },
     response: {
       200: { type: "object", properties: { sessions: { type: "array", items: PANEL_SESSION.schema } }, required: ["sessions"] },
-      ...PLATFORM_ERRORS,
     },
   }),
-  revokePanelSession: admin("revokePanelSession", "End a web panel session now (its next call is 401 session_revoked)", {
-    params: params("sessionId"),
-    response: {
-      200: { type: "object", properties: { session_id: { type: "string" }, revoked: { type: "boolean" } }, required: ["session_id", "revoked"] },
-      ...PLATFORM_ERRORS,
-    },
-  }),
+  revokePanelSession: admin("revokePanelSession", "End a web panel session now (its next call is 401 session_revoked)"),
   createAccount: admin("createAccount", "Create an account with an initial balance", {
     body: {
       type: "object",
       properties: { name: { type: ["string", "null"] }, balance: orNull(MONEY_INPUT) },
       examples: [{ name: "me", balance: "10.00" }],
     },
-    response: { 201: ACCOUNT, ...PLATFORM_ERRORS },
+    response: { 201: ACCOUNT },
   }),
   addCredits: admin("addCredits", "Add credits to an account", {
-    params: params("accountId"),
     body: { type: "object", properties: { amount: orNull(MONEY_INPUT) }, required: ["amount"], examples: [{ amount: "25.00" }] },
-    response: { 200: BALANCE, ...PLATFORM_ERRORS },
+    response: { 200: BALANCE },
   }),
-  getAccountBalance: admin("getAccountBalance", "An account's balance", {
-    params: params("accountId"),
-    response: { 200: BALANCE, ...PLATFORM_ERRORS },
-  }),
+  getAccountBalance: admin("getAccountBalance", "An account's balance", { response: { 200: BALANCE } }),
   createApiKey: admin("createApiKey", "Create an API key for an account, scoped to models", {
-    params: params("accountId"),
     body: {
       type: "object",
       properties: {
@@ -135,67 +125,33 @@ export const ADMIN_SCHEMAS = {
         },
         required: ["key_id", "api_key", "account_id", "models", ...KEY_LIMITS.schema.required],
       },
-      ...PLATFORM_ERRORS,
     },
   }),
-  getApiKey: admin("getApiKey", "A key: its grants, its limits, what it has spent and what its limits leave", {
-    params: params("keyId"),
-    response: { 200: API_KEY.schema, ...PLATFORM_ERRORS },
-  }),
+  getApiKey: admin("getApiKey", "A key: its grants, its limits, what it has spent and what its limits leave", { response: { 200: API_KEY.schema } }),
   updateApiKey: admin("updateApiKey", "Change a key's limits (fields sent change; null removes a limit; fields left out keep theirs)", {
-    params: params("keyId"),
     body: { type: "object", properties: KEY_LIMITS_IN, additionalProperties: false, examples: [{ spend_limit: "50.00", rate_limit_per_minute: null }] },
-    response: { 200: API_KEY.schema, ...PLATFORM_ERRORS },
+    response: { 200: API_KEY.schema },
   }),
-  revokeApiKey: admin("revokeApiKey", "Revoke an API key", {
-    params: params("keyId"),
-    response: {
-      200: { type: "object", properties: { key_id: { type: "string" }, revoked: { type: "boolean" } }, required: ["key_id", "revoked"] },
-      ...PLATFORM_ERRORS,
-    },
-  }),
+  revokeApiKey: admin("revokeApiKey", "Revoke an API key"),
   setWebhook: admin("setWebhook", "Set (or clear, with an empty url) the account-wide webhook", {
-    params: params("accountId"),
     body: { type: "object", properties: { url: { type: ["string", "null"], description: "An http(s) URL; empty or null clears it." } }, examples: [{ url: "https://example.com/hooks/generation" }] },
     response: {
-      200: {
-        type: "object",
+      200: restView(SetWebhookResponseSchema, {}, {
         description: "`secret` signs every delivery (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature).",
-        properties: { url: { type: "string" }, secret: { type: "string" } },
-        required: ["url", "secret"],
-      },
-      ...PLATFORM_ERRORS,
+      }).schema,
     },
   }),
-  setProjectPaused: admin("setProjectPaused", "Pause or resume the whole project (new requests get 503)", {
-    body: PAUSED_BODY,
-    response: { 200: { type: "object", properties: { paused: { type: "boolean" } }, required: ["paused"] }, ...PLATFORM_ERRORS },
-  }),
-  setModelPaused: admin("setModelPaused", "Pause or resume one model", {
-    params: params("model"),
-    body: PAUSED_BODY,
-    response: {
-      200: { type: "object", properties: { model: { type: "string" }, paused: { type: "boolean" } }, required: ["model", "paused"] },
-      ...PLATFORM_ERRORS,
-    },
-  }),
+  setProjectPaused: admin("setProjectPaused", "Pause or resume the whole project (new requests get 503)", { body: PAUSED_BODY }),
+  setModelPaused: admin("setModelPaused", "Pause or resume one model", { body: PAUSED_BODY }),
   listRoutes: admin("listRoutes", "The upstream routes with their health and counters", {
-    response: { 200: { type: "object", properties: { routes: { type: "array", items: ROUTE } }, required: ["routes"] }, ...PLATFORM_ERRORS },
+    response: { 200: { type: "object", properties: { routes: { type: "array", items: ROUTE } }, required: ["routes"] } },
   }),
-  setRoutePaused: admin("setRoutePaused", "Pause or resume one upstream route", {
-    params: params("name"),
-    body: PAUSED_BODY,
-    response: {
-      200: { type: "object", properties: { name: { type: "string" }, paused: { type: "boolean" } }, required: ["name", "paused"] },
-      ...PLATFORM_ERRORS,
-    },
-  }),
+  setRoutePaused: admin("setRoutePaused", "Pause or resume one upstream route", { body: PAUSED_BODY }),
   listPrices: admin("listPrices", "Every model's prices", {
-    response: { 200: { type: "object", properties: { prices: { type: "array", items: PRICE_OUT } }, required: ["prices"] }, ...PLATFORM_ERRORS },
+    response: { 200: { type: "object", properties: { prices: { type: "array", items: PRICE_OUT } }, required: ["prices"] } },
   }),
   updatePrice: admin("updatePrice", "Change a model's prices (per image, per second, or per 1M tokens)", {
-    params: params("model"),
     body: PRICE_IN,
-    response: { 200: PRICE_OUT, ...PLATFORM_ERRORS },
+    response: { 200: PRICE_OUT },
   }),
 } as const;

@@ -107,8 +107,6 @@ export const USAGE = restView(GetUsageResponseSchema, {
   }],
 });
 
-const ACCOUNT_PARAMS = { type: "object", properties: { accountId: { type: "string" } }, required: ["accountId"] } as const;
-
 const RANGE_ERRORS = "Bad parameters are 400 (invalid_limit, invalid_timestamp, invalid_time_range, invalid_page_token, invalid_query) and change nothing.";
 
 export const LEDGER_SCHEMA = {
@@ -137,7 +135,6 @@ export const ADMIN_LEDGER_SCHEMA = {
   operationId: "listAccountLedgerEntries",
   summary: "Any account's statement",
   security: ADMIN_SECURITY,
-  params: ACCOUNT_PARAMS,
 } as const;
 
 export const ADMIN_USAGE_SCHEMA = {
@@ -146,5 +143,4 @@ export const ADMIN_USAGE_SCHEMA = {
   operationId: "getAccountUsage",
   summary: "Any account's usage report",
   security: ADMIN_SECURITY,
-  params: ACCOUNT_PARAMS,
 } as const;
