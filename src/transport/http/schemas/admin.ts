@@ -2,7 +2,7 @@ import {
   AdminService, ApiKeySchema, KeyLimitsSchema, PanelSessionSchema, SetWebhookResponseSchema, UpstreamRouteSchema,
 } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
-import { ADMIN_SECURITY, BALANCE, MONEY, MONEY_INPUT, PLATFORM_ERRORS } from "./common.js";
+import { ADMIN_SECURITY, BALANCE, MONEY, MONEY_INPUT, operation } from "./common.js";
 import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "./money.js";
 import { orNull, protoJsonSchema } from "./proto-json-schema.js";
 import { restView } from "./rest-view.js";
@@ -16,7 +16,7 @@ import { restView } from "./rest-view.js";
 /** An admin route's schema: by default it answers the RPC's response in proto field names; errors are the platform's. */
 function admin(rpc: keyof typeof AdminService.method, summary: string, { response, ...rest }: { response?: object; [part: string]: unknown } = {}) {
   const answer = response ?? { 200: restView(AdminService.method[rpc].output).schema };
-  return { tags: ["admin"], operationId: rpc, summary, security: ADMIN_SECURITY, ...rest, response: { ...answer, ...PLATFORM_ERRORS } };
+  return operation("admin", rpc, summary, ADMIN_SECURITY, { ...rest, response: answer });
 }
 
 /** A key's limits in a request: decimal strings and whole numbers; null (or absent) is no limit. Ranges are the domain's (400 invalid_key_limit). */

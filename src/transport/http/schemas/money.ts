@@ -1,4 +1,4 @@
-import { MONEY, PLATFORM_ERRORS, PLATFORM_SECURITY, ADMIN_SECURITY } from "./common.js";
+import { MONEY, PLATFORM_SECURITY, ADMIN_SECURITY, operation } from "./common.js";
 import { GetUsageResponseSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
 import { LedgerEntrySchema, UsageRowSchema } from "../../../../gen/generation/v1/money_pb.js";
 import { orNull } from "./proto-json-schema.js";
@@ -109,25 +109,19 @@ export const USAGE = restView(GetUsageResponseSchema, {
 
 const RANGE_ERRORS = "Bad parameters are 400 (invalid_limit, invalid_timestamp, invalid_time_range, invalid_page_token, invalid_query) and change nothing.";
 
-export const LEDGER_SCHEMA = {
-  tags: ["money"],
-  operationId: "listLedgerEntries",
-  summary: "The key's account statement: every credit, hold, charge and release, newest first",
+export const LEDGER_SCHEMA = operation(
+  "money", "listLedgerEntries", "The key's account statement: every credit, hold, charge and release, newest first", PLATFORM_SECURITY, {
   description: `Immutable entries, each with the balance after it; the sum of the amounts is the balance. ${RANGE_ERRORS}`,
-  security: PLATFORM_SECURITY,
   querystring: STATEMENT_QUERY,
-  response: { 200: STATEMENT, ...PLATFORM_ERRORS },
-} as const;
+  response: { 200: STATEMENT },
+});
 
-export const USAGE_SCHEMA = {
-  tags: ["money"],
-  operationId: "getUsage",
-  summary: "The key's account usage from settled charges: requests, tokens and spend by model, key or day",
+export const USAGE_SCHEMA = operation(
+  "money", "getUsage", "The key's account usage from settled charges: requests, tokens and spend by model, key or day", PLATFORM_SECURITY, {
   description: "Bad parameters are 400 (invalid_timestamp, invalid_time_range, invalid_group_by, invalid_query) and change nothing.",
-  security: PLATFORM_SECURITY,
   querystring: USAGE_QUERY,
-  response: { 200: USAGE.schema, ...PLATFORM_ERRORS },
-} as const;
+  response: { 200: USAGE.schema },
+});
 
 export const ADMIN_LEDGER_SCHEMA = {
   ...LEDGER_SCHEMA,
