@@ -1,5 +1,5 @@
 import { toJson, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest, FastifySchema } from "fastify";
 import { AdminService, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import type { CoreClients } from "../../../core/index.js";
@@ -8,6 +8,7 @@ import type { BodyGuard } from "../edge/body-guard.js";
 import { GatewayError } from "../gateway-error.js";
 import { balanceJson, ledgerPageJson, parseBody, usageJson } from "../json-mapping.js";
 import { ADMIN_SCHEMAS, API_KEY, KEY_LIMITS, PANEL_SESSION } from "../schemas/admin.js";
+import { queryText } from "../query-params.js";
 import { statementRequest, usageRequest } from "./money-routes.js";
 
 type Rpc = keyof typeof AdminService.method;
@@ -173,15 +174,15 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
       // The path's parameters are text, each required.
       const names = [...url.matchAll(/:(\w+)/g)].map((match) => match[1]!);
       const params = { type: "object", properties: Object.fromEntries(names.map((name) => [name, { type: "string" }])), required: names };
-      const schema = { ...ADMIN_SCHEMAS[rpc as keyof typeof ADMIN_SCHEMAS], ...(names.length > 0 ? { params } : {}) };
+      const schema: FastifySchema = { ...ADMIN_SCHEMAS[rpc as keyof typeof ADMIN_SCHEMAS], ...(names.length > 0 ? { params } : {}) };
       app.route<{ Params: Record<string, string>; Querystring: Record<string, string | undefined> }>({
         method,
         url: `/admin/v1${url}`,
         ...(checked ? guards[checked] : {}),
         schema,
-        attachValidation: "querystring" in schema,
+        attachValidation: Boolean(schema.querystring),
         handler: async (request, reply) => {
-          if (request.validationError) throw new GatewayError(400, "invalid_query", request.validationError.message);
+          if (schema.querystring) queryText(request);
           const call = core.admin[rpc] as (request: object, options: ReturnType<typeof adminCall>) => Promise<MessageShape<Method["output"]>>;
           const response = await call(requestOf ? requestOf(request) : request.params, adminCall(request));
           const json = answer ? answer(response) : toJson(AdminService.method[rpc].output, response, PROTO_NAMES);

@@ -6,7 +6,7 @@ import {
 import { JobStatusSchema, type JobStatus } from "../../../../gen/generation/v1/job_pb.js";
 import { checkStatus, type CoreClients } from "../../../core/index.js";
 import { GatewayError } from "../gateway-error.js";
-import { limitOf, queryRule, timestampOf } from "../query-params.js";
+import { limitOf, queryRule, queryText, timestampOf, type QueryText } from "../query-params.js";
 import { idempotencyKeyOf, platformCall, withDelivery } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { SseAnswer } from "../sse.js";
@@ -172,9 +172,8 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
     // attachValidation: the query schema types text only, so its one refusal (a repeated parameter) is ours to answer, as 400.
     // The key is judged before the query (the guard's header check: 401 first, like every other route).
     const keyFirst = guard({ credential: "api_key", keyFrom: "platform", images: false }).onRequest;
-    app.get<{ Querystring: ListJobsQuery }>("/api/v1/jobs", { onRequest: keyFirst, schema: LIST_JOBS_SCHEMA, attachValidation: true }, async (request, reply) => {
-      if (request.validationError) throw new GatewayError(400, "invalid_query", request.validationError.message);
-      const message = listJobsRequest(request.query);
+    app.get("/api/v1/jobs", { onRequest: keyFirst, schema: LIST_JOBS_SCHEMA, attachValidation: true }, async (request, reply) => {
+      const message = listJobsRequest(queryText(request));
       const response = await core.generation.listJobs(message, platformCall(request, reply));
       reply.header("cache-control", "no-store");
       return { jobs: response.jobs.map(JOB_VIEW.json), next_page_token: response.nextPageToken === "" ? null : response.nextPageToken };
@@ -197,20 +196,11 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
   };
 }
 
-interface ListJobsQuery {
-  status?: string;
-  model?: string;
-  created_after?: string;
-  created_before?: string;
-  limit?: string;
-  page_token?: string;
-}
-
 /** "done" → JOB_STATUS_DONE. */
 const STATUS_BY_NAME = new Map([...STATUS_WORDS].map(([number, word]) => [word, number as JobStatus]));
 
 /** The query of GET /api/v1/jobs as a ListJobsRequest; the text's own syntax is checked here, its values by the domain. */
-function listJobsRequest(query: ListJobsQuery): MessageInitShape<typeof ListJobsRequestSchema> {
+function listJobsRequest(query: QueryText): MessageInitShape<typeof ListJobsRequestSchema> {
   const status = query.status === undefined || query.status === "" ? undefined : queryRule(() => checkStatus(query.status));
   // Digits only ("1e2", " 5" and "5.0" are not integers of the query); the bounds are the domain's.
   const limit = limitOf(query.limit);
