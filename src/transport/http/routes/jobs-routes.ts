@@ -98,6 +98,7 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
     streamInlineImages(app, options.images);
     // The key is checked, and the announced size, before the body (with its inline images) is read.
     const generation = guard({ credential: "api_key", keyFrom: "platform", images: true });
+    const keyed = guard({ credential: "api_key", keyFrom: "platform", images: false });
     const createGeneration = (fixed?: { model: string; inputMode: InputMode }) =>
       async (request: FastifyRequest, reply: FastifyReply) => {
         try {
@@ -114,18 +115,11 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
       };
 
     app.post("/api/v1/generations", { ...generation, schema: CREATE_GENERATION_SCHEMA }, createGeneration());
-    for (const alias of ALIASES) {
-      const deprecated = { ...generation, onSend: deprecationHeaders };
-      app.post(
-        `/api/v1${alias.prefix}/text-generations`,
-        { ...deprecated, schema: aliasSchema("text", alias.model) },
-        createGeneration({ model: alias.model, inputMode: InputMode.TEXT_ONLY }),
-      );
-      app.post(
-        `/api/v1${alias.prefix}/url-generations`,
-        { ...deprecated, schema: aliasSchema("url", alias.model) },
-        createGeneration({ model: alias.model, inputMode: InputMode.IMAGE_URLS }),
-      );
+    for (const { prefix, model } of ALIASES) {
+      for (const [kind, inputMode] of [["text", InputMode.TEXT_ONLY], ["url", InputMode.IMAGE_URLS]] as const) {
+        const options = { ...generation, onSend: deprecationHeaders, schema: aliasSchema(kind, model) };
+        app.post(`/api/v1${prefix}/${kind}-generations`, options, createGeneration({ model, inputMode }));
+      }
     }
 
     app.get<{ Params: { jobId: string } }>("/api/v1/jobs/:jobId", { schema: GET_JOB_SCHEMA }, async (request, reply) => {
@@ -137,7 +131,7 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
     app.post<{ Params: { jobId: string } }>(
       "/api/v1/jobs/:jobId/cancel",
       {
-        ...guard({ credential: "api_key", keyFrom: "platform", images: false }),
+        ...keyed,
         schema: CANCEL_JOB_SCHEMA,
         // No body is the usual cancel: it reads as {} (anything else is judged by the schema).
         preValidation: async (request: FastifyRequest) => {
@@ -171,8 +165,7 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
 
     // attachValidation: the query schema types text only, so its one refusal (a repeated parameter) is ours to answer, as 400.
     // The key is judged before the query (the guard's header check: 401 first, like every other route).
-    const keyFirst = guard({ credential: "api_key", keyFrom: "platform", images: false }).onRequest;
-    app.get("/api/v1/jobs", { onRequest: keyFirst, schema: LIST_JOBS_SCHEMA, attachValidation: true }, async (request, reply) => {
+    app.get("/api/v1/jobs", { onRequest: keyed.onRequest, schema: LIST_JOBS_SCHEMA, attachValidation: true }, async (request, reply) => {
       const message = listJobsRequest(queryText(request));
       const response = await core.generation.listJobs(message, platformCall(request, reply));
       reply.header("cache-control", "no-store");
