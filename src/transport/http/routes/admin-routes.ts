@@ -1,6 +1,6 @@
-import { toJson, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import { ScalarType, toJson, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyRequest, FastifySchema } from "fastify";
-import { AdminService, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
+import { AdminService, KeyLimitsSchema, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import type { CoreClients } from "../../../core/index.js";
 import { callerValues } from "../call-options.js";
@@ -55,15 +55,13 @@ function stringField(body: unknown, field: string, required = true): string {
 const paused = (body: unknown) => (body as Record<string, boolean>).paused!;
 
 /** A key's limits from a body: strings stay strings (the domain reads them), numbers are sent as they are; null: unset. */
-function limitsOf(body: unknown) {
-  const value = (field: string) => (body as Body)?.[field] ?? undefined;
-  return {
-    spendLimit: value("spend_limit") as string | undefined,
-    dailySpendLimit: value("daily_spend_limit") as string | undefined,
-    monthlySpendLimit: value("monthly_spend_limit") as string | undefined,
-    rateLimitPerMinute: int32OrRefuse("rate_limit_per_minute", value("rate_limit_per_minute") as number | undefined),
-    maxConcurrentJobs: int32OrRefuse("max_concurrent_jobs", value("max_concurrent_jobs") as number | undefined),
-  };
+function limitsOf(body: unknown): MessageInitShape<typeof KeyLimitsSchema> {
+  const limits: Record<string, unknown> = {};
+  for (const field of KeyLimitsSchema.fields) {
+    const value = (body as Body)?.[field.name] ?? undefined;
+    limits[field.localName] = field.scalar === ScalarType.INT32 ? int32OrRefuse(field.name, value as number | undefined) : value;
+  }
+  return limits;
 }
 
 /** A number the proto's int32 cannot carry (a fraction, out of range) is the domain's 400, said here before the conversion would bend it. */

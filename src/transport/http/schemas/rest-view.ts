@@ -45,17 +45,18 @@ export function iso(timestamp: Timestamp | undefined): string | null {
   return text;
 }
 
-const INTEGERS = new Set([
-  ScalarType.INT32, ScalarType.UINT32, ScalarType.SINT32, ScalarType.FIXED32, ScalarType.SFIXED32,
-  ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64,
-]);
+/** The JSON types of the scalars that are not integers. */
+const NOT_INTEGER: Partial<Record<ScalarType, string>> = {
+  [ScalarType.BOOL]: "boolean", [ScalarType.STRING]: "string", [ScalarType.BYTES]: "string",
+  [ScalarType.DOUBLE]: "number", [ScalarType.FLOAT]: "number",
+};
 
 function derivedSchema(field: DescField): Schema {
   if (field.fieldKind === "enum") return { type: "string", enum: [...enumWords(field.enum).entries()].filter(([n]) => n !== 0).map(([, w]) => w) };
   if (field.fieldKind === "message") return field.message.typeName === "google.protobuf.Timestamp" ? { type: "string", format: "date-time" } : {};
   if (field.fieldKind === "list") return { type: "array", items: { type: "string" } };
   if (field.fieldKind !== "scalar") return {};
-  const schema = { type: field.scalar === ScalarType.BOOL ? "boolean" : INTEGERS.has(field.scalar) ? "integer" : "string" };
+  const schema = { type: NOT_INTEGER[field.scalar] ?? "integer" };
   return field.proto.proto3Optional ? orNull(schema) : schema;
 }
 
