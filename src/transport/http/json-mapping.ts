@@ -1,11 +1,10 @@
-import { fromJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
-import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { LRUCache } from "lru-cache";
-import { JobStatus, type Job } from "../../../gen/generation/v1/job_pb.js";
-import { LedgerEntryTypeSchema, type Balance, type LedgerEntry, type UsageRow } from "../../../gen/generation/v1/money_pb.js";
+import { create, fromJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { GetUsageResponseSchema, type GetUsageResponse } from "../../../gen/generation/v1/generation_service_pb.js";
+import type { Balance, LedgerEntry } from "../../../gen/generation/v1/money_pb.js";
 import { checkMetadata, checkMetadataShape, DomainError, type MetadataLimits } from "../../core/index.js";
 import { unsupportedMediaType } from "./error-replies.js";
 import { GatewayError } from "./gateway-error.js";
+import { LEDGER_ENTRY, USAGE } from "./schemas/money.js";
 
 /** Domain rules the gateway applies to the raw JSON before converting it (the core applies them again). */
 export interface BodyRules {
@@ -56,54 +55,6 @@ export function parseBody<S extends DescMessage>(schema: S, body: unknown, rules
   }
 }
 
-const STATUS_NAMES: Record<JobStatus, string> = {
-  [JobStatus.UNSPECIFIED]: "unknown",
-  [JobStatus.QUEUED]: "queued",
-  [JobStatus.PROCESSING]: "processing",
-  [JobStatus.DONE]: "done",
-  [JobStatus.FAILED]: "failed",
-  [JobStatus.CANCELED]: "canceled",
-};
-
-export const jobStatusName = (status: JobStatus) => STATUS_NAMES[status];
-
-/** ISO strings of the instants formatted lately: a polled job's times are formatted once, not on every GET. */
-const isoByMs = new LRUCache<number, string>({ max: 4_096 });
-
-function iso(timestamp: Timestamp | undefined): string | null {
-  if (!timestamp) return null;
-  const ms = timestampMs(timestamp);
-  let text = isoByMs.get(ms);
-  if (text === undefined) isoByMs.set(ms, (text = new Date(ms).toISOString()));
-  return text;
-}
-
-/** GET /api/v1/jobs/{id} (spec 2.4): every documented field present, null where the spec says null. */
-export function jobJson(job: Job) {
-  const done = job.status === JobStatus.DONE;
-  const failed = job.status === JobStatus.FAILED;
-  return {
-    job_id: job.jobId,
-    status: jobStatusName(job.status),
-    model: job.model,
-    created_at: iso(job.createdAt),
-    started_at: iso(job.startedAt),
-    finished_at: iso(job.finishedAt),
-    result: done
-      ? { image_url: job.result?.imageUrl ?? null, text: job.result?.text ?? null, mime_type: job.result?.mimeType ?? null }
-      : null,
-    error: failed ? (job.error ?? "generation_failed") : (job.error || null),
-    error_message: failed ? (job.errorMessage ?? null) : (job.errorMessage || null),
-    usage: {
-      prompt_token_count: job.usage?.promptTokenCount ?? 0,
-      candidates_token_count: job.usage?.candidatesTokenCount ?? 0,
-      total_token_count: job.usage?.totalTokenCount ?? 0,
-      reserved: job.usage?.reserved ?? "0.00",
-      charged: job.usage?.charged ?? "0.00",
-    },
-  };
-}
-
 export function balanceJson(balance: Balance | undefined) {
   return {
     balance: balance?.balance ?? "0.00",
@@ -113,40 +64,9 @@ export function balanceJson(balance: Balance | undefined) {
   };
 }
 
-/** "credit" for LEDGER_ENTRY_TYPE_CREDIT: the proto's enum names, lower-cased and without the prefix. */
-const ENTRY_TYPES = new Map(LedgerEntryTypeSchema.values.map((value) => [value.number, value.name.replace(/^LEDGER_ENTRY_TYPE_/, "").toLowerCase()]));
-
-/** One entry of GET /api/v1/ledger: every field present, null where it does not apply. */
-export function ledgerEntryJson(entry: LedgerEntry) {
-  return {
-    entry_id: entry.entryId,
-    type: ENTRY_TYPES.get(entry.type) ?? "unknown",
-    amount: entry.amount,
-    balance_after: entry.balanceAfter,
-    job_id: entry.jobId ?? null,
-    model: entry.model ?? null,
-    created_at: iso(entry.createdAt),
-    reserved_change: entry.reservedChange,
-    reserved_after: entry.reservedAfter,
-    key_id: entry.keyId ?? null,
-    prompt_token_count: Number(entry.promptTokenCount),
-    candidates_token_count: Number(entry.candidatesTokenCount),
-    reason: entry.reason === "" ? null : entry.reason,
-  };
-}
+/** A page of the statement: `next_page_token` null on the last. */
+export const ledgerPageJson = ({ entries, nextPageToken }: { entries: LedgerEntry[]; nextPageToken: string }) =>
+  ({ entries: entries.map(LEDGER_ENTRY.json), next_page_token: nextPageToken === "" ? null : nextPageToken });
 
 /** GET /api/v1/usage: the group under its own name (model, key_id or day). */
-export function usageJson(usage: { from?: Timestamp; to?: Timestamp; rows: UsageRow[] } | undefined) {
-  const groupName = { model: "model", keyId: "key_id", day: "day" } as const;
-  return {
-    from: iso(usage?.from),
-    to: iso(usage?.to),
-    rows: (usage?.rows ?? []).map((row) => ({
-      ...(row.group.case ? { [groupName[row.group.case]]: row.group.value } : {}),
-      requests: Number(row.requests),
-      prompt_token_count: Number(row.promptTokenCount),
-      candidates_token_count: Number(row.candidatesTokenCount),
-      spend: row.spend,
-    })),
-  };
-}
+export const usageJson = (usage: GetUsageResponse | undefined) => USAGE.json(usage ?? create(GetUsageResponseSchema));

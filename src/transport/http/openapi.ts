@@ -32,20 +32,17 @@ const TAGS = [
 const UNLISTED = [/^\/api\/aimodel\/v1\//];
 
 /**
- * Routes that need no JSON schema: the document and its page, and the RPC
- * paths (`/package.Service/Method`), whose bodies are protobuf messages
- * described by proto/ (binary or the proto JSON mapping).
- */
-/**
  * Routes that take no body: their body schema (which requireSchemas asks of
  * every POST) only documents that; the document leaves the request body out,
  * so no client is told to send one.
  */
 const WITHOUT_BODY = new Set(["POST /panel/session"]);
 
-/** The web panel's files (@fastify/static under /panel/): pages and assets, no API. */
-const PANEL_FILES = /^\/panel\/(\*)?$/;
-const SCHEMALESS = [/^\/openapi\.json$/, /^\/docs(\/|$)/, /^\/[a-z_][\w]*(\.[a-z_][\w]*)*\.[A-Z]\w*\/[A-Z]\w*$/, PANEL_FILES];
+/**
+ * Routes that need no JSON schema: the document and its page, the RPC paths (`/package.Service/Method`), whose
+ * bodies are protobuf messages described by proto/, and the web panel's files (pages and assets, no API).
+ */
+const SCHEMALESS = [/^\/openapi\.json$/, /^\/docs(\/|$)/, /^\/[a-z_][\w]*(\.[a-z_][\w]*)*\.[A-Z]\w*\/[A-Z]\w*$/, /^\/panel\/(\*)?$/];
 
 /**
  * Every route declares its answers (and, where it reads one, its body):
@@ -160,7 +157,7 @@ export async function openApi(app: FastifyInstance): Promise<void> {
     },
     // Called with { openapiObject } for an OpenAPI document (the typings name only the Swagger 2 form).
     transformObject: (document) =>
-      withRequiredHeaders(withLinks((document as unknown as { openapiObject: OpenApiDocument }).openapiObject)) as never,
+      completed((document as unknown as { openapiObject: OpenApiDocument }).openapiObject) as never,
     transform: ({ schema, url, route }) => {
       const hidden = UNLISTED.some((pattern) => pattern.test(url));
       if (WITHOUT_BODY.has(`${String(route.method)} ${url}`)) return { schema: { ...schema, body: undefined } as FastifySchema, url };
@@ -199,13 +196,21 @@ interface OpenApiDocument {
   >;
 }
 
+/** The operations a created resource's id leads to: (answer field, path parameter, operations that take it). */
+const LINKS: readonly { from: RegExp; status: string; field: string; parameter: string; to: readonly string[] }[] = [
+  // Every job-creating answer (202) names a job that GET /api/v1/jobs/{jobId} reads.
+  { from: /^(createGeneration|createVideoInteraction|(text|url)Generations_.+)$/, status: "202", field: "job_id", parameter: "jobId", to: ["getJob"] },
+  { from: /^createAccount$/, status: "201", field: "account_id", parameter: "accountId", to: ["addCredits", "getAccountBalance", "createApiKey", "setWebhook"] },
+  { from: /^createApiKey$/, status: "201", field: "key_id", parameter: "keyId", to: ["revokeApiKey"] },
+];
+
 /**
- * A response header the route always sets is marked `"x-required": true` in
- * its schema (@fastify/swagger copies a header's schema but has no place for
- * `required`): here it becomes the header's `required`, so clients and
- * Schemathesis' response_headers_conformance can rely on it.
+ * What @fastify/swagger has no place for. A response header the route always sets is marked `"x-required": true`
+ * in its schema: here it becomes the header's `required`, so clients and Schemathesis' response_headers_conformance
+ * can rely on it. OpenAPI links (3.1, §4.8.20) say which operation an answer's id feeds, so a client generator or a
+ * stateful tester (Schemathesis) can follow a job from its creation to its result, an account to its credits and keys.
  */
-function withRequiredHeaders(document: OpenApiDocument): OpenApiDocument {
+function completed(document: OpenApiDocument): OpenApiDocument {
   for (const operations of Object.values(document.paths ?? {})) {
     for (const operation of Object.values(operations)) {
       for (const response of Object.values(operation.responses ?? {})) {
@@ -216,27 +221,6 @@ function withRequiredHeaders(document: OpenApiDocument): OpenApiDocument {
           header.required = true;
         }
       }
-    }
-  }
-  return document;
-}
-
-/** The operations a created resource's id leads to: (answer field, path parameter, operations that take it). */
-const LINKS: readonly { from: RegExp; status: string; field: string; parameter: string; to: readonly string[] }[] = [
-  // Every job-creating answer (202) names a job that GET /api/v1/jobs/{jobId} reads.
-  { from: /^(createGeneration|createVideoInteraction|(text|url)Generations_.+)$/, status: "202", field: "job_id", parameter: "jobId", to: ["getJob"] },
-  { from: /^createAccount$/, status: "201", field: "account_id", parameter: "accountId", to: ["addCredits", "getAccountBalance", "createApiKey", "setWebhook"] },
-  { from: /^createApiKey$/, status: "201", field: "key_id", parameter: "keyId", to: ["revokeApiKey"] },
-];
-
-/**
- * OpenAPI links (3.1, §4.8.20): which operation an answer's id feeds, so a
- * client generator or a stateful tester (Schemathesis) can follow a job from
- * its creation to its result, an account to its credits and keys.
- */
-function withLinks(document: OpenApiDocument): OpenApiDocument {
-  for (const operations of Object.values(document.paths ?? {})) {
-    for (const operation of Object.values(operations)) {
       for (const link of LINKS) {
         const response = operation.responses?.[link.status];
         if (!operation.operationId || !link.from.test(operation.operationId) || !response) continue;

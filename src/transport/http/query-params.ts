@@ -1,4 +1,5 @@
 import { fromJson } from "@bufbuild/protobuf";
+import type { FastifyRequest } from "fastify";
 import { TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { checkLimit, DomainError } from "../../core/index.js";
 import { GatewayError } from "./gateway-error.js";
@@ -8,6 +9,15 @@ import { GatewayError } from "./gateway-error.js";
  * syntax is judged here (what the proto cannot carry); the values' rules are
  * the domain's, applied again by the core.
  */
+
+/** A query's parameters, typed as text only by its schema. */
+export type QueryText = Record<string, string | undefined>;
+
+/** The query; the schema's one refusal (a repeated parameter) is 400, as every other refusal of these queries. */
+export function queryText(request: FastifyRequest): QueryText {
+  if (request.validationError) throw new GatewayError(400, "invalid_query", request.validationError.message);
+  return request.query as QueryText;
+}
 
 /** A domain rule applied to the raw query text, refused in the gateway's terms (400 and the domain's reason); the core applies it again. */
 export function queryRule<T>(check: () => T): T {

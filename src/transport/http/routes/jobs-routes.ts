@@ -6,17 +6,21 @@ import {
 import { JobStatusSchema, type JobStatus } from "../../../../gen/generation/v1/job_pb.js";
 import { checkStatus, type CoreClients } from "../../../core/index.js";
 import { GatewayError } from "../gateway-error.js";
-import { limitOf, queryRule, timestampOf } from "../query-params.js";
+import { limitOf, queryRule, queryText, timestampOf, type QueryText } from "../query-params.js";
 import { idempotencyKeyOf, platformCall, withDelivery } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { SseAnswer } from "../sse.js";
-import { balanceJson, jobJson, jobStatusName, parseBody, type BodyRules } from "../json-mapping.js";
+import { balanceJson, parseBody, type BodyRules } from "../json-mapping.js";
 import type { WatchJobResponse } from "../../../../gen/generation/v1/generation_service_pb.js";
 import { httpErrorOf } from "../connect-errors.js";
 import {
-  aliasSchema, CANCEL_JOB_SCHEMA, WATCH_JOB_SCHEMA, CREATE_GENERATION_SCHEMA, GET_BALANCE_SCHEMA, GET_JOB_SCHEMA, LIST_JOBS_SCHEMA, LIST_MODELS_SCHEMA,
+  aliasSchema, CANCEL_JOB_SCHEMA, WATCH_JOB_SCHEMA, CREATE_GENERATION_SCHEMA, GET_BALANCE_SCHEMA, GET_JOB_SCHEMA, JOB_VIEW, LIST_JOBS_SCHEMA,
+  LIST_MODELS_SCHEMA,
 } from "../schemas/jobs.js";
+import { enumWords } from "../schemas/rest-view.js";
 import { discardStaged, stagedImagesOf, streamInlineImages, type StreamedImagesOptions } from "../streamed-images.js";
+
+const STATUS_WORDS = enumWords(JobStatusSchema);
 
 /** Deprecated aliases (spec section 9): each maps to a fixed model. */
 const ALIASES = [
@@ -29,8 +33,8 @@ export function acceptedReply(reply: FastifyReply, response: Pick<CreateGenerati
   if (response.replayed) reply.header("idempotent-replayed", "true");
   reply.header("location", response.statusUrl);
   // Finished within Prefer: wait: the job itself.
-  if (response.job) return reply.code(200).send(jobJson(response.job));
-  return reply.code(202).send({ job_id: response.jobId, status: jobStatusName(response.status), status_url: response.statusUrl });
+  if (response.job) return reply.code(200).send(JOB_VIEW.json(response.job));
+  return reply.code(202).send({ job_id: response.jobId, status: STATUS_WORDS.get(response.status), status_url: response.statusUrl });
 }
 
 /**
@@ -78,7 +82,7 @@ async function streamEvents(events: AsyncIterable<WatchJobResponse>, reply: Fast
   const keepAlive = setInterval(() => sse.comment("keep-alive"), keepAliveMs);
   try {
     for (let next = first; !next.done && sse.open; next = await stream.next()) {
-      await sse.write(`event: job\nid: ${next.value.eventId}\ndata: ${JSON.stringify(jobJson(next.value.job!))}\n\n`);
+      await sse.write(`event: job\nid: ${next.value.eventId}\ndata: ${JSON.stringify(JOB_VIEW.json(next.value.job!))}\n\n`);
     }
   } catch (error) {
     reply.request.log.debug({ err: error }, "job event stream ended early");
@@ -94,6 +98,7 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
     streamInlineImages(app, options.images);
     // The key is checked, and the announced size, before the body (with its inline images) is read.
     const generation = guard({ credential: "api_key", keyFrom: "platform", images: true });
+    const keyed = guard({ credential: "api_key", keyFrom: "platform", images: false });
     const createGeneration = (fixed?: { model: string; inputMode: InputMode }) =>
       async (request: FastifyRequest, reply: FastifyReply) => {
         try {
@@ -110,30 +115,23 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
       };
 
     app.post("/api/v1/generations", { ...generation, schema: CREATE_GENERATION_SCHEMA }, createGeneration());
-    for (const alias of ALIASES) {
-      const deprecated = { ...generation, onSend: deprecationHeaders };
-      app.post(
-        `/api/v1${alias.prefix}/text-generations`,
-        { ...deprecated, schema: aliasSchema("text", alias.model) },
-        createGeneration({ model: alias.model, inputMode: InputMode.TEXT_ONLY }),
-      );
-      app.post(
-        `/api/v1${alias.prefix}/url-generations`,
-        { ...deprecated, schema: aliasSchema("url", alias.model) },
-        createGeneration({ model: alias.model, inputMode: InputMode.IMAGE_URLS }),
-      );
+    for (const { prefix, model } of ALIASES) {
+      for (const [kind, inputMode] of [["text", InputMode.TEXT_ONLY], ["url", InputMode.IMAGE_URLS]] as const) {
+        const options = { ...generation, onSend: deprecationHeaders, schema: aliasSchema(kind, model) };
+        app.post(`/api/v1${prefix}/${kind}-generations`, options, createGeneration({ model, inputMode }));
+      }
     }
 
     app.get<{ Params: { jobId: string } }>("/api/v1/jobs/:jobId", { schema: GET_JOB_SCHEMA }, async (request, reply) => {
       const { job } = await core.generation.getJob({ jobId: request.params.jobId }, platformCall(request, reply));
       reply.header("cache-control", "no-store");
-      return jobJson(job!);
+      return JOB_VIEW.json(job!);
     });
 
     app.post<{ Params: { jobId: string } }>(
       "/api/v1/jobs/:jobId/cancel",
       {
-        ...guard({ credential: "api_key", keyFrom: "platform", images: false }),
+        ...keyed,
         schema: CANCEL_JOB_SCHEMA,
         // No body is the usual cancel: it reads as {} (anything else is judged by the schema).
         preValidation: async (request: FastifyRequest) => {
@@ -145,13 +143,13 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
         try {
           const { job } = await core.generation.cancelJob({ jobId: request.params.jobId }, call);
           reply.header("cache-control", "no-store");
-          return jobJson(job!);
+          return JOB_VIEW.json(job!);
         } catch (error) {
           const refusal = httpErrorOf(error);
           if (refusal.reason !== "job_already_finished") throw error;
           // 409 with the job as it stands: what it finished as, and what it was charged.
           const { job } = await core.generation.getJob({ jobId: request.params.jobId }, platformCall(request, reply));
-          return reply.code(refusal.status).send({ error: { code: refusal.reason, message: refusal.message }, job: jobJson(job!) });
+          return reply.code(refusal.status).send({ error: { code: refusal.reason, message: refusal.message }, job: JOB_VIEW.json(job!) });
         }
       },
     );
@@ -167,13 +165,11 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
 
     // attachValidation: the query schema types text only, so its one refusal (a repeated parameter) is ours to answer, as 400.
     // The key is judged before the query (the guard's header check: 401 first, like every other route).
-    const keyFirst = guard({ credential: "api_key", keyFrom: "platform", images: false }).onRequest;
-    app.get<{ Querystring: ListJobsQuery }>("/api/v1/jobs", { onRequest: keyFirst, schema: LIST_JOBS_SCHEMA, attachValidation: true }, async (request, reply) => {
-      if (request.validationError) throw new GatewayError(400, "invalid_query", request.validationError.message);
-      const message = listJobsRequest(request.query);
+    app.get("/api/v1/jobs", { onRequest: keyed.onRequest, schema: LIST_JOBS_SCHEMA, attachValidation: true }, async (request, reply) => {
+      const message = listJobsRequest(queryText(request));
       const response = await core.generation.listJobs(message, platformCall(request, reply));
       reply.header("cache-control", "no-store");
-      return { jobs: response.jobs.map(jobJson), next_page_token: response.nextPageToken === "" ? null : response.nextPageToken };
+      return { jobs: response.jobs.map(JOB_VIEW.json), next_page_token: response.nextPageToken === "" ? null : response.nextPageToken };
     });
 
     app.get("/api/v1/balance", { schema: GET_BALANCE_SCHEMA }, async (request, reply) => {
@@ -193,20 +189,11 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
   };
 }
 
-interface ListJobsQuery {
-  status?: string;
-  model?: string;
-  created_after?: string;
-  created_before?: string;
-  limit?: string;
-  page_token?: string;
-}
-
-/** "done" → JOB_STATUS_DONE: the proto's enum names, lower-cased and without the prefix. */
-const STATUS_BY_NAME = new Map(JobStatusSchema.values.map((value) => [value.name.replace(/^JOB_STATUS_/, "").toLowerCase(), value.number as JobStatus]));
+/** "done" → JOB_STATUS_DONE. */
+const STATUS_BY_NAME = new Map([...STATUS_WORDS].map(([number, word]) => [word, number as JobStatus]));
 
 /** The query of GET /api/v1/jobs as a ListJobsRequest; the text's own syntax is checked here, its values by the domain. */
-function listJobsRequest(query: ListJobsQuery): MessageInitShape<typeof ListJobsRequestSchema> {
+function listJobsRequest(query: QueryText): MessageInitShape<typeof ListJobsRequestSchema> {
   const status = query.status === undefined || query.status === "" ? undefined : queryRule(() => checkStatus(query.status));
   // Digits only ("1e2", " 5" and "5.0" are not integers of the query); the bounds are the domain's.
   const limit = limitOf(query.limit);

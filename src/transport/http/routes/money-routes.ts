@@ -5,41 +5,20 @@ import { UsageGrouping } from "../../../../gen/generation/v1/money_pb.js";
 import { checkGrouping, type CoreClients } from "../../../core/index.js";
 import { platformCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
-import { GatewayError } from "../gateway-error.js";
-import { ledgerEntryJson, usageJson } from "../json-mapping.js";
-import { limitOf, queryRule, timestampOf } from "../query-params.js";
+import { ledgerPageJson, usageJson } from "../json-mapping.js";
+import { limitOf, queryRule, queryText, timestampOf } from "../query-params.js";
 import { LEDGER_SCHEMA, USAGE_SCHEMA } from "../schemas/money.js";
-
-export interface StatementQueryText {
-  limit?: string;
-  page_token?: string;
-  from?: string;
-  to?: string;
-}
-
-export interface UsageQueryText {
-  from?: string;
-  to?: string;
-  group_by?: string;
-}
 
 const GROUPINGS = { model: UsageGrouping.MODEL, key: UsageGrouping.KEY, day: UsageGrouping.DAY } as const;
 
-/** A query the schema refused (a repeated parameter): 400, as every other refusal of these queries. */
-function checkedQuery(request: FastifyRequest): void {
-  if (request.validationError) throw new GatewayError(400, "invalid_query", request.validationError.message);
-}
-
 /** The statement's query as a ListLedgerEntriesRequest; the values' rules are the domain's. */
-export function statementRequest(request: FastifyRequest<{ Querystring: StatementQueryText }>): MessageInitShape<typeof ListLedgerEntriesRequestSchema> {
-  checkedQuery(request);
-  const query = request.query;
+export function statementRequest(request: FastifyRequest): MessageInitShape<typeof ListLedgerEntriesRequestSchema> {
+  const query = queryText(request);
   return { limit: limitOf(query.limit), pageToken: query.page_token ?? "", from: timestampOf("from", query.from), to: timestampOf("to", query.to) };
 }
 
-export function usageRequest(request: FastifyRequest<{ Querystring: UsageQueryText }>): MessageInitShape<typeof GetUsageRequestSchema> {
-  checkedQuery(request);
-  const query = request.query;
+export function usageRequest(request: FastifyRequest): MessageInitShape<typeof GetUsageRequestSchema> {
+  const query = queryText(request);
   const grouping = queryRule(() => checkGrouping(query.group_by));
   return { from: timestampOf("from", query.from), to: timestampOf("to", query.to), groupBy: GROUPINGS[grouping] };
 }
@@ -52,13 +31,13 @@ export function usageRequest(request: FastifyRequest<{ Querystring: UsageQueryTe
 export function moneyRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
     const { onRequest } = guard({ credential: "api_key", keyFrom: "platform", images: false });
-    app.get<{ Querystring: StatementQueryText }>("/api/v1/ledger", { onRequest, schema: LEDGER_SCHEMA, attachValidation: true }, async (request, reply) => {
+    app.get("/api/v1/ledger", { onRequest, schema: LEDGER_SCHEMA, attachValidation: true }, async (request, reply) => {
       const response = await core.generation.listLedgerEntries(statementRequest(request), platformCall(request, reply));
       reply.header("cache-control", "no-store");
-      return { entries: response.entries.map(ledgerEntryJson), next_page_token: response.nextPageToken === "" ? null : response.nextPageToken };
+      return ledgerPageJson(response);
     });
 
-    app.get<{ Querystring: UsageQueryText }>("/api/v1/usage", { onRequest, schema: USAGE_SCHEMA, attachValidation: true }, async (request, reply) => {
+    app.get("/api/v1/usage", { onRequest, schema: USAGE_SCHEMA, attachValidation: true }, async (request, reply) => {
       const response = await core.generation.getUsage(usageRequest(request), platformCall(request, reply));
       reply.header("cache-control", "no-store");
       return usageJson(response);

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { CreateVideoInteractionRequestSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
 import {
   CountTokensRequestSchema, GenerateContentRequestSchema, GenerateContentResponseSchema, TextModelSchema,
-  type CountTokensResponse, type GenerateContentResponse, type TextModel,
+  type CountTokensResponse, type GenerateContentRequest, type GenerateContentResponse, type TextModel,
 } from "../../../../gen/generation/v1/text_service_pb.js";
 import type { CoreClients } from "../../../core/index.js";
 import { idempotencyKeyOf, vendorCall, withDelivery } from "../call-options.js";
@@ -94,12 +94,7 @@ export function vendorRoutes(core: CoreClients, guard: BodyGuard) {
 }
 
 /** Without `alt=sse` the vendor answers a stream as one JSON array of the chunks; so does this surface. */
-async function streamAsArray(
-  core: CoreClients,
-  message: ReturnType<typeof parseBody<typeof GenerateContentRequestSchema>>,
-  request: FastifyRequest,
-  reply: FastifyReply,
-) {
+async function streamAsArray(core: CoreClients, message: GenerateContentRequest, request: FastifyRequest, reply: FastifyReply) {
   const chunks: unknown[] = [];
   for await (const response of core.text.streamGenerateContent({ request: message }, vendorCall(request, reply))) {
     chunks.push(vendorJson(response.chunk!));
@@ -112,12 +107,7 @@ async function streamAsArray(
  * final `data: {"error": …}` event, then the stream closes. A client that
  * hangs up aborts the call (and the upstream) through the call's signal.
  */
-async function streamAnswer(
-  core: CoreClients,
-  message: ReturnType<typeof parseBody<typeof GenerateContentRequestSchema>>,
-  request: FastifyRequest,
-  reply: FastifyReply,
-) {
+async function streamAnswer(core: CoreClients, message: GenerateContentRequest, request: FastifyRequest, reply: FastifyReply) {
   const stream = core.text.streamGenerateContent({ request: message }, vendorCall(request, reply))[Symbol.asyncIterator]();
   const first = await stream.next();
   const sse = new SseAnswer(reply, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });

@@ -1,7 +1,11 @@
-import { UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
+import {
+  AdminService, ApiKeySchema, KeyLimitsSchema, PanelSessionSchema, SetWebhookResponseSchema, UpstreamRouteSchema,
+} from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
-import { ADMIN_SECURITY, BALANCE, MONEY, MONEY_INPUT, PLATFORM_ERRORS } from "./common.js";
+import { ADMIN_SECURITY, BALANCE, MONEY, MONEY_INPUT, operation } from "./common.js";
+import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "./money.js";
 import { orNull, protoJsonSchema } from "./proto-json-schema.js";
+import { restView } from "./rest-view.js";
 
 /**
  * Schemas of the operator's API under /admin/v1 (a fixed contract: tools
@@ -9,11 +13,11 @@ import { orNull, protoJsonSchema } from "./proto-json-schema.js";
  * number where money is expected is refused (422), never rounded.
  */
 
-const admin = (operationId: string, summary: string, rest: Record<string, unknown>) =>
-  ({ tags: ["admin"], operationId, summary, security: ADMIN_SECURITY, ...rest }) as const;
-
-const params = (...names: string[]) =>
-  ({ type: "object", properties: Object.fromEntries(names.map((name) => [name, { type: "string" }])), required: names }) as const;
+/** An admin route's schema: by default it answers the RPC's response in proto field names; errors are the platform's. */
+function admin(rpc: keyof typeof AdminService.method, summary: string, { response, ...rest }: { response?: object; [part: string]: unknown } = {}) {
+  const answer = response ?? { 200: restView(AdminService.method[rpc].output).schema };
+  return operation("admin", rpc, summary, ADMIN_SECURITY, { ...rest, response: answer });
+}
 
 /** A key's limits in a request: decimal strings and whole numbers; null (or absent) is no limit. Ranges are the domain's (400 invalid_key_limit). */
 const KEY_LIMITS_IN = {
@@ -24,38 +28,26 @@ const KEY_LIMITS_IN = {
   max_concurrent_jobs: { type: ["number", "null"], description: "Jobs queued or running at once, 1 to 100000." },
 } as const;
 
-const KEY_LIMITS_OUT = {
-  spend_limit: orNull(MONEY),
-  daily_spend_limit: orNull(MONEY),
-  monthly_spend_limit: orNull(MONEY),
-  rate_limit_per_minute: orNull({ type: "integer" }),
-  max_concurrent_jobs: orNull({ type: "integer" }),
-} as const;
-const KEY_LIMIT_NAMES = Object.keys(KEY_LIMITS_OUT);
+/** A key's limits as answered: null where there is none. */
+export const KEY_LIMITS = restView(KeyLimitsSchema, {
+  spend_limit: { schema: orNull(MONEY) },
+  daily_spend_limit: { schema: orNull(MONEY) },
+  monthly_spend_limit: { schema: orNull(MONEY) },
+});
+
+const money = (description: string, nullable = false) => ({ schema: { ...(nullable ? orNull(MONEY) : MONEY), description } });
 
 /** A key as GET /admin/v1/keys/{key_id} shows it: grants, limits, and what it has spent and has left. */
-const API_KEY = {
-  type: "object",
-  properties: {
-    key_id: { type: "string" },
-    account_id: { type: "string" },
-    models: { type: "array", items: { type: "string" } },
-    revoked: { type: "boolean" },
-    created_at: { type: "string", format: "date-time" },
-    ...KEY_LIMITS_OUT,
-    spent: { ...MONEY, description: "Settled charges made with the key, all time." },
-    spent_today: { ...MONEY, description: "… this UTC day." },
-    spent_this_month: { ...MONEY, description: "… this UTC month." },
-    held: { ...MONEY, description: "The key's open holds, counted against every spend limit." },
-    remaining: { ...orNull(MONEY), description: "spend_limit − spent − held (never below zero); null without a spend_limit." },
-    remaining_today: { ...orNull(MONEY), description: "daily_spend_limit − spent_today − held; null without one." },
-    remaining_this_month: { ...orNull(MONEY), description: "monthly_spend_limit − spent_this_month − held; null without one." },
-  },
-  required: [
-    "key_id", "account_id", "models", "revoked", "created_at", ...KEY_LIMIT_NAMES, "spent", "spent_today", "spent_this_month", "held",
-    "remaining", "remaining_today", "remaining_this_month",
-  ],
-} as const;
+export const API_KEY = restView(ApiKeySchema, {
+  limits: { inline: KEY_LIMITS },
+  spent: money("Settled charges made with the key, all time."),
+  spent_today: money("… this UTC day."),
+  spent_this_month: money("… this UTC month."),
+  held: money("The key's open holds, counted against every spend limit."),
+  remaining: money("spend_limit − spent − held (never below zero); null without a spend_limit.", true),
+  remaining_today: money("daily_spend_limit − spent_today − held; null without one.", true),
+  remaining_this_month: money("monthly_spend_limit − spent_this_month − held; null without one.", true),
+});
 
 const PAUSED_BODY = { type: "object", properties: { paused: { type: "boolean" } }, required: ["paused"], examples: [{ paused: true }] } as const;
 
@@ -79,56 +71,41 @@ const ROUTE = (() => {
 })();
 
 /** A web panel session as the operator sees it: who and when, never its token. */
-const PANEL_SESSION = {
-  type: "object",
-  properties: {
-    session_id: { type: "string", description: "Its id (not secret: it cannot be turned into a session)." },
-    role: { type: "string", enum: ["owner", "operator"] },
-    account_id: { type: ["string", "null"], description: "The owner's account; null for the operator." },
-    credential_id: { type: ["string", "null"], description: "The owner token it came from (revoking the token ends it); null for the operator." },
-    create_time: { type: "string", format: "date-time" },
-    expire_time: { type: "string", format: "date-time", description: "It ends on its own then (twelve hours after sign-in)." },
-  },
-  required: ["session_id", "role", "account_id", "credential_id", "create_time", "expire_time"],
-} as const;
+export const PANEL_SESSION = restView(PanelSessionSchema, {
+  session_id: { schema: { description: "Its id (not secret: it cannot be turned into a session)." } },
+  account_id: { emptyIsNull: true, schema: { description: "The owner's account; null for the operator." } },
+  credential_id: { emptyIsNull: true, schema: { description: "The owner token it came from (revoking the token ends it); null for the operator." } },
+  expire_time: { schema: { description: "It ends on its own then (twelve hours after sign-in)." } },
+});
 
+/** Each admin route's schema, by the RPC it calls. */
 export const ADMIN_SCHEMAS = {
+  listAccountLedgerEntries: ADMIN_LEDGER_SCHEMA,
+  getAccountUsage: ADMIN_USAGE_SCHEMA,
   listPanelSessions: admin("listPanelSessions", "The web panel's open sessions, newest first (never their tokens)", {
     querystring: {
       type: "object",
       properties: { limit: { type: "string", description: "At most this many, an integer from 1 to 1000; 100 when absent (otherwise 400 invalid_limit).", examples: ["100"] } },
     },
     response: {
-      200: { type: "object", properties: { sessions: { type: "array", items: PANEL_SESSION } }, required: ["sessions"] },
-      ...PLATFORM_ERRORS,
+      200: { type: "object", properties: { sessions: { type: "array", items: PANEL_SESSION.schema } }, required: ["sessions"] },
     },
   }),
-  revokePanelSession: admin("revokePanelSession", "End a web panel session now (its next call is 401 session_revoked)", {
-    params: params("sessionId"),
-    response: {
-      200: { type: "object", properties: { session_id: { type: "string" }, revoked: { type: "boolean" } }, required: ["session_id", "revoked"] },
-      ...PLATFORM_ERRORS,
-    },
-  }),
+  revokePanelSession: admin("revokePanelSession", "End a web panel session now (its next call is 401 session_revoked)"),
   createAccount: admin("createAccount", "Create an account with an initial balance", {
     body: {
       type: "object",
       properties: { name: { type: ["string", "null"] }, balance: orNull(MONEY_INPUT) },
       examples: [{ name: "me", balance: "10.00" }],
     },
-    response: { 201: ACCOUNT, ...PLATFORM_ERRORS },
+    response: { 201: ACCOUNT },
   }),
   addCredits: admin("addCredits", "Add credits to an account", {
-    params: params("accountId"),
     body: { type: "object", properties: { amount: orNull(MONEY_INPUT) }, required: ["amount"], examples: [{ amount: "25.00" }] },
-    response: { 200: BALANCE, ...PLATFORM_ERRORS },
+    response: { 200: BALANCE },
   }),
-  getAccountBalance: admin("getAccountBalance", "An account's balance", {
-    params: params("accountId"),
-    response: { 200: BALANCE, ...PLATFORM_ERRORS },
-  }),
+  getAccountBalance: admin("getAccountBalance", "An account's balance", { response: { 200: BALANCE } }),
   createApiKey: admin("createApiKey", "Create an API key for an account, scoped to models", {
-    params: params("accountId"),
     body: {
       type: "object",
       properties: {
@@ -144,71 +121,37 @@ export const ADMIN_SCHEMAS = {
         description: "The key is shown once; only its hash is stored.",
         properties: {
           key_id: { type: "string" }, api_key: { type: "string" }, account_id: { type: "string" }, models: { type: "array", items: { type: "string" } },
-          ...KEY_LIMITS_OUT,
+          ...KEY_LIMITS.schema.properties,
         },
-        required: ["key_id", "api_key", "account_id", "models", ...KEY_LIMIT_NAMES],
+        required: ["key_id", "api_key", "account_id", "models", ...KEY_LIMITS.schema.required],
       },
-      ...PLATFORM_ERRORS,
     },
   }),
-  getApiKey: admin("getApiKey", "A key: its grants, its limits, what it has spent and what its limits leave", {
-    params: params("keyId"),
-    response: { 200: API_KEY, ...PLATFORM_ERRORS },
-  }),
+  getApiKey: admin("getApiKey", "A key: its grants, its limits, what it has spent and what its limits leave", { response: { 200: API_KEY.schema } }),
   updateApiKey: admin("updateApiKey", "Change a key's limits (fields sent change; null removes a limit; fields left out keep theirs)", {
-    params: params("keyId"),
     body: { type: "object", properties: KEY_LIMITS_IN, additionalProperties: false, examples: [{ spend_limit: "50.00", rate_limit_per_minute: null }] },
-    response: { 200: API_KEY, ...PLATFORM_ERRORS },
+    response: { 200: API_KEY.schema },
   }),
-  revokeApiKey: admin("revokeApiKey", "Revoke an API key", {
-    params: params("keyId"),
-    response: {
-      200: { type: "object", properties: { key_id: { type: "string" }, revoked: { type: "boolean" } }, required: ["key_id", "revoked"] },
-      ...PLATFORM_ERRORS,
-    },
-  }),
+  revokeApiKey: admin("revokeApiKey", "Revoke an API key"),
   setWebhook: admin("setWebhook", "Set (or clear, with an empty url) the account-wide webhook", {
-    params: params("accountId"),
     body: { type: "object", properties: { url: { type: ["string", "null"], description: "An http(s) URL; empty or null clears it." } }, examples: [{ url: "https://example.com/hooks/generation" }] },
     response: {
-      200: {
-        type: "object",
+      200: restView(SetWebhookResponseSchema, {}, {
         description: "`secret` signs every delivery (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature).",
-        properties: { url: { type: "string" }, secret: { type: "string" } },
-        required: ["url", "secret"],
-      },
-      ...PLATFORM_ERRORS,
+      }).schema,
     },
   }),
-  setProjectPaused: admin("setProjectPaused", "Pause or resume the whole project (new requests get 503)", {
-    body: PAUSED_BODY,
-    response: { 200: { type: "object", properties: { paused: { type: "boolean" } }, required: ["paused"] }, ...PLATFORM_ERRORS },
-  }),
-  setModelPaused: admin("setModelPaused", "Pause or resume one model", {
-    params: params("model"),
-    body: PAUSED_BODY,
-    response: {
-      200: { type: "object", properties: { model: { type: "string" }, paused: { type: "boolean" } }, required: ["model", "paused"] },
-      ...PLATFORM_ERRORS,
-    },
-  }),
+  setProjectPaused: admin("setProjectPaused", "Pause or resume the whole project (new requests get 503)", { body: PAUSED_BODY }),
+  setModelPaused: admin("setModelPaused", "Pause or resume one model", { body: PAUSED_BODY }),
   listRoutes: admin("listRoutes", "The upstream routes with their health and counters", {
-    response: { 200: { type: "object", properties: { routes: { type: "array", items: ROUTE } }, required: ["routes"] }, ...PLATFORM_ERRORS },
+    response: { 200: { type: "object", properties: { routes: { type: "array", items: ROUTE } }, required: ["routes"] } },
   }),
-  setRoutePaused: admin("setRoutePaused", "Pause or resume one upstream route", {
-    params: params("name"),
-    body: PAUSED_BODY,
-    response: {
-      200: { type: "object", properties: { name: { type: "string" }, paused: { type: "boolean" } }, required: ["name", "paused"] },
-      ...PLATFORM_ERRORS,
-    },
-  }),
+  setRoutePaused: admin("setRoutePaused", "Pause or resume one upstream route", { body: PAUSED_BODY }),
   listPrices: admin("listPrices", "Every model's prices", {
-    response: { 200: { type: "object", properties: { prices: { type: "array", items: PRICE_OUT } }, required: ["prices"] }, ...PLATFORM_ERRORS },
+    response: { 200: { type: "object", properties: { prices: { type: "array", items: PRICE_OUT } }, required: ["prices"] } },
   }),
   updatePrice: admin("updatePrice", "Change a model's prices (per image, per second, or per 1M tokens)", {
-    params: params("model"),
     body: PRICE_IN,
-    response: { 200: PRICE_OUT, ...PLATFORM_ERRORS },
+    response: { 200: PRICE_OUT },
   }),
 } as const;

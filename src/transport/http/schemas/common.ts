@@ -85,6 +85,14 @@ export const PANEL_SIGN_IN_SECURITY: Security = [{ ownerToken: [] }, { adminToke
 export const PANEL_SESSION_SECURITY: Security = [{ panelSession: [] }];
 export const VENDOR_SECURITY: Security = [{ vendorKey: [] }, { googApiKey: [] }, { keyQuery: [] }];
 
+/** A route's schema: its operation under `tag`, the credentials it takes, and the surface's errors beside its own answers. */
+export function operation(
+  tag: string, operationId: string, summary: string, security: Security,
+  { response, ...parts }: { response: object; [part: string]: unknown }, errors: object = PLATFORM_ERRORS,
+) {
+  return { tags: [tag], operationId, summary, security, ...parts, response: { ...response, ...errors } };
+}
+
 /** The Idempotency-Key request header of the creating routes. */
 export const IDEMPOTENCY_HEADERS = {
   type: "object",

@@ -1,7 +1,10 @@
+import { create } from "@bufbuild/protobuf";
 import { ListModelsResponseSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
+import { JobResultSchema, JobSchema, JobStatus, JobUsageSchema } from "../../../../gen/generation/v1/job_pb.js";
 import { ModelKindSchema } from "../../../../gen/generation/v1/model_pb.js";
-import { BALANCE, IDEMPOTENCY_HEADERS, MONEY, PLATFORM_ERROR, PLATFORM_ERRORS, PLATFORM_SECURITY } from "./common.js";
+import { BALANCE, IDEMPOTENCY_HEADERS, MONEY, PLATFORM_ERROR, PLATFORM_SECURITY, operation } from "./common.js";
 import { orNull, protoJsonSchema } from "./proto-json-schema.js";
+import { restView } from "./rest-view.js";
 
 /**
  * Schemas of the jobs API under /api/v1 (spec 2 and 4). Request bodies are
@@ -66,37 +69,32 @@ export const ACCEPTED = {
 
 
 
-/** The job as GET /api/v1/jobs/{id} answers it (also each item of GET /api/v1/jobs). */
-export const JOB = {
-  type: "object",
-  properties: {
-    job_id: { type: "string" },
-    status: JOB_STATUS,
-    model: { type: "string" },
-    created_at: { ...orNull({ type: "string" }), format: "date-time" },
-    started_at: { ...orNull({ type: "string" }), format: "date-time" },
-    finished_at: { ...orNull({ type: "string" }), format: "date-time" },
-    result: {
+const JOB_RESULT = restView(JobResultSchema);
+const JOB_USAGE = restView(JobUsageSchema, { reserved: { schema: MONEY }, charged: { schema: MONEY } });
+const NO_USAGE = create(JobUsageSchema, { reserved: "0.00", charged: "0.00" });
+const NULLABLE_TIME = { schema: orNull({ type: "string" }) };
+
+/** The job as GET /api/v1/jobs/{id} answers it (spec 2.4; also each item of GET /api/v1/jobs). */
+export const JOB_VIEW = restView(JobSchema, {
+  created_at: NULLABLE_TIME,
+  started_at: NULLABLE_TIME,
+  finished_at: NULLABLE_TIME,
+  result: {
+    schema: {
+      ...JOB_RESULT.schema,
       type: ["object", "null"],
       description: "Set once the job is done: a signed link to the image or video, or the text of a text job.",
-      properties: { image_url: orNull({ type: "string" }), text: orNull({ type: "string" }), mime_type: orNull({ type: "string" }) },
-      required: ["image_url", "text", "mime_type"],
     },
-    error: { ...orNull({ type: "string" }), description: "The failure's code, e.g. missing_input_images." },
-    error_message: orNull({ type: "string" }),
-    usage: {
-      type: "object",
-      properties: {
-        prompt_token_count: { type: "integer" },
-        candidates_token_count: { type: "integer" },
-        total_token_count: { type: "integer" },
-        reserved: MONEY,
-        charged: MONEY,
-      },
-      required: ["prompt_token_count", "candidates_token_count", "total_token_count", "reserved", "charged"],
-    },
+    json: (job) => (job.status === JobStatus.DONE ? JOB_RESULT.json(job.result ?? create(JobResultSchema)) : null),
   },
-  required: ["job_id", "status", "model", "created_at", "started_at", "finished_at", "result", "error", "error_message", "usage"],
+  error: {
+    schema: { description: "The failure's code, e.g. missing_input_images." },
+    json: (job) => (job.status === JobStatus.FAILED ? (job.error ?? "generation_failed") : (job.error || null)),
+  },
+  error_message: { json: (job) => (job.status === JobStatus.FAILED ? (job.errorMessage ?? null) : (job.errorMessage || null)) },
+  usage: { schema: JOB_USAGE.schema, json: (job) => JOB_USAGE.json(job.usage ?? NO_USAGE) },
+  metadata: false,
+}, {
   examples: [
     {
       job_id: "3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41",
@@ -111,7 +109,8 @@ export const JOB = {
       usage: { prompt_token_count: 0, candidates_token_count: 0, total_token_count: 0, reserved: "0.134", charged: "0.134" },
     },
   ],
-} as const;
+});
+const JOB = JOB_VIEW.schema as typeof JOB_VIEW.schema & { examples: unknown[] };
 
 /** GET /api/v1/models: ListModelsResponse in proto field names, the kind as a lower-case word. */
 const MODELS = (() => {
@@ -150,18 +149,15 @@ const FINISHED_WITHIN_WAIT = {
   },
 } as const;
 
-export const CREATE_GENERATION_SCHEMA = {
-  tags: ["jobs"],
-  operationId: "createGeneration",
-  summary: "Create a job (image, text or video; the model decides)",
+export const CREATE_GENERATION_SCHEMA = operation(
+  "jobs", "createGeneration", "Create a job (image, text or video; the model decides)", PLATFORM_SECURITY, {
   description:
     "Money for the job is reserved before the answer; it is settled on success and released on failure. " +
     "With `Prefer: wait=N` the answer waits up to N seconds for the job to finish (200 with the job), otherwise 202.",
-  security: PLATFORM_SECURITY,
   headers: CREATION_HEADERS,
   body: CREATE_GENERATION_BODY,
-  response: { 200: FINISHED_WITHIN_WAIT, 202: ACCEPTED, ...PLATFORM_ERRORS },
-} as const;
+  response: { 200: FINISHED_WITHIN_WAIT, 202: ACCEPTED },
+});
 
 /** The accepted answer of a deprecated alias: it names its successor (routes/jobs-routes.ts sets both headers). */
 const DEPRECATED_ACCEPTED = {
@@ -174,41 +170,27 @@ const DEPRECATED_ACCEPTED = {
 } as const;
 
 export const aliasSchema = (kind: "text" | "url", model: string) =>
-  ({
-    tags: ["deprecated aliases"],
-    operationId: `${kind}Generations_${model.replace(/[^a-z0-9]/gi, "_")}`,
-    summary: `Deprecated: create a ${model} job (${kind === "text" ? "text-to-image" : "image-to-image from URLs"})`,
-    deprecated: true,
-    security: PLATFORM_SECURITY,
-    headers: CREATION_HEADERS,
-    body: ALIAS_BODY,
-    response: { 200: FINISHED_WITHIN_WAIT, 202: DEPRECATED_ACCEPTED, ...PLATFORM_ERRORS },
-  }) as const;
+  operation(
+    "deprecated aliases", `${kind}Generations_${model.replace(/[^a-z0-9]/gi, "_")}`,
+    `Deprecated: create a ${model} job (${kind === "text" ? "text-to-image" : "image-to-image from URLs"})`, PLATFORM_SECURITY,
+    { deprecated: true, headers: CREATION_HEADERS, body: ALIAS_BODY, response: { 200: FINISHED_WITHIN_WAIT, 202: DEPRECATED_ACCEPTED } },
+  );
 
-export const GET_JOB_SCHEMA = {
-  tags: ["jobs"],
-  operationId: "getJob",
-  summary: "Read a job",
-  security: PLATFORM_SECURITY,
+export const GET_JOB_SCHEMA = operation("jobs", "getJob", "Read a job", PLATFORM_SECURITY, {
   params: JOB_ID_PARAMS,
-  response: { 200: JOB, ...PLATFORM_ERRORS },
-} as const;
+  response: { 200: JOB },
+});
 
-export const CANCEL_JOB_SCHEMA = {
-  tags: ["jobs"],
-  operationId: "cancelJob",
-  summary: "Cancel a job",
+export const CANCEL_JOB_SCHEMA = operation("jobs", "cancelJob", "Cancel a job", PLATFORM_SECURITY, {
   description:
     "A queued job is canceled at once and its whole reservation released. A processing job is aborted upstream: an image or video job " +
     "is charged nothing, a text job what the upstream reported as produced before the abort (shown in its usage). Idempotent: a canceled " +
     "job answers 200 again. A job that finished first (done or failed) is 409 job_already_finished, with the job in `job`. " +
     "The webhook of a canceled job has `\"status\": \"canceled\"`. No body is needed (an empty JSON object is accepted).",
-  security: PLATFORM_SECURITY,
   params: JOB_ID_PARAMS,
   body: { type: "object", additionalProperties: false, description: "Nothing: leave the body out, or send {}.", examples: [{}] },
   response: {
     200: { ...JOB, description: "The job, canceled, with its final charge." },
-    ...PLATFORM_ERRORS,
     409: {
       ...PLATFORM_ERROR,
       description: "job_already_finished: the job ended (done or failed) before the cancel; `job` is the job as it stands.",
@@ -216,17 +198,13 @@ export const CANCEL_JOB_SCHEMA = {
       examples: [{ error: { code: "job_already_finished", message: "job 3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41 already finished: it is done" }, job: JOB.examples[0] }],
     },
   },
-} as const;
+});
 
-export const WATCH_JOB_SCHEMA = {
-  tags: ["jobs"],
-  operationId: "watchJob",
-  summary: "Follow a job's state as Server-Sent Events",
+export const WATCH_JOB_SCHEMA = operation("jobs", "watchJob", "Follow a job's state as Server-Sent Events", PLATFORM_SECURITY, {
   description:
     "One `event: job` per state change, its `data:` the job's JSON (as GET /api/v1/jobs/{job_id}) and its `id:` the state's place " +
     "(1 queued, 2 processing, 3 finished). The first event is the job's current state; the stream ends after the terminal state. " +
     "Comment lines (`: keep-alive`) are sent while nothing changes. Send `Last-Event-ID` to resume: states already seen are not sent again.",
-  security: PLATFORM_SECURITY,
   params: JOB_ID_PARAMS,
   headers: {
     type: "object",
@@ -251,9 +229,8 @@ export const WATCH_JOB_SCHEMA = {
         },
       },
     },
-    ...PLATFORM_ERRORS,
   },
-} as const;
+});
 
 /**
  * GET /api/v1/jobs. The query's parameters are typed as text only: every rule
@@ -291,31 +268,19 @@ const JOB_PAGE = {
   examples: [{ jobs: JOB.examples, next_page_token: null }],
 } as const;
 
-export const LIST_JOBS_SCHEMA = {
-  tags: ["jobs"],
-  operationId: "listJobs",
-  summary: "List the key's account's jobs, newest first",
+export const LIST_JOBS_SCHEMA = operation("jobs", "listJobs", "List the key's account's jobs, newest first", PLATFORM_SECURITY, {
   description:
     "Cursor pagination: stable while jobs are being created (a page continues strictly below the previous page's last job). " +
     "Only the caller's account is listed. Bad parameters are 400 (invalid_status, invalid_model, invalid_timestamp, invalid_time_range, " +
     "invalid_limit, invalid_page_token, invalid_query) and change nothing.",
-  security: PLATFORM_SECURITY,
   querystring: LIST_JOBS_QUERY,
-  response: { 200: JOB_PAGE, ...PLATFORM_ERRORS },
-} as const;
+  response: { 200: JOB_PAGE },
+});
 
-export const GET_BALANCE_SCHEMA = {
-  tags: ["jobs"],
-  operationId: "getBalance",
-  summary: "The key's account balance",
-  security: PLATFORM_SECURITY,
-  response: { 200: BALANCE, ...PLATFORM_ERRORS },
-} as const;
+export const GET_BALANCE_SCHEMA = operation("jobs", "getBalance", "The key's account balance", PLATFORM_SECURITY, {
+  response: { 200: BALANCE },
+});
 
-export const LIST_MODELS_SCHEMA = {
-  tags: ["jobs"],
-  operationId: "listModels",
-  summary: "Every model with its options and prices (no key needed)",
-  security: [],
-  response: { 200: MODELS, ...PLATFORM_ERRORS },
-} as const;
+export const LIST_MODELS_SCHEMA = operation("jobs", "listModels", "Every model with its options and prices (no key needed)", [], {
+  response: { 200: MODELS },
+});

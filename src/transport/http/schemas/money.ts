@@ -1,5 +1,8 @@
-import { MONEY, PLATFORM_ERRORS, PLATFORM_SECURITY, ADMIN_SECURITY } from "./common.js";
+import { MONEY, PLATFORM_SECURITY, ADMIN_SECURITY, operation } from "./common.js";
+import { GetUsageResponseSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
+import { LedgerEntrySchema, UsageRowSchema } from "../../../../gen/generation/v1/money_pb.js";
 import { orNull } from "./proto-json-schema.js";
+import { restView } from "./rest-view.js";
 
 /**
  * Schemas of the account statement and usage reports (issue 10): GET
@@ -11,23 +14,31 @@ import { orNull } from "./proto-json-schema.js";
 /** A signed amount (a charge is negative). */
 const SIGNED_MONEY = { ...MONEY, description: "Signed decimal US dollars as a string, e.g. \"-0.134\" or \"10.00\"." } as const;
 
-export const LEDGER_ENTRY = {
-  type: "object",
-  properties: {
-    entry_id: { type: "string", description: "Opaque; entries are listed newest first by it." },
-    type: { type: "string", enum: ["credit", "hold", "charge", "release"] },
-    amount: { ...SIGNED_MONEY, description: "Signed change of the balance: credits positive, charges negative, holds and releases \"0.00\". The sum over all entries is the balance." },
-    balance_after: { ...MONEY, description: "The balance after this entry; the newest entry's equals GET /api/v1/balance's balance." },
-    job_id: { ...orNull({ type: "string" }), description: "The job the hold was for; null for credits and synchronous text calls." },
-    model: { ...orNull({ type: "string" }), description: "The model the hold was for; null for credits." },
-    created_at: { type: "string", format: "date-time" },
-    reserved_change: { ...SIGNED_MONEY, description: "Signed change of reserved: a hold adds its amount, its charge or release takes it away. The sum over all entries is reserved." },
-    reserved_after: { ...MONEY, description: "Reserved after this entry." },
-    key_id: { ...orNull({ type: "string" }), description: "The API key that asked for the hold; null for credits." },
-    prompt_token_count: { type: "integer", description: "On a charge: the prompt tokens paid for (0 for images and videos)." },
-    candidates_token_count: { type: "integer", description: "On a charge: the produced tokens paid for." },
-    reason: {
-      ...orNull({ type: "string" }),
+/** One entry of GET /api/v1/ledger: every field present, null where it does not apply. */
+export const LEDGER_ENTRY = restView(LedgerEntrySchema, {
+  entry_id: { schema: { description: "Opaque; entries are listed newest first by it." } },
+  amount: {
+    schema: {
+      ...SIGNED_MONEY,
+      description: "Signed change of the balance: credits positive, charges negative, holds and releases \"0.00\". The sum over all entries is the balance.",
+    },
+  },
+  balance_after: { schema: { ...MONEY, description: "The balance after this entry; the newest entry's equals GET /api/v1/balance's balance." } },
+  job_id: { schema: { description: "The job the hold was for; null for credits and synchronous text calls." } },
+  model: { schema: { description: "The model the hold was for; null for credits." } },
+  reserved_change: {
+    schema: {
+      ...SIGNED_MONEY,
+      description: "Signed change of reserved: a hold adds its amount, its charge or release takes it away. The sum over all entries is reserved.",
+    },
+  },
+  reserved_after: { schema: { ...MONEY, description: "Reserved after this entry." } },
+  key_id: { schema: { description: "The API key that asked for the hold; null for credits." } },
+  prompt_token_count: { schema: { description: "On a charge: the prompt tokens paid for (0 for images and videos)." } },
+  candidates_token_count: { schema: { description: "On a charge: the produced tokens paid for." } },
+  reason: {
+    emptyIsNull: true,
+    schema: {
       description:
         "On a release: why nothing was charged. job_failed (the job failed), job_canceled (the job was canceled), client_gone (the job " +
         "was canceled because its acceptance could not be answered: the client went away first, with no Idempotency-Key), " +
@@ -35,17 +46,13 @@ export const LEDGER_ENTRY = {
         "retry ended its hold). null on other entries and on releases recorded before reasons were; treat an unknown value as null.",
     },
   },
-  required: [
-    "entry_id", "type", "amount", "balance_after", "job_id", "model", "created_at", "reserved_change", "reserved_after", "key_id",
-    "prompt_token_count", "candidates_token_count", "reason",
-  ],
-} as const;
+});
 
 const STATEMENT = {
   type: "object",
   description: "Entries newest first; pass next_page_token as page_token (with the same from and to) for the next page; null on the last.",
   properties: {
-    entries: { type: "array", items: LEDGER_ENTRY },
+    entries: { type: "array", items: LEDGER_ENTRY.schema },
     next_page_token: { ...orNull({ type: "string" }) },
   },
   required: ["entries", "next_page_token"],
@@ -82,59 +89,39 @@ export const USAGE_QUERY = {
   },
 } as const;
 
-const USAGE = {
-  type: "object",
+const USAGE_ROW = restView(UsageRowSchema, {
+  model: { schema: { description: "With group_by=model." } },
+  key_id: { schema: { description: "With group_by=key." } },
+  day: { schema: { description: "With group_by=day: YYYY-MM-DD (UTC)." } },
+  spend: { schema: MONEY },
+});
+
+/** GET /api/v1/usage: the group under its own name (model, key_id or day). */
+export const USAGE = restView(GetUsageResponseSchema, {
+  rows: { schema: { type: "array", items: USAGE_ROW.schema }, json: (usage) => usage.rows.map(USAGE_ROW.json) },
+}, {
   description: "Settled charges only, grouped; rows in the group's order. Spend is exact.",
-  properties: {
-    from: { type: "string", format: "date-time" },
-    to: { type: "string", format: "date-time" },
-    rows: {
-      type: "array",
-      items: {
-        type: "object",
-        properties: {
-          model: { type: "string", description: "With group_by=model." },
-          key_id: { type: "string", description: "With group_by=key." },
-          day: { type: "string", description: "With group_by=day: YYYY-MM-DD (UTC)." },
-          requests: { type: "integer" },
-          prompt_token_count: { type: "integer" },
-          candidates_token_count: { type: "integer" },
-          spend: MONEY,
-        },
-        required: ["requests", "prompt_token_count", "candidates_token_count", "spend"],
-      },
-    },
-  },
-  required: ["from", "to", "rows"],
   examples: [{
     from: "2026-10-24T10:00:00.000Z", to: "2026-11-23T10:00:00.000Z",
     rows: [{ model: "aimodel-2.5-flash-image", requests: 3, prompt_token_count: 0, candidates_token_count: 0, spend: "0.117" }],
   }],
-} as const;
-
-const ACCOUNT_PARAMS = { type: "object", properties: { accountId: { type: "string" } }, required: ["accountId"] } as const;
+});
 
 const RANGE_ERRORS = "Bad parameters are 400 (invalid_limit, invalid_timestamp, invalid_time_range, invalid_page_token, invalid_query) and change nothing.";
 
-export const LEDGER_SCHEMA = {
-  tags: ["money"],
-  operationId: "listLedgerEntries",
-  summary: "The key's account statement: every credit, hold, charge and release, newest first",
+export const LEDGER_SCHEMA = operation(
+  "money", "listLedgerEntries", "The key's account statement: every credit, hold, charge and release, newest first", PLATFORM_SECURITY, {
   description: `Immutable entries, each with the balance after it; the sum of the amounts is the balance. ${RANGE_ERRORS}`,
-  security: PLATFORM_SECURITY,
   querystring: STATEMENT_QUERY,
-  response: { 200: STATEMENT, ...PLATFORM_ERRORS },
-} as const;
+  response: { 200: STATEMENT },
+});
 
-export const USAGE_SCHEMA = {
-  tags: ["money"],
-  operationId: "getUsage",
-  summary: "The key's account usage from settled charges: requests, tokens and spend by model, key or day",
+export const USAGE_SCHEMA = operation(
+  "money", "getUsage", "The key's account usage from settled charges: requests, tokens and spend by model, key or day", PLATFORM_SECURITY, {
   description: "Bad parameters are 400 (invalid_timestamp, invalid_time_range, invalid_group_by, invalid_query) and change nothing.",
-  security: PLATFORM_SECURITY,
   querystring: USAGE_QUERY,
-  response: { 200: USAGE, ...PLATFORM_ERRORS },
-} as const;
+  response: { 200: USAGE.schema },
+});
 
 export const ADMIN_LEDGER_SCHEMA = {
   ...LEDGER_SCHEMA,
@@ -142,7 +129,6 @@ export const ADMIN_LEDGER_SCHEMA = {
   operationId: "listAccountLedgerEntries",
   summary: "Any account's statement",
   security: ADMIN_SECURITY,
-  params: ACCOUNT_PARAMS,
 } as const;
 
 export const ADMIN_USAGE_SCHEMA = {
@@ -151,5 +137,4 @@ export const ADMIN_USAGE_SCHEMA = {
   operationId: "getAccountUsage",
   summary: "Any account's usage report",
   security: ADMIN_SECURITY,
-  params: ACCOUNT_PARAMS,
 } as const;

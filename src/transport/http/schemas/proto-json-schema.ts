@@ -77,17 +77,6 @@ function messageSchema(desc: DescMessage, options: ProtoSchemaOptions, path: rea
   return { type: "object", properties };
 }
 
-function singleSchema(
-  kind: "scalar" | "enum" | "message",
-  field: { scalar?: ScalarType; enum?: DescEnum; message?: DescMessage },
-  options: ProtoSchemaOptions,
-  path: readonly string[],
-): Schema {
-  if (kind === "scalar") return scalarSchema(field.scalar!, options.direction);
-  if (kind === "enum") return enumSchema(field.enum!, options.direction);
-  return messageSchema(field.message!, options, path);
-}
-
 /** A schema that also takes JSON null (what the proto JSON mapping reads as "not set"). */
 export function orNull(schema: Schema): Schema {
   const type = schema.type;
@@ -96,23 +85,19 @@ export function orNull(schema: Schema): Schema {
 }
 
 function fieldSchema(field: DescField, options: ProtoSchemaOptions, path: readonly string[]): Schema {
-  const schema = valueSchema(field, options, path);
+  let schema: Schema;
+  if (field.fieldKind === "list") schema = { type: "array", items: valueSchema(field.listKind, field, options, path) };
+  else if (field.fieldKind === "map") schema = { type: "object", additionalProperties: valueSchema(field.mapKind, field, options, path) };
+  else schema = valueSchema(field.fieldKind, field, options, path);
   return options.direction === "input" ? orNull(schema) : schema;
 }
 
-function valueSchema(field: DescField, options: ProtoSchemaOptions, path: readonly string[]): Schema {
-  switch (field.fieldKind) {
-    case "scalar":
-      return scalarSchema(field.scalar, options.direction);
-    case "enum":
-      return enumSchema(field.enum, options.direction);
-    case "message":
-      return messageSchema(field.message, options, path);
-    case "list":
-      return { type: "array", items: singleSchema(field.listKind, field as never, options, path) };
-    case "map":
-      return { type: "object", additionalProperties: singleSchema(field.mapKind, field as never, options, path) };
-  }
+/** One value of a field (an element of a list, a map's value). */
+function valueSchema(kind: "scalar" | "enum" | "message", field: DescField, options: ProtoSchemaOptions, path: readonly string[]): Schema {
+  const { scalar, enum: enumType, message } = field as { scalar?: ScalarType; enum?: DescEnum; message?: DescMessage };
+  if (kind === "scalar") return scalarSchema(scalar!, options.direction);
+  if (kind === "enum") return enumSchema(enumType!, options.direction);
+  return messageSchema(message!, options, path);
 }
 
 /** The JSON Schema of `desc` in the proto3 JSON mapping, for one direction. */

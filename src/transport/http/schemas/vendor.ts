@@ -2,7 +2,7 @@ import { CreateVideoInteractionRequestSchema } from "../../../../gen/generation/
 import {
   CountTokensRequestSchema, CountTokensResponseSchema, GenerateContentRequestSchema, GenerateContentResponseSchema, TextModelSchema,
 } from "../../../../gen/generation/v1/text_service_pb.js";
-import { IDEMPOTENCY_HEADERS, VENDOR_ERRORS, VENDOR_SECURITY } from "./common.js";
+import { IDEMPOTENCY_HEADERS, operation, VENDOR_ERRORS, VENDOR_SECURITY } from "./common.js";
 import { ACCEPTED } from "./jobs.js";
 import { protoJsonSchema } from "./proto-json-schema.js";
 
@@ -12,8 +12,8 @@ import { protoJsonSchema } from "./proto-json-schema.js";
  * vendor's SDKs send it, generated from the same descriptors as the RPCs.
  */
 
-const vendor = (operationId: string, summary: string, rest: Record<string, unknown>) =>
-  ({ tags: ["vendor wire format"], operationId, summary, security: VENDOR_SECURITY, ...rest }) as const;
+const vendor = (operationId: string, summary: string, parts: { response: object; [part: string]: unknown }) =>
+  operation("vendor wire format", operationId, summary, VENDOR_SECURITY, parts, VENDOR_ERRORS);
 
 /** Where the key may travel besides a header. */
 const KEY_QUERY = { key: { type: "string", description: "The API key, when no header carries it." } } as const;
@@ -57,20 +57,19 @@ export const VENDOR_SCHEMAS = {
         properties: { models: { type: "array", items: TEXT_MODEL }, nextPageToken: { type: "string" } },
         required: ["models"],
       },
-      ...VENDOR_ERRORS,
     },
   }),
   getModel: vendor("getTextModel", "One text model", {
     params: MODEL_PARAMS,
     querystring: { type: "object", properties: KEY_QUERY },
-    response: { 200: TEXT_MODEL, ...VENDOR_ERRORS },
+    response: { 200: TEXT_MODEL },
   }),
   generateContent: vendor("generateContent", "Generate text in one answer", {
     description: "Money is held for the call (input × prompt tokens + output × the output bound) and settled on the actual usage.",
     params: MODEL_PARAMS,
     querystring: { type: "object", properties: KEY_QUERY },
     body: GENERATE_BODY,
-    response: { 200: GENERATE_RESPONSE, ...VENDOR_ERRORS },
+    response: { 200: GENERATE_RESPONSE },
   }),
   streamGenerateContent: vendor("streamGenerateContent", "Generate text as a stream", {
     description:
@@ -87,14 +86,13 @@ export const VENDOR_SCHEMAS = {
           "text/event-stream": { schema: { type: "string", description: "data: <GenerateContentResponse JSON>\\r\\n\\r\\n, repeated" } },
         },
       },
-      ...VENDOR_ERRORS,
     },
   }),
   countTokens: vendor("countTokens", "Count a request's prompt tokens (free)", {
     params: MODEL_PARAMS,
     querystring: { type: "object", properties: KEY_QUERY },
     body: { ...protoJsonSchema(CountTokensRequestSchema, { direction: "input", omit: ["model"] }), examples: [HAIKU] },
-    response: { 200: protoJsonSchema(CountTokensResponseSchema, { direction: "output" }), ...VENDOR_ERRORS },
+    response: { 200: protoJsonSchema(CountTokensResponseSchema, { direction: "output" }) },
   }),
   createVideoInteraction: vendor("createVideoInteraction", "Create a video job (poll it at /api/v1/jobs/{id} with the Bearer key)", {
     headers: IDEMPOTENCY_HEADERS,
@@ -103,6 +101,6 @@ export const VENDOR_SCHEMAS = {
       ...protoJsonSchema(CreateVideoInteractionRequestSchema, { direction: "input", omit: ["idempotency_key"] }),
       examples: [{ model: "videomodel-3.1-generate-001", instances: [{ prompt: "waves at sunrise" }], parameters: { durationSeconds: 4 } }],
     },
-    response: { 202: ACCEPTED, ...VENDOR_ERRORS },
+    response: { 202: ACCEPTED },
   }),
 } as const;
