@@ -6,9 +6,8 @@ import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ANSWER_DELIVERY, CLIENT_ADDRESS, type AnswerDelivery, type ValidationLimits } from "../../core/index.js";
 import { answerFailures } from "./edge-interceptors.js";
-import { withHttpStatus } from "./http-status-detail.js";
 import { ANSWER_WATCHED, methodPolicies, type MethodPolicy } from "./method-policy.js";
-import { malformedMessage } from "./refusals.js";
+import { malformedMessage, withHttpStatus } from "./refusals.js";
 import { RpcAdmission, type RpcAdmissionSettings, type WireHooks } from "./rpc-admission.js";
 import { admittedBody, CALL_PROGRESS, inspectParseFailure, markInvoked, protocolOf, type CallProgress, type WireProtocol } from "./wire-protocol.js";
 
