@@ -135,10 +135,7 @@ function guarded(handler: UniversalHandler): UniversalHandler {
   return Object.assign(serve, handler);
 }
 
-/**
- * A port's RPCs through @connectrpc/connect-fastify, behind one edge whatever the protocol: readiness, credential and
- * size checked before the body is read (RpcAdmission), refusals in the caller's protocol. The ports differ by their wire.
- */
+/** A port's RPCs through connect-fastify behind one edge (RpcAdmission): refusals in the caller's protocol; ports differ by wire. */
 export function connectRoutes(options: ConnectRoutesOptions) {
   const policies = methodPolicies(options.limits, options.settings.edge.maxBodyBytes);
   const { wire } = options;

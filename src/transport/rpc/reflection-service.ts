@@ -59,10 +59,7 @@ function indexOf(services: readonly DescService[]) {
   return { files, symbols, messages, withDependencies, extensionsOf, serviceNames };
 }
 
-/**
- * The answer to one reflection request. Every file answer carries all the file's imports, also those sent earlier
- * on the stream (allowed to be left out), so each answer is complete on its own for a few KiB.
- */
+/** One reflection request's answer; a file comes with all its imports, so each answer is complete on its own for a few KiB. */
 function answer(index: ReturnType<typeof indexOf>, request: MessageRequest): MessageResponse {
   const notFound = (errorMessage: string): MessageResponse => ({ case: "errorResponse", value: { errorCode: Code.NotFound, errorMessage } });
   const files = (file: DescFile | undefined, what: string): MessageResponse =>

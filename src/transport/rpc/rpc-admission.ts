@@ -115,10 +115,7 @@ class PulledBody {
   }
 }
 
-/**
- * One RPC at its edge, on either port: readiness, credential and announced size before its body is read, then each
- * message by its length prefix; a refusal is thrown from the body, so Connect answers it in the caller's protocol.
- */
+/** One RPC at its edge: readiness, credential, size before the body, then each message by its prefix; refusals thrown from the body. */
 export class RpcAdmission {
   readonly protocol: WireProtocol | undefined;
   /** Whether the body failed (a refusal, the client gone): a failure to parse is then no malformed message. */

@@ -9,7 +9,7 @@ import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflect
 import { DEFAULT_EDGE_LIMITS, type EdgeLimits } from "../../config/config.js";
 import { type AnswerDelivery, type CoreClients, createHealthService, DEFAULT_LIMITS, type HeaderCheck, type Readiness, type ValidationLimits } from "../../core/index.js";
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
-import { clientOfCall } from "../client-address.js";
+import { clientOfCall, FORWARDED_CLIENT_HEADER } from "../client-address.js";
 import { serverTiming } from "../server-timing.js";
 import { guardedListener, type DebugLog } from "../connection-limits.js";
 import { connectRoutes, unknownRpcAnswer, type ConnectWire } from "./connect-routes.js";
@@ -20,7 +20,6 @@ import { createReflectionServices } from "./reflection-service.js";
 /** The edge settings of the core port; `listenRpc` without them uses the configuration's defaults. */
 export interface RpcEdgeOptions {
   readonly edge: EdgeLimits;
-  /** Prompt, metadata and input-image limits: the image-carrying methods' message limit derives from them. */
   readonly limits: ValidationLimits;
   /** The process's large-upload slots, shared with the gateway; a core port of its own makes its own. */
   readonly uploads?: Pick<UploadSlots, "tryTake">;
@@ -35,9 +34,8 @@ export const DEFAULT_RPC_EDGE: RpcEdgeOptions = { edge: DEFAULT_EDGE_LIMITS, lim
 
 /** What the core port serves and checks with. */
 export interface RpcCore {
-  /** The core's clients: every call is forwarded to them (the core's interceptors run there). */
+  /** Every call is forwarded to them (the core's interceptors run there). */
   readonly clients: CoreClients;
-  /** Credentials from headers alone, checked before a message is read. */
   readonly headerCheck: HeaderCheck;
   /** URL_SIGNING_SECRET: a remote gateway signs the client it forwards a call for (x-gateway-client) with it. */
   readonly urlSigningSecret: Buffer;
@@ -54,10 +52,7 @@ function streamDelivery(stream: http2.ServerHttp2Stream): AnswerDelivery {
   };
 }
 
-/**
- * Once the answer is out, a request side still open (a refusal, a timeout) is closed with RST_STREAM NO_ERROR (RFC 9113,
- * 8.1) so the sender stops; after "wantTrailers", since Http2ServerResponse always ends with trailers.
- */
+/** Once the answer is out, a request side still open is reset NO_ERROR (RFC 9113, 8.1) so the sender stops; after its trailers. */
 function closeRequestSide(request: http2.Http2ServerRequest): void {
   const stream = request.stream;
   const close = () => {
@@ -75,12 +70,7 @@ function coreWire(urlSigningSecret: Buffer, requestTimeoutMs: number, debug: Deb
   return {
     grpc: true,
     requestTimeoutMs,
-    callerOf: (request) => {
-      const headers = new Headers();
-      const forwarded = request.headers["x-gateway-client"];
-      if (typeof forwarded === "string") headers.set("x-gateway-client", forwarded);
-      return clientOfCall(raw(request).stream.session, headers, urlSigningSecret);
-    },
+    callerOf: (request) => clientOfCall(raw(request).stream.session, request.headers[FORWARDED_CLIENT_HEADER], urlSigningSecret),
     abandonBody: (request) => closeRequestSide(raw(request)),
     delivery: (request) => streamDelivery(raw(request).stream),
     sendRefusal: async (reply: FastifyReply, response, refusal) => {
@@ -103,10 +93,7 @@ function coreWire(urlSigningSecret: Buffer, requestTimeoutMs: number, debug: Deb
   };
 }
 
-/**
- * The core on an HTTP/2 cleartext port (gRPC, gRPC-Web, Connect), with health (`readiness`, which gates every RPC but
- * reflection's) and reflection, behind the edge (connectRoutes, guardedListener).
- */
+/** The core on an HTTP/2 cleartext port (gRPC, gRPC-Web, Connect), with health and reflection, behind the edge. */
 export async function listenRpc(
   core: RpcCore,
   host: string,

@@ -24,10 +24,7 @@ export const CORS_METHODS: readonly string[] = ["GET", "HEAD", "POST", "PUT", "D
 /** How long a browser may reuse a preflight's answer (Chromium caps it at 2 h). */
 const PREFLIGHT_MAX_AGE_SECONDS = 7_200;
 
-/**
- * CORS for `origins` only, before every gate so preflights are answered while starting and every answer can be read;
- * other origins get no Access-Control-* at all. Credentials travel in headers, never cookies: no Allow-Credentials.
- */
+/** CORS for `origins` only, before every gate (preflights answered while starting); credentials travel in headers: no Allow-Credentials. */
 export function corsRoutes(origins: readonly string[]) {
   const allowed = new Set(origins);
   return async (app: FastifyInstance) => {
