@@ -4,8 +4,6 @@ import type { AddressInfo } from "node:net";
 import { universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
-import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
-import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { DEFAULT_EDGE_LIMITS, type EdgeLimits } from "../../config/config.js";
 import { type AnswerDelivery, type CoreClients, createHealthService, DEFAULT_LIMITS, type HeaderCheck, type Readiness, type ValidationLimits } from "../../core/index.js";
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
@@ -15,7 +13,7 @@ import { guardedListener, type DebugLog } from "../connection-limits.js";
 import { connectRoutes, unknownRpcAnswer, type ConnectWire } from "./connect-routes.js";
 import { readinessGate, serverTimingOnAnswers } from "./edge-interceptors.js";
 import { forwardedServices } from "./forwarding.js";
-import { createReflectionServices } from "./reflection-service.js";
+import { reflectionServices } from "./reflection-service.js";
 
 /** The edge settings of the core port; `listenRpc` without them uses the configuration's defaults. */
 export interface RpcEdgeOptions {
@@ -111,8 +109,7 @@ export async function listenRpc(
   setMaxListeners(0, closing.signal);
   const health = createHealthService(readiness, services.map(([service]) => service.typeName), { shutdownSignal: closing.signal });
   services.push([Health, health]);
-  const reflection = createReflectionServices(services.map(([service]) => service));
-  services.push([ReflectionV1, reflection.v1], [ReflectionV1alpha, reflection.v1alpha]);
+  services.push(...reflectionServices(services.map(([service]) => service)));
 
   // The server is this module's: its connections come from guardedListener, which bounds them before HTTP/2 sees them.
   const server = http2.createServer({ settings: { maxConcurrentStreams: edge.maxConcurrentStreams } });
