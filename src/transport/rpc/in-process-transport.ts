@@ -26,8 +26,9 @@ class InProcessCall implements HandlerContext {
   private controller: AbortController | undefined;
   private timer: NodeJS.Timeout | undefined;
   private deadline: number | undefined;
-  private responseHeaders: Headers | undefined;
-  private responseTrailers: Headers | undefined;
+  // Made with the call: every answer, or failure, carries them.
+  readonly responseHeader = new Headers();
+  readonly responseTrailer = new Headers();
 
   constructor(
     readonly method: DescMethod,
@@ -59,14 +60,6 @@ class InProcessCall implements HandlerContext {
   }
 
   timeoutMs = (): number | undefined => (this.deadline === undefined ? undefined : this.deadline - performance.now());
-
-  get responseHeader(): Headers {
-    return (this.responseHeaders ??= new Headers());
-  }
-
-  get responseTrailer(): Headers {
-    return (this.responseTrailers ??= new Headers());
-  }
 
   /** The call is over: a signal it made aborts (what the handler started with it stops), its timer goes. */
   end(): void {

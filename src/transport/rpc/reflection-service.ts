@@ -90,7 +90,10 @@ function answer(index: ReturnType<typeof indexOf>, request: MessageRequest): Mes
 /** Both reflection services (their messages are the same) over `services`, the port's, with one index for every stream. */
 export function reflectionServices(services: readonly DescService[]): [DescService, object][] {
   const index = indexOf([...services, v1.ServerReflection, v1alpha.ServerReflection]);
-  const versions = [[v1.ServerReflection, v1.ServerReflectionResponseSchema], [v1alpha.ServerReflection, v1alpha.ServerReflectionResponseSchema]] as const;
+  const versions = [
+    [v1.ServerReflection, v1.ServerReflectionResponseSchema],
+    [v1alpha.ServerReflection, v1alpha.ServerReflectionResponseSchema],
+  ] as const;
   return versions.map(([service, schema]) => [service, {
     async *serverReflectionInfo(requests: AsyncIterable<v1.ServerReflectionRequest>) {
       for await (const request of requests) {

@@ -171,9 +171,7 @@ export class RpcAdmission {
   }
 
   async refusalBeforeBody(): Promise<ConnectError | undefined> {
-    const { credential, servedWhileNotReady } = this.policy;
-    const headers = credentialsOf(this.request.headers);
-    const refusal = await admitHeaders({ credential, servedWhileNotReady }, this.settings, headers, this.client);
+    const refusal = await admitHeaders(this.policy, this.settings, credentialsOf(this.request.headers), this.client);
     if (refusal?.refused === "not_serving") return notServing(this.settings.readiness);
     if (refusal) {
       if (refusal.error instanceof ConnectError) return refusal.error;

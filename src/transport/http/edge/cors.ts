@@ -17,7 +17,10 @@ export function corsRoutes(origins: readonly string[]) {
       // Admin uses PUT and DELETE; Connect POST and GET.
       methods: ["GET", "HEAD", "POST", "PUT", "DELETE"],
       // The credentials, Idempotency-Key, JSON, the vendor's browser SDK's header and Connect's own list.
-      allowedHeaders: namesOf(["authorization", "content-type", "idempotency-key", ...VENDOR_KEY_HEADERS, "x-goog-api-client"], connectCors.allowedHeaders),
+      allowedHeaders: namesOf(
+        ["authorization", "content-type", "idempotency-key", ...VENDOR_KEY_HEADERS, "x-goog-api-client"],
+        connectCors.allowedHeaders,
+      ),
       exposedHeaders: namesOf(["retry-after", "idempotent-replayed", "location"], connectCors.exposedHeaders),
       // Chromium caps a preflight's reuse at 2 h.
       maxAge: 7_200,
