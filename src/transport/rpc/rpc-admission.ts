@@ -200,16 +200,10 @@ export class RpcAdmission {
 
   /** The body Connect reads: each piece admitted as it arrives; a refusal is thrown and the rest abandoned. */
   async *body(): AsyncGenerator<Uint8Array> {
-    try {
-      yield* this.admittedBody();
-    } catch (error) {
+    if (this.timedOut) {
       this.bodyFailed = true;
-      throw error;
+      throw requestTimedOut(this.hooks.requestTimeoutMs!);
     }
-  }
-
-  private async *admittedBody(): AsyncGenerator<Uint8Array> {
-    if (this.timedOut) throw requestTimedOut(this.hooks.requestTimeoutMs!);
     const reader = (this.reader = new PulledBody(this.request.raw));
     const sized = this.announced !== undefined;
     const admit = (size: number, memory: number) => {
@@ -235,6 +229,7 @@ export class RpcAdmission {
         yield chunk;
       }
     } catch (error) {
+      this.bodyFailed = true;
       reader.detach();
       this.hooks.abandonBody(this.request, this.reply);
       throw error;
