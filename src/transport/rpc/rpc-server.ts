@@ -138,12 +138,9 @@ export async function listenRpc(
     const answer = unknownRpcAnswer(request, true)!;
     reply.hijack();
     const stream = (request.raw as unknown as http2.Http2ServerRequest).stream;
-    if (answer.body === undefined) {
-      stream.respond({ ":status": answer.status, ...answer.headers }, { endStream: true });
-      return;
-    }
-    stream.respond({ ":status": answer.status, ...answer.headers, "content-length": String(answer.body.byteLength) });
-    stream.end(answer.body);
+    const length = answer.body ? { "content-length": String(answer.body.byteLength) } : {};
+    stream.respond({ ":status": answer.status, ...answer.headers, ...length }, { endStream: answer.body === undefined });
+    if (answer.body) stream.end(answer.body);
   });
   await app.ready();
   const listener = guardedListener(server, edge, debug);
