@@ -3,10 +3,7 @@ import type { Http2Session } from "node:http2";
 import type { Socket } from "node:net";
 import ipaddr from "ipaddr.js";
 
-/**
- * The client a connection counts against, on both ports: an IPv4 address (also IPv4-mapped, as on a dual-stack
- * socket), an IPv6 address by its /64, since one host usually holds a whole /64; anything else as it is.
- */
+/** The client a connection counts against: an IPv4 address (also IPv4-mapped), an IPv6 one by its /64 (one host usually holds it). */
 export function clientOf(remoteAddress: string | undefined): string | undefined {
   if (!remoteAddress || !ipaddr.isValid(remoteAddress)) return remoteAddress;
   const address = ipaddr.process(remoteAddress);
@@ -37,10 +34,9 @@ export function forwardedClient(client: string, secret: Buffer): string {
   return `${client} ${macOf(client, secret)}`;
 }
 
-/** The client of a call on the core port: the one a gateway holding the secret names, else the connection's own. */
-export function clientOfCall(session: Http2Session | undefined, headers: Headers, secret: Buffer): string | undefined {
-  const forwarded = headers.get(FORWARDED_CLIENT_HEADER);
-  if (forwarded !== null) {
+/** The client of a call on the core port: the one a gateway holding the secret names (`forwarded`), else the connection's own. */
+export function clientOfCall(session: Http2Session | undefined, forwarded: unknown, secret: Buffer): string | undefined {
+  if (typeof forwarded === "string") {
     const [client = "", mac = ""] = forwarded.split(" ", 2);
     const expected = Buffer.from(macOf(client, secret));
     const given = Buffer.from(mac);

@@ -1,10 +1,10 @@
 import type { Server } from "node:http";
+import type { Http2Server, ServerHttp2Session } from "node:http2";
+import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 import type { FastifyBaseLogger } from "fastify";
 import { clientOf } from "./client-address.js";
 import { rawErrorResponse, toHttpError } from "./http/error-replies.js";
 import { GatewayError } from "./http/gateway-error.js";
-import type { Http2Server, ServerHttp2Session } from "node:http2";
-import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 
 // What a connection may hold before a request is read, on both ports: connections in all and per client, HTTP/2's clocks.
 
@@ -41,10 +41,7 @@ const refused = new WeakSet<Socket>();
 
 export const isRefused = (socket: Socket): boolean => refused.has(socket);
 
-/**
- * Caps the gateway's connections, so one client's slow requests cannot take the sockets others need: one beyond its
- * client's cap gets a bare 429 too_many_connections (Connection: close), its requests dropped, then closes.
- */
+/** Caps the gateway's connections, so one client's slow requests cannot take the sockets others need (429 beyond its cap). */
 export function limitConnections(server: Server, limits: HttpConnectionLimits, log: FastifyBaseLogger): void {
   server.maxConnections = limits.maxConnections;
   server.on("drop", () => log.debug("connection dropped: MAX_CONNECTIONS reached"));
@@ -95,10 +92,7 @@ export function guardedListener(server: Http2Server, limits: Http2ConnectionLimi
   return listener;
 }
 
-/**
- * Preface within HTTP_HEADERS_TIMEOUT; no call open for HTTP_IDLE_TIMEOUT closes the session, PINGs or not (gRPC's
- * MAX_CONNECTION_IDLE); calls open but no frame for as long: pinged, destroyed if it does not answer in as long again.
- */
+/** Preface in time; idle with no call (gRPC's MAX_CONNECTION_IDLE): closed; calls open but silent: pinged, destroyed if mute. */
 function guardSession(session: ServerHttp2Session, limits: Http2ConnectionLimits): void {
   if (session.destroyed) return;
   const preface = setTimeout(() => session.destroy(), limits.headersTimeoutMs);

@@ -7,9 +7,8 @@ import { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protoc
 import { ErrorDetailSchema, GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
 import { DomainError, PROVIDER_FAILURES, toConnectError } from "../../src/core/index.js";
 import { httpErrorOf } from "../../src/transport/http/connect-errors.js";
-import { withHttpStatus } from "../../src/transport/rpc/http-status-detail.js";
 import {
-  bodyMemoryFull, invalidMessageFlags, malformedMessage, messageTooLarge, requestTimedOut, tooManyUploads,
+  bodyMemoryFull, invalidMessageFlags, malformedMessage, messageTooLarge, requestTimedOut, tooManyUploads, withHttpStatus,
 } from "../../src/transport/rpc/refusals.js";
 import { createCustomer, startTestService, type Customer, type TestService } from "../support/harness.js";
 

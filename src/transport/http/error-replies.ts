@@ -82,10 +82,7 @@ const platformErrorBody = (error: HttpError) => ({ status: error.status, body: {
 /** Refusals of HTTP itself (408 late; 413, 414, 415, 431 unreadable): the vendor's front end answers them with HTTP's status. */
 const HTTP_PROTOCOL_STATUSES: ReadonlySet<number> = new Set([408, 413, 414, 415, 431]);
 
-/**
- * The vendor's answer for two reasons: an unknown model is its 404, a balance that cannot cover the call its 429
- * for depleted credits (without Retry-After: a top-up helps, waiting does not).
- */
+/** The vendor's codes for two reasons: an unknown model its 404, depleted credits its 429 (no Retry-After: waiting does not help). */
 const VENDOR_CODE_BY_REASON: ReadonlyMap<string, Code> = new Map([["unknown_model", Code.NotFound], ["insufficient_funds", Code.ResourceExhausted]]);
 
 /** The vendor surface's one table: the canonical code's status (our 422 is its 400 INVALID_ARGUMENT, a failed upstream its 503). */

@@ -1,4 +1,6 @@
 import { createServer } from "node:http";
+import type { ConnectError } from "@connectrpc/connect";
+import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { GatewayLogController, observeRequests, requestIdOf } from "./edge/observe-requests.js";
 import { requestLoggerFactory } from "./edge/request-logger.js";
@@ -12,8 +14,11 @@ import { clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from "./edge/cl
 import { limitConnections } from "../connection-limits.js";
 import { limitPipelining } from "./edge/pipelining.js";
 import { corsRoutes } from "./edge/cors.js";
-import { gatewayRpcRoutes } from "./gateway-rpc.js";
-import { unknownRpcAnswer } from "../rpc/connect-routes.js";
+import { clientOfRequest } from "../client-address.js";
+import { connectRoutes, unknownRpcAnswer, type ConnectWire } from "../rpc/connect-routes.js";
+import { forwardedServices } from "../rpc/forwarding.js";
+import { replyDelivery } from "./call-options.js";
+import { httpErrorOf } from "./connect-errors.js";
 import { replyWithError, routeNotFound, sendError, toHttpError } from "./error-replies.js";
 import { openApi } from "./openapi.js";
 import { useRequestValidators } from "./schemas/validation.js";
@@ -28,13 +33,12 @@ import { VENDOR_PREFIXES, vendorRoutes } from "./routes/vendor-routes.js";
 export interface GatewayOptions {
   /** The process's one logger (pino); Fastify's request lines go through it, with `request_id`. */
   readonly logger: FastifyBaseLogger;
-  /** The process's metrics: the gateway counts its requests there and serves GET /metrics. */
+  /** The gateway counts its requests there and serves GET /metrics. */
   readonly metrics: GatewayMetrics;
-  /** With tracing on: each request is then a server span, continuing an incoming traceparent. Absent: no spans. */
+  /** Absent: no spans; present, each request is a server span, continuing an incoming traceparent. */
   readonly tracing?: RequestTracing;
-  /** Whether the process can serve: the gate in front of every route and /readyz. */
+  /** The gate in front of every route and /readyz. */
   readonly readiness: Readiness;
-  /** Timeouts, connection caps and body sizes of the port. */
   readonly edge: EdgeLimits;
   /** Body limit of the routes that take inline input images (see generationBodyBytes). */
   readonly generationBodyBytes: number;
@@ -42,31 +46,28 @@ export interface GatewayOptions {
   readonly headerCheck: HeaderCheck;
   /** The process's large-upload slots (shared with the core's port). */
   readonly uploadSlots: UploadSlots;
-  /** MAX_BODY_MEMORY: bytes of request bodies being received at once, one budget for both ports (without it, the gateway's own). */
+  /** MAX_BODY_MEMORY, one budget for both ports (without it, the gateway's own). */
   readonly bodyBudget?: BodyBudget;
   /** Validation limits the gateway checks on raw JSON before converting it (metadata). */
   readonly limits: ValidationLimits;
   /** The core's staging of inline images, when the core runs in this process (undefined in front of a remote core). */
   readonly staging: () => InlineStaging | undefined;
-  /** CORS_ORIGINS: the web origins whose pages may call this port (none: no CORS headers at all). */
+  /** CORS_ORIGINS: none, no CORS headers at all. */
   readonly corsOrigins?: readonly string[];
   /** Where the built web panel is (default panel/dist). */
   readonly panelDir?: string;
   /** PUBLIC_BASE_URL: when it is https, the panel's session cookie is Secure on every answer. */
   readonly publicBaseUrl?: string;
-  /** TRUST_PROXY (Fastify's trustProxy): the proxies whose X-Forwarded-* are believed; connection caps still count the peer. */
+  /** TRUST_PROXY: the proxies whose X-Forwarded-* are believed; connection caps still count the peer. */
   readonly trustProxy?: boolean | readonly string[];
-  /** SSE_KEEPALIVE: how often an idle job event stream sends a comment (default 15 s). */
+  /** SSE_KEEPALIVE (default 15 s). */
   readonly sseKeepAliveMs?: number;
 }
 
 /** How often Node looks for requests past HTTP_HEADERS_TIMEOUT / HTTP_REQUEST_TIMEOUT (its default is 30 s). */
 const checkingIntervalMs = (headersTimeoutMs: number) => Math.min(1_000, Math.max(50, Math.floor(headersTimeoutMs / 4)));
 
-/**
- * The REST/SSE edge, not yet listening: it only translates, every rule lives in the core. What a client may hold is
- * bounded: header and request time, idleness (not while the answer is produced), connections, pipelining and bodies.
- */
+/** The REST/SSE edge, not yet listening: it only translates, and bounds what a client may hold; every rule lives in the core. */
 export async function buildGateway(core: CoreClients, options: GatewayOptions): Promise<FastifyInstance> {
   const { edge } = options;
   const headersTimeoutMs = Math.min(edge.headersTimeoutMs, edge.requestTimeoutMs);
@@ -130,8 +131,14 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   // Route schemas validate requests (bodies never coerced) and describe every route in GET /openapi.json and /docs.
   useRequestValidators(app);
   await openApi(app);
-  // Connect and gRPC-Web: before the readiness gate, which answers in the REST shape; these routes have their own.
-  await app.register(gatewayRpcRoutes(core, { ...admission, readiness: options.readiness }, options.limits));
+  // Connect and gRPC-Web (gRPC needs HTTP/2): before the readiness gate, which answers in the REST shape; these have their own.
+  await app.register(connectRoutes({
+    settings: { ...admission, readiness: options.readiness },
+    limits: options.limits,
+    services: forwardedServices(core),
+    wire: gatewayWire(edge.idleTimeoutMs),
+    log: (message, error) => app.log.error({ err: error }, message),
+  }));
   // Not encapsulated: the gate must stand in front of every route, the 404 handler included.
   await healthRoutes(options.readiness)(app);
   await app.register(metricsRoutes(options.metrics));
@@ -161,4 +168,33 @@ function answerUnknownRpc(request: FastifyRequest, reply: FastifyReply): Fastify
   if (!answer) return undefined;
   lingerUntilDiscarded(request);
   return reply.code(answer.status).headers(answer.headers).send(answer.body);
+}
+
+/** A short answer of Connect's (a refusal: no trailers on HTTP/1.1), sent whole through the reply, so its CORS headers go with it. */
+async function sendWhole(reply: FastifyReply, response: UniversalServerResponse, refusal: ConnectError): Promise<FastifyReply> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of response.body ?? []) chunks.push(chunk);
+  const { retryAfterSeconds } = httpErrorOf(refusal);
+  if (retryAfterSeconds) reply.header("retry-after", String(retryAfterSeconds));
+  reply.code(response.status);
+  new Headers(response.header).forEach((value, name) => {
+    if (name !== "content-length") reply.header(name, value);
+  });
+  return reply.send(Buffer.concat(chunks));
+}
+
+/** HTTP/1.1: what a refused or abandoned call still sends is discarded within bounds; the idle timeout runs again once answering. */
+function gatewayWire(idleTimeoutMs: number): ConnectWire {
+  return {
+    grpc: false,
+    callerOf: clientOfRequest,
+    abandonBody: (request, reply) => lingerUntilDiscarded(request, reply.raw.headersSent ? "now" : { answered: reply }),
+    answering: (request) => request.raw.socket?.setTimeout(idleTimeoutMs),
+    delivery: (_request, reply) => replyDelivery(reply),
+    sendRefusal: sendWhole,
+    watchClient: (request, reply) =>
+      reply.raw.once("close", () => {
+        if (!reply.raw.writableFinished) request.log.debug({ path: request.url.split("?")[0] }, "client went away");
+      }),
+  };
 }

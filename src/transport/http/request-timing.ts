@@ -25,10 +25,7 @@ export const timingOf = (request: FastifyRequest): RequestTiming | undefined => 
 /** The timing of the request a core call is made for (set by the gateway's call options). */
 export const REQUEST_TIMING = createContextKey<RequestTiming | undefined>(undefined, { description: "the gateway request's timing" });
 
-/**
- * A gateway request's core time (a unary call's, a stream's waits for each message) and the provider's time its calls
- * report (upstreamTimeOf: the header, read again at a stream's first message for the SSE head; trailers; a failure's metadata).
- */
+/** A gateway request's core time (a unary call's, a stream's waits) and the provider's time its calls report (upstreamTimeOf). */
 export const coreTime: Interceptor = (next) => async (request) => {
   const timing = request.contextValues.get(REQUEST_TIMING);
   if (!timing) return next(request);

@@ -6,11 +6,9 @@ import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ANSWER_DELIVERY, CLIENT_ADDRESS, type AnswerDelivery, type ValidationLimits } from "../../core/index.js";
 import { answerFailures } from "./edge-interceptors.js";
-import { withHttpStatus } from "./http-status-detail.js";
 import { ANSWER_WATCHED, methodPolicies, type MethodPolicy } from "./method-policy.js";
-import { malformedMessage } from "./refusals.js";
-import { RpcAdmission, type RpcAdmissionSettings, type WireHooks } from "./rpc-admission.js";
-import { admittedBody, CALL_PROGRESS, inspectParseFailure, markInvoked, protocolOf, type CallProgress, type WireProtocol } from "./wire-protocol.js";
+import { malformedMessage, withHttpStatus } from "./refusals.js";
+import { protocolOf, RpcAdmission, type RpcAdmissionSettings, type WireHooks, type WireProtocol } from "./rpc-admission.js";
 
 /** What a port's Connect routes do that depends on its wire (HTTP/1.1 on the gateway port, HTTP/2 on the core port). */
 export interface ConnectWire extends WireHooks {
@@ -50,21 +48,15 @@ function refused(request: UniversalServerRequest, error: ConnectError): Universa
 }
 
 /** An RPC's path, `/package.Service/Method`: what Connect and gRPC-Web clients call. */
-export const RPC_PATH = /^\/[a-z_]\w*(\.[a-z_]\w*)*\.[A-Z]\w*\/[A-Z]\w*$/;
+const RPC_PATH = /^\/[a-z_]\w*(\.[a-z_]\w*)*\.[A-Z]\w*\/[A-Z]\w*$/;
 
-/**
- * The answer to a call of a method a port does not serve (an unknown method
- * or service): gRPC and gRPC-Web get a trailers-only UNIMPLEMENTED (HTTP 200,
- * the status in the headers), as gRPC servers answer an unknown method;
- * Connect (and a POST of no known protocol) Connect's `unimplemented` with
- * HTTP 404. Undefined for a request that is no RPC (a REST path, a GET).
- */
+/** An unknown method: gRPC(-Web) a trailers-only UNIMPLEMENTED (HTTP 200), as gRPC servers answer; Connect (or no protocol) 404. */
 export function unknownRpcAnswer(
   request: Pick<FastifyRequest, "method" | "url" | "headers">, anyPath = false,
 ): { status: number; headers: Record<string, string>; body?: Buffer } | undefined {
   const path = request.url.split("?", 1)[0]!;
   if (!anyPath && (request.method !== "POST" || !RPC_PATH.test(path))) return undefined;
-  const protocol: WireProtocol | undefined = protocolOf(request.headers["content-type"]);
+  const protocol = protocolOf(request.headers["content-type"]);
   const message = `unknown method ${path}`;
   if (protocol === "grpc-web" || protocol === "grpc") {
     const status = { "grpc-status": String(Code.Unimplemented), "grpc-message": encodeURIComponent(message) };
@@ -73,31 +65,77 @@ export function unknownRpcAnswer(
   return { status: 404, headers: { "content-type": "application/json" }, body: Buffer.from(JSON.stringify({ code: "unimplemented", message })) };
 }
 
-/**
- * Connect's handler for a method behind the edge: it reads the admission's body (each piece admitted as it arrives),
- * a malformed message is answered INVALID_ARGUMENT malformed_message (Connect says INTERNAL), then the idle clock runs again.
- */
+/** Connect reports a request message that is not protobuf as INTERNAL; one the edge did not refuse is the caller's fault. */
+const isParseFailure = (error: unknown, admission: RpcAdmission) =>
+  error instanceof ConnectError && error.code === Code.Internal && !admission.bodyFailed;
+
+/** The innermost interceptor: the call got past parsing; a stream's first message, parsed as the handler pulls it, is checked here. */
+const markInvoked: Interceptor = (next) => (request) => {
+  const admission = request.contextValues.get(ADMISSION);
+  if (!admission) return next(request);
+  admission.invoked = true;
+  if (!request.stream) return next(request);
+  return next({ ...request, message: parsed(request.message, admission, `${request.service.typeName}/${request.method.name}`) });
+};
+
+async function* parsed<T>(messages: AsyncIterable<T>, admission: RpcAdmission, method: string): AsyncGenerator<T> {
+  let first = true;
+  try {
+    for await (const message of messages) {
+      first = false;
+      yield message;
+    }
+  } catch (error) {
+    throw first && isParseFailure(error, admission) ? malformedMessage(method) : error;
+  }
+}
+
+/** gRPC-Web's trailer frame (its flags byte), whose payload is the status as HTTP header lines. */
+const GRPC_WEB_TRAILER = 0x80;
+const GRPC_WEB_INTERNAL = new RegExp(`^grpc-status: ?${Code.Internal}\r?$`, "im");
+
+/** The status of a failed unary answer, as each protocol's spec writes it (Connect's readers of it are marked internal). */
+function saysInternal(response: UniversalServerResponse, body: Buffer, protocol: WireProtocol): boolean {
+  switch (protocol) {
+    case "grpc":
+      return response.trailer?.get("grpc-status") === String(Code.Internal);
+    case "grpc-web":
+      return body[0] === GRPC_WEB_TRAILER && GRPC_WEB_INTERNAL.test(body.subarray(5).toString("latin1"));
+    case "connect-unary":
+      try {
+        return response.status === 500 && (JSON.parse(body.toString("utf8")) as { code?: unknown }).code === "internal";
+      } catch {
+        return false;
+      }
+    case "connect-stream":
+      return false;
+  }
+}
+
+/** A unary call Connect failed while parsing (before the interceptors), its body not refused: its short answer read whole. */
+async function parseFailureOf(response: UniversalServerResponse, admission: RpcAdmission): Promise<UniversalServerResponse | undefined> {
+  const { protocol } = admission;
+  if (admission.invoked || admission.bodyFailed || protocol === undefined || response.body === undefined) return response;
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of response.body) chunks.push(chunk);
+  if (saysInternal(response, Buffer.concat(chunks), protocol)) return undefined;
+  return { ...response, body: (async function* () { yield* chunks; })() };
+}
+
+/** Connect's handler behind the edge: the admission's body, a malformed message INVALID_ARGUMENT (Connect says INTERNAL). */
 function guarded(handler: UniversalHandler): UniversalHandler {
   const serve = async (request: UniversalServerRequest) => {
     const admission = request.contextValues?.get(ADMISSION);
     if (!admission) return handler(request);
-    const progress: CallProgress = { refused: false, invoked: false };
-    request.contextValues?.set(CALL_PROGRESS, progress);
-    let response = await handler({ ...request, body: admittedBody(admission.body(), progress) });
-    const inspected = await inspectParseFailure(response, admission.protocol, progress);
-    response = inspected.parseFailure
-      ? await handler(refused(request, malformedMessage(`${handler.service.typeName}/${handler.method.name}`)))
-      : inspected.response;
+    const response = await parseFailureOf(await handler({ ...request, body: admission.body() }), admission)
+      ?? await handler(refused(request, malformedMessage(`${handler.service.typeName}/${handler.method.name}`)));
     admission.answering();
     return response;
   };
   return Object.assign(serve, handler);
 }
 
-/**
- * A port's RPCs through @connectrpc/connect-fastify, behind one edge whatever the protocol: readiness, credential and
- * size checked before the body is read (RpcAdmission), refusals in the caller's protocol. The ports differ by their wire.
- */
+/** A port's RPCs through connect-fastify behind one edge (RpcAdmission): refusals in the caller's protocol; ports differ by wire. */
 export function connectRoutes(options: ConnectRoutesOptions) {
   const policies = methodPolicies(options.limits, options.settings.edge.maxBodyBytes);
   const { wire } = options;

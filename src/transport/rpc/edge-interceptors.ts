@@ -1,21 +1,33 @@
-import { type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { type Readiness, upstreamTimeOf } from "../../core/index.js";
 import { passThrough } from "../../shared/stream-step.js";
 import { serverTiming } from "../server-timing.js";
-import { settleFailure, wireError } from "./call-failures.js";
-import { withHttpStatus } from "./http-status-detail.js";
 import { SERVED_WHILE_NOT_READY } from "./method-policy.js";
-import { notServing } from "./refusals.js";
+import { edgeFailure, isCallerFault, notServing, withHttpStatus } from "./refusals.js";
 
-/**
- * How a failure leaves (settleFailure): a call its client ended gets the signal's reason, not Connect's INTERNAL; crashes
- * go to our log. Its ErrorDetail gets the deprecated `http_status` (withHttpStatus), since the core decides no status.
- */
+/** Node's errors for a stream or connection that is gone, as a write to it fails. */
+const STREAM_GONE = new Set(["ERR_STREAM_WRITE_AFTER_END", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM", "ERR_HTTP2_STREAM_ERROR", "ECONNRESET"]);
+
+/** Whether `error` is the abort of a call its client ended (a reset, a passed deadline), or a write to the stream that went. */
+function endedByClient(signal: AbortSignal, error: unknown): boolean {
+  if (!signal.aborted) return false;
+  if (error === signal.reason) return true;
+  if (error instanceof ConnectError) return error.code === Code.Canceled || error.code === Code.DeadlineExceeded;
+  return error instanceof Error && (error.name === "AbortError" || STREAM_GONE.has((error as NodeJS.ErrnoException).code ?? ""));
+}
+
+/** A call its client ended is answered with the signal's reason, not Connect's INTERNAL; crashes are logged with their stack, refusals not. */
+function settleFailure(signal: AbortSignal, method: string, error: unknown, log: (message: string, error: unknown) => void): unknown {
+  if (endedByClient(signal, error)) return error instanceof ConnectError ? error : ConnectError.from(signal.reason);
+  const crash = !(error instanceof ConnectError) || ((error.code === Code.Internal || error.code === Code.Unknown) && !isCallerFault(error));
+  if (crash) log(`${method} failed`, error);
+  return error;
+}
+
+/** How a failure leaves (settleFailure), its ErrorDetail with the deprecated `http_status`, since the core decides no status. */
 export function answerFailures(log: (message: string, error: unknown) => void): Interceptor {
-  // Here rather than in an interceptor of its own: no extra layer around every call and stream.
-  const settle = (signal: AbortSignal, method: string, error: unknown) => withHttpStatus(settleFailure(signal, method, error, log));
   return (next) => async (request) => {
-    const failed = (error: unknown) => settle(request.signal, request.method.name, error);
+    const failed = (error: unknown) => withHttpStatus(settleFailure(request.signal, request.method.name, error, log));
     let response;
     try {
       response = await next(request);
@@ -26,16 +38,14 @@ export function answerFailures(log: (message: string, error: unknown) => void): 
   };
 }
 
-/**
- * Server-Timing on the core port's answers, as on the REST gateway: this service's own time and the provider's,
- * as the forwarded call reported it (upstreamTimeOf); in a unary answer's headers or a failure's, a stream's trailers.
- */
+/** Server-Timing on the core port's answers, as on REST: in a unary answer's headers or a failure's, a stream's trailers. */
 export function serverTimingOnAnswers(): Interceptor {
   return (next) => async (request) => {
     const started = performance.now();
     const stamp = (headers: Headers) => headers.set("server-timing", serverTiming(performance.now() - started, upstreamTimeOf(headers)));
     const failed = (error: unknown) => {
-      const failure = wireError(error);
+      // A crash leaves as Connect answers it: INTERNAL "internal error".
+      const failure = error instanceof ConnectError ? error : edgeFailure(error);
       stamp(failure.metadata);
       return failure;
     };
@@ -59,11 +69,10 @@ export function serverTimingOnAnswers(): Interceptor {
   };
 }
 
-/** Refuses every RPC but health's and reflection's while the process cannot serve (notServing); covers what the edge let through before. */
+/** Refuses every RPC but health's and reflection's while the process cannot serve; covers what the edge let through before. */
 export function readinessGate(readiness: Readiness): Interceptor {
   return (next) => async (request) => {
     if (!readiness.current.serving && !SERVED_WHILE_NOT_READY.has(request.service.typeName)) throw notServing(readiness);
     return next(request);
   };
 }
-

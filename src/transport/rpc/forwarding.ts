@@ -17,10 +17,7 @@ function copyTiming(from: Headers, to: Headers): void {
   if (timing) to.set("server-timing", timing);
 }
 
-/**
- * What a forwarded call takes to the core: credentials only of the headers, client address, signal, deadline left. With
- * `timing`, the core's Server-Timing comes back into the answer's header (unary) or trailers (stream): serverTimingOnAnswers.
- */
+/** A forwarded call's options: only the credentials, client address, signal, deadline left; with `timing`, the core's Server-Timing back. */
 function callOptions(context: HandlerContext, timing: "header" | "trailer" | undefined): CallOptions {
   const timeoutMs = context.timeoutMs();
   const values = createContextValues().set(CLIENT_ADDRESS, context.values.get(CLIENT_ADDRESS));
@@ -35,10 +32,7 @@ function callOptions(context: HandlerContext, timing: "header" | "trailer" | und
   };
 }
 
-/**
- * The core's error as the caller gets it: code, message, details, none of the core's headers but (with `timing`) its
- * Server-Timing; a fault of ours (REST's internal_error) leaves as "internal error", the fault kept as cause for the log.
- */
+/** The core's error as the caller gets it, none of its headers but Server-Timing; a fault of ours leaves as "internal error". */
 function passedOn(error: unknown, context: HandlerContext, timing: boolean): ConnectError {
   // The caller's deadline passed (the call's signal says so, or it is about to): that is the answer,
   // whatever the aborted forward reported (its own copy of the deadline may fire first, as a cancel).
@@ -89,10 +83,7 @@ function forwarding(service: DescService, clientOf: () => object, timing: boolea
 /** The core's services, by their clients' names in CoreClients. */
 const FORWARDED = [[GenerationService, "generation"], [TextService, "text"], [AdminService, "admin"], [AccountService, "account"], [FileService, "files"]] as const;
 
-/**
- * The core's services as a port serves them: each call forwarded to the core's client, so it reaches the core through
- * the one transport its clients use and the core's interceptors run once. With `timing`: see callOptions.
- */
+/** The core's services as a port serves them: forwarded to the core's clients, so the core's interceptors run once. */
 export function forwardedServices(clients: CoreClients, timing = false): [DescService, object][] {
   return FORWARDED.map(([service, name]) => [service, forwarding(service, () => clients[name], timing)]);
 }

@@ -15,10 +15,7 @@ const NEVER = new AbortController().signal;
 /** Why a server stream's signal aborts once the stream is over (one shared reason: no error built per call). */
 const CALL_ENDED = new ConnectError("call ended", 1);
 
-/**
- * One call in this process, the context its handler gets. Its signal is made only when asked for (a gateway request
- * makes its AbortController then); it aborts when a deadline passes or a server stream ends, as Connect's router does.
- */
+/** One call in this process, its handler's context; its signal, made only when asked for, aborts at the deadline or a stream's end. */
 class InProcessCall implements HandlerContext {
   readonly requestMethod = "POST";
   readonly protocolName = "in-process";
@@ -29,8 +26,9 @@ class InProcessCall implements HandlerContext {
   private controller: AbortController | undefined;
   private timer: NodeJS.Timeout | undefined;
   private deadline: number | undefined;
-  private responseHeaders: Headers | undefined;
-  private responseTrailers: Headers | undefined;
+  // Made with the call: every answer, or failure, carries them.
+  readonly responseHeader = new Headers();
+  readonly responseTrailer = new Headers();
 
   constructor(
     readonly method: DescMethod,
@@ -62,14 +60,6 @@ class InProcessCall implements HandlerContext {
   }
 
   timeoutMs = (): number | undefined => (this.deadline === undefined ? undefined : this.deadline - performance.now());
-
-  get responseHeader(): Headers {
-    return (this.responseHeaders ??= new Headers());
-  }
-
-  get responseTrailer(): Headers {
-    return (this.responseTrailers ??= new Headers());
-  }
 
   /** The call is over: a signal it made aborts (what the handler started with it stops), its timer goes. */
   end(): void {
@@ -124,10 +114,7 @@ async function* streamOf(pending: Promise<AnyResponse>, options: CallOptions): A
   options.onTrailer?.(response.trailer);
 }
 
-/**
- * A client whose calls reach `implementation` through `interceptors` (outermost first) as Connect's router runs them,
- * with nothing serialized (decision 0023) and nothing made per call that no one asks for. Unary and server streams.
- */
+/** A client reaching `implementation` through `interceptors` as Connect's router runs them, nothing serialized (decision 0023). */
 export function createInProcessClient<S extends DescService>(service: S, implementation: object, interceptors: readonly Interceptor[]): Client<S> {
   const handlers = implementation as Record<string, AnyHandler | undefined>;
   const chain = (invoke: Next): Next => interceptors.reduceRight<Next>((next, interceptor) => interceptor(next as never) as Next, invoke);

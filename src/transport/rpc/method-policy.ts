@@ -32,10 +32,7 @@ const CARRIES_INPUT_IMAGES = new Set<DescMethod>([
   TextService.method.countTokens,
 ]);
 
-/**
- * Methods the edge checks no credential for: ListModels needs none; the session calls take several kinds of token,
- * told apart by their handlers; their messages are empty.
- */
+/** No credential at the edge: ListModels needs none; the session calls' handlers tell their kinds of token apart (empty messages). */
 const PUBLIC = new Set<DescMethod>([GenerationService.method.listModels, AccountService.method.startSession, AccountService.method.endSession]);
 
 /** What each service asks of a caller's headers: FileService checks the signed link in its message; reflection describes only public files. */

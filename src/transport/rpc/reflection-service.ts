@@ -1,7 +1,7 @@
 import { create, toBinary, type DescExtension, type DescFile, type DescService } from "@bufbuild/protobuf";
 import { nestedTypes } from "@bufbuild/protobuf/reflect";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import * as v1 from "../../../gen/grpc/reflection/v1/reflection_pb.js";
 import * as v1alpha from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 
@@ -59,10 +59,7 @@ function indexOf(services: readonly DescService[]) {
   return { files, symbols, messages, withDependencies, extensionsOf, serviceNames };
 }
 
-/**
- * The answer to one reflection request. Every file answer carries all the file's imports, also those sent earlier
- * on the stream (allowed to be left out), so each answer is complete on its own for a few KiB.
- */
+/** One reflection request's answer; a file comes with all its imports, so each answer is complete on its own for a few KiB. */
 function answer(index: ReturnType<typeof indexOf>, request: MessageRequest): MessageResponse {
   const notFound = (errorMessage: string): MessageResponse => ({ case: "errorResponse", value: { errorCode: Code.NotFound, errorMessage } });
   const files = (file: DescFile | undefined, what: string): MessageResponse =>
@@ -90,26 +87,19 @@ function answer(index: ReturnType<typeof indexOf>, request: MessageRequest): Mes
   }
 }
 
-/** Both reflection services over `services` (the port's; the reflection services are added to them), one index for every stream. */
-export function createReflectionServices(services: readonly DescService[]): {
-  readonly v1: ServiceImpl<typeof v1.ServerReflection>;
-  readonly v1alpha: ServiceImpl<typeof v1alpha.ServerReflection>;
-} {
+/** Both reflection services (their messages are the same) over `services`, the port's, with one index for every stream. */
+export function reflectionServices(services: readonly DescService[]): [DescService, object][] {
   const index = indexOf([...services, v1.ServerReflection, v1alpha.ServerReflection]);
-  return {
-    v1: {
-      async *serverReflectionInfo(requests) {
-        for await (const request of requests) {
-          yield create(v1.ServerReflectionResponseSchema, { validHost: request.host, originalRequest: request, messageResponse: answer(index, request.messageRequest) });
-        }
-      },
+  const versions = [
+    [v1.ServerReflection, v1.ServerReflectionResponseSchema],
+    [v1alpha.ServerReflection, v1alpha.ServerReflectionResponseSchema],
+  ] as const;
+  return versions.map(([service, schema]) => [service, {
+    async *serverReflectionInfo(requests: AsyncIterable<v1.ServerReflectionRequest>) {
+      for await (const request of requests) {
+        const messageResponse = answer(index, request.messageRequest);
+        yield create(schema as typeof v1.ServerReflectionResponseSchema, { validHost: request.host, originalRequest: request, messageResponse });
+      }
     },
-    v1alpha: {
-      async *serverReflectionInfo(requests) {
-        for await (const request of requests) {
-          yield create(v1alpha.ServerReflectionResponseSchema, { validHost: request.host, originalRequest: request, messageResponse: answer(index, request.messageRequest) });
-        }
-      },
-    },
-  };
+  }]);
 }

@@ -2,10 +2,25 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { DomainError, type Readiness, toConnectError } from "../../core/index.js";
-import { withHttpStatus } from "./http-status-detail.js";
+import { httpStatusOf } from "../http/connect-errors.js";
 
-// What the edge answers before (or instead of) reading a call's message; these leave before the interceptors,
-// so each fills its deprecated http_status itself.
+const typeNameOf = (detail: ConnectError["details"][number]) => ("desc" in detail ? detail.desc.typeName : detail.type);
+
+/** A failure with its ErrorDetail's deprecated `http_status` filled from REST's table, for the clients that still read it. */
+export function withHttpStatus<E>(error: E): E {
+  if (!(error instanceof ConnectError)) return error;
+  const [detail] = error.findDetails(ErrorDetailSchema);
+  if (!detail) return error;
+  const httpStatus = httpStatusOf(error.code, detail.reason);
+  if (detail.httpStatus === httpStatus) return error;
+  // A new array: a forwarded failure may share its details with the one it was received as.
+  error.details = error.details.map((each) =>
+    typeNameOf(each) === ErrorDetailSchema.typeName ? { desc: ErrorDetailSchema, value: create(ErrorDetailSchema, { ...detail, httpStatus }) } : each,
+  );
+  return error;
+}
+
+// The edge's refusals leave before the interceptors, so each fills its http_status itself.
 const refusal = (error: DomainError) => withHttpStatus(toConnectError(error));
 
 /** UNAVAILABLE service_unavailable (503, retry-after) while the process cannot serve. */
@@ -24,7 +39,7 @@ export function messageTooLarge(method: string, limit: number, size: number): Co
 export const tooManyUploads = (retryAfterSeconds: number) =>
   refusal(new DomainError("rate_limited", "too_many_uploads", "too many large uploads at once; retry shortly", {}, retryAfterSeconds));
 
-/** UNAVAILABLE server_busy (503, retry-after): the messages being received already hold MAX_BODY_MEMORY, so this one is not read. */
+/** UNAVAILABLE server_busy (503, retry-after): the messages being received already hold MAX_BODY_MEMORY. */
 export const bodyMemoryFull = (retryAfterSeconds: number) => refusal(
   new DomainError("unavailable", "server_busy", "too many request messages are being received at once; retry shortly", {}, retryAfterSeconds),
 );
@@ -40,10 +55,7 @@ export function requestTimedOut(timeoutMs: number): ConnectError {
   return withHttpStatus(new ConnectError(why, Code.DeadlineExceeded, undefined, [{ desc: ErrorDetailSchema, value: detail }]));
 }
 
-/**
- * INTERNAL invalid_message_flags (400, the caller's fault): an envelope flagged compressed with no encoding
- * declared, or flagged other than 0 or 1. gRPC's PROTOCOL-HTTP2 requires INTERNAL (as grpc-go answers).
- */
+/** INTERNAL invalid_message_flags (400): gRPC's PROTOCOL-HTTP2 requires INTERNAL for a bad envelope flag, but it is the caller's fault. */
 export function invalidMessageFlags(flags: number, encoding: string | undefined): ConnectError {
   const why = flags === 1
     ? `the request message is flagged compressed but no message encoding is declared${encoding ? ` (${encoding})` : ""}`

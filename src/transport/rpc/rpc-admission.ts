@@ -9,7 +9,21 @@ import {
 import { credentialsOf } from "./credentials.js";
 import type { MethodPolicy } from "./method-policy.js";
 import { bodyMemoryFull, edgeFailure, invalidMessageFlags, messageTooLarge, notServing, requestTimedOut, tooManyUploads } from "./refusals.js";
-import { envelopeFlagsAllowed, isEnveloped, messageEncodingHeader, protocolOf, type WireProtocol } from "./wire-protocol.js";
+
+/** The protocols the core port speaks, told apart by the request's content type (as Connect's handlers do). */
+export type WireProtocol = "grpc" | "grpc-web" | "connect-unary" | "connect-stream";
+
+// Each protocol's content types as its spec names them (Connect's own patterns are marked internal).
+const JSON_OR_PROTO = String.raw`(?:json(?:; ?charset=utf-?8)?|proto)`;
+const CONTENT_TYPES: readonly (readonly [WireProtocol, RegExp])[] = [
+  ["grpc", new RegExp(String.raw`^application/grpc(?:\+${JSON_OR_PROTO})?$`, "i")],
+  ["grpc-web", new RegExp(String.raw`^application/grpc-web(?:-text)?(?:\+${JSON_OR_PROTO})?$`, "i")],
+  ["connect-unary", new RegExp(`^application/${JSON_OR_PROTO}$`, "i")],
+  ["connect-stream", new RegExp(String.raw`^application/connect\+?${JSON_OR_PROTO}$`, "i")],
+];
+
+export const protocolOf = (contentType: string | undefined): WireProtocol | undefined =>
+  contentType === undefined ? undefined : CONTENT_TYPES.find(([, pattern]) => pattern.test(contentType))?.[0];
 
 const ENVELOPE_HEADER_BYTES = 5;
 
@@ -27,7 +41,7 @@ export interface WireHooks {
   callerOf(request: FastifyRequest): string | undefined;
   /** The rest of a body nobody reads any more (a refusal, an early end): discarded within bounds, or its stream closed. */
   abandonBody(request: FastifyRequest, reply: FastifyReply): void;
-  /** HTTP_REQUEST_TIMEOUT when the server does not enforce it itself (HTTP/2): the message must have arrived within it. */
+  /** HTTP_REQUEST_TIMEOUT when the server does not enforce it itself (HTTP/2). */
   readonly requestTimeoutMs?: number;
   /** The answer is ready: the wire's idle clock, paused while the service worked, runs again. */
   answering?(request: FastifyRequest): void;
@@ -101,12 +115,13 @@ class PulledBody {
   }
 }
 
-/**
- * One RPC at its edge, on either port: readiness, credential and announced size before its body is read, then each
- * message by its length prefix; a refusal is thrown from the body, so Connect answers it in the caller's protocol.
- */
+/** One RPC at its edge: readiness, credential, size before the body, then each message by its prefix; refusals thrown from the body. */
 export class RpcAdmission {
   readonly protocol: WireProtocol | undefined;
+  /** Whether the body failed (a refusal, the client gone): a failure to parse is then no malformed message. */
+  bodyFailed = false;
+  /** Whether the call reached the interceptors (a unary call's message was parsed). */
+  invoked = false;
   private readonly held: BodyAdmission;
   private reader: PulledBody | undefined;
   private readonly clientStreams: boolean;
@@ -146,14 +161,17 @@ export class RpcAdmission {
     return `${this.policy.service.typeName}/${this.policy.method.name}`;
   }
 
+  /** Every protocol but Connect's unary calls sends a sequence of length-prefixed envelopes. */
+  private get enveloped() {
+    return this.protocol !== undefined && this.protocol !== "connect-unary";
+  }
+
   get client(): string | undefined {
     return this.hooks.callerOf(this.request);
   }
 
   async refusalBeforeBody(): Promise<ConnectError | undefined> {
-    const { credential, servedWhileNotReady } = this.policy;
-    const headers = credentialsOf(this.request.headers);
-    const refusal = await admitHeaders({ credential, servedWhileNotReady }, this.settings, headers, this.client);
+    const refusal = await admitHeaders(this.policy, this.settings, credentialsOf(this.request.headers), this.client);
     if (refusal?.refused === "not_serving") return notServing(this.settings.readiness);
     if (refusal) {
       if (refusal.error instanceof ConnectError) return refusal.error;
@@ -162,7 +180,7 @@ export class RpcAdmission {
     }
     if (this.timedOut) return requestTimedOut(this.hooks.requestTimeoutMs!);
     if (this.announced === undefined) return undefined;
-    const envelope = isEnveloped(this.protocol) ? ENVELOPE_HEADER_BYTES : 0;
+    const envelope = this.enveloped ? ENVELOPE_HEADER_BYTES : 0;
     if (this.announced > this.policy.maxMessageBytes + envelope) {
       return messageTooLarge(this.methodName, this.policy.maxMessageBytes, this.announced - envelope);
     }
@@ -182,17 +200,22 @@ export class RpcAdmission {
 
   /** The body Connect reads: each piece admitted as it arrives; a refusal is thrown and the rest abandoned. */
   async *body(): AsyncGenerator<Uint8Array> {
-    if (this.timedOut) throw requestTimedOut(this.hooks.requestTimeoutMs!);
+    if (this.timedOut) {
+      this.bodyFailed = true;
+      throw requestTimedOut(this.hooks.requestTimeoutMs!);
+    }
     const reader = (this.reader = new PulledBody(this.request.raw));
     const sized = this.announced !== undefined;
     const admit = (size: number, memory: number) => {
       const refusal = this.refused(this.held.hold(size, sized ? 0 : memory));
       if (refusal) throw refusal;
     };
-    const encoding = this.request.headers[messageEncodingHeader(this.protocol)];
+    const encoding = this.request.headers[this.protocol === "connect-stream" ? "connect-content-encoding" : "grpc-encoding"];
     const declared = Array.isArray(encoding) ? encoding[0] : encoding;
     const envelopes = new EnvelopeSizes((size, flags) => {
-      if (!envelopeFlagsAllowed(flags, declared)) throw invalidMessageFlags(flags, declared);
+      // 0, or 1 (compressed) with a real encoding: gRPC's libraries would read anything else as uncompressed or a trailer.
+      const compressed = flags === 1 && declared !== undefined && declared !== "" && declared !== "identity";
+      if (flags !== 0 && !compressed) throw invalidMessageFlags(flags, declared);
       admit(size, size);
     }, () => {
       // Each of a client stream's messages gives back what it held once it has arrived whole.
@@ -201,11 +224,12 @@ export class RpcAdmission {
     let total = 0;
     try {
       for (let chunk = await reader.read(); chunk !== undefined; chunk = await reader.read()) {
-        if (isEnveloped(this.protocol)) envelopes.feed(chunk);
+        if (this.enveloped) envelopes.feed(chunk);
         else admit((total += chunk.byteLength), chunk.byteLength);
         yield chunk;
       }
     } catch (error) {
+      this.bodyFailed = true;
       reader.detach();
       this.hooks.abandonBody(this.request, this.reply);
       throw error;

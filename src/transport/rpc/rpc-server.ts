@@ -4,23 +4,20 @@ import type { AddressInfo } from "node:net";
 import { universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
-import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
-import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { DEFAULT_EDGE_LIMITS, type EdgeLimits } from "../../config/config.js";
 import { type AnswerDelivery, type CoreClients, createHealthService, DEFAULT_LIMITS, type HeaderCheck, type Readiness, type ValidationLimits } from "../../core/index.js";
 import { BodyBudget, UploadSlots } from "../upload-slots.js";
-import { clientOfCall } from "../client-address.js";
+import { clientOfCall, FORWARDED_CLIENT_HEADER } from "../client-address.js";
 import { serverTiming } from "../server-timing.js";
 import { guardedListener, type DebugLog } from "../connection-limits.js";
 import { connectRoutes, unknownRpcAnswer, type ConnectWire } from "./connect-routes.js";
 import { readinessGate, serverTimingOnAnswers } from "./edge-interceptors.js";
 import { forwardedServices } from "./forwarding.js";
-import { createReflectionServices } from "./reflection-service.js";
+import { reflectionServices } from "./reflection-service.js";
 
 /** The edge settings of the core port; `listenRpc` without them uses the configuration's defaults. */
 export interface RpcEdgeOptions {
   readonly edge: EdgeLimits;
-  /** Prompt, metadata and input-image limits: the image-carrying methods' message limit derives from them. */
   readonly limits: ValidationLimits;
   /** The process's large-upload slots, shared with the gateway; a core port of its own makes its own. */
   readonly uploads?: Pick<UploadSlots, "tryTake">;
@@ -35,9 +32,8 @@ export const DEFAULT_RPC_EDGE: RpcEdgeOptions = { edge: DEFAULT_EDGE_LIMITS, lim
 
 /** What the core port serves and checks with. */
 export interface RpcCore {
-  /** The core's clients: every call is forwarded to them (the core's interceptors run there). */
+  /** Every call is forwarded to them (the core's interceptors run there). */
   readonly clients: CoreClients;
-  /** Credentials from headers alone, checked before a message is read. */
   readonly headerCheck: HeaderCheck;
   /** URL_SIGNING_SECRET: a remote gateway signs the client it forwards a call for (x-gateway-client) with it. */
   readonly urlSigningSecret: Buffer;
@@ -54,10 +50,7 @@ function streamDelivery(stream: http2.ServerHttp2Stream): AnswerDelivery {
   };
 }
 
-/**
- * Once the answer is out, a request side still open (a refusal, a timeout) is closed with RST_STREAM NO_ERROR (RFC 9113,
- * 8.1) so the sender stops; after "wantTrailers", since Http2ServerResponse always ends with trailers.
- */
+/** Once the answer is out, a request side still open is reset NO_ERROR (RFC 9113, 8.1) so the sender stops; after its trailers. */
 function closeRequestSide(request: http2.Http2ServerRequest): void {
   const stream = request.stream;
   const close = () => {
@@ -75,12 +68,7 @@ function coreWire(urlSigningSecret: Buffer, requestTimeoutMs: number, debug: Deb
   return {
     grpc: true,
     requestTimeoutMs,
-    callerOf: (request) => {
-      const headers = new Headers();
-      const forwarded = request.headers["x-gateway-client"];
-      if (typeof forwarded === "string") headers.set("x-gateway-client", forwarded);
-      return clientOfCall(raw(request).stream.session, headers, urlSigningSecret);
-    },
+    callerOf: (request) => clientOfCall(raw(request).stream.session, request.headers[FORWARDED_CLIENT_HEADER], urlSigningSecret),
     abandonBody: (request) => closeRequestSide(raw(request)),
     delivery: (request) => streamDelivery(raw(request).stream),
     sendRefusal: async (reply: FastifyReply, response, refusal) => {
@@ -103,10 +91,7 @@ function coreWire(urlSigningSecret: Buffer, requestTimeoutMs: number, debug: Deb
   };
 }
 
-/**
- * The core on an HTTP/2 cleartext port (gRPC, gRPC-Web, Connect), with health (`readiness`, which gates every RPC but
- * reflection's) and reflection, behind the edge (connectRoutes, guardedListener).
- */
+/** The core on an HTTP/2 cleartext port (gRPC, gRPC-Web, Connect), with health and reflection, behind the edge. */
 export async function listenRpc(
   core: RpcCore,
   host: string,
@@ -124,8 +109,7 @@ export async function listenRpc(
   setMaxListeners(0, closing.signal);
   const health = createHealthService(readiness, services.map(([service]) => service.typeName), { shutdownSignal: closing.signal });
   services.push([Health, health]);
-  const reflection = createReflectionServices(services.map(([service]) => service));
-  services.push([ReflectionV1, reflection.v1], [ReflectionV1alpha, reflection.v1alpha]);
+  services.push(...reflectionServices(services.map(([service]) => service)));
 
   // The server is this module's: its connections come from guardedListener, which bounds them before HTTP/2 sees them.
   const server = http2.createServer({ settings: { maxConcurrentStreams: edge.maxConcurrentStreams } });
@@ -154,12 +138,9 @@ export async function listenRpc(
     const answer = unknownRpcAnswer(request, true)!;
     reply.hijack();
     const stream = (request.raw as unknown as http2.Http2ServerRequest).stream;
-    if (answer.body === undefined) {
-      stream.respond({ ":status": answer.status, ...answer.headers }, { endStream: true });
-      return;
-    }
-    stream.respond({ ":status": answer.status, ...answer.headers, "content-length": String(answer.body.byteLength) });
-    stream.end(answer.body);
+    const length = answer.body ? { "content-length": String(answer.body.byteLength) } : {};
+    stream.respond({ ":status": answer.status, ...answer.headers, ...length }, { endStream: answer.body === undefined });
+    if (answer.body) stream.end(answer.body);
   });
   await app.ready();
   const listener = guardedListener(server, edge, debug);

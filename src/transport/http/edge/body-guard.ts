@@ -105,10 +105,7 @@ function sentAsJson(request: FastifyRequest): boolean {
   return header !== undefined && header.split(";", 1)[0]!.trim().toLowerCase() === "application/json";
 }
 
-/**
- * `release` once the body (or the stream the parser reads) ends, its client goes or its answer ends, never held for
- * the answer; a body its answer left half-read is `abandon`ed and discarded, or Node would leave the connection stuck.
- */
+/** `release` once the body ends, its client goes or its answer ends; a body left half-read is `abandon`ed, or Node would stall the connection. */
 function whenBodyDone(
   request: FastifyRequest, reply: FastifyReply, release: () => void, body: Readable = request.raw, abandon: () => void = () => {},
 ): void {
@@ -172,10 +169,7 @@ export function refuseBody(request: FastifyRequest, reply: FastifyReply, error: 
   return replyWithError(error, request, reply);
 }
 
-/**
- * Discards a body nobody reads, closing the connection past LINGER_BYTES or LINGER_MS (from now or from the answer).
- * The listener is on the request: Node's parser owns the socket's reads, and would otherwise dump the body uncounted.
- */
+/** Discards a body nobody reads, within LINGER_BYTES and LINGER_MS; on the request, since Node's parser owns the socket's reads. */
 export function lingerUntilDiscarded(request: FastifyRequest, from: "now" | { answered: FastifyReply } = "now"): void {
   const incoming = request.raw;
   if (incoming.complete || incoming.destroyed || !hasBody(request) || discarding.has(incoming)) return;

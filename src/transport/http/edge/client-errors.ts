@@ -28,10 +28,7 @@ function pathOf(error: { rawPacket?: unknown }, socket: Duplex): string {
   return /^[A-Z]+ (\/\S*)/.exec(raw)?.[1] ?? "/";
 }
 
-/**
- * Connections the HTTP parser gave up on, or whose request did not arrive in time: the error in its surface's
- * shape, then the connection closes. Logged at debug without the request (its raw bytes may hold `?key=`).
- */
+/** Connections the HTTP parser gave up on, or late: the error in its surface's shape, then closed; logged without the raw request (`?key=`). */
 export function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
   const code = error.code ?? "unknown";
   // A connection refused for its client's cap has had its answer; it closes on its own (limitConnections).

@@ -38,10 +38,7 @@ export class GatewayLogController extends LogController {
 /** A request's route as its template (/api/v1/jobs/:jobId): a bounded label. Unrouted requests share one. */
 const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? "unmatched";
 
-/**
- * The request's Server-Timing so far (serverTiming), set on every answer by onSend; a stream's route, which writes its
- * head itself, sets it when the first event is ready (its upstream time is then the wait for that event).
- */
+/** The request's Server-Timing so far: set by onSend, or by a stream's route when its first event is ready (it writes its own head). */
 export function serverTimingHeader(request: FastifyRequest): { "server-timing"?: string } {
   const timing = timingOf(request);
   return timing ? { "server-timing": serverTiming(performance.now() - timing.startedAt, timing.upstreamMs) } : {};
@@ -52,10 +49,7 @@ interface RequestCells { readonly requests: CounterCell; readonly duration: Hist
 const SPAN_CONTEXT = Symbol("spanContext");
 type Traced = FastifyRequest & { [SPAN_CONTEXT]?: Context };
 
-/**
- * What the gateway reports of every request: the http_server_* metrics (when the answer ends, or 499), X-Request-Id,
- * Server-Timing, and with tracing on a server span continuing `traceparent`, current in its hooks and handler (not for probes).
- */
+/** The http_server_* metrics (when the answer ends, or 499), X-Request-Id, Server-Timing and, with tracing, a server span. */
 export function observeRequests(app: FastifyInstance, metrics: { readonly http: HttpMetrics }, tracing: RequestTracing | undefined): void {
   // The metric cells of each method, route and status, found by one string key (the sets are bounded: route templates).
   const cellsByKey = new Map<string, RequestCells>();

@@ -9,10 +9,7 @@ const LEVELS = ["fatal", "error", "warn", "info", "debug", "trace"] as const;
 // The level methods are put on the prototype below (one function per level, no closures made per request).
 interface RequestLogger extends Pick<FastifyBaseLogger, (typeof LEVELS)[number]> {}
 
-/**
- * A request's logger that becomes its pino child only when a line is written at an enabled level (or a child or level
- * is asked of it): pino's child serializes its bindings when made (decision 0023), mostly for nothing at LOG_LEVEL=warn.
- */
+/** A request's logger that makes its pino child only once a line is enabled: the child serializes its bindings (decision 0023). */
 class RequestLogger implements FastifyBaseLogger {
   private made: FastifyBaseLogger | undefined;
 
