@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
  */
 
 const SRC = fileURLToPath(new URL("../../../src/", import.meta.url));
+const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -48,6 +49,14 @@ describe("dependencies through their public API only", () => {
         }
       });
     }
+    assert.deepEqual(found, []);
+  });
+
+  it("when the tests and benches are read, then none imports a Connect protocol internal either", () => {
+    const files = ["test", "bench"].flatMap((dir) => sourceFiles(join(ROOT, dir)));
+    assert.ok(files.length > 100, `the tests are found (${files.length} files)`);
+    const internal = FORBIDDEN.find(([what]) => what === "a Connect protocol internal")![1];
+    const found = files.filter((file) => internal.test(withoutComments(readFileSync(file, "utf8")))).map((file) => relative(ROOT, file));
     assert.deepEqual(found, []);
   });
 });

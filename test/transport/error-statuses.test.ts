@@ -1,9 +1,8 @@
 // backends: embedded
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, createRouterTransport, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
-import { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { ErrorDetailSchema, GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
 import { DomainError, PROVIDER_FAILURES, toConnectError } from "../../src/core/index.js";
 import { httpErrorOf } from "../../src/transport/http/connect-errors.js";
@@ -76,8 +75,13 @@ const EVERY_REASON = Object.entries(REASONS).flatMap(([category, { status, reaso
   reasons.map((reason) => ({ category: category as Category, reason, status })),
 );
 
-/** The failure as a remote core's Connect client receives it: the detail as bytes off the wire. */
-const overTheWire = (error: ConnectError) => errorFromJsonBytes(errorToJsonBytes(error, undefined), undefined, new ConnectError("", Code.Unknown));
+/** The failure as a remote core's Connect client receives it: thrown by a handler, its detail read back as bytes off the wire. */
+async function overTheWire(error: ConnectError): Promise<ConnectError> {
+  const transport = createRouterTransport(({ service }) => service(GenerationService, { getJob: () => { throw error; } }));
+  const received = await createClient(GenerationService, transport).getJob({ jobId: "j" }).then(() => undefined, (e: unknown) => e);
+  assert.ok(received instanceof ConnectError, "the call was refused");
+  return received;
+}
 
 const detailOf = (error: ConnectError) => error.findDetails(ErrorDetailSchema)[0];
 
@@ -99,18 +103,19 @@ describe("errors decided once: the core answers a code and a reason, the REST ed
     }
   });
 
-  it("when a gateway reads a remote core's refusal off the wire, then it answers the same status as in process", () => {
+  it("when a gateway reads a remote core's refusal off the wire, then it answers the same status as in process", async () => {
     for (const { category, reason, status } of EVERY_REASON) {
-      assert.equal(httpErrorOf(overTheWire(toConnectError(new DomainError(category, reason, "refused")))).status, status, `${category}/${reason}`);
+      const received = await overTheWire(toConnectError(new DomainError(category, reason, "refused")));
+      assert.equal(httpErrorOf(received).status, status, `${category}/${reason}`);
     }
   });
 
-  it("when a refusal leaves an RPC port, then its deprecated http_status is REST's status, whether made in process or received", () => {
+  it("when a refusal leaves an RPC port, then its deprecated http_status is REST's status, whether made in process or received", async () => {
     for (const { category, reason, status } of EVERY_REASON) {
       const inProcess = withHttpStatus(toConnectError(new DomainError(category, reason, "refused")));
-      const received = withHttpStatus(overTheWire(toConnectError(new DomainError(category, reason, "refused"))));
+      const received = withHttpStatus(await overTheWire(toConnectError(new DomainError(category, reason, "refused"))));
       assert.equal(detailOf(inProcess)?.httpStatus, status, `${category}/${reason} in process`);
-      assert.equal(detailOf(overTheWire(received))?.httpStatus, status, `${category}/${reason} received`);
+      assert.equal(detailOf(await overTheWire(received))?.httpStatus, status, `${category}/${reason} received`);
       assert.equal(detailOf(received)?.reason, reason);
     }
   });
