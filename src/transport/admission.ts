@@ -1,5 +1,5 @@
 import type { EdgeLimits } from "../config/config.js";
-import type { Credential, HeaderCheck, Readiness } from "../core/index.js";
+import type { Credential, HeaderCheck, Readiness, ValidationLimits } from "../core/index.js";
 import type { BodyBudget, BodyHold, ReleaseSlot, UploadSlots } from "./upload-slots.js";
 
 // Both ports' admission: readiness and credential before a body is read, then what the body holds of the process's
@@ -88,3 +88,7 @@ export async function admitHeaders(
     return { refused: "credential", error };
   }
 }
+
+/** The longest prompt any kind accepts: part of every body budget that carries one. */
+export const longestPromptBytes = (limits: Pick<ValidationLimits, "maxPromptBytes">): number =>
+  Math.max(limits.maxPromptBytes.image, limits.maxPromptBytes.video, limits.maxPromptBytes.text);

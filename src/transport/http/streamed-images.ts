@@ -3,6 +3,7 @@ import { createContextValues, type ContextValues } from "@connectrpc/connect";
 import { type ImageUpload, type InlineStaging, STAGED_IMAGES, type StagedInlineImage, type StagingSession, type ValidationLimits } from "../../core/index.js";
 import { bodyTooLarge, sizeText } from "./error-replies.js";
 import { GatewayError } from "./gateway-error.js";
+import { longestPromptBytes } from "../admission.js";
 
 /** The top-level field whose strings are images, by its proto and its JSON name: the mapping accepts both. */
 const IMAGE_FIELD_NAMES: ReadonlySet<string> = new Set(["input_images_base64", "inputImagesBase64"]);
@@ -27,8 +28,7 @@ const DENSE_ESCAPES = 64;
 
 /** A streamed body's budget besides its images: prompt and metadata escaped at worst (6 bytes a byte) plus MAX_BODY_BYTES. */
 export function otherFieldsBytes(limits: Pick<ValidationLimits, "maxPromptBytes" | "metadata">, maxBodyBytes: number): number {
-  const prompt = Math.max(limits.maxPromptBytes.image, limits.maxPromptBytes.video, limits.maxPromptBytes.text);
-  return 6 * (prompt + limits.metadata.maxTotalBytes) + maxBodyBytes;
+  return 6 * (longestPromptBytes(limits) + limits.metadata.maxTotalBytes) + maxBodyBytes;
 }
 
 const invalidJson = (why: string) => new GatewayError(400, "invalid_json", `the body is not valid JSON: ${why}`);

@@ -8,6 +8,7 @@ import { Health } from "../../../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection as ReflectionV1 } from "../../../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ReflectionV1alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import type { Credential, ValidationLimits } from "../../core/index.js";
+import { longestPromptBytes } from "../admission.js";
 
 /** What the edge of the core knows about one method before it reads a byte of its message. */
 export interface MethodPolicy {
@@ -49,8 +50,7 @@ const CREDENTIAL_OF = new Map<DescService, Credential | undefined>([
 
 /** The largest message carrying input images: the images as base64 (strings, or bytes in Connect's JSON), the longest prompt, metadata and the rest. */
 export function inputMessageLimit(limits: ValidationLimits, maxBodyBytes: number): number {
-  const longestPrompt = Math.max(limits.maxPromptBytes.image, limits.maxPromptBytes.video, limits.maxPromptBytes.text);
-  return Math.ceil((limits.maxInputBytes * 4) / 3) + longestPrompt + limits.metadata.maxTotalBytes + maxBodyBytes;
+  return Math.ceil((limits.maxInputBytes * 4) / 3) + longestPromptBytes(limits) + limits.metadata.maxTotalBytes + maxBodyBytes;
 }
 
 /** The policy of every method served on the core port, by request path (`/package.Service/Method`). */
