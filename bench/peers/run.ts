@@ -46,9 +46,7 @@ const STREAM_CONCURRENCY = [1, AT] as const;
 /**
  * The mock: every answer takes 20 ms, as "a 20 ms mock" means in the public comparisons: generateContent answers
  * after answerMs (BENCH_PEERS_ANSWER_MS, 20); a stream sends its 10 events after firstMs (20), gapMs apart
- * (BENCH_PEERS_GAP_MS, 0). A model takes as long streamed or not, and this service streams from the upstream for a
- * non-streamed request too (to stop and charge what was produced when the client leaves), so a stream longer than
- * generateContent would put the difference into its non-streamed figures (see docs/benchmarks-peers.md).
+ * (BENCH_PEERS_GAP_MS, 0). Every gateway calls generateContent for a non-streamed request (see docs/benchmarks-peers.md).
  */
 const MOCK = {
   answerMs: Number(process.env.BENCH_PEERS_ANSWER_MS ?? 20), firstMs: 20, events: 10, gapMs: Number(process.env.BENCH_PEERS_GAP_MS ?? 0),
@@ -222,8 +220,7 @@ async function startService(mockUrl: string, dataDir: string): Promise<Target> {
     does: "API key checked; money held durably (SQLite) before the upstream call and settled exactly after; a structured log line per request (default level)",
     unary: { url: `${base}:generateContent`, headers, body: VENDOR_BODY },
     stream: { url: `${base}:streamGenerateContent?alt=sse`, headers, body: VENDOR_BODY },
-    // It streams from the upstream for a non-streamed request too (the answer is assembled, then settled).
-    carrier: "x-vendor-api-key", unaryKind: "streamGenerateContent?alt=sse", streamKind: "streamGenerateContent?alt=sse",
+    carrier: "x-vendor-api-key", unaryKind: "generateContent", streamKind: "streamGenerateContent?alt=sse",
   };
 }
 
@@ -419,10 +416,6 @@ async function main(): Promise<void> {
     "",
     `Mock upstream (Gemini wire format): generateContent answers after ${MOCK.answerMs} ms; streamGenerateContent sends ${MOCK.events} events, ` +
       `the first after ${MOCK.firstMs} ms, then ${MOCK.gapMs} ms apart (${streamMs} ms in all: a model takes as long either way), each with cumulative usageMetadata. ` +
-      (MOCK.answerMs < streamMs
-        ? `This service calls the upstream's stream for a non-streamed request too, so its non-streamed figures include the mock's ${streamMs - MOCK.answerMs} ms ` +
-          `longer stream. `
-        : "") +
       `Every figure is the gateway's minus the mock's ` +
       `called directly, same request kind, concurrency and load generator. Before the first step, ${PREWARM_MS / 1000} s of requests at ${AT} in flight and ${PREWARM_MS / 5000} s of streams, unmeasured (steady state). Closed loops, ${WARMUP_MS / 1000} s warm-up + ${DURATION_MS / 1000} s measured ` +
       `per step (${(DURATION_MS * SINGLE_FACTOR) / 1000} s at 1 in flight). Bounds apply to the added p99; "(n)" is the concurrency it was reached at. ` +

@@ -111,4 +111,6 @@ export interface GenerationProvider {
   generateImage(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput>;
   generateVideo(request: MediaRequest, signal: AbortSignal): Promise<GenerationOutput>;
   streamText(request: TextRequest, signal: AbortSignal): AsyncIterable<TextChunk>;
+  /** The whole answer in one call (a non-streamed request): its refusals are thrown as streamText throws them. */
+  generateText(request: TextRequest, signal: AbortSignal): Promise<TextChunk>;
 }

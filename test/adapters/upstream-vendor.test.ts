@@ -839,6 +839,22 @@ describe("a route table (ROUTES_FILE)", () => {
       assert.equal(await settledCharge(routed, customer.apiKey), chargeFor(TEXT_PRICES[model]!, served.lastUsage!));
     });
 
+    it("when the first route drops a non-streamed call, then generateContent asks the next route once, unary, and answers and charges its whole answer", async () => {
+      const customer = await createCustomer(routed);
+      const model = SCENARIO.sse;
+      const [markA, markB] = [stubA.requests.length, stubB.requests.length];
+      stubA.fault({ kind: "drop" }, { model, on: "generate", times: 1 });
+      const prompt = longPrompt("the harbour pilot");
+      const response = await generateContent(routed, model, customer.apiKey, userTurn(prompt));
+      assert.equal(response.status, 200, response.text);
+      assert.equal(answerText(response.json), stubAnswer(prompt));
+      assert.equal(onlyRequest(stubA, markA, { model }).kind, "generate");
+      const served = onlyRequest(stubB, markB, { model });
+      assert.equal(served.kind, "generate", "a non-streamed call is one unary upstream call, not a stream");
+      assert.equal(response.json.usageMetadata.candidatesTokenCount, served.lastUsage!.candidatesTokenCount);
+      assert.equal(await settledCharge(routed, customer.apiKey), chargeFor(TEXT_PRICES[model]!, served.lastUsage!));
+    });
+
     it("fails a sync stream over when the first route's stream stays silent past its timeout_ms before the first chunk", async () => {
       const customer = await createCustomer(routed);
       const model = SCENARIO.sseStall;

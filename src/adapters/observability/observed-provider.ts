@@ -1,5 +1,5 @@
 import type { TokenUsage } from "../../domain/pricing/quotes.js";
-import { ProviderError, type GenerationOutput, type GenerationProvider, type TextChunk } from "../../ports/provider.js";
+import { ProviderError, type GenerationProvider, type TextChunk } from "../../ports/provider.js";
 import type { Telemetry, UpstreamOperation } from "../../ports/telemetry.js";
 import { inSpan, SpanKind } from "./tracing.js";
 
@@ -15,7 +15,7 @@ export function observedUpstream(provider: GenerationProvider, telemetry: Teleme
     telemetry.observe({ kind: "upstream_call", route, operation, outcome, seconds: (performance.now() - started) / 1000 });
     if (usage) telemetry.observe({ kind: "upstream_tokens", route, input: usage.promptTokens, output: usage.textOutputTokens + usage.videoOutputTokens });
   };
-  const media = (operation: UpstreamOperation, call: () => Promise<GenerationOutput>) =>
+  const whole = <T extends { readonly usage: TokenUsage }>(operation: UpstreamOperation, call: () => Promise<T>) =>
     inSpan(`upstream ${operation}`, { kind: SpanKind.CLIENT, attributes: { "upstream.route": route } }, async () => {
       const started = performance.now();
       try {
@@ -31,8 +31,9 @@ export function observedUpstream(provider: GenerationProvider, telemetry: Teleme
     planRoute: (model) => provider.planRoute(model),
     routes: () => provider.routes(),
     close: () => provider.close?.() ?? Promise.resolve(),
-    generateImage: (request, signal) => media("image", () => provider.generateImage(request, signal)),
-    generateVideo: (request, signal) => media("video", () => provider.generateVideo(request, signal)),
+    generateImage: (request, signal) => whole("image", () => provider.generateImage(request, signal)),
+    generateVideo: (request, signal) => whole("video", () => provider.generateVideo(request, signal)),
+    generateText: (request, signal) => whole("text", () => provider.generateText(request, signal)),
     async *streamText(request, signal): AsyncIterable<TextChunk> {
       const started = performance.now();
       let usage: TokenUsage | undefined;

@@ -35,6 +35,13 @@ function contentsOf(prompt: string, images: readonly InputImage[]) {
   return [{ role: "user", parts: [{ text: prompt }, ...imageParts(images)] }];
 }
 
+/** A text request's upstream body: whatever the caller sent, the upstream is held to the output bound the reservation assumed. */
+function textBody(request: TextRequest) {
+  return request.wire
+    ? { ...request.wire, generationConfig: { ...(request.wire.generationConfig as object | undefined), maxOutputTokens: request.maxOutputTokens } }
+    : { contents: contentsOf(request.promptText, request.inputImages), generationConfig: { maxOutputTokens: request.maxOutputTokens } };
+}
+
 /**
  * The vendor's API as the provider, across routes. A call goes to the route
  * chosen at acceptance (or drawn by weight), and on a connect error, a 5xx, a
@@ -215,16 +222,33 @@ export class RoutedVendorProvider implements GenerationProvider {
   }
 
   /**
+   * The whole answer from one generateContent call, failing over like an image: nothing has reached the
+   * caller before it returns. The vendor's usage is charged; without it, the answer is counted by our rule.
+   */
+  async generateText(request: TextRequest, signal: AbortSignal): Promise<TextChunk> {
+    const routes = await this.order(request.model, request.inputImages.length, request.route);
+    const body = textBody(request);
+    return this.failover(routes, signal, "text", async (client) => {
+      const answer = await client.generateContent(request.model.id, body, signal);
+      const refusal = refusalOf(answer);
+      if (refusal) throw refusal;
+      const text = chunkText(answer);
+      const usage = answer.usageMetadata
+        ? usageOf(answer.usageMetadata)
+        : { promptTokens: countTokens(request.promptText), textOutputTokens: countTokens(text), videoOutputTokens: 0 };
+      this.counted(client.route.name, usage);
+      return { text, usage, finishReason: answer.candidates?.[0]?.finishReason };
+    });
+  }
+
+  /**
    * Streams text from the first route that produces a first chunk. Once a
    * chunk has been passed on, the stream belongs to that route: a later fault
    * is an error for the caller, never a silent switch to another route.
    */
   async *streamText(request: TextRequest, signal: AbortSignal): AsyncIterable<TextChunk> {
     const routes = await this.order(request.model, request.inputImages.length, request.route);
-    // Whatever the body, the upstream is held to the output bound the reservation assumed.
-    const body = request.wire
-      ? { ...request.wire, generationConfig: { ...(request.wire.generationConfig as object | undefined), maxOutputTokens: request.maxOutputTokens } }
-      : { contents: contentsOf(request.promptText, request.inputImages), generationConfig: { maxOutputTokens: request.maxOutputTokens } };
+    const body = textBody(request);
     const opened = await this.failover(routes, signal, "text", async (client) => {
       const stream = client.streamGenerateContent(request.model.id, body, signal);
       const first = await stream.next();

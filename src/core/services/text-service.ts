@@ -118,11 +118,8 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     const inputImages = request.contents.flatMap((c) =>
       c.parts.flatMap((p) => (p.data.case === "inlineData" ? [{ mimeType: p.data.value.mimeType, bytes: p.data.value.data }] : [])),
     );
-    const chunks = timedChunks(deps.provider.streamText(
-      { model: spec.model, route: plan.route, promptText: spec.promptText, maxOutputTokens: spec.maxOutputTokens, inputImages, wire },
-      context.signal,
-    ), context);
-    return { spec, call, chunks };
+    const upstream = { model: spec.model, route: plan.route, promptText: spec.promptText, maxOutputTokens: spec.maxOutputTokens, inputImages, wire };
+    return { spec, call, upstream };
   }
 
   function upstreamFailureOf(error: unknown): unknown {
@@ -167,24 +164,24 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     },
 
     generateContent: async (request, context) => {
-      const { spec, call, chunks } = await open(request, context);
+      const { spec, call, upstream } = await open(request, context);
       const responseId = randomUUID();
-      let text = "";
-      let last: TextChunk | undefined;
+      // One upstream call: the answer is produced whole, then charged (a caller gone before it is charged nothing).
+      const started = performance.now();
+      let answer: TextChunk;
       try {
-        for await (const chunk of chunks) {
-          text += chunk.text;
-          last = chunk;
-        }
+        answer = await deps.provider.generateText(upstream, context.signal);
       } catch (error) {
         await call.end();
         if (error instanceof ProviderError && REFUSALS.has(error.code)) return refusalResponse(spec, responseId, error);
-        // A ConnectError: the provider's time waited so far leaves with it (its metadata).
+        // A ConnectError: the provider's time waited leaves with it (its metadata).
         throw toRpcError(upstreamFailureOf(error));
+      } finally {
+        reportUpstreamTime(context, performance.now() - started);
       }
-      if (last) call.markDelivered(last);
+      call.markDelivered(answer);
       await call.end();
-      return chunkResponse(spec, responseId, { ...(last ?? { usage: { promptTokens: spec.promptTokens, textOutputTokens: 0, videoOutputTokens: 0 } }), text });
+      return chunkResponse(spec, responseId, answer);
     },
 
     async *streamGenerateContent(request, context) {
@@ -195,7 +192,8 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
       } catch (error) {
         throw toRpcError(error);
       }
-      const { spec, call, chunks } = opened;
+      const { spec, call, upstream } = opened;
+      const chunks = timedChunks(deps.provider.streamText(upstream, context.signal), context);
       const responseId = randomUUID();
       try {
         for await (const chunk of chunks) {

@@ -107,6 +107,16 @@ export class SimulatedProvider implements GenerationProvider {
     }
   }
 
+  async generateText(request: TextRequest, signal: AbortSignal): Promise<TextChunk> {
+    let text = "";
+    let last: TextChunk | undefined;
+    for await (const chunk of this.streamText(request, signal)) {
+      text += chunk.text;
+      last = chunk;
+    }
+    return { text, usage: last?.usage ?? { promptTokens: countTokens(request.promptText), textOutputTokens: 0, videoOutputTokens: 0 }, finishReason: last?.finishReason };
+  }
+
   private latencyFor(prompt: string): number {
     return prompt.includes(SIMULATOR_MARKERS.slow) ? Math.max(this.options.latencyMs, 2000) * 5 : this.options.latencyMs;
   }

@@ -70,7 +70,10 @@ export function vendorRoutes(core: CoreClients, guard: BodyGuard) {
       }
       const message = parseBody(GenerateContentRequestSchema, request.body);
       message.model = model;
-      if (action === "generateContent") return vendorJson(await core.text.generateContent(message, vendorCall(request, reply)));
+      if (action === "generateContent") {
+        const response = await core.text.generateContent(message, vendorCall(request, reply));
+        return reply.type("application/json; charset=utf-8").send(generateContentResponseJson(response));
+      }
       if ((request.query as { alt?: string }).alt !== "sse") return streamAsArray(core, message, request, reply);
       return streamAnswer(core, message, request, reply);
     };
