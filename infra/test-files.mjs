@@ -7,8 +7,8 @@
 // embedded: `npm run test:embedded` (SQLite in a temporary DATA_DIR); real: `npm run test:real`, again with
 // TEST_BACKEND=real on Cassandra + Kafka; outage: `npm run test:outage`, which stops and starts those servers.
 // A file without the line, or naming anything else, stops the run here (and test/shared/test-backends.test.ts fails).
-// Whole-process tests (test/system/) come first, as the longest: two files at a time, they start while the rest
-// fill the other slot.
+// The longest files come first (FIRST): two files at a time, they start while the rest fill the other slot, rather
+// than one of them running alone at the end.
 import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -16,6 +16,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 export const RUNS = ["embedded", "real", "outage"];
 const DECLARATION = /^\/\/ backends: ([a-z]+(?:, [a-z]+)*)\s*$/;
 const ROOT = join(fileURLToPath(new URL(".", import.meta.url)), "..");
+/** Whole-process tests, then the Schemathesis run (one to two minutes on one core): the files that take longest. */
+const FIRST = ["test/system/", "test/transport/openapi-fuzz.test.ts"];
 
 /** Every test file's source, as a path relative to the repository ("test/core/billing.test.ts"). */
 export function testSources(root = ROOT) {
@@ -52,13 +54,17 @@ export function testPlan(root = ROOT) {
   return { files, errors };
 }
 
-/** The compiled files of one run, whole-process tests first. */
+/** The compiled files of one run, the longest (FIRST) first. */
 export function filesOf(run, plan) {
-  const chosen = plan.files.filter((file) => file.runs.includes(run)).map((file) => file.path);
-  const system = chosen.filter((path) => path.startsWith("test/system/"));
-  return [...system, ...chosen.filter((path) => !system.includes(path))].map(
-    (path) => `.test-build/${path.replace(/\.ts$/, ".js")}`,
-  );
+  const rank = (path) => {
+    const at = FIRST.findIndex((prefix) => path.startsWith(prefix));
+    return at === -1 ? FIRST.length : at;
+  };
+  return plan.files
+    .filter((file) => file.runs.includes(run))
+    .map((file) => file.path)
+    .sort((a, b) => rank(a) - rank(b))
+    .map((path) => `.test-build/${path.replace(/\.ts$/, ".js")}`);
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {

@@ -26,6 +26,7 @@ describe("job control across processes", { skip }, () => {
     processes.push(p);
     return p;
   };
+  // The processes of a test start side by side, as an operator's do: none waits for another to be ready.
   // A test's processes end with it: left running, each one's reaper and consumers load every later test.
   afterEach(async () => {
     await Promise.allSettled(processes.splice(0).map((p) => p.stop("SIGKILL")));
@@ -57,8 +58,10 @@ describe("job control across processes", { skip }, () => {
   it("when a job runs in a worker process, then a watcher on an API process hears every state from the lifecycle topic, not from polling", async () => {
     const env = await sharedEnv({ SIMULATED_LATENCY_MS: "1500" });
     // The fallback read is a minute away: every event below reached the API process through Kafka.
-    const api = await start({ ...env, ROLE: "api", WATCH_FALLBACK: "60s" });
-    await start({ ...env, ROLE: "worker" });
+    const [api] = await Promise.all([
+      start({ ...env, ROLE: "api", WATCH_FALLBACK: "60s" }),
+      start({ ...env, ROLE: "worker" }),
+    ]);
     const key = await customer(api, "10.00");
     const created = await call(api, "POST", "/api/v1/generations", { key, body: { model: "aimodel-2.5-flash-image", prompt: "a kite", aspect_ratio: "1:1" } });
     assert.equal(created.status, 202, created.text);
@@ -75,8 +78,10 @@ describe("job control across processes", { skip }, () => {
   it("when a processing text job is canceled through an API process, then the worker process aborts it and charges what was produced", async () => {
     const env = await sharedEnv({ SIMULATED_LATENCY_MS: "2000" });
     // A long grace: an answer well within it proves the worker itself aborted the job and recorded the cancellation.
-    const api = await start({ ...env, ROLE: "api", CANCEL_GRACE: "60s" });
-    await start({ ...env, ROLE: "worker" });
+    const [api] = await Promise.all([
+      start({ ...env, ROLE: "api", CANCEL_GRACE: "60s" }),
+      start({ ...env, ROLE: "worker" }),
+    ]);
     const key = await customer(api, "10.00");
     const created = await call(api, "POST", "/api/v1/generations", { key, body: { model: "aimodel-3.5-flash", prompt: `Write an essay about tides ${SLOW}` } });
     assert.equal(created.status, 202, created.text);
@@ -96,8 +101,10 @@ describe("job control across processes", { skip }, () => {
 
   it("when the worker holding a processing job is dead, then a cancel ends the job itself after the grace, charging nothing", async () => {
     const env = await sharedEnv({ SIMULATED_LATENCY_MS: "2000", JOB_LEASE: "60s" });
-    const api = await start({ ...env, ROLE: "api", CANCEL_GRACE: "1s" });
-    const worker = await start({ ...env, ROLE: "worker" });
+    const [api, worker] = await Promise.all([
+      start({ ...env, ROLE: "api", CANCEL_GRACE: "1s" }),
+      start({ ...env, ROLE: "worker" }),
+    ]);
     const key = await customer(api, "10.00");
     const created = await call(api, "POST", "/api/v1/generations", { key, body: { model: "aimodel-3-pro-image", prompt: `a kite ${SLOW}` } });
     const id = created.json.job_id as string;

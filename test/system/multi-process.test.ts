@@ -116,8 +116,10 @@ describe("several processes on one Cassandra and Kafka", { skip }, () => {
     dirs.push(env.DATA_DIR);
     const hooks = await receiver();
     try {
-      const api = await start({ ...env, ROLE: "api,webhooks" });
-      const workerA = await start({ ...env, ROLE: "worker", WORKER_ID: "worker-a" });
+      const [api, workerA] = await Promise.all([
+        start({ ...env, ROLE: "api,webhooks" }),
+        start({ ...env, ROLE: "worker", WORKER_ID: "worker-a" }),
+      ]);
       const key = await customer(api, "1.00");
       const created = await call(api, "POST", "/api/v1/generations", {
         key,
@@ -210,8 +212,10 @@ describe("several processes on one Cassandra and Kafka", { skip }, () => {
   it("an API process killed in the middle of a synchronous text call leaves no hold behind: the reaper releases it", async () => {
     const env = await sharedEnv({ SIMULATED_LATENCY_MS: "20000", TEXT_CALL_LIMIT: "3s" });
     dirs.push(env.DATA_DIR);
-    let api = await start({ ...env, ROLE: "api" });
-    await start({ ...env, ROLE: "worker" });
+    let [api] = await Promise.all([
+      start({ ...env, ROLE: "api" }),
+      start({ ...env, ROLE: "worker" }),
+    ]);
     const key = await customer(api, "1.00");
     const controller = new AbortController();
     const stream = fetch(`${api.url}/api/aimodel/v1beta/models/aimodel-3.5-flash:streamGenerateContent?alt=sse`, {
@@ -232,8 +236,10 @@ describe("several processes on one Cassandra and Kafka", { skip }, () => {
   it("SIGTERM lets a worker finish its job within the grace period and exit cleanly", async () => {
     const env = await sharedEnv({ SIMULATED_LATENCY_MS: "1000", SHUTDOWN_GRACE: "20s" });
     dirs.push(env.DATA_DIR);
-    const api = await start({ ...env, ROLE: "api,webhooks" });
-    const worker = await start({ ...env, ROLE: "worker" });
+    const [api, worker] = await Promise.all([
+      start({ ...env, ROLE: "api,webhooks" }),
+      start({ ...env, ROLE: "worker" }),
+    ]);
     const key = await customer(api, "1.00");
     const created = await call(api, "POST", "/api/v1/generations", { key, body: { model: "aimodel-2.5-flash-image", prompt: "graceful" } });
     await eventually(() => jobOf(api, key, created.json.job_id), (r) => r.json.status === "processing", { timeoutMs: 30_000, what: "processing" });
@@ -246,8 +252,10 @@ describe("several processes on one Cassandra and Kafka", { skip }, () => {
   it("SIGTERM with a job longer than the grace period hands it back; the next worker finishes it at once", async () => {
     const env = await sharedEnv({ SIMULATED_LATENCY_MS: "3000", SHUTDOWN_GRACE: "100ms", JOB_LEASE: "60s" });
     dirs.push(env.DATA_DIR);
-    const api = await start({ ...env, ROLE: "api,webhooks" });
-    const worker = await start({ ...env, ROLE: "worker" });
+    const [api, worker] = await Promise.all([
+      start({ ...env, ROLE: "api,webhooks" }),
+      start({ ...env, ROLE: "worker" }),
+    ]);
     const key = await customer(api, "1.00");
     const created = await call(api, "POST", "/api/v1/generations", { key, body: { model: "aimodel-2.5-flash-image", prompt: "handed back" } });
     await eventually(() => jobOf(api, key, created.json.job_id), (r) => r.json.status === "processing", { timeoutMs: 30_000, what: "processing" });
