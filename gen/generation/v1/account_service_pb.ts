@@ -93,7 +93,7 @@ export type StartSessionResponse = Message<"generation.v1.StartSessionResponse">
   expireTime?: Timestamp | undefined;
 
   /**
-   * Owner or operator.
+   * Owner (from an owner token) or operator (from the admin token).
    *
    * @generated from field: generation.v1.SessionRole role = 4;
    */

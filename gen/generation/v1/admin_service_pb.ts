@@ -331,21 +331,22 @@ export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__P
  */
 export type KeyLimits = Message<"generation.v1.KeyLimits"> & {
   /**
-   * Total spend, all time (decimal string, up to 1 000 000 000 000.00).
+   * Total spend allowed with the key, all time: settled charges plus open
+   * holds (decimal string, for example "25.00", up to 1 000 000 000 000.00).
    *
    * @generated from field: optional string spend_limit = 1;
    */
   spendLimit?: string | undefined;
 
   /**
-   * Spend per UTC day.
+   * Spend allowed per UTC day.
    *
    * @generated from field: optional string daily_spend_limit = 2;
    */
   dailySpendLimit?: string | undefined;
 
   /**
-   * Spend per UTC month.
+   * Spend allowed per UTC month.
    *
    * @generated from field: optional string monthly_spend_limit = 3;
    */

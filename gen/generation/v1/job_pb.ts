@@ -149,7 +149,8 @@ export type Job = Message<"generation.v1.Job"> & {
   finishedAt?: Timestamp | undefined;
 
   /**
-   * Set only when status is DONE.
+   * Set only when status is DONE: a signed link to the image or video, or
+   * the text of a text job.
    *
    * @generated from field: generation.v1.JobResult result = 7;
    */

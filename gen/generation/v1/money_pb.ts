@@ -57,9 +57,7 @@ export const BalanceSchema: GenMessage<Balance> = /*@__PURE__*/
   messageDesc(file_generation_v1_money, 0);
 
 /**
- * One immutable movement of an account's money. The sum of `amount` over all
- * of an account's entries is its balance; the sum of `reserved_change` is
- * its reserved amount.
+ * One immutable movement of an account's money.
  *
  * @generated from message generation.v1.LedgerEntry
  */
@@ -80,7 +78,8 @@ export type LedgerEntry = Message<"generation.v1.LedgerEntry"> & {
 
   /**
    * Signed change of the balance: positive for credits, negative for
-   * charges, "0.00" for holds and releases (they move `reserved`).
+   * charges, "0.00" for holds and releases (they move `reserved`). The sum
+   * over all of an account's entries is its balance.
    *
    * @generated from field: string amount = 3;
    */
@@ -116,7 +115,8 @@ export type LedgerEntry = Message<"generation.v1.LedgerEntry"> & {
 
   /**
    * Signed change of `reserved`: a hold adds its amount, the charge or
-   * release that ends it takes it away.
+   * release that ends it takes it away. The sum over all of an account's
+   * entries is its reserved amount.
    *
    * @generated from field: string reserved_change = 8;
    */

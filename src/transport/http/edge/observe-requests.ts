@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { context, trace, type Context } from "@opentelemetry/api";
 import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import type { CounterCell, HistogramCell, HttpMetrics, RequestTracing } from "../observability.js";
+import type { HttpMetrics, RequestTracing } from "../observability.js";
 import { serverTiming } from "../../server-timing.js";
 import { startTiming, timingOf } from "../request-timing.js";
 import { onAnswerEnd } from "./pipelining.js";
@@ -44,28 +44,11 @@ export function serverTimingHeader(request: FastifyRequest): { "server-timing"?:
   return timing ? { "server-timing": serverTiming(performance.now() - timing.startedAt, timing.upstreamMs) } : {};
 }
 
-interface RequestCells { readonly requests: CounterCell; readonly duration: HistogramCell; readonly own: HistogramCell; readonly core: HistogramCell }
-
 const SPAN_CONTEXT = Symbol("spanContext");
 type Traced = FastifyRequest & { [SPAN_CONTEXT]?: Context };
 
 /** The http_server_* metrics (when the answer ends, or 499), X-Request-Id, Server-Timing and, with tracing, a server span. */
 export function observeRequests(app: FastifyInstance, metrics: { readonly http: HttpMetrics }, tracing: RequestTracing | undefined): void {
-  // The metric cells of each method, route and status, found by one string key (the sets are bounded: route templates).
-  const cellsByKey = new Map<string, RequestCells>();
-  const cellsOf = (method: string, route: string, status: string): RequestCells => {
-    const key = `${method} ${route} ${status}`;
-    let cells = cellsByKey.get(key);
-    if (!cells) {
-      const labels = { method, route, status_code: status };
-      cells = {
-        requests: metrics.http.requests.cell(labels), duration: metrics.http.duration.cell(labels),
-        own: metrics.http.own.cell(labels), core: metrics.http.core.cell(labels),
-      };
-      cellsByKey.set(key, cells);
-    }
-    return cells;
-  };
   app.addHook("onRequest", (request, reply, done) => {
     const timing = startTiming(request);
     metrics.http.inFlight.inc();
@@ -78,14 +61,14 @@ export function observeRequests(app: FastifyInstance, metrics: { readonly http: 
     // Not the answer's 'close' alone: an answer queued behind another on a connection that dies never emits it.
     onAnswerEnd(reply.raw, () => {
       metrics.http.inFlight.dec();
-      const status = reply.raw.writableFinished ? String(reply.raw.statusCode) : "499";
+      // Each family keeps one cell per label set (RequestFamily), so asking again finds the same cell.
+      const labels = { method, route, status_code: reply.raw.writableFinished ? String(reply.raw.statusCode) : "499" };
       const seconds = (performance.now() - timing.startedAt) / 1000;
       const coreSeconds = timing.coreMs / 1000;
-      const cells = cellsOf(method, route, status);
-      cells.requests.inc();
-      cells.duration.observe(seconds);
-      cells.own.observe(Math.max(0, seconds - coreSeconds));
-      if (coreSeconds > 0) cells.core.observe(coreSeconds);
+      metrics.http.requests.cell(labels).inc();
+      metrics.http.duration.cell(labels).observe(seconds);
+      metrics.http.own.cell(labels).observe(Math.max(0, seconds - coreSeconds));
+      if (coreSeconds > 0) metrics.http.core.cell(labels).observe(coreSeconds);
       if (span) {
         span.setAttribute("http.response.status_code", reply.raw.statusCode);
         span.end();

@@ -1,10 +1,10 @@
 import {
-  AdminService, ApiKeySchema, KeyLimitsSchema, PanelSessionSchema, SetWebhookResponseSchema, UpstreamRouteSchema,
+  AdminService, ApiKeySchema, CreateApiKeyRequestSchema, KeyLimitsSchema, PanelSessionSchema, SetWebhookResponseSchema, UpstreamRouteSchema,
 } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
-import { ADMIN_SECURITY, BALANCE, MONEY, MONEY_INPUT, operation } from "./common.js";
+import { ADMIN_SECURITY, BALANCE, DECIMAL, MONEY, MONEY_INPUT, operation } from "./common.js";
 import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "./money.js";
-import { orNull, protoJsonSchema } from "./proto-json-schema.js";
+import { describedFields, orNull, protoJsonSchema } from "./proto-json-schema.js";
 import { restView } from "./rest-view.js";
 
 /**
@@ -20,13 +20,13 @@ function admin(rpc: keyof typeof AdminService.method, summary: string, { respons
 }
 
 /** A key's limits in a request: decimal strings and whole numbers; null (or absent) is no limit. Ranges are the domain's (400 invalid_key_limit). */
-const KEY_LIMITS_IN = {
-  spend_limit: { ...orNull(MONEY_INPUT), description: "Total spend allowed with the key (settled charges + open holds), e.g. \"25.00\"." },
-  daily_spend_limit: { ...orNull(MONEY_INPUT), description: "Spend allowed per UTC day." },
-  monthly_spend_limit: { ...orNull(MONEY_INPUT), description: "Spend allowed per UTC month." },
-  rate_limit_per_minute: { type: ["number", "null"], description: "Reservations (jobs, synchronous text calls) per UTC minute, 1 to 1000000." },
-  max_concurrent_jobs: { type: ["number", "null"], description: "Jobs queued or running at once, 1 to 100000." },
-} as const;
+const KEY_LIMITS_IN = describedFields(KeyLimitsSchema, {
+  spend_limit: orNull({ type: "string" }),
+  daily_spend_limit: orNull({ type: "string" }),
+  monthly_spend_limit: orNull({ type: "string" }),
+  rate_limit_per_minute: { type: ["number", "null"] },
+  max_concurrent_jobs: { type: ["number", "null"] },
+});
 
 /** A key's limits as answered: null where there is none. */
 export const KEY_LIMITS = restView(KeyLimitsSchema, {
@@ -35,18 +35,18 @@ export const KEY_LIMITS = restView(KeyLimitsSchema, {
   monthly_spend_limit: { schema: orNull(MONEY) },
 });
 
-const money = (description: string, nullable = false) => ({ schema: { ...(nullable ? orNull(MONEY) : MONEY), description } });
+const remaining = (description: string) => ({ schema: { ...orNull(DECIMAL), description } });
 
 /** A key as GET /admin/v1/keys/{key_id} shows it: grants, limits, and what it has spent and has left. */
 export const API_KEY = restView(ApiKeySchema, {
   limits: { inline: KEY_LIMITS },
-  spent: money("Settled charges made with the key, all time."),
-  spent_today: money("… this UTC day."),
-  spent_this_month: money("… this UTC month."),
-  held: money("The key's open holds, counted against every spend limit."),
-  remaining: money("spend_limit − spent − held (never below zero); null without a spend_limit.", true),
-  remaining_today: money("daily_spend_limit − spent_today − held; null without one.", true),
-  remaining_this_month: money("monthly_spend_limit − spent_this_month − held; null without one.", true),
+  spent: { schema: DECIMAL },
+  spent_today: { schema: DECIMAL },
+  spent_this_month: { schema: DECIMAL },
+  held: { schema: DECIMAL },
+  remaining: remaining("spend_limit − spent − held (never below zero); null without a spend_limit."),
+  remaining_today: remaining("daily_spend_limit − spent_today − held; null without one."),
+  remaining_this_month: remaining("monthly_spend_limit − spent_this_month − held; null without one."),
 });
 
 const PAUSED_BODY = { type: "object", properties: { paused: { type: "boolean" } }, required: ["paused"], examples: [{ paused: true }] } as const;
@@ -72,10 +72,8 @@ const ROUTE = (() => {
 
 /** A web panel session as the operator sees it: who and when, never its token. */
 export const PANEL_SESSION = restView(PanelSessionSchema, {
-  session_id: { schema: { description: "Its id (not secret: it cannot be turned into a session)." } },
   account_id: { emptyIsNull: true, schema: { description: "The owner's account; null for the operator." } },
   credential_id: { emptyIsNull: true, schema: { description: "The owner token it came from (revoking the token ends it); null for the operator." } },
-  expire_time: { schema: { description: "It ends on its own then (twelve hours after sign-in)." } },
 });
 
 /** Each admin route's schema, by the RPC it calls. */
@@ -109,7 +107,7 @@ export const ADMIN_SCHEMAS = {
     body: {
       type: "object",
       properties: {
-        models: { type: "array", items: { type: "string" }, description: 'Model ids, or "*" for every model but the lite image model, which needs its own grant.' },
+        ...describedFields(CreateApiKeyRequestSchema, { models: { type: "array", items: { type: "string" } } }),
         ...KEY_LIMITS_IN,
       },
       required: ["models"],

@@ -4,10 +4,12 @@
  * from these, so a shape is written once.
  */
 
+/** A decimal amount of US dollars as a string, where the field's proto comment describes it. */
+export const DECIMAL = { type: "string", pattern: "^-?[0-9]+(\\.[0-9]+)?$" } as const;
+
 /** A decimal amount of US dollars as a string; never a JSON number (a float). */
 export const MONEY = {
-  type: "string",
-  pattern: "^-?[0-9]+(\\.[0-9]+)?$",
+  ...DECIMAL,
   description: "Decimal US dollars as a string (never a JSON number), e.g. \"10.00\" or \"0.0000375\".",
 } as const;
 

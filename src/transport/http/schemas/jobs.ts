@@ -1,9 +1,9 @@
 import { create } from "@bufbuild/protobuf";
-import { ListModelsResponseSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
+import { CreateGenerationRequestSchema, ListModelsResponseSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
 import { JobResultSchema, JobSchema, JobStatus, JobUsageSchema } from "../../../../gen/generation/v1/job_pb.js";
 import { ModelKindSchema } from "../../../../gen/generation/v1/model_pb.js";
 import { BALANCE, IDEMPOTENCY_HEADERS, MONEY, PLATFORM_ERROR, PLATFORM_SECURITY, operation } from "./common.js";
-import { orNull, protoJsonSchema } from "./proto-json-schema.js";
+import { describedFields, orNull, protoJsonSchema } from "./proto-json-schema.js";
 import { restView } from "./rest-view.js";
 
 /**
@@ -24,18 +24,18 @@ const INT32 = { type: ["integer", "string"] } as const;
 const CREATE_GENERATION_BODY = {
   type: "object",
   // As the proto JSON mapping reads the body, null is "not set" for every field.
-  properties: nullableFields({
+  properties: describedFields(CreateGenerationRequestSchema, nullableFields({
     model: { type: "string", description: 'Model id, e.g. "aimodel-3-pro-image" (a "-preview" suffix is accepted for image models). See GET /api/v1/models.' },
-    prompt: { type: "string", description: "What to generate; at least one character." },
-    aspect_ratio: { type: "string", description: 'e.g. "1:1", "16:9" or "auto"; required for the lite and nbx image models.' },
-    resolution: { type: "string", description: 'Image: "1K", "2K", "4K". Video: "720p", "1080p", "4k".' },
-    input_images_urls: { type: "array", items: { type: "string" }, description: "Input images by http(s) URL, fetched after acceptance." },
-    input_images_base64: { type: "array", items: { type: "string" }, description: "Input images as base64 or data URIs (200 MiB decoded in total)." },
-    callback_url: { type: "string", description: "Webhook for this job; overrides the account-wide webhook." },
-    metadata: { type: "object", additionalProperties: true, description: "Any JSON object, echoed in the webhook payload." },
-    timeout: { ...INT32, description: "Total execution budget in seconds, 30 to 1200." },
-    duration_seconds: { ...INT32, description: "Video only: 4 to 8 seconds; 1080p and 4k need exactly 8." },
-  }),
+    prompt: { type: "string" },
+    aspect_ratio: { type: "string" },
+    resolution: { type: "string" },
+    input_images_urls: { type: "array", items: { type: "string" } },
+    input_images_base64: { type: "array", items: { type: "string" } },
+    callback_url: { type: "string" },
+    metadata: { type: "object", additionalProperties: true },
+    timeout: INT32,
+    duration_seconds: INT32,
+  })),
   examples: [
     { model: "aimodel-3-pro-image", prompt: "a lighthouse at dusk", aspect_ratio: "16:9", resolution: "2K" },
     { model: "aimodel-3.5-flash", prompt: "Write a haiku about tides" },
@@ -80,15 +80,10 @@ export const JOB_VIEW = restView(JobSchema, {
   started_at: NULLABLE_TIME,
   finished_at: NULLABLE_TIME,
   result: {
-    schema: {
-      ...JOB_RESULT.schema,
-      type: ["object", "null"],
-      description: "Set once the job is done: a signed link to the image or video, or the text of a text job.",
-    },
+    schema: { ...JOB_RESULT.schema, type: ["object", "null"] },
     json: (job) => (job.status === JobStatus.DONE ? JOB_RESULT.json(job.result ?? create(JobResultSchema)) : null),
   },
   error: {
-    schema: { description: "The failure's code, e.g. missing_input_images." },
     json: (job) => (job.status === JobStatus.FAILED ? (job.error ?? "generation_failed") : (job.error || null)),
   },
   error_message: { json: (job) => (job.status === JobStatus.FAILED ? (job.errorMessage ?? null) : (job.errorMessage || null)) },

@@ -1,4 +1,4 @@
-import { MONEY, PLATFORM_SECURITY, ADMIN_SECURITY, operation } from "./common.js";
+import { DECIMAL, MONEY, PLATFORM_SECURITY, ADMIN_SECURITY, operation } from "./common.js";
 import { GetUsageResponseSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
 import { LedgerEntrySchema, UsageRowSchema } from "../../../../gen/generation/v1/money_pb.js";
 import { orNull } from "./proto-json-schema.js";
@@ -11,31 +11,15 @@ import { restView } from "./rest-view.js";
  * rules are the domain's (src/domain/ledger/), answered 400 with its codes.
  */
 
-/** A signed amount (a charge is negative). */
-const SIGNED_MONEY = { ...MONEY, description: "Signed decimal US dollars as a string, e.g. \"-0.134\" or \"10.00\"." } as const;
-
 /** One entry of GET /api/v1/ledger: every field present, null where it does not apply. */
 export const LEDGER_ENTRY = restView(LedgerEntrySchema, {
-  entry_id: { schema: { description: "Opaque; entries are listed newest first by it." } },
-  amount: {
-    schema: {
-      ...SIGNED_MONEY,
-      description: "Signed change of the balance: credits positive, charges negative, holds and releases \"0.00\". The sum over all entries is the balance.",
-    },
-  },
+  amount: { schema: DECIMAL },
   balance_after: { schema: { ...MONEY, description: "The balance after this entry; the newest entry's equals GET /api/v1/balance's balance." } },
   job_id: { schema: { description: "The job the hold was for; null for credits and synchronous text calls." } },
   model: { schema: { description: "The model the hold was for; null for credits." } },
-  reserved_change: {
-    schema: {
-      ...SIGNED_MONEY,
-      description: "Signed change of reserved: a hold adds its amount, its charge or release takes it away. The sum over all entries is reserved.",
-    },
-  },
-  reserved_after: { schema: { ...MONEY, description: "Reserved after this entry." } },
+  reserved_change: { schema: DECIMAL },
+  reserved_after: { schema: DECIMAL },
   key_id: { schema: { description: "The API key that asked for the hold; null for credits." } },
-  prompt_token_count: { schema: { description: "On a charge: the prompt tokens paid for (0 for images and videos)." } },
-  candidates_token_count: { schema: { description: "On a charge: the produced tokens paid for." } },
   reason: {
     emptyIsNull: true,
     schema: {

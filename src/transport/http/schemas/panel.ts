@@ -1,4 +1,6 @@
+import { StartSessionResponseSchema } from "../../../../gen/generation/v1/account_service_pb.js";
 import { PANEL_SESSION_SECURITY, PANEL_SIGN_IN_SECURITY, operation } from "./common.js";
+import { describedFields } from "./proto-json-schema.js";
 
 /**
  * The web panel's session (issue 11): a credential exchanged for an HttpOnly,
@@ -7,12 +9,12 @@ import { PANEL_SESSION_SECURITY, PANEL_SIGN_IN_SECURITY, operation } from "./com
  */
 const SESSION = {
   type: "object",
-  properties: {
-    role: { type: "string", enum: ["owner", "operator"], description: "owner: from an owner token; operator: from the admin token." },
+  properties: describedFields(StartSessionResponseSchema, {
+    role: { type: "string", enum: ["owner", "operator"] },
     account_id: { type: ["string", "null"], description: "The owner's account; null for the operator." },
-    csrf_token: { type: "string", description: "Send it in `x-csrf-token` with every RPC of the session." },
-    expire_time: { type: "string", format: "date-time", description: "The session ends then (twelve hours after sign-in)." },
-  },
+    csrf_token: { type: "string" },
+    expire_time: { type: "string", format: "date-time" },
+  }),
   required: ["role", "account_id", "csrf_token", "expire_time"],
 } as const;
 

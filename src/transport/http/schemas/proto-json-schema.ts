@@ -1,4 +1,5 @@
 import { ScalarType, type DescEnum, type DescField, type DescMessage } from "@bufbuild/protobuf";
+import { FIELD_DOCS } from "../../../../gen/field_docs.js";
 
 /**
  * JSON Schemas of protobuf messages as the proto3 JSON mapping writes and
@@ -89,7 +90,19 @@ function fieldSchema(field: DescField, options: ProtoSchemaOptions, path: readon
   if (field.fieldKind === "list") schema = { type: "array", items: valueSchema(field.listKind, field, options, path) };
   else if (field.fieldKind === "map") schema = { type: "object", additionalProperties: valueSchema(field.mapKind, field, options, path) };
   else schema = valueSchema(field.fieldKind, field, options, path);
-  return options.direction === "input" ? orNull(schema) : schema;
+  return described(field, options.direction === "input" ? orNull(schema) : schema);
+}
+
+/** `schema` with the proto comment of `field` (gen/field_docs.ts) as its description, unless it has one of its own. */
+export function described(field: DescField, schema: Schema): Schema {
+  const docs = FIELD_DOCS[`${field.parent.typeName}.${field.name}`];
+  return docs === undefined || schema.description !== undefined ? schema : { ...schema, description: docs };
+}
+
+/** Hand-written schemas of fields of `desc`, by field name, each `described`. */
+export function describedFields<P extends Record<string, Schema>>(desc: DescMessage, properties: P): P {
+  const fields = new Map(desc.fields.map((field) => [field.name, field]));
+  return Object.fromEntries(Object.entries(properties).map(([name, schema]) => [name, described(fields.get(name)!, schema)])) as P;
 }
 
 /** One value of a field (an element of a list, a map's value). */

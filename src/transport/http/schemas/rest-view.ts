@@ -1,7 +1,7 @@
 import { ScalarType, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { LRUCache } from "lru-cache";
-import { orNull } from "./proto-json-schema.js";
+import { described, orNull } from "./proto-json-schema.js";
 
 /**
  * The REST answers of /api/v1 and /admin/v1 are views of protobuf messages: proto field names, every field present
@@ -13,7 +13,7 @@ type Schema = Record<string, unknown>;
 
 /** How one field appears beyond what its descriptor says. */
 export interface FieldView<M> {
-  /** Keywords over the derived schema (a description, money). */
+  /** Keywords over the derived schema (money; a description where the proto comment's does not fit REST). */
   readonly schema?: Schema;
   /** An empty string is answered null (and the schema takes null). */
   readonly emptyIsNull?: boolean;
@@ -88,7 +88,7 @@ export function restView<D extends DescMessage>(
       continue;
     }
     const derived = derivedSchema(field);
-    properties[field.name] = { ...(view.emptyIsNull ? orNull(derived) : derived), ...view.schema };
+    properties[field.name] = described(field, { ...(view.emptyIsNull ? orNull(derived) : derived), ...view.schema });
     if (field.oneof) {
       // One of a group: present under its own name when it is the one set.
       const group = field.oneof.localName;
