@@ -9,6 +9,7 @@ import { promisify } from "node:util";
 import { call, createCustomer, startTestService, type TestService } from "../support/harness.js";
 import { documentPaths } from "../support/readme-blocks.js";
 import { REPO_ROOT } from "../support/repo.js";
+import { FIELD_DOCS } from "../../gen/field_docs.js";
 
 const run = promisify(execFile);
 
@@ -177,6 +178,15 @@ describe("the published contract (OpenAPI 3.1 at /openapi.json, Swagger UI at /d
     assert.match(css.headers.get("content-type") ?? "", /^text\/css/);
     assert.notEqual(css.headers.get("etag"), etag);
     assert.equal((await fetch(`${service.url}/docs/static/no-such-file.js`)).status, 404);
+  });
+
+  it("when a field is documented in its proto, then the document describes it in the proto's words", () => {
+    type Described = { properties: Record<string, { description?: string }> };
+    const post = document.paths["/api/v1/generations"]!.post as { requestBody: { content: Record<string, { schema: Described }> } };
+    const body = post.requestBody.content["application/json"]!.schema;
+    assert.ok(FIELD_DOCS["generation.v1.CreateGenerationRequest.timeout"]);
+    assert.equal(body.properties.timeout!.description, FIELD_DOCS["generation.v1.CreateGenerationRequest.timeout"]);
+    assert.equal(body.properties.prompt!.description, FIELD_DOCS["generation.v1.CreateGenerationRequest.prompt"]);
   });
 
   it("when money is sent as a JSON number, then the schema refuses it (422 validation_failed) and no money moves", async () => {
