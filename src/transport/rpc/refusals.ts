@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { DomainError, type Readiness, toConnectError } from "../../core/index.js";
-import { httpStatusOf } from "../http/connect-errors.js";
+import { httpStatusOf } from "../http/error-replies.js";
 
 const typeNameOf = (detail: ConnectError["details"][number]) => ("desc" in detail ? detail.desc.typeName : detail.type);
 
