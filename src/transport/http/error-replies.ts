@@ -106,9 +106,6 @@ export function toHttpError(error: unknown, bodyLimit?: number): HttpError {
   return { status, reason, message, code: CODE_BY_STATUS[status] ?? (status < 500 ? Code.InvalidArgument : Code.Unknown), retryAfterSeconds };
 }
 
-/** `/api/v1`, `/admin/v1`, `/files`: {"error": {"code": "<snake_case>", "message": "..."}}. */
-const platformErrorBody = (error: HttpError) => ({ status: error.status, body: { error: { code: error.reason, message: error.message } } });
-
 /** Refusals of HTTP itself (408 late; 413, 414, 415, 431 unreadable): the vendor's front end answers them with HTTP's status. */
 const HTTP_PROTOCOL_STATUSES: ReadonlySet<number> = new Set([408, 413, 414, 415, 431]);
 
@@ -129,8 +126,11 @@ export function vendorErrorBody(error: HttpError) {
   return { status, body: { error: { code: status, message: error.message, status: canonical, details: [info] } } };
 }
 
-/** The error in the shape of the surface `path` belongs to. */
-const errorBody = (path: string, error: HttpError) => (isVendorPath(path) ? vendorErrorBody(error) : platformErrorBody(error));
+/** The error in the shape of the surface `path` belongs to; `/api/v1`, `/admin/v1`, `/files`: {"error": {"code": "<snake_case>", "message"}}. */
+function errorBody(path: string, error: HttpError) {
+  if (isVendorPath(path)) return vendorErrorBody(error);
+  return { status: error.status, body: { error: { code: error.reason, message: error.message } } };
+}
 
 /** Sends the error in the shape of the surface the request's path belongs to. */
 export function sendError(reply: FastifyReply, error: HttpError) {

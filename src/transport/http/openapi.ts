@@ -5,6 +5,7 @@ import { dirname, extname, join } from "node:path";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from "fastify";
+import { VENDOR_PREFIXES } from "./routes/vendor-routes.js";
 import { SECURITY_SCHEMES } from "./schemas/common.js";
 
 /** The document's version: the API's, not the package's. */
@@ -28,8 +29,8 @@ const TAGS = [
   { name: "health", description: "Probes for load balancers and orchestrators." },
 ];
 
-/** Routes answered but not listed: the vendor surface's second prefix (the same operations as /v1beta). */
-const UNLISTED = [/^\/api\/aimodel\/v1\//];
+/** Routes answered but not listed: the vendor surface's other prefixes (the same operations as its first). */
+const [, ...UNLISTED] = VENDOR_PREFIXES;
 
 /**
  * Routes that take no body: their body schema (which requireSchemas asks of
@@ -161,7 +162,7 @@ export async function openApi(app: FastifyInstance): Promise<void> {
     // Called with { openapiObject } for an OpenAPI document (the typings name only the Swagger 2 form).
     transformObject: (document) => requiredHeaders((document as unknown as { openapiObject: OpenApiDocument }).openapiObject) as never,
     transform: ({ schema, url, route }) => {
-      const hidden = UNLISTED.some((pattern) => pattern.test(url));
+      const hidden = UNLISTED.some((prefix) => url.startsWith(`${prefix}/`));
       if (WITHOUT_BODY.has(`${String(route.method)} ${url}`)) return { schema: { ...schema, body: undefined } as FastifySchema, url };
       // A wildcard is a file's key: named, so the document has a real path parameter.
       if (url === "/files/*") return { schema: { ...schema, params: FILE_KEY_PARAMS } as FastifySchema, url: "/files/{key}" };
