@@ -3,7 +3,7 @@ import type { Http2Server, ServerHttp2Session } from "node:http2";
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 import type { FastifyBaseLogger } from "fastify";
 import { clientOf } from "./client-address.js";
-import { rawErrorResponse, toHttpError } from "./http/error-replies.js";
+import { rawErrorResponse } from "./http/error-replies.js";
 import { GatewayError } from "./http/gateway-error.js";
 
 // What a connection may hold before a request is read, on both ports: connections in all and per client, HTTP/2's clocks.
@@ -45,11 +45,11 @@ export const isRefused = (socket: Socket): boolean => refused.has(socket);
 export function limitConnections(server: Server, limits: HttpConnectionLimits, log: FastifyBaseLogger): void {
   server.maxConnections = limits.maxConnections;
   server.on("drop", () => log.debug("connection dropped: MAX_CONNECTIONS reached"));
-  const refusal = rawErrorResponse("/", toHttpError(new GatewayError(
+  const refusal = rawErrorResponse("/", new GatewayError(
     429, "too_many_connections",
     `too many open connections from this address (at most ${limits.maxConnectionsPerClient}); retry shortly`,
     CONNECTION_RETRY_AFTER_SECONDS,
-  )));
+  ));
   const admit = perClient(limits.maxConnectionsPerClient);
   // Before Node's own listener (the HTTP parser's set-up), which runs for every connection.
   server.prependListener("connection", (socket: Socket) => {

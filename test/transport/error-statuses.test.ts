@@ -5,7 +5,7 @@ import { Code, ConnectError, createClient, createRouterTransport, type Transport
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { ErrorDetailSchema, GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
 import { DomainError, PROVIDER_FAILURES, toConnectError } from "../../src/core/index.js";
-import { httpErrorOf } from "../../src/transport/http/connect-errors.js";
+import { httpErrorOf } from "../../src/transport/http/error-replies.js";
 import {
   bodyMemoryFull, invalidMessageFlags, malformedMessage, messageTooLarge, requestTimedOut, tooManyUploads, withHttpStatus,
 } from "../../src/transport/rpc/refusals.js";

@@ -1,12 +1,42 @@
 import { STATUS_CODES } from "node:http";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import { Code } from "@connectrpc/connect";
-import { codeName, httpErrorOf, type HttpError } from "./connect-errors.js";
-import { GOOGLE_HTTP_STATUS } from "./error-status.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
+import { BAD_REQUEST_REASONS, PROVIDER_FAILURES } from "../../core/index.js";
+import { GOOGLE_HTTP_STATUS, restStatusTable } from "./error-status.js";
 import { GatewayError } from "./gateway-error.js";
 
+export interface HttpError {
+  readonly status: number;
+  readonly reason: string;
+  readonly message: string;
+  readonly code: Code;
+  readonly retryAfterSeconds?: number;
+}
+
+/** REST's status of an error of `code` with `reason` (undefined: the error carries no ErrorDetail). */
+export const httpStatusOf = restStatusTable({ badRequest: BAD_REQUEST_REASONS, providerFailures: PROVIDER_FAILURES });
+
+/** A code's name in snake_case ("invalid_argument"), as the canonical names spell it. */
+const codeName = (code: Code) => Code[code]!.replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
+
+/** The REST answer to an error from the core (in process or remote): its status decided here, an internal message hidden. */
+export function httpErrorOf(error: unknown): HttpError {
+  const connectError = ConnectError.from(error);
+  const detail = connectError.findDetails(ErrorDetailSchema)[0];
+  const status = httpStatusOf(connectError.code, detail?.reason);
+  const internal = status >= 500 && !detail;
+  return {
+    status,
+    code: connectError.code,
+    reason: detail?.reason || (internal ? "internal_error" : codeName(connectError.code)),
+    message: internal ? "internal error" : connectError.rawMessage,
+    retryAfterSeconds: detail?.retryAfterSeconds || undefined,
+  };
+}
+
 /** Everything under /api/aimodel answers in the vendor's error shape; everything else in the platform's. */
-export const isVendorPath = (url: string) => /^\/api\/aimodel(?:[/?]|$)/.test(url);
+const isVendorPath = (url: string) => /^\/api\/aimodel(?:[/?]|$)/.test(url);
 
 /** "1 MiB", "273.4 MiB", "1000 bytes": how messages name a size limit. */
 export function sizeText(bytes: number): string {
@@ -76,9 +106,6 @@ export function toHttpError(error: unknown, bodyLimit?: number): HttpError {
   return { status, reason, message, code: CODE_BY_STATUS[status] ?? (status < 500 ? Code.InvalidArgument : Code.Unknown), retryAfterSeconds };
 }
 
-/** `/api/v1`, `/admin/v1`, `/files`: {"error": {"code": "<snake_case>", "message": "..."}}. */
-const platformErrorBody = (error: HttpError) => ({ status: error.status, body: { error: { code: error.reason, message: error.message } } });
-
 /** Refusals of HTTP itself (408 late; 413, 414, 415, 431 unreadable): the vendor's front end answers them with HTTP's status. */
 const HTTP_PROTOCOL_STATUSES: ReadonlySet<number> = new Set([408, 413, 414, 415, 431]);
 
@@ -99,20 +126,22 @@ export function vendorErrorBody(error: HttpError) {
   return { status, body: { error: { code: status, message: error.message, status: canonical, details: [info] } } };
 }
 
-/** The error in the shape of the surface `path` belongs to. */
-const errorBody = (path: string, error: HttpError) => (isVendorPath(path) ? vendorErrorBody(error) : platformErrorBody(error));
+/** The error in the shape of the surface `path` belongs to; `/api/v1`, `/admin/v1`, `/files`: {"error": {"code": "<snake_case>", "message"}}. */
+function errorBody(path: string, error: HttpError) {
+  if (isVendorPath(path)) return vendorErrorBody(error);
+  return { status: error.status, body: { error: { code: error.reason, message: error.message } } };
+}
 
-function send(reply: FastifyReply, error: HttpError, { status, body }: { status: number; body: unknown }) {
+/** Sends the error in the shape of the surface the request's path belongs to. */
+export function sendError(reply: FastifyReply, error: HttpError) {
+  const { status, body } = errorBody(reply.request.url, error);
   if (error.retryAfterSeconds) reply.header("retry-after", String(error.retryAfterSeconds));
   return reply.code(status).send(body);
 }
 
-export const sendPlatformError = (reply: FastifyReply, error: HttpError) => send(reply, error, platformErrorBody(error));
-export const sendVendorError = (reply: FastifyReply, error: HttpError) => send(reply, error, vendorErrorBody(error));
-export const sendError = (reply: FastifyReply, error: HttpError) => send(reply, error, errorBody(reply.request.url, error));
-
 /** A whole HTTP/1.1 answer for a raw socket (a refused connection, an unreadable or late request), then the connection closes. */
-export function rawErrorResponse(path: string, error: HttpError): string {
+export function rawErrorResponse(path: string, refusal: GatewayError): string {
+  const error = toHttpError(refusal);
   const { status, body } = errorBody(path, error);
   const json = JSON.stringify(body);
   return [
@@ -144,7 +173,7 @@ export function replyWithError(error: unknown, request: FastifyRequest, reply: F
     request.log.debug({ code: typeof code === "string" || typeof code === "number" ? code : undefined }, "client went away");
     return sendError(reply, toHttpError(new GatewayError(499, "client_closed_request", "the client closed the connection")));
   }
-  const mapped = toHttpError(error, code === "FST_ERR_CTP_BODY_TOO_LARGE" ? request.routeOptions.bodyLimit : undefined);
+  const mapped = toHttpError(error, request.routeOptions.bodyLimit);
   // Refusals (503 paused, 502 upstream) are answers, not failures of this service: only crashes are logged as errors.
   if (mapped.reason === "internal_error") request.log.error({ err: error }, "request failed");
   return sendError(reply, mapped);

@@ -12,7 +12,7 @@ export const GOOGLE_HTTP_STATUS: Record<Code, number> = {
 const REST_BY_CODE: Record<Code, number> = { ...GOOGLE_HTTP_STATUS, [Code.InvalidArgument]: 422, [Code.FailedPrecondition]: 422, [Code.OutOfRange]: 500 };
 
 /** The reason lists the core declares, which the table reads (passed in: the panel reads them in the browser too). */
-export interface DeclaredReasons {
+interface DeclaredReasons {
   readonly badRequest: readonly string[];
   readonly providerFailures: readonly string[];
 }

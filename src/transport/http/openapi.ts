@@ -5,6 +5,7 @@ import { dirname, extname, join } from "node:path";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from "fastify";
+import { VENDOR_PREFIXES } from "./routes/vendor-routes.js";
 import { SECURITY_SCHEMES } from "./schemas/common.js";
 
 /** The document's version: the API's, not the package's. */
@@ -28,8 +29,8 @@ const TAGS = [
   { name: "health", description: "Probes for load balancers and orchestrators." },
 ];
 
-/** Routes answered but not listed: the vendor surface's second prefix (the same operations as /v1beta). */
-const UNLISTED = [/^\/api\/aimodel\/v1\//];
+/** Routes answered but not listed: the vendor surface's other prefixes (the same operations as its first). */
+const [, ...UNLISTED] = VENDOR_PREFIXES;
 
 /**
  * Routes that take no body: their body schema (which requireSchemas asks of
@@ -51,7 +52,7 @@ const SCHEMALESS = [/^\/openapi\.json$/, /^\/docs(\/|$)/, /^\/[a-z_][\w]*(\.[a-z
 function requireSchemas(app: FastifyInstance): void {
   app.addHook("onRoute", (route) => {
     if (SCHEMALESS.some((pattern) => pattern.test(route.url))) return;
-    const schema = route.schema as (FastifySchema & { hide?: boolean; tags?: unknown }) | undefined;
+    const schema = route.schema;
     if (!schema?.response) throw new Error(`route ${route.method} ${route.url} declares no response schema`);
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     const readsBody = methods.some((method) => method === "POST" || method === "PUT");
@@ -134,6 +135,9 @@ export async function openApi(app: FastifyInstance): Promise<void> {
   const serveDocument = async (request: FastifyRequest, reply: FastifyReply) => sendFixed(request, reply, document!);
   const files = swaggerUiFiles();
   app.addHook("onRoute", (route) => {
+    const operationId = route.schema?.operationId;
+    const link = operationId === undefined ? undefined : LINKS.find((each) => each.from.test(operationId));
+    if (link) route.links = { [link.status]: linksOf(link) };
     // Swagger UI's own copy of the document (/docs/json) is the same bytes, not serialized again per request.
     if (route.url === "/docs/json") route.handler = serveDocument;
     if (route.url === "/docs/static/*") {
@@ -156,10 +160,9 @@ export async function openApi(app: FastifyInstance): Promise<void> {
       components: { securitySchemes: SECURITY_SCHEMES as never },
     },
     // Called with { openapiObject } for an OpenAPI document (the typings name only the Swagger 2 form).
-    transformObject: (document) =>
-      completed((document as unknown as { openapiObject: OpenApiDocument }).openapiObject) as never,
+    transformObject: (document) => requiredHeaders((document as unknown as { openapiObject: OpenApiDocument }).openapiObject) as never,
     transform: ({ schema, url, route }) => {
-      const hidden = UNLISTED.some((pattern) => pattern.test(url));
+      const hidden = UNLISTED.some((prefix) => url.startsWith(`${prefix}/`));
       if (WITHOUT_BODY.has(`${String(route.method)} ${url}`)) return { schema: { ...schema, body: undefined } as FastifySchema, url };
       // A wildcard is a file's key: named, so the document has a real path parameter.
       if (url === "/files/*") return { schema: { ...schema, params: FILE_KEY_PARAMS } as FastifySchema, url: "/files/{key}" };
@@ -190,13 +193,14 @@ interface ResponseHeader {
   schema?: Record<string, unknown>;
 }
 interface OpenApiDocument {
-  paths?: Record<
-    string,
-    Record<string, { operationId?: string; responses?: Record<string, { links?: Record<string, unknown>; headers?: Record<string, ResponseHeader> }> }>
-  >;
+  paths?: Record<string, Record<string, { responses?: Record<string, { headers?: Record<string, ResponseHeader> }> }>>;
 }
 
-/** The operations a created resource's id leads to: (answer field, path parameter, operations that take it). */
+/**
+ * The operations a created resource's id leads to: (answer field, path parameter, operations that take it). As OpenAPI
+ * links (3.1, §4.8.20), a client generator or a stateful tester (Schemathesis) can follow a job from its creation to its
+ * result, an account to its credits and keys.
+ */
 const LINKS: readonly { from: RegExp; status: string; field: string; parameter: string; to: readonly string[] }[] = [
   // Every job-creating answer (202) names a job that GET /api/v1/jobs/{jobId} reads.
   { from: /^(createGeneration|createVideoInteraction|(text|url)Generations_.+)$/, status: "202", field: "job_id", parameter: "jobId", to: ["getJob"] },
@@ -204,13 +208,15 @@ const LINKS: readonly { from: RegExp; status: string; field: string; parameter: 
   { from: /^createApiKey$/, status: "201", field: "key_id", parameter: "keyId", to: ["revokeApiKey"] },
 ];
 
+const linksOf = ({ to, parameter, field }: (typeof LINKS)[number]) =>
+  Object.fromEntries(to.map((target) => [target, { operationId: target, parameters: { [parameter]: `$response.body#/${field}` } }]));
+
 /**
  * What @fastify/swagger has no place for. A response header the route always sets is marked `"x-required": true`
  * in its schema: here it becomes the header's `required`, so clients and Schemathesis' response_headers_conformance
- * can rely on it. OpenAPI links (3.1, §4.8.20) say which operation an answer's id feeds, so a client generator or a
- * stateful tester (Schemathesis) can follow a job from its creation to its result, an account to its credits and keys.
+ * can rely on it.
  */
-function completed(document: OpenApiDocument): OpenApiDocument {
+function requiredHeaders(document: OpenApiDocument): OpenApiDocument {
   for (const operations of Object.values(document.paths ?? {})) {
     for (const operation of Object.values(operations)) {
       for (const response of Object.values(operation.responses ?? {})) {
@@ -220,16 +226,6 @@ function completed(document: OpenApiDocument): OpenApiDocument {
           header.schema = schema;
           header.required = true;
         }
-      }
-      for (const link of LINKS) {
-        const response = operation.responses?.[link.status];
-        if (!operation.operationId || !link.from.test(operation.operationId) || !response) continue;
-        response.links = {
-          ...response.links,
-          ...Object.fromEntries(
-            link.to.map((target) => [target, { operationId: target, parameters: { [link.parameter]: `$response.body#/${link.field}` } }]),
-          ),
-        };
       }
     }
   }

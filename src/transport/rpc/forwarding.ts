@@ -6,7 +6,7 @@ import { FileService } from "../../../gen/generation/v1/file_service_pb.js";
 import { GenerationService } from "../../../gen/generation/v1/generation_service_pb.js";
 import { TextService } from "../../../gen/generation/v1/text_service_pb.js";
 import { ANSWER_DELIVERY, CLIENT_ADDRESS, type CoreClients } from "../../core/index.js";
-import { httpErrorOf } from "../http/connect-errors.js";
+import { httpErrorOf } from "../http/error-replies.js";
 import { credentialsOf } from "./credentials.js";
 
 type Forward = (request: unknown, options: CallOptions) => unknown;

@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { DomainError, type Readiness, toConnectError } from "../../core/index.js";
-import { httpStatusOf } from "../http/connect-errors.js";
+import { httpStatusOf } from "../http/error-replies.js";
 
 const typeNameOf = (detail: ConnectError["details"][number]) => ("desc" in detail ? detail.desc.typeName : detail.type);
 
@@ -60,15 +60,11 @@ export function invalidMessageFlags(flags: number, encoding: string | undefined)
   const why = flags === 1
     ? `the request message is flagged compressed but no message encoding is declared${encoding ? ` (${encoding})` : ""}`
     : `the request message's flags are 0x${flags.toString(16).padStart(2, "0")}; only 0 and 1 (compressed) are defined`;
-  const error = refusal(new DomainError("internal", "invalid_message_flags", why, { flags }));
-  CALLER_FAULTS.add(error);
-  return error;
+  return refusal(new DomainError("internal", "invalid_message_flags", why, { flags }));
 }
 
-/** INTERNAL answers that are the caller's fault (the protocol says INTERNAL), not crashes to log. */
-const CALLER_FAULTS = new WeakSet<ConnectError>();
-
-export const isCallerFault = (error: unknown) => error instanceof ConnectError && CALLER_FAULTS.has(error);
+/** INTERNAL answers that are the caller's fault (the protocol says INTERNAL, REST's table a 4xx), not crashes to log. */
+export const isCallerFault = (error: ConnectError) => httpStatusOf(error.code, error.findDetails(ErrorDetailSchema)[0]?.reason) < 500;
 
 /** Anything else that went wrong in the edge's own checks (a crash): its message stays out of the wire. */
 export const edgeFailure = (cause: unknown) => new ConnectError("internal error", Code.Internal, undefined, undefined, cause);

@@ -3,7 +3,7 @@ import type { Duplex } from "node:stream";
 import { isRefused } from "../../connection-limits.js";
 import { answerInProgress } from "./pipelining.js";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { rawErrorResponse, replyWithError, toHttpError } from "../error-replies.js";
+import { rawErrorResponse, replyWithError } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
 
 /** What the HTTP parser and the request-timeout checker report, in our terms. */
@@ -40,7 +40,7 @@ export function clientErrorHandler(this: FastifyInstance, error: Error & { code?
   this.log.debug({ code }, "client error");
   const inFlight = socket instanceof Socket ? answerInProgress(socket) : undefined;
   if (socket.writable && !inFlight?.headersSent) {
-    socket.end(rawErrorResponse(pathOf(error, socket), toHttpError(refusalOf(code))), () => socket.destroy());
+    socket.end(rawErrorResponse(pathOf(error, socket), refusalOf(code)), () => socket.destroy());
   } else {
     socket.destroy();
   }

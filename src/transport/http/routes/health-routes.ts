@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Readiness } from "../../../core/index.js";
 import { lingerUntilDiscarded } from "../edge/body-guard.js";
 import { PLATFORM_ERROR } from "../schemas/common.js";
-import { isVendorPath, sendPlatformError, sendVendorError } from "../error-replies.js";
+import { sendError } from "../error-replies.js";
 
 /** Answered whatever the readiness: the probes, and the metrics (a process that cannot serve is when they matter). */
 const PROBES = new Set(["/livez", "/readyz", "/healthz", "/metrics"]);
@@ -39,7 +39,7 @@ export function healthRoutes(readiness: Readiness) {
       };
       // Refused before its body is read, as the body guard refuses: what the client still sends is discarded, bounded.
       lingerUntilDiscarded(request);
-      return isVendorPath(request.url) ? sendVendorError(reply, error) : sendPlatformError(reply, error);
+      return sendError(reply, error);
     });
 
     /** The process runs and its event loop answers. */

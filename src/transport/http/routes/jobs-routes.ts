@@ -12,7 +12,7 @@ import type { BodyGuard } from "../edge/body-guard.js";
 import { SseAnswer } from "../sse.js";
 import { balanceJson, parseBody, type BodyRules } from "../json-mapping.js";
 import type { WatchJobResponse } from "../../../../gen/generation/v1/generation_service_pb.js";
-import { httpErrorOf } from "../connect-errors.js";
+import { httpErrorOf } from "../error-replies.js";
 import {
   aliasSchema, CANCEL_JOB_SCHEMA, WATCH_JOB_SCHEMA, CREATE_GENERATION_SCHEMA, GET_BALANCE_SCHEMA, GET_JOB_SCHEMA, JOB_VIEW, LIST_JOBS_SCHEMA,
   LIST_MODELS_SCHEMA,

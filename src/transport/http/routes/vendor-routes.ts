@@ -9,7 +9,7 @@ import type { CoreClients } from "../../../core/index.js";
 import { idempotencyKeyOf, vendorCall, withDelivery } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { SseAnswer } from "../sse.js";
-import { replyWithError, routeNotFound, sendVendorError, toHttpError, vendorErrorBody } from "../error-replies.js";
+import { replyWithError, routeNotFound, sendError, toHttpError, vendorErrorBody } from "../error-replies.js";
 import { GatewayError } from "../gateway-error.js";
 import { parseBody } from "../json-mapping.js";
 import { VENDOR_ERRORS } from "../schemas/common.js";
@@ -47,7 +47,7 @@ export function vendorRoutes(core: CoreClients, guard: BodyGuard) {
     // A video interaction carries a prompt and parameters, never inline images: MAX_BODY_BYTES.
     const interactions = guard({ credential: "api_key", keyFrom: "vendor", images: false });
     app.setErrorHandler(replyWithError);
-    app.setNotFoundHandler((request, reply) => sendVendorError(reply, toHttpError(routeNotFound(request))));
+    app.setNotFoundHandler((request, reply) => sendError(reply, toHttpError(routeNotFound(request))));
 
     app.get<{ Querystring: { pageSize?: number; pageToken?: string } }>("/models", { schema: VENDOR_SCHEMAS.listModels }, async (request, reply) => {
       const { pageSize = 0, pageToken = "" } = request.query;
