@@ -114,7 +114,8 @@ export class SimulatedProvider implements GenerationProvider {
       text += chunk.text;
       last = chunk;
     }
-    return { text, usage: last?.usage ?? { promptTokens: countTokens(request.promptText), textOutputTokens: 0, videoOutputTokens: 0 }, finishReason: last?.finishReason };
+    const usage = last?.usage ?? { promptTokens: countTokens(request.promptText), textOutputTokens: 0, videoOutputTokens: 0 };
+    return { text, usage, finishReason: last?.finishReason };
   }
 
   private latencyFor(prompt: string): number {
