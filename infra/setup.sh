@@ -6,7 +6,7 @@
 #                 protoc-gen-connect-go, ghz: `go install`, pinned in infra/tools.sh,
 #                 into $(go env GOBIN) or $(go env GOPATH)/bin   (test/transport, test/repo)
 #   proto-python  grpcio-tools, venv .infra/proto-python          (test/repo codegen, examples)
-#   python-sdk    google-genai, venv .infra/python-sdk             (test/transport/vendor-sdk-python)
+#   python-sdk    google-genai and openai, venv .infra/python-sdk (test/transport/*-sdk-python)
 #   schemathesis  Schemathesis, venv .infra/schemathesis           (test/transport/openapi-fuzz)
 #   jars          Kafka and Cassandra, Maven Central, .infra/{kafka,cassandra}/lib (test:real, test:outage)
 #   system        Debian's chromium (/usr/bin/chromium, test/system) and prometheus
@@ -31,7 +31,7 @@ ALL=(go-tools proto-python python-sdk schemathesis jars system)
 declare -A WHAT=(
   [go-tools]="Go tools (go install, pinned): grpc-health-probe grpcurl protoc-gen-go protoc-gen-go-grpc protoc-gen-connect-go ghz"
   [proto-python]="grpcio-tools (pip, pinned) in .infra/proto-python"
-  [python-sdk]="google-genai (pip, pinned) in .infra/python-sdk"
+  [python-sdk]="google-genai and openai (pip, pinned) in .infra/python-sdk"
   [schemathesis]="Schemathesis (pip, pinned) in .infra/schemathesis"
   [jars]="Kafka and Cassandra jars (Maven Central) in .infra/{kafka,cassandra}/lib"
   [system]="Debian packages chromium and prometheus (promtool), apt-get when root and missing"
