@@ -64,34 +64,34 @@ describe("video interactions: POST /api/aimodel/v1beta/interactions", () => {
   });
 
   for (const durationSeconds of [0, 9]) {
-    it(`rejects durationSeconds ${durationSeconds} with 400 INVALID_ARGUMENT and charges nothing`, async () => {
+    it(`rejects durationSeconds ${durationSeconds} with 422 INVALID_ARGUMENT (validation, as the spec's table says) and charges nothing`, async () => {
       const customer = await createCustomer(service, "10.00");
       const response = await interact(customer.apiKey, {
         model: VIDEO_MODEL,
         instances: [{ prompt: "a cat" }],
         parameters: { durationSeconds },
       });
-      assertVendorError(response, 400, "INVALID_ARGUMENT");
+      assertVendorError(response, 422, "INVALID_ARGUMENT");
       assert.deepEqual(await balanceOf(service, customer.apiKey), { balance: "10.00", reserved: "0.00", available: "10.00", currency: "USD" });
     });
   }
 
-  it("rejects zero instances and two instances with 400 INVALID_ARGUMENT", async () => {
+  it("rejects zero instances and two instances with 422 INVALID_ARGUMENT", async () => {
     const customer = await createCustomer(service, "10.00");
     for (const instances of [[], [{ prompt: "one" }, { prompt: "two" }]]) {
       const response = await interact(customer.apiKey, { model: VIDEO_MODEL, instances });
-      assertVendorError(response, 400, "INVALID_ARGUMENT");
+      assertVendorError(response, 422, "INVALID_ARGUMENT");
     }
     const missing = await interact(customer.apiKey, { model: VIDEO_MODEL });
-    assertVendorError(missing, 400, "INVALID_ARGUMENT");
+    assertVendorError(missing, 422, "INVALID_ARGUMENT");
     assert.equal((await balanceOf(service, customer.apiKey)).balance, "10.00");
   });
 
-  it("rejects another known model with 400 INVALID_ARGUMENT", async () => {
+  it("rejects another known model with 422 INVALID_ARGUMENT", async () => {
     const customer = await createCustomer(service, "10.00");
     for (const model of ["aimodel-3-pro-image", "aimodel-3.5-flash", "aimodel-omni-1.1-flash"]) {
       const response = await interact(customer.apiKey, { model, instances: [{ prompt: "a cat" }] });
-      assertVendorError(response, 400, "INVALID_ARGUMENT");
+      assertVendorError(response, 422, "INVALID_ARGUMENT");
     }
   });
 
@@ -107,14 +107,14 @@ describe("video interactions: POST /api/aimodel/v1beta/interactions", () => {
     assertVendorError(await interact("gsk_wrong", body), 401, "UNAUTHENTICATED");
   });
 
-  it("rejects a video the balance cannot cover with 429 RESOURCE_EXHAUSTED and holds nothing", async () => {
+  it("rejects a video the balance cannot cover with 402 (the spec's insufficient funds), status RESOURCE_EXHAUSTED, and holds nothing", async () => {
     const customer = await createCustomer(service, "1.00");
     const response = await interact(customer.apiKey, {
       model: VIDEO_MODEL,
       instances: [{ prompt: "a cat" }],
       parameters: { durationSeconds: 3 },
     });
-    assertVendorError(response, 429, "RESOURCE_EXHAUSTED");
+    assertVendorError(response, 402, "RESOURCE_EXHAUSTED");
     assert.deepEqual(await balanceOf(service, customer.apiKey), { balance: "1.00", reserved: "0.00", available: "1.00", currency: "USD" });
   });
 });

@@ -115,7 +115,7 @@ describe("a gateway in front of a remote core (CORE_URL)", () => {
     assertVendorError((await both(generate("aimodel-nope"), { vendorKey: rich.apiKey, body: text }))[1], 404, "NOT_FOUND");
     assertVendorError((await both(generate("aimodel-3-pro-image"), { vendorKey: rich.apiKey, body: text }))[1], 400, "INVALID_ARGUMENT");
     const zero = await createCustomer(core, "0.00");
-    assertVendorError((await both(generate("aimodel-3.5-flash"), { vendorKey: zero.apiKey, body: text }))[1], 429, "RESOURCE_EXHAUSTED");
+    assertVendorError((await both(generate("aimodel-3.5-flash"), { vendorKey: zero.apiKey, body: text }))[1], 402, "RESOURCE_EXHAUSTED");
 
     assert.deepEqual(await balanceOf(core, poor.apiKey), { balance: "0.01", reserved: "0.00", available: "0.01", currency: "USD" });
   });

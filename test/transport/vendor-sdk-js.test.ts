@@ -153,7 +153,7 @@ describe("when the vendor's JavaScript SDK is given only this service's base URL
     await assertUntouched(service, blocked.apiKey, "1.00");
   });
 
-  it("when the balance is zero, then the SDK throws ApiError 429 RESOURCE_EXHAUSTED naming INSUFFICIENT_FUNDS, unary and streaming, and nothing is held", async () => {
+  it("when the balance is zero, then the SDK throws ApiError 402 RESOURCE_EXHAUSTED naming INSUFFICIENT_FUNDS, unary and streaming, and nothing is held", async () => {
     const poor = await createCustomer(service, "0.00");
     const sdk = client(service, poor.apiKey);
     const calls = [
@@ -167,8 +167,8 @@ describe("when the vendor's JavaScript SDK is given only this service's base URL
     ];
     for (const work of calls) {
       const { status, body } = await apiError(work);
-      assert.equal(status, 429);
-      assert.equal(body.error.code, 429);
+      assert.equal(status, 402);
+      assert.equal(body.error.code, 402);
       assert.equal(body.error.status, "RESOURCE_EXHAUSTED");
       assert.equal(body.error.details[0].reason, "INSUFFICIENT_FUNDS");
       assert.match(body.error.message, /balance/);

@@ -129,11 +129,11 @@ describe("when the vendor's Python SDK is given only this service's base URL and
     await assertUntouched(service, blocked.apiKey, "1.00");
   });
 
-  it("when the balance is zero, then the SDK raises ClientError 429 RESOURCE_EXHAUSTED naming INSUFFICIENT_FUNDS, and nothing is held", async () => {
+  it("when the balance is zero, then the SDK raises ClientError 402 RESOURCE_EXHAUSTED naming INSUFFICIENT_FUNDS, and nothing is held", async () => {
     const poor = await createCustomer(service, "0.00");
     for (const scenario of ["unary", "stream"]) {
       const { error } = await sdk(service, poor.apiKey, scenario, FLASH.model, "hello");
-      assert.deepEqual([error.class, error.code, error.status], ["ClientError", 429, "RESOURCE_EXHAUSTED"], scenario);
+      assert.deepEqual([error.class, error.code, error.status], ["ClientError", 402, "RESOURCE_EXHAUSTED"], scenario);
       assert.match(error.message, /balance/);
       assert.equal(error.details.error.details[0].reason, "INSUFFICIENT_FUNDS");
     }

@@ -121,12 +121,26 @@ describe("vendor text API: POST /api/aimodel/v1beta/models/{model}:generateConte
     assertVendorError(await generate(service, FLASH.model, { vendorKey: "gsk_not-a-real-key", body: userTurn("hi") }), 401, "UNAUTHENTICATED");
   });
 
-  it("rejects a call the balance cannot cover with 429 RESOURCE_EXHAUSTED, as the vendor answers depleted credits, and holds nothing", async () => {
+  it("rejects a call the balance cannot cover with 402 (the spec's insufficient funds on every surface), status RESOURCE_EXHAUSTED as the vendor words depleted credits, and holds nothing", async () => {
     const customer = await createCustomer(service, "0.00");
     const response = await generate(service, FLASH.model, { vendorKey: customer.apiKey, body: userTurn("hi") });
-    assertVendorError(response, 429, "RESOURCE_EXHAUSTED");
+    assertVendorError(response, 402, "RESOURCE_EXHAUSTED");
     assert.equal(response.headers.get("retry-after"), null, "waiting does not help: no Retry-After");
     assert.deepEqual(await balanceOf(service, customer.apiKey), { balance: "0.00", reserved: "0.00", available: "0.00", currency: "USD" });
+  });
+
+  it("when a call would take the key past its spend limit, then it is 402 FAILED_PRECONDITION naming KEY_SPEND_LIMIT_EXCEEDED, and nothing is held", async () => {
+    const customer = await createCustomer(service, "10.00");
+    const created = await call(service, "POST", `/admin/v1/accounts/${customer.accountId}/keys`, {
+      admin: true, body: { models: ["*"], spend_limit: "0.000001" },
+    });
+    assert.equal(created.status, 201, created.text);
+    const limited = (created.json as { api_key: string }).api_key;
+    const response = await generate(service, FLASH.model, { vendorKey: limited, body: userTurn("hi") });
+    assertVendorError(response, 402, "FAILED_PRECONDITION");
+    assert.equal(response.json.error.details[0].reason, "KEY_SPEND_LIMIT_EXCEEDED", response.text);
+    assert.equal(response.headers.get("retry-after"), null, "waiting does not help: no Retry-After");
+    assert.deepEqual(await balanceOf(service, customer.apiKey), { balance: "10.00", reserved: "0.00", available: "10.00", currency: "USD" });
   });
 
   it("answers a paused model with 503 UNAVAILABLE and Retry-After, and serves it again once resumed", async () => {
@@ -220,7 +234,7 @@ describe("vendor text API: POST :streamGenerateContent?alt=sse", () => {
     const rich = await createCustomer(service, "10.00");
     const cases: [string, string | undefined, number, string][] = [
       [FLASH.model, undefined, 401, "UNAUTHENTICATED"],
-      [FLASH.model, poor.apiKey, 429, "RESOURCE_EXHAUSTED"],
+      [FLASH.model, poor.apiKey, 402, "RESOURCE_EXHAUSTED"],
       ["aimodel-does-not-exist", rich.apiKey, 404, "NOT_FOUND"],
     ];
     for (const [model, key, status, canonical] of cases) {
@@ -350,9 +364,9 @@ describe("vendor surface edge cases", () => {
     assert.equal(response.json.error.status, "NOT_FOUND");
   });
 
-  it("treats a missing model on the interactions endpoint as a validation failure (400 INVALID_ARGUMENT), not an unknown model", async () => {
+  it("treats a missing model on the interactions endpoint as a validation failure (422 INVALID_ARGUMENT), not an unknown model", async () => {
     const response = await call(service, "POST", "/api/aimodel/v1beta/interactions", { vendorKey: key, body: { instances: [{ prompt: "a" }] } });
-    assert.equal(response.status, 400);
+    assert.equal(response.status, 422);
     assert.equal(response.json.error.status, "INVALID_ARGUMENT");
   });
 

@@ -109,26 +109,35 @@ export function toHttpError(error: unknown, bodyLimit?: number): HttpError {
 /** Refusals of HTTP itself (408 late; 413, 414, 415, 431 unreadable): the vendor's front end answers them with HTTP's status. */
 const HTTP_PROTOCOL_STATUSES: ReadonlySet<number> = new Set([408, 413, 414, 415, 431]);
 
-/** The vendor's codes for two reasons: an unknown model its 404, depleted credits its 429 (no Retry-After: waiting does not help). */
+/** The vendor's words for two reasons: an unknown model its NOT_FOUND, depleted credits its RESOURCE_EXHAUSTED. */
 const VENDOR_CODE_BY_REASON: ReadonlyMap<string, Code> = new Map([["unknown_model", Code.NotFound], ["insufficient_funds", Code.ResourceExhausted]]);
 
-/** The vendor surface's one table: the canonical code's status (our 422 is its 400 INVALID_ARGUMENT, a failed upstream its 503). */
-function vendorStatusOf(error: HttpError): { status: number; canonical: string } {
+/** The spec's 402 holds on every surface: money the balance or the key's spend limit cannot cover (no Retry-After: waiting does not help). */
+const PAYMENT_REQUIRED: ReadonlySet<string> = new Set(["insufficient_funds", "key_spend_limit_exceeded"]);
+
+/** The interactions endpoint creates a job: its validation failures are the spec's 422, as on /api/v1 (an unknown model stays 404). */
+const isInteractions = (path: string) => /^\/api\/aimodel\/[^/?]+\/interactions(?:[/?]|$)/.test(path);
+
+/**
+ * The vendor surface's one table: the canonical code's status (our 422 is its 400 INVALID_ARGUMENT, a failed upstream
+ * its 503), but HTTP's own refusals and the spec's 402 keep their status, and interactions its 422.
+ */
+function vendorStatusOf(error: HttpError, path: string): { status: number; canonical: string } {
   const code = VENDOR_CODE_BY_REASON.get(error.reason) ?? error.code;
-  const status = HTTP_PROTOCOL_STATUSES.has(error.status) ? error.status : GOOGLE_HTTP_STATUS[code];
-  return { status, canonical: code === Code.Canceled ? "CANCELLED" : codeName(code).toUpperCase() };
+  const own = HTTP_PROTOCOL_STATUSES.has(error.status) || PAYMENT_REQUIRED.has(error.reason) || (error.status === 422 && isInteractions(path) && code === error.code);
+  return { status: own ? error.status : GOOGLE_HTTP_STATUS[code], canonical: code === Code.Canceled ? "CANCELLED" : codeName(code).toUpperCase() };
 }
 
 /** `/api/aimodel`: the vendor's shape {"error": {"code": <http>, "message", "status"}}, with an ErrorInfo carrying our reason. */
-export function vendorErrorBody(error: HttpError) {
-  const { status, canonical } = vendorStatusOf(error);
+export function vendorErrorBody(error: HttpError, path: string) {
+  const { status, canonical } = vendorStatusOf(error, path);
   const info = { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: error.reason.toUpperCase(), domain: "generation-service" };
   return { status, body: { error: { code: status, message: error.message, status: canonical, details: [info] } } };
 }
 
 /** The error in the shape of the surface `path` belongs to; `/api/v1`, `/admin/v1`, `/files`: {"error": {"code": "<snake_case>", "message"}}. */
 function errorBody(path: string, error: HttpError) {
-  if (isVendorPath(path)) return vendorErrorBody(error);
+  if (isVendorPath(path)) return vendorErrorBody(error, path);
   return { status: error.status, body: { error: { code: error.reason, message: error.message } } };
 }
 

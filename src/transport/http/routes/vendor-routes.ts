@@ -119,7 +119,7 @@ async function streamAnswer(core: CoreClients, message: GenerateContentRequest, 
       await sse.write(sseEvent(generateContentResponseJson(next.value.chunk!)));
     }
   } catch (error) {
-    await sse.write(sseEvent(JSON.stringify(vendorErrorBody(toHttpError(error)).body)));
+    await sse.write(sseEvent(JSON.stringify(vendorErrorBody(toHttpError(error), request.url).body)));
   } finally {
     await stream.return?.();
     sse.end();
