@@ -10,11 +10,13 @@ export const DECIMAL = { type: "string", pattern: "^-?[0-9]+(\\.[0-9]+)?$" } as 
 /** A decimal amount of US dollars as a string; never a JSON number (a float). */
 export const MONEY = {
   ...DECIMAL,
+  // OpenAPI's extension keyword: validation names the field money by it, whatever its description says.
+  "x-money": true,
   description: "Decimal US dollars as a string (never a JSON number), e.g. \"10.00\" or \"0.0000375\".",
 } as const;
 
 /** Money in a request: a string (a JSON number is refused, never rounded); its syntax is the domain's rule. */
-export const MONEY_INPUT = { type: "string", description: MONEY.description } as const;
+export const MONEY_INPUT = { type: "string", "x-money": true, description: MONEY.description } as const;
 
 /** `/api/v1`, `/admin/v1`, `/files`: {"error": {"code": "<snake_case reason>", "message": "..."}}. */
 export const PLATFORM_ERROR = {

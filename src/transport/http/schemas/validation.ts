@@ -36,12 +36,12 @@ function fieldName(error: ErrorObject, part: string): string {
  */
 export function validationMessage(error: ErrorObject, part: string): string {
   const field = fieldName(error, part);
-  const parent = error.parentSchema as { description?: string } | undefined;
+  const parent = error.parentSchema as { "x-money"?: boolean } | undefined;
   switch (error.keyword) {
     case "required":
       return `${field} is required`;
     case "type": {
-      if (parent?.description?.startsWith("Decimal US dollars")) return `${field} must be a decimal string (money, e.g. "10.00"), never a JSON number`;
+      if (parent?.["x-money"]) return `${field} must be a decimal string (money, e.g. "10.00"), never a JSON number`;
       const wanted = ([] as string[]).concat(error.schema as string | string[]).filter((type) => type !== "null");
       return `${field} must be ${wanted.map((type) => TYPE_WORDS[type] ?? type).join(" or ")}`;
     }
