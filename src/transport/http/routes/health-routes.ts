@@ -1,9 +1,9 @@
-import { Code } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Readiness } from "../../../core/index.js";
 import { lingerUntilDiscarded } from "../edge/body-guard.js";
 import { PLATFORM_ERROR } from "../schemas/common.js";
-import { sendError } from "../error-replies.js";
+import { sendError, toHttpError } from "../error-replies.js";
+import { GatewayError } from "../gateway-error.js";
 
 /** Answered whatever the readiness: the probes, and the metrics (a process that cannot serve is when they matter). */
 const PROBES = new Set(["/livez", "/readyz", "/healthz", "/metrics"]);
@@ -30,16 +30,10 @@ export function healthRoutes(readiness: Readiness) {
     app.addHook("onRequest", async (request: FastifyRequest, reply: FastifyReply) => {
       const report = readiness.current;
       if (report.serving || PROBES.has(request.url.split("?")[0]!)) return;
-      const error = {
-        status: 503,
-        reason: "service_unavailable",
-        message: `the service cannot serve right now (${report.reason ?? report.status}); retry shortly`,
-        code: Code.Unavailable,
-        retryAfterSeconds: readiness.retryAfterSeconds,
-      };
+      const message = `the service cannot serve right now (${report.reason ?? report.status}); retry shortly`;
       // Refused before its body is read, as the body guard refuses: what the client still sends is discarded, bounded.
       lingerUntilDiscarded(request);
-      return sendError(reply, error);
+      return sendError(reply, toHttpError(new GatewayError(503, "service_unavailable", message, readiness.retryAfterSeconds)));
     });
 
     /** The process runs and its event loop answers. */
