@@ -5,8 +5,11 @@ import type { ModelPrices } from "./price-table.js";
 /** Token usage as the provider reports it, split by output modality. */
 export interface TokenUsage {
   readonly promptTokens: number;
+  /** Text output, thinking included (the vendor bills thoughts as output). */
   readonly textOutputTokens: number;
   readonly videoOutputTokens: number;
+  /** Of textOutputTokens, those the model spent thinking (its thoughtsTokenCount). */
+  readonly thoughtTokens?: number;
 }
 
 function missing(model: string, what: string): DomainError {
