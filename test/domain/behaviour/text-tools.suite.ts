@@ -8,7 +8,7 @@ import { FUNCTION_CALLING_MODES } from "../../../src/domain/text/function-tools.
 import { promptCount } from "../../../src/domain/text/prompt-count.js";
 import { HARM_BLOCK_THRESHOLDS, safetySettingsUpstream } from "../../../src/domain/text/safety.js";
 import { countTokens } from "../../../src/domain/text/tokens.js";
-import { promptExtras, upstreamTextBody } from "../../../src/domain/text/upstream-body.js";
+import { camelMembers, promptExtras, requestPromptExtras, upstreamTextBody } from "../../../src/domain/text/upstream-body.js";
 import { DEFAULT_LIMITS } from "../../../src/domain/validation/limits.js";
 
 const TEXT = findModel("aimodel-3.5-flash")!;
@@ -43,6 +43,37 @@ describe("function calling in the upstream text body", () => {
     assert.equal(promptExtras(config, tools), 5 + countTokens('{"type":"number"}') + countTokens(JSON.stringify(tools)));
     assert.equal(promptExtras({}, undefined), 0);
     assert.equal(promptExtras({}, "tools"), 0);
+  });
+
+  it("when tools, toolConfig or thinkingConfig come in snake_case (as the vendor's Python SDK writes some), then they are read and forwarded in camelCase", () => {
+    const snake = {
+      contents,
+      tools: [{ function_declarations: [{ name: "f", parameters_json_schema: { type: "object", properties: { a_b: {} } } }] }, { functionDeclarations: [] }],
+      toolConfig: { function_calling_config: { mode: "ANY", allowed_function_names: ["f"] } },
+      generationConfig: { thinkingConfig: { thinking_budget: 7, include_thoughts: true } },
+    };
+    const built = body(snake);
+    assert.deepEqual(built.body.tools, [
+      { functionDeclarations: [{ name: "f", parametersJsonSchema: { type: "object", properties: { a_b: {} } } }] }, { functionDeclarations: [] },
+    ]);
+    assert.deepEqual(built.body.toolConfig, { functionCallingConfig: { mode: "ANY", allowedFunctionNames: ["f"] } });
+    assert.deepEqual((built.body.generationConfig as Record<string, unknown>).thinkingConfig, { thinkingBudget: 7, includeThoughts: true });
+    assert.equal(built.thinkingTokens, 7);
+    assert.equal(built.extraPromptTokens, requestPromptExtras(snake));
+    assert.equal(requestPromptExtras(snake), countTokens(JSON.stringify(built.body.tools)));
+    assert.equal(requestPromptExtras({ generationConfig: { responseSchema: { type: "string" } } }), 5);
+    assert.equal(requestPromptExtras({ generationConfig: "x" }), 0);
+    assert.equal(refused(() => body({ contents, tools: [{ google_search: {} }] })).split(" | ")[1], "tools[0].googleSearch");
+    assert.equal(refused(() => body({ contents, tools: ["x"] })).split(" | ")[1], "tools[0]");
+    assert.equal(refused(() => body({ contents, toolConfig: { mode: "x" } })).split(" | ")[1], "toolConfig.mode");
+    assert.equal(refused(() => body({ contents, toolConfig: { function_calling_config: null } })).split(" | ")[1], "toolConfig.functionCallingConfig");
+    assert.equal(refused(() => body({ contents, toolConfig: { other_thing: 1 } })).split(" | ")[1], "toolConfig.otherThing");
+  });
+
+  it("when a value is not an object, then camelMembers leaves it as it is; an object's own members only are renamed", () => {
+    for (const value of [null, [], "a_b", 3]) assert.deepEqual(camelMembers(value), value);
+    assert.deepEqual(camelMembers({ a_b: { c_d: 1 }, e: 2, f_g_h: 3 }), { aB: { c_d: 1 }, e: 2, fGH: 3 });
+    assert.equal(refused(() => body({ contents, toolConfig: { retrieval_config: {} } })).split(" | ")[1], "toolConfig.retrievalConfig");
   });
 
   it("when a conversation replays a function call and its response, then the parts pass, role function included", () => {
