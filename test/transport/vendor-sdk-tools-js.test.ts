@@ -229,6 +229,23 @@ describe("when the vendor's JavaScript SDK uses function calling and thinking wh
     assert.equal(expectedCharge(FLASH, response).amount, chargeFor(FLASH, upstream.lastUsage!));
   });
 
+  it("when the upstream streams a signed function call, then the SDK's stream carries it with its signature, and the upstream's usage is charged", async () => {
+    const customer = await createCustomer(service, "10.00");
+    const ai = client(service, customer.apiKey);
+    const mark = stub.requests.length;
+    const chunks: GenerateContentResponse[] = [];
+    for await (const chunk of await ai.models.generateContentStream({ model: FLASH.model, contents: "Weather in Porto?", config: { tools } })) {
+      chunks.push(chunk);
+    }
+    const parts = chunks.flatMap((c) => c.candidates?.[0]?.content?.parts ?? []);
+    assert.deepEqual(parts, [{
+      functionCall: { name: "get_weather", args: { query: "Weather in Porto?" } }, thoughtSignature: Buffer.from("signature of get_weather").toString("base64"),
+    }]);
+    const upstream = stub.requests.slice(mark).find((r) => r.model === FLASH.model)!;
+    assert.equal(chunks.at(-1)!.usageMetadata!.candidatesTokenCount, upstream.lastUsage!.candidatesTokenCount);
+    assert.deepEqual((await charges(service, customer.apiKey)).map((c) => c.amount), [chargeFor(FLASH, upstream.lastUsage!)]);
+  });
+
   it("when a streamed answer carries thought parts and thoughtsTokenCount, then they reach the SDK and the thoughts are charged", async () => {
     const customer = await createCustomer(service, "10.00");
     const ai = client(service, customer.apiKey);

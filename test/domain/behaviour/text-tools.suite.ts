@@ -100,12 +100,19 @@ describe("function calling in the upstream text body", () => {
 
   it("when tools or declarations are malformed, then they are refused naming the field", () => {
     const field = (request: Record<string, unknown>) => refused(() => body({ contents, ...request })).split(" | ").slice(0, 2).join(" | ");
+    const why = (request: Record<string, unknown>) => refused(() => body({ contents, ...request })).split(": ").slice(1).join(": ");
     assert.equal(field({ tools: {} }), "unsupported_field | tools");
+    assert.equal(why({ tools: {} }), "expected a list of tools");
     assert.equal(field({ tools: ["x"] }), "unsupported_field | tools[0]");
+    assert.equal(why({ tools: ["x"] }), "expected a tool object");
     assert.equal(field({ tools: [{ functionDeclarations: {} }] }), "unsupported_field | tools[0].functionDeclarations");
+    assert.equal(why({ tools: [{ functionDeclarations: {} }] }), "expected a list of function declarations");
     assert.equal(field({ tools: [{ functionDeclarations: [null] }] }), "unsupported_field | tools[0].functionDeclarations[0]");
+    assert.equal(why({ tools: [{ functionDeclarations: [null] }] }), "expected a function declaration");
     assert.equal(field({ tools: [{ functionDeclarations: [{ ...weather, strict: true }] }] }), "unsupported_field | tools[0].functionDeclarations[0].strict");
+    assert.equal(why({ tools: [{ functionDeclarations: [{ ...weather, strict: true }] }] }), "not a function declaration's field");
     assert.equal(field({ tools: [{ functionDeclarations: [{ description: "no name" }] }] }), "unsupported_field | tools[0].functionDeclarations[0].name");
+    assert.equal(why({ tools: [{ functionDeclarations: [{ description: "no name" }] }] }), "a declaration needs a name");
     assert.equal(field({ tools: [{ functionDeclarations: [{ name: "" }] }] }), "unsupported_field | tools[0].functionDeclarations[0].name");
     const every = { name: "f", description: "d", parameters: {}, parametersJsonSchema: {}, response: {}, responseJsonSchema: {}, behavior: "BLOCKING" };
     assert.equal(field({ tools: [{ functionDeclarations: [every] }] }), "accepted");
@@ -113,6 +120,12 @@ describe("function calling in the upstream text body", () => {
 
   it("when the tool config is malformed or asks for more than function calling, then it is refused naming the field", () => {
     const field = (toolConfig: unknown) => refused(() => body({ contents, tools, toolConfig })).split(" | ").slice(0, 2).join(" | ");
+    const why = (toolConfig: unknown) => refused(() => body({ contents, tools, toolConfig })).split(": ").slice(1).join(": ");
+    assert.deepEqual([[], { retrievalConfig: {} }, { functionCallingConfig: 1 }, { functionCallingConfig: { other: 1 } }].map(why), [
+      "expected an object", "only functionCallingConfig is offered", "expected an object", "not a function-calling option",
+    ]);
+    assert.equal(why({ functionCallingConfig: { mode: "X" } }), "expected one of MODE_UNSPECIFIED, AUTO, ANY, NONE, VALIDATED");
+    assert.equal(why({ functionCallingConfig: { allowedFunctionNames: 1 } }), "expected a list of function names");
     assert.equal(field([]), "unsupported_field | toolConfig");
     assert.equal(field({ retrievalConfig: {} }), "unsupported_field | toolConfig.retrievalConfig");
     assert.equal(field({ functionCallingConfig: "ANY" }), "unsupported_field | toolConfig.functionCallingConfig");
@@ -171,6 +184,11 @@ describe("safety settings", () => {
 
   it("when a setting is malformed, then it is refused naming it", () => {
     const field = (safetySettings: unknown) => refused(() => body({ contents, safetySettings })).split(" | ").slice(0, 2).join(" | ");
+    const why = (safetySettings: unknown) => refused(() => body({ contents, safetySettings })).split(": ").slice(1).join(": ");
+    assert.deepEqual([{}, [null], [{ threshold: "OFF" }], [{ category: "C", threshold: "OFF", x: 1 }]].map(why), [
+      "expected a list of {category, threshold}", "expected {category, threshold}", "expected a harm category", "not a safety setting's field",
+    ]);
+    assert.equal(why([harassment("X")]), `expected one of ${HARM_BLOCK_THRESHOLDS.join(", ")}`);
     assert.equal(field({}), "unsupported_field | safetySettings");
     assert.equal(field([null]), "unsupported_field | safetySettings[0]");
     assert.equal(field([[]]), "unsupported_field | safetySettings[0]");
