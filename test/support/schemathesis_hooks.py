@@ -215,7 +215,13 @@ def _record_success(case: Any, response: Any) -> None:
     elif operation == "updatePrice" and response.status_code == 200 and isinstance(body, dict):
         _journal({"kind": "price", "price": body})
     elif operation in TEXT_CALLS and response.status_code == 200:
-        _journal({"kind": "text_call", "model": case.path_parameters["model"], "chunks": _chunks(response, body)})
+        entry = {"kind": "text_call", "model": case.path_parameters["model"], "chunks": _chunks(response, body)}
+        # An image model's call is priced by the resolution it asked for (imageSize), not by tokens.
+        config = case.body.get("generationConfig") if isinstance(case.body, dict) else None
+        image_config = config.get("imageConfig") if isinstance(config, dict) else None
+        if isinstance(image_config, dict) and isinstance(image_config.get("imageSize"), str):
+            entry["image_size"] = image_config["imageSize"]
+        _journal(entry)
 
 
 def _chunks(response: Any, body: Any) -> list[Any]:

@@ -55,6 +55,19 @@ def text_charge(chunks: list[dict[str, Any]], prices: dict[str, int]) -> int:
     )
 
 
+# Image models ignoring imageSize (always 1K), as the catalog says.
+FIXED_RESOLUTION = {"aimodel-2.5-flash-image": "1K"}
+
+
+def image_charge(entry: dict[str, Any], per_image: dict[str, str]) -> int:
+    """An image model's call: its per-image price at the resolution asked for (1K by default); a blocked prompt costs nothing."""
+    if any((chunk.get("promptFeedback") or {}).get("blockReason") for chunk in entry["chunks"]):
+        return 0
+    model = entry["model"].removesuffix("-preview")
+    resolution = FIXED_RESOLUTION.get(model) or (entry.get("image_size") or "1K").upper()
+    return pico(per_image[resolution])
+
+
 def main(base_url: str, admin_token: str, api_key: str, account_id: str, opening: str, journal_path: str) -> int:
     session = requests.Session()
     admin = {"authorization": f"Bearer {admin_token}"}
@@ -76,11 +89,15 @@ def main(base_url: str, admin_token: str, api_key: str, account_id: str, opening
 
     # Each text call at the prices in force when it was made: the list before the first call, then every updatePrice in order.
     prices: dict[str, dict[str, int]] = {}
+    per_image: dict[str, dict[str, str]] = {}
     text_charges = 0
     for entry in entries:
         if entry["kind"] in ("prices", "price"):
             for price in entry["prices"] if entry["kind"] == "prices" else [entry["price"]]:
                 prices[price["model"]] = token_prices(price)
+                per_image[price["model"]] = price.get("per_image") or {}
+        elif entry["kind"] == "text_call" and per_image.get(entry["model"].removesuffix("-preview")):
+            text_charges += image_charge(entry, per_image[entry["model"].removesuffix("-preview")])
         elif entry["kind"] == "text_call":
             text_charges += text_charge(entry["chunks"], prices[entry["model"]])
 

@@ -5,15 +5,17 @@ infra/python-sdk.sh makes. The client gets nothing but a base URL and a key:
 
     genai.Client(api_key=KEY, http_options=types.HttpOptions(base_url=URL))
 
-Usage: vendor_sdk_client.py SCENARIO MODEL [PROMPT]
+Usage: vendor_sdk_client.py SCENARIO MODEL [PROMPT [ASPECT_RATIO [IMAGE_SIZE]]]
   with VENDOR_SDK_BASE_URL and VENDOR_SDK_API_KEY in the environment.
 Scenarios: unary, stream, chat, count, list (PROMPT: the page size), get;
   functions (a function-calling round trip), safety, thinking (a budget, no
-  max_output_tokens), json (a response schema).
+  max_output_tokens), json (a response schema); image and image_stream (TEXT
+  and IMAGE asked for; the image's ratio and size, if given).
 Prints one JSON object on stdout: what the SDK handed back, or
 {"error": {...}} with the SDK's APIError (class, code, status, message).
 """
 
+import base64
 import json
 import os
 import sys
@@ -44,6 +46,25 @@ def answer_of(response):
         "block_reason": feedback.block_reason.value if feedback and feedback.block_reason else None,
         "usage": usage_of(response),
     }
+
+
+def image_answer_of(response):
+    """An answer with its inline images, base64 (as the SDK decoded them: bytes)."""
+    answer = answer_of(response)
+    parts = response.candidates[0].content.parts if response.candidates and response.candidates[0].content else []
+    answer["images"] = [
+        {"mime_type": part.inline_data.mime_type, "data": base64.b64encode(part.inline_data.data).decode("ascii")}
+        for part in parts or []
+        if part.inline_data is not None
+    ]
+    return answer
+
+
+def image_config(aspect_ratio, image_size):
+    return types.GenerateContentConfig(
+        response_modalities=[types.Modality.TEXT, types.Modality.IMAGE],
+        image_config=types.ImageConfig(aspect_ratio=aspect_ratio or None, image_size=image_size or None),
+    )
 
 
 WEATHER = types.FunctionDeclaration(
@@ -98,7 +119,13 @@ def model_of(model):
     }
 
 
-def run(client, scenario, model, prompt):
+def run(client, scenario, model, prompt, aspect_ratio="", image_size=""):
+    if scenario == "image":
+        config = image_config(aspect_ratio, image_size)
+        return image_answer_of(client.models.generate_content(model=model, contents=prompt, config=config))
+    if scenario == "image_stream":
+        config = image_config(aspect_ratio, image_size)
+        return {"chunks": [image_answer_of(c) for c in client.models.generate_content_stream(model=model, contents=prompt, config=config)]}
     if scenario == "unary":
         return answer_of(client.models.generate_content(model=model, contents=prompt))
     if scenario == "stream":
@@ -153,12 +180,13 @@ def run(client, scenario, model, prompt):
 def main():
     scenario, model = sys.argv[1], sys.argv[2]
     prompt = sys.argv[3] if len(sys.argv) > 3 else ""
+    image_options = sys.argv[4:6]
     client = genai.Client(
         api_key=os.environ["VENDOR_SDK_API_KEY"],
         http_options=types.HttpOptions(base_url=os.environ["VENDOR_SDK_BASE_URL"]),
     )
     try:
-        result = run(client, scenario, model, prompt)
+        result = run(client, scenario, model, prompt, *image_options)
     except errors.APIError as error:
         result = {
             "error": {

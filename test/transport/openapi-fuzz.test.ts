@@ -122,7 +122,7 @@ type JournalEntry =
   | { kind: "job"; job_id: string }
   | { kind: "account"; account_id: string; opening: string }
   | { kind: "credit"; account_id: string; amount: string }
-  | { kind: "text_call"; model: string; chunks: TextChunk[] }
+  | { kind: "text_call"; model: string; chunks: TextChunk[]; image_size?: string }
   | { kind: "prices"; prices: Price[] }
   | { kind: "price"; price: Price };
 
@@ -132,6 +132,7 @@ interface Price {
   input_per_million_tokens?: string;
   output_per_million_tokens?: string;
   video_output_per_million_tokens?: string;
+  per_image?: Record<string, string>;
 }
 
 interface TextChunk {
@@ -171,6 +172,21 @@ function textCharge(chunks: TextChunk[], prices: TokenPrices): bigint {
     (prices.videoOutput * tokens("VIDEO")) / 1_000_000n
   );
 }
+
+/** Image models ignoring imageSize (always 1K), as the catalog says. */
+const FIXED_RESOLUTION: Record<string, string> = { "aimodel-2.5-flash-image": "1K" };
+
+/** An image model's call: its per-image price at the resolution asked for (1K by default); a blocked prompt costs nothing. */
+function imageCharge(entry: { model: string; chunks: TextChunk[]; image_size?: string }, perImage: Record<string, string>): bigint {
+  if (entry.chunks.some((chunk) => chunk.promptFeedback?.blockReason)) return 0n;
+  // An empty imageSize is no imageSize, as the proto JSON mapping reads it.
+  const resolution = FIXED_RESOLUTION[baseModel(entry.model)] ?? (entry.image_size || "1K").toUpperCase();
+  const price = perImage[resolution];
+  assert.ok(price, `${entry.model} has a ${resolution} price: ${JSON.stringify(perImage)}`);
+  return pico(price);
+}
+
+const baseModel = (model: string) => model.replace(/-preview$/, "");
 
 /** Every operation of the document, as Schemathesis names them ("POST /api/v1/generations") and by operationId. */
 async function documentedOperations(service: TestService): Promise<{ labels: Set<string>; ids: Set<string> }> {
@@ -273,10 +289,17 @@ describe("when Schemathesis fuzzes the service against its own OpenAPI document"
     }
     // Each text call at the prices in force when it was made: the list before the first call, then every updatePrice in order.
     const prices = new Map<string, TokenPrices>();
+    const perImage = new Map<string, Record<string, string>>();
     let textCharges = 0n;
     for (const entry of journal) {
       if (entry.kind === "prices" || entry.kind === "price") {
-        for (const price of entry.kind === "prices" ? entry.prices : [entry.price]) prices.set(price.model, tokenPrices(price));
+        for (const price of entry.kind === "prices" ? entry.prices : [entry.price]) {
+          prices.set(price.model, tokenPrices(price));
+          perImage.set(price.model, price.per_image ?? {});
+        }
+      } else if (entry.kind === "text_call" && Object.keys(perImage.get(baseModel(entry.model)) ?? {}).length > 0) {
+        // Image models answer through generateContent too (issue 38), at their per-image price.
+        textCharges += imageCharge(entry, perImage.get(baseModel(entry.model))!);
       } else if (entry.kind === "text_call") {
         const modelPrices = prices.get(entry.model);
         assert.ok(modelPrices, `a text call answered for ${entry.model}, which is in the price list`);

@@ -1,11 +1,13 @@
 // backends: embedded
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ApiError, BlockedReason, FinishReason, GoogleGenAI, type GenerateContentResponse } from "@google/genai";
+import { ApiError, BlockedReason, FinishReason, GoogleGenAI, Modality, type GenerateContentResponse } from "@google/genai";
 import { balanceOf, createCustomer, startTestService, type Customer, type TestService } from "../support/harness.js";
 import { chargeFor } from "../support/upstream-helpers.js";
 import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
-import { startVendorStub, stubAnswer, type VendorStub } from "../support/vendor-stub.js";
+import { probePng } from "../support/media-probe.js";
+import { assertImageCharged, assertNothingCharged, IMAGE_PRICES, pngSizeFor } from "../support/vendor-image-helpers.js";
+import { startVendorStub, stubAnswer, stubImageCaption, type VendorStub } from "../support/vendor-stub.js";
 import {
   assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, FLASH, sdkBaseUrl, settledCharge, SPEC_TEXT_MODELS, TEXT_MAX_OUTPUT_TOKENS,
 } from "../support/vendor-sdk-helpers.js";
@@ -28,6 +30,15 @@ async function apiError(work: () => Promise<unknown>): Promise<{ status: number;
 }
 
 const usageOf = (response: GenerateContentResponse) => response.usageMetadata!;
+
+const FLASH_IMAGE = "aimodel-3.1-flash-image";
+
+/** The answer's one image part, decoded: its type and bytes. */
+function imageOf(response: GenerateContentResponse): { mimeType?: string; bytes: Buffer } {
+  const images = (response.candidates?.[0]?.content?.parts ?? []).filter((part) => part.inlineData);
+  assert.equal(images.length, 1, "one inlineData part");
+  return { mimeType: images[0]!.inlineData!.mimeType, bytes: Buffer.from(images[0]!.inlineData!.data!, "base64") };
+}
 
 describe("when the vendor's JavaScript SDK is given only this service's base URL and a key", () => {
   let service: TestService;
@@ -176,6 +187,56 @@ describe("when the vendor's JavaScript SDK is given only this service's base URL
     await assertUntouched(service, poor.apiKey, "0.00");
   });
 
+  it("when it asks generateContent for TEXT and IMAGE at 16:9, then response.data is a 16:9 PNG beside the text, charged the per-image price", async () => {
+    const buyer = await createCustomer(service, "10.00");
+    const before = await balanceOf(service, buyer.apiKey);
+    const response = await client(service, buyer.apiKey).models.generateContent({
+      model: FLASH_IMAGE,
+      contents: "a lighthouse at dusk [simulate:with-text]",
+      config: { responseModalities: [Modality.TEXT, Modality.IMAGE], imageConfig: { aspectRatio: "16:9" } },
+    });
+    assert.equal(response.candidates?.[0]?.finishReason, FinishReason.STOP);
+    assert.ok(response.text && response.text.length > 0, "the provider's text part");
+    const image = imageOf(response);
+    assert.equal(image.mimeType, "image/png");
+    assert.equal(response.data, image.bytes.toString("base64"), "the SDK's data getter reads the image");
+    assert.deepEqual(probePng(image.bytes), pngSizeFor("16:9", 1024));
+    await assertImageCharged(service, buyer.apiKey, before, FLASH_IMAGE, IMAGE_PRICES[FLASH_IMAGE]!["1K"]!);
+  });
+
+  it("when it streams an image with generateContentStream at 2K, then a chunk carries the PNG and STOP, charged the 2K per-image price", async () => {
+    const buyer = await createCustomer(service, "10.00");
+    const before = await balanceOf(service, buyer.apiKey);
+    const chunks: GenerateContentResponse[] = [];
+    const stream = await client(service, buyer.apiKey).models.generateContentStream({
+      model: FLASH_IMAGE,
+      contents: "a red kite over a cliff",
+      config: { responseModalities: [Modality.IMAGE], imageConfig: { aspectRatio: "3:4", imageSize: "2K" } },
+    });
+    for await (const chunk of stream) chunks.push(chunk);
+    const withImage = chunks.filter((chunk) => chunk.candidates?.[0]?.content?.parts?.some((part) => part.inlineData));
+    assert.equal(withImage.length, 1, "one chunk carries the image");
+    assert.deepEqual(probePng(imageOf(withImage[0]!).bytes), pngSizeFor("3:4", 2048));
+    assert.equal(chunks.at(-1)!.candidates?.[0]?.finishReason, FinishReason.STOP);
+    await assertImageCharged(service, buyer.apiKey, before, FLASH_IMAGE, IMAGE_PRICES[FLASH_IMAGE]!["2K"]!);
+  });
+
+  it("when the image's aspect ratio is not the model's, or the balance is zero, or the key lacks the model, then 400, 402 and 403, nothing held", async () => {
+    const buyer = await createCustomer(service, "10.00", ["aimodel-3.5-flash", "aimodel-2.5-flash-image"]);
+    const ask = (key: string, model: string, aspectRatio: string) => () =>
+      client(service, key).models.generateContent({ model, contents: "a wide view", config: { imageConfig: { aspectRatio } } });
+    const wrongRatio = await apiError(ask(buyer.apiKey, "aimodel-2.5-flash-image", "8:1"));
+    assert.deepEqual([wrongRatio.status, wrongRatio.body.error.status, wrongRatio.body.error.details[0].reason],
+      [400, "INVALID_ARGUMENT", "UNSUPPORTED_ASPECT_RATIO"]);
+    const notGranted = await apiError(ask(buyer.apiKey, FLASH_IMAGE, "1:1"));
+    assert.deepEqual([notGranted.status, notGranted.body.error.status], [403, "PERMISSION_DENIED"]);
+    const poor = await createCustomer(service, "0.00");
+    const broke = await apiError(ask(poor.apiKey, FLASH_IMAGE, "1:1"));
+    assert.deepEqual([broke.status, broke.body.error.status, broke.body.error.details[0].reason], [402, "RESOURCE_EXHAUSTED", "INSUFFICIENT_FUNDS"]);
+    await assertNothingCharged(service, buyer.apiKey, "10.00");
+    await assertNothingCharged(service, poor.apiKey, "0.00");
+  });
+
   it("when the key is wrong, then the SDK throws ApiError 401 UNAUTHENTICATED", async () => {
     const { status, body } = await apiError(() => client(service, "sk_not-a-key").models.generateContent({ model: FLASH.model, contents: "hi" }));
     assert.equal(status, 401);
@@ -213,6 +274,18 @@ describe("when the vendor's JavaScript SDK calls this service while the vendor i
     let streamed = "";
     for await (const chunk of await ai.models.generateContentStream({ model: FLASH.model, contents: prompt })) streamed += chunk.text ?? "";
     assert.equal(streamed, stubAnswer(prompt));
+  });
+
+  it("when the upstream answers an image in its wire format, then the SDK gets its text and PNG, charged the per-image price", async () => {
+    const buyer = await createCustomer(service, "10.00");
+    const before = await balanceOf(service, buyer.apiKey);
+    const prompt = "a harbour in fog";
+    const response = await client(service, buyer.apiKey).models.generateContent({
+      model: FLASH_IMAGE, contents: prompt, config: { responseModalities: [Modality.TEXT, Modality.IMAGE], imageConfig: { aspectRatio: "4:3" } },
+    });
+    assert.equal(response.text, stubImageCaption(prompt));
+    assert.deepEqual(probePng(imageOf(response).bytes), pngSizeFor("4:3", 1024));
+    await assertImageCharged(service, buyer.apiKey, before, FLASH_IMAGE, IMAGE_PRICES[FLASH_IMAGE]!["1K"]!);
   });
 
   it("when the upstream blocks the prompt, then the SDK gets the upstream's promptFeedback.blockReason and no text, uncharged", async () => {

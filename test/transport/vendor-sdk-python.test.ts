@@ -12,6 +12,10 @@ import {
   assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, FLASH, sdkBaseUrl, settledCharge, SPEC_TEXT_MODELS, TEXT_MAX_OUTPUT_TOKENS,
 } from "../support/vendor-sdk-helpers.js";
 import { REPO_ROOT } from "../support/repo.js";
+import { probePng } from "../support/media-probe.js";
+import { assertImageCharged, assertNothingCharged, IMAGE_PRICES, pngSizeFor } from "../support/vendor-image-helpers.js";
+
+const FLASH_IMAGE = "aimodel-3.1-flash-image";
 
 /**
  * The vendor's official Python SDK (google-genai, from PyPI), configured as
@@ -29,12 +33,14 @@ const skip = installed ? false : `the vendor's Python SDK is not installed (${PY
 const run = promisify(execFile);
 
 /** Runs one scenario of vendor_sdk_client.py and returns what it printed, parsed. */
-async function sdk(service: TestService, key: string, scenario: string, model: string, prompt = ""): Promise<any> {
+async function sdk(service: TestService, key: string, scenario: string, model: string, prompt = "", ...imageOptions: string[]): Promise<any> {
   // Only what the SDK's documentation configures: no vendor variables of the environment may steer it.
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(GOOGLE|GEMINI)_/.test(name)));
-  const { stdout } = await run(PYTHON, [CLIENT, scenario, model, prompt], {
+  const { stdout } = await run(PYTHON, [CLIENT, scenario, model, prompt, ...imageOptions], {
     env: { ...env, VENDOR_SDK_BASE_URL: sdkBaseUrl(service), VENDOR_SDK_API_KEY: key },
     timeout: 120_000,
+    // An image answer is printed whole (its PNG in base64).
+    maxBuffer: 64 * 1024 * 1024,
   });
   return JSON.parse(stdout);
 }
@@ -118,6 +124,43 @@ describe("when the vendor's Python SDK is given only this service's base URL and
   it("when it gets a model that is not a text model, then the SDK raises ClientError 404 NOT_FOUND", async () => {
     const { error } = await sdk(service, customer.apiKey, "get", "aimodel-3-pro-image");
     assert.deepEqual([error.class, error.code, error.status], ["ClientError", 404, "NOT_FOUND"]);
+  });
+
+  it("when it asks generate_content for TEXT and IMAGE at 9:16 and 2K, then the inline image is a 9:16 PNG beside the text, charged the 2K price", async () => {
+    const buyer = await createCustomer(service, "10.00");
+    const before = await balanceOf(service, buyer.apiKey);
+    const answer = await sdk(service, buyer.apiKey, "image", FLASH_IMAGE, "a tall lighthouse [simulate:with-text]", "9:16", "2K");
+    assert.equal(answer.error, undefined, JSON.stringify(answer.error));
+    assert.equal(answer.finish_reason, "STOP");
+    assert.ok(answer.text.length > 0, "the provider's text part");
+    assert.equal(answer.images.length, 1);
+    assert.equal(answer.images[0].mime_type, "image/png");
+    assert.deepEqual(probePng(Buffer.from(answer.images[0].data, "base64")), pngSizeFor("9:16", 2048));
+    await assertImageCharged(service, buyer.apiKey, before, FLASH_IMAGE, IMAGE_PRICES[FLASH_IMAGE]!["2K"]!);
+  });
+
+  it("when it streams an image with generate_content_stream, then one chunk carries the PNG and STOP, charged the per-image price", async () => {
+    const buyer = await createCustomer(service, "10.00");
+    const before = await balanceOf(service, buyer.apiKey);
+    const { chunks, error } = await sdk(service, buyer.apiKey, "image_stream", FLASH_IMAGE, "a red kite", "1:1");
+    assert.equal(error, undefined, JSON.stringify(error));
+    const images = chunks.flatMap((chunk: { images: { data: string }[] }) => chunk.images);
+    assert.equal(images.length, 1);
+    assert.deepEqual(probePng(Buffer.from(images[0].data, "base64")), { width: 1024, height: 1024 });
+    assert.equal(chunks.at(-1).finish_reason, "STOP");
+    await assertImageCharged(service, buyer.apiKey, before, FLASH_IMAGE, IMAGE_PRICES[FLASH_IMAGE]!["1K"]!);
+  });
+
+  it("when the image's aspect ratio is not the model's, or the balance is zero, then ClientError 400 and 402, nothing held", async () => {
+    const buyer = await createCustomer(service, "10.00");
+    const wrong = await sdk(service, buyer.apiKey, "image", "aimodel-2.5-flash-image", "a wide view", "8:1");
+    assert.deepEqual([wrong.error.class, wrong.error.code, wrong.error.status], ["ClientError", 400, "INVALID_ARGUMENT"]);
+    assert.match(wrong.error.message, /aspectRatio "8:1"/);
+    const poor = await createCustomer(service, "0.00");
+    const broke = await sdk(service, poor.apiKey, "image", FLASH_IMAGE, "a view", "1:1");
+    assert.deepEqual([broke.error.class, broke.error.code, broke.error.status], ["ClientError", 402, "RESOURCE_EXHAUSTED"]);
+    await assertNothingCharged(service, buyer.apiKey, "10.00");
+    await assertNothingCharged(service, poor.apiKey, "0.00");
   });
 
   it("when the prompt is blocked, then the SDK returns no text and no candidates, and prompt_feedback.block_reason SAFETY, uncharged", async () => {

@@ -103,9 +103,10 @@ describe("vendor text API: POST /api/aimodel/v1beta/models/{model}:generateConte
     assertVendorError(response, 404, "NOT_FOUND");
   });
 
-  it("rejects an image model with 400 INVALID_ARGUMENT", async () => {
+  // Issue 38: an image model now answers through generateContent (vendor-images.test.ts); a video model is still refused.
+  it("rejects a video model with 400 INVALID_ARGUMENT", async () => {
     const customer = await createCustomer(service, "10.00");
-    const response = await generate(service, "aimodel-3-pro-image", { vendorKey: customer.apiKey, body: userTurn("a fox") });
+    const response = await generate(service, "videomodel-3.1-generate-001", { vendorKey: customer.apiKey, body: userTurn("a fox") });
     assertVendorError(response, 400, "INVALID_ARGUMENT");
   });
 

@@ -18,6 +18,8 @@ import type { CoreDeps } from "../core-deps.js";
 import { toConnectError, toRpcError } from "../errors/rpc-errors.js";
 import { requireAvailable } from "../jobs/availability.js";
 import { TextCall } from "../text/text-call.js";
+import { generateImageContent, streamImageContent } from "../text/image-answer.js";
+import { isImageModelId } from "../../domain/validation/image-content-request.js";
 import { reportUpstreamTime } from "../text/upstream-time.js";
 import { timedWaits } from "../../shared/stream-step.js";
 
@@ -187,6 +189,7 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     },
 
     generateContent: async (request, context) => {
+      if (isImageModelId(request.model)) return generateImageContent(deps, request, context);
       const { spec, call, upstream } = await open(request, context);
       const responseId = randomUUID();
       // One upstream call: the answer is produced whole, then charged (a caller gone before it is charged nothing).
@@ -208,6 +211,7 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     },
 
     async *streamGenerateContent(request, context) {
+      if (request.request && isImageModelId(request.request.model)) return yield* streamImageContent(deps, request.request, context);
       // Errors before the first chunk travel as RPC errors (HTTP errors on REST).
       let opened: Awaited<ReturnType<typeof open>>;
       try {

@@ -106,33 +106,35 @@ function checkInputs(input: GenerationRequestInput, limits: ValidationLimits): (
   return inline;
 }
 
-function checkAspectRatio(model: ModelSpec, requested: string | undefined, fallback?: string): string | undefined {
+/** A job's aspect-ratio rule; `field` names it as the caller's surface spells it. */
+export function checkAspectRatio(model: ModelSpec, requested: string | undefined, fallback?: string, field = "aspect_ratio"): string | undefined {
   if (requested === undefined || requested === "") {
     if (model.requiresAspectRatioAndResolution) {
-      throw invalid("missing_aspect_ratio", `${model.id} requires aspect_ratio`, { field: "aspect_ratio" });
+      throw invalid("missing_aspect_ratio", `${model.id} requires ${field}`, { field });
     }
     return fallback;
   }
   if (!model.aspectRatios.includes(requested)) {
-    throw invalid("unsupported_aspect_ratio", `${model.id} does not support aspect_ratio "${requested}" (supported: ${model.aspectRatios.join(", ")})`, {
-      field: "aspect_ratio",
+    throw invalid("unsupported_aspect_ratio", `${model.id} does not support ${field} "${requested}" (supported: ${model.aspectRatios.join(", ")})`, {
+      field,
     });
   }
   return requested === AUTO ? undefined : requested;
 }
 
-function checkImageResolution(model: ModelSpec, requested: string | undefined): string {
+/** A job's image-resolution rule (default, case, the model's set); `field` names it as the caller's surface spells it. */
+export function checkImageResolution(model: ModelSpec, requested: string | undefined, field = "resolution"): string {
   if (model.ignoresResolution) return model.defaultResolution!;
   if (requested === undefined || requested === "") {
     if (model.requiresAspectRatioAndResolution) {
-      throw invalid("missing_resolution", `${model.id} requires resolution`, { field: "resolution" });
+      throw invalid("missing_resolution", `${model.id} requires ${field}`, { field });
     }
     return model.defaultResolution!;
   }
   const normalized = requested.toUpperCase();
   if (!model.resolutions.includes(normalized)) {
-    throw invalid("unsupported_resolution", `${model.id} does not support resolution "${requested}" (supported: ${model.resolutions.join(", ")})`, {
-      field: "resolution",
+    throw invalid("unsupported_resolution", `${model.id} does not support ${field} "${requested}" (supported: ${model.resolutions.join(", ")})`, {
+      field,
     });
   }
   return normalized;

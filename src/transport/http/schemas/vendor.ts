@@ -64,16 +64,20 @@ export const VENDOR_SCHEMAS = {
     querystring: { type: "object", properties: KEY_QUERY },
     response: { 200: TEXT_MODEL },
   }),
-  generateContent: vendor("generateContent", "Generate text in one answer", {
-    description: "Money is held for the call (input × prompt tokens + output × the output bound) and settled on the actual usage.",
+  generateContent: vendor("generateContent", "Generate text, or an image on an image model, in one answer", {
+    description:
+      "Money is held for the call (input × prompt tokens + output × the output bound) and settled on the actual usage. " +
+      "On an image model the answer's `inlineData` part is the image, held and charged at the model's per-image price " +
+      "for `generationConfig.imageConfig.imageSize` (1K by default).",
     params: MODEL_PARAMS,
     querystring: { type: "object", properties: KEY_QUERY },
     body: GENERATE_BODY,
     response: { 200: GENERATE_RESPONSE },
   }),
-  streamGenerateContent: vendor("streamGenerateContent", "Generate text as a stream", {
+  streamGenerateContent: vendor("streamGenerateContent", "Generate text (or an image) as a stream", {
     description:
       "With `alt=sse`: Server-Sent Events, one `data: <GenerateContentResponse>` event per chunk; the last chunk carries the usage that is charged. " +
+      "An image model sends its whole answer (the image, charged its per-image price) as one chunk. " +
       "An error after the first chunk arrives as a final `data: {\"error\": …}` event. Without `alt=sse`: one JSON array of the chunks.",
     params: MODEL_PARAMS,
     querystring: GENERATE_QUERY,
