@@ -221,9 +221,13 @@ function toolCallParts(calls: unknown, param: string, callNames: Map<string, str
       throw badParam(`${param}[${j}].function.arguments`, `${param}[${j}].function.arguments must be a JSON object as a string`);
     }
     if (!isObject(args)) throw badParam(`${param}[${j}].function.arguments`, `${param}[${j}].function.arguments must be a JSON object as a string`);
-    const id = (call as Json).id;
+    const { id, extra_content: extra } = call as Json;
     if (typeof id === "string") callNames.set(id, fn.name);
-    return { functionCall: { ...(typeof id === "string" ? { id } : {}), name: fn.name, args } };
+    const signature = ((extra as Json | undefined)?.google as Json | undefined)?.thought_signature;
+    return {
+      functionCall: { ...(typeof id === "string" ? { id } : {}), name: fn.name, args },
+      ...(typeof signature === "string" ? { thoughtSignature: signature } : {}),
+    };
   });
 }
 

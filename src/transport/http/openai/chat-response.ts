@@ -11,6 +11,7 @@ interface VendorPart {
   text?: string;
   thought?: boolean;
   functionCall?: { id?: string; name?: string; args?: unknown };
+  thoughtSignature?: string;
 }
 interface VendorCandidate {
   content?: { parts?: VendorPart[] };
@@ -34,6 +35,8 @@ export interface ToolCall {
   id: string;
   type: "function";
   function: { name: string; arguments: string };
+  /** The upstream's signature of its reasoning, which the caller replays with the call (where the vendor's own OpenAI API puts it). */
+  extra_content?: { google: { thought_signature: string } };
 }
 
 /** The vendor's finish reasons that mean content was withheld. */
@@ -67,7 +70,9 @@ export function candidateOutput(candidate: VendorCandidate | undefined): { text:
   for (const part of candidate?.content?.parts ?? []) {
     if (part.functionCall) {
       const { id, name = "", args } = part.functionCall;
-      toolCalls.push({ id: id || newCallId(), type: "function", function: { name, arguments: JSON.stringify(args ?? {}) } });
+      const call: ToolCall = { id: id || newCallId(), type: "function", function: { name, arguments: JSON.stringify(args ?? {}) } };
+      if (part.thoughtSignature) call.extra_content = { google: { thought_signature: part.thoughtSignature } };
+      toolCalls.push(call);
     } else if (typeof part.text === "string" && !part.thought) text += part.text;
   }
   return { text, toolCalls };

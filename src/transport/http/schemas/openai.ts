@@ -49,6 +49,11 @@ const TOOL_CALL = {
       properties: { name: { type: "string" }, arguments: { type: "string", description: "The arguments as a JSON object, as a string." } },
       required: ["name", "arguments"],
     },
+    extra_content: {
+      type: "object",
+      description: "The upstream's reasoning signature of the call, to be sent back with it (as the vendor's own OpenAI API does).",
+      properties: { google: { type: "object", properties: { thought_signature: { type: "string" } }, required: ["thought_signature"] } },
+    },
   },
   required: ["id", "type", "function"],
 } as const;
