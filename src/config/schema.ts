@@ -24,6 +24,23 @@ function retention(value: string, name: string): number {
   return ms;
 }
 
+/** The vendor's safety thresholds, loosest first (the domain's HARM_BLOCK_THRESHOLDS; a test checks they are equal). */
+export const SAFETY_THRESHOLDS = [
+  "HARM_BLOCK_THRESHOLD_UNSPECIFIED", "OFF", "BLOCK_NONE", "BLOCK_ONLY_HIGH", "BLOCK_MEDIUM_AND_ABOVE", "BLOCK_LOW_AND_ABOVE",
+] as const;
+
+function safetyMinimums(value: string, name: string): Readonly<Record<string, string>> {
+  const minimums: Record<string, string> = {};
+  for (const entry of list(value)) {
+    const [category = "", threshold = "", ...rest] = entry.split("=").map((part) => part.trim());
+    if (!/^HARM_CATEGORY_[A-Z_]+$/.test(category) || rest.length > 0 || !(SAFETY_THRESHOLDS as readonly string[]).includes(threshold)) {
+      throw new ConfigError(`${name}: "${entry}" is not HARM_CATEGORY_…=<threshold> with a threshold among ${SAFETY_THRESHOLDS.join(", ")}`);
+    }
+    minimums[category] = threshold;
+  }
+  return Object.freeze(minimums);
+}
+
 /** Text trimmed; unset when that leaves nothing. */
 const trimmed = (description: string, type = "string", defaultText = "unset") =>
   optional({ type, defaultText, description }, (value) => value.trim() || undefined);
@@ -75,6 +92,7 @@ export const VARIABLES = {
   MAX_PROMPT_BYTES_IMAGE: bytes("32KiB", "UTF-8 bytes of a prompt for image models, as received. Over it: 422 `prompt_too_long`."),
   MAX_PROMPT_BYTES_VIDEO: bytes("16KiB", "The same for the video model (jobs API and each `instances[i].prompt` of `interactions`)."),
   MAX_PROMPT_BYTES_TEXT: bytes("1MiB", "The same for text models and the multimodal real-time model; on `generateContent` / `streamGenerateContent` the text of all `contents` parts plus `systemInstruction`, plus the forwarded `generationConfig` as JSON (`responseSchema`, `stopSequences`, …), together."),
+  SAFETY_MIN_THRESHOLDS: variable({ type: "list of CATEGORY=THRESHOLD", default: "", description: "The operator's minimum safety threshold per harm category on `generateContent` / `streamGenerateContent`, for example `HARM_CATEGORY_HARASSMENT=BLOCK_MEDIUM_AND_ABOVE,HARM_CATEGORY_DANGEROUS_CONTENT=BLOCK_ONLY_HIGH`. A caller's `safetySettings` threshold looser than its category's minimum is raised to it, and the minimum is added for a category the caller did not set; stricter thresholds pass as given. Thresholds, loosest first: `HARM_BLOCK_THRESHOLD_UNSPECIFIED`, `OFF`, `BLOCK_NONE`, `BLOCK_ONLY_HIGH`, `BLOCK_MEDIUM_AND_ABOVE`, `BLOCK_LOW_AND_ABOVE`. Unset: settings pass as the caller gave them." }, safetyMinimums),
   MAX_METADATA_KEYS: int(64, "Top-level keys of `metadata`. Over any metadata limit: 422 `metadata_too_large` naming it.", 0),
   MAX_METADATA_KEY_BYTES: bytes("256", "UTF-8 bytes of one top-level key."),
   MAX_METADATA_VALUE_BYTES: bytes("4KiB", "Bytes of one top-level value, as JSON."),

@@ -36,6 +36,8 @@ export interface Config {
   readonly maxInputBytes: number;
   /** Prompt and metadata limits (and the two above), as validation enforces them. */
   readonly limits: ValidationLimits;
+  /** SAFETY_MIN_THRESHOLDS: the minimum threshold per harm category. */
+  readonly safetyMinimums: Readonly<Record<string, string>>;
   /** Timeouts, sizes and connection caps of both listening ports. */
   readonly edge: EdgeLimits;
   /** Jobs of one account accepted and not yet finished; beyond it 429 with Retry-After. */

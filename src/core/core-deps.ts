@@ -1,6 +1,7 @@
 import type { IntentHolds } from "../ports/intent-holds.js";
 import type { AcceptanceWrites } from "../ports/acceptance-writes.js";
 import type { ValidationLimits } from "../domain/validation/limits.js";
+import type { SafetyMinimums } from "../domain/text/safety.js";
 import type { ApiKeyStore } from "../ports/api-key-store.js";
 import type { BlobStore } from "../ports/blob-store.js";
 import type { Clock } from "../ports/clock.js";
@@ -55,6 +56,8 @@ export interface CorePorts {
 export interface CoreSettings {
   readonly adminToken: string;
   readonly limits: ValidationLimits;
+  /** The operator's minimum safety threshold per harm category (SAFETY_MIN_THRESHOLDS); none when unset. */
+  readonly safetyMinimums?: SafetyMinimums;
   /** Jobs of one account accepted and not yet finished; beyond it acceptance answers 429 (MAX_QUEUED_JOBS_PER_ACCOUNT). */
   readonly maxQueuedJobsPerAccount: number;
   readonly idempotencyTtlMs: number;

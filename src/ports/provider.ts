@@ -29,6 +29,9 @@ export interface TextRequest {
    */
   readonly wire?: Record<string, unknown>;
   readonly promptText: string;
+  /** Prompt tokens beyond promptText's that the request carries (declarations, a response schema), by our rule. */
+  readonly extraPromptTokens?: number;
+  /** The whole output bound the upstream is held to: the answer's allowance plus the thinking reserved. */
   readonly maxOutputTokens: number;
   readonly inputImages: readonly InputImage[];
 }
@@ -44,9 +47,27 @@ export interface GenerationOutput {
   readonly usage: TokenUsage;
 }
 
-/** A piece of a streamed answer. `usage` is cumulative up to this chunk. */
+/** A function call the model asks for (the vendor's FunctionCall). */
+export interface FunctionCallPart {
+  readonly id?: string;
+  readonly name: string;
+  readonly args: Record<string, unknown>;
+}
+
+/** One part of an answer, in the order the upstream produced them. */
+export type AnswerPart =
+  | { readonly kind: "text"; readonly text: string; readonly thought?: boolean; readonly thoughtSignature?: Uint8Array }
+  | { readonly kind: "function_call"; readonly call: FunctionCallPart; readonly thoughtSignature?: Uint8Array };
+
+/**
+ * A piece of a streamed answer. `text` is its answer text (thoughts
+ * excluded); `parts`, when set, is all of it as the upstream produced it
+ * (text, thought text, function calls); without `parts` the piece is `text`
+ * alone. `usage` is cumulative up to this chunk.
+ */
 export interface TextChunk {
   readonly text: string;
+  readonly parts?: readonly AnswerPart[];
   readonly usage: TokenUsage;
   readonly finishReason?: string;
 }

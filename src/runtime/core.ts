@@ -69,6 +69,7 @@ export function createCore(config: ServiceSettings, ports: CorePorts, publicBase
     settingsOf: {
       adminToken: config.adminToken,
       limits: config.limits,
+      safetyMinimums: config.safetyMinimums,
       maxQueuedJobsPerAccount: config.maxQueuedJobsPerAccount,
       idempotencyTtlMs: config.idempotencyTtlMs,
       resultUrlTtlSeconds: config.resultUrlTtlSeconds,

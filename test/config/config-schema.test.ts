@@ -13,6 +13,8 @@ import type { WebhookFairness } from "../../src/core/workers/webhook-dispatcher.
 import type { TracingSettings } from "../../src/adapters/observability/tracing.js";
 import { DEFAULT_RPC_EDGE } from "../../src/transport/rpc/rpc-server.js";
 import { loadServiceSettings } from "../../src/runtime/settings.js";
+import { SAFETY_THRESHOLDS } from "../../src/config/schema.js";
+import { HARM_BLOCK_THRESHOLDS } from "../../src/domain/text/safety.js";
 
 /** True when each type is assignable to the other: config's own copy of a type is the one the core takes. */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -27,6 +29,16 @@ const sameShapes: [
 describe("config: one schema gives the defaults", () => {
   it("when the configuration's types are compared with the core's, then each is the same shape (config imports none of them)", () => {
     assert.deepEqual(sameShapes, [true, true, true, true, true]);
+  });
+
+  it("when SAFETY_MIN_THRESHOLDS is set, then it is read per category; unset, none; a bad entry stops the start naming it", () => {
+    assert.deepEqual([...SAFETY_THRESHOLDS], [...HARM_BLOCK_THRESHOLDS], "the config's thresholds are the domain's, in order");
+    assert.deepEqual(defaultConfig().safetyMinimums, {});
+    const set = configFrom({ SAFETY_MIN_THRESHOLDS: " HARM_CATEGORY_HARASSMENT=BLOCK_MEDIUM_AND_ABOVE, HARM_CATEGORY_HATE_SPEECH = OFF" });
+    assert.deepEqual(set.safetyMinimums, { HARM_CATEGORY_HARASSMENT: "BLOCK_MEDIUM_AND_ABOVE", HARM_CATEGORY_HATE_SPEECH: "OFF" });
+    for (const bad of ["HARASSMENT=OFF", "HARM_CATEGORY_X=BLOCK_SOME", "HARM_CATEGORY_X", "HARM_CATEGORY_X=OFF=OFF"]) {
+      assert.throws(() => configFrom({ SAFETY_MIN_THRESHOLDS: bad }), new RegExp(`SAFETY_MIN_THRESHOLDS: "${bad}" is not`), bad);
+    }
   });
 
   it("when no variable is set, then the validation limits are the domain's defaults", () => {

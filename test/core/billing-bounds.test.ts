@@ -290,15 +290,16 @@ describe(`billing bounds (${BACKEND} backend, vendor stub upstream)`, () => {
 
   describe("the synchronous text API passes only what is priced", () => {
     const refused: { name: string; extra: Record<string, unknown>; field: string }[] = [
-      { name: "tools", extra: { tools: [{ googleSearch: {} }] }, field: "tools" },
-      { name: "toolConfig", extra: { toolConfig: { functionCallingConfig: { mode: "ANY" } } }, field: "toolConfig" },
-      { name: "safetySettings", extra: { safetySettings: [{ category: "HARM_CATEGORY_HARASSMENT", threshold: "BLOCK_NONE" }] }, field: "safetySettings" },
-      { name: "cachedContent", extra: { cachedContent: "cachedContents/operator-cache-1" }, field: "cachedContent" },
+      { name: "a built-in tool (search)", extra: { tools: [{ googleSearch: {} }] }, field: "tools[0].googleSearch" },
+      { name: "a built-in tool (code execution)", extra: { tools: [{ functionDeclarations: [{ name: "f" }] }, { codeExecution: {} }] }, field: "tools[1].codeExecution" },
+      { name: "a retrieval toolConfig", extra: { toolConfig: { retrievalConfig: { languageCode: "en" } } }, field: "toolConfig.retrievalConfig" },
+      { name: "an unknown safety threshold", extra: { safetySettings: [{ category: "HARM_CATEGORY_HARASSMENT", threshold: "BLOCK_SOME" }] }, field: "safetySettings[0].threshold" },
+      { name: "cachedContent", extra: { cachedContent: "cachedContents/operator-cache-1" }, field: "context caching is not offered" },
       { name: "snake_case cached_content", extra: { cached_content: "cachedContents/operator-cache-1" }, field: "cachedContent" },
       { name: "an output modality it does not price", extra: { generationConfig: { responseModalities: ["AUDIO"] } }, field: "generationConfig.responseModalities" },
       {
-        name: "a thinking budget beyond the reserved output",
-        extra: { generationConfig: { maxOutputTokens: 50, thinkingConfig: { thinkingBudget: 4096 } } },
+        name: "a thinking budget beyond the model's largest",
+        extra: { generationConfig: { maxOutputTokens: 50, thinkingConfig: { thinkingBudget: 24_577 } } },
         field: "generationConfig.thinkingConfig.thinkingBudget",
       },
     ];

@@ -12,6 +12,7 @@ import "./behaviour/job-lifecycle.suite.js";
 import "./behaviour/pricing-rules.suite.js";
 import "./behaviour/request-rules.suite.js";
 import "./behaviour/text-media.suite.js";
+import "./behaviour/text-tools.suite.js";
 
 describe("the domain's behaviour suites", () => {
   it("when this file runs, then it runs every suite in test/domain/behaviour, so none is left out of the mutation run", () => {

@@ -71,15 +71,15 @@ describe("the forwarded generationConfig counts against the text prompt limit", 
     assert.equal(refusal(() => upstreamTextBody({ contents: user("a".repeat(60)) }, TEXT, 10, limits)), "accepted");
   });
 
-  it("when a content's role is not user or model, then 400 unsupported_field naming it; user, model and none pass", () => {
-    for (const role of ["user", "model", undefined]) {
+  it("when a content's role is not user, model or function, then 400 unsupported_field naming it; those three and none pass", () => {
+    for (const role of ["user", "model", "function", undefined]) {
       assert.equal(refusal(() => upstreamTextBody({ contents: [{ role, parts: [{ text: "x" }] }] }, TEXT, 10)), "accepted", String(role));
     }
     for (const role of ["system", "r".repeat(1_000_000), 5]) {
       const refused = refusal(() => upstreamTextBody({ contents: [...user("x"), { role, parts: [{ text: "y" }] }] }, TEXT, 10));
       assert.deepEqual(refused, {
         category: "bad_request", reason: "unsupported_field", field: "contents[1].role",
-        message: `contents[1].role is not supported by this API: a content's role is "user" or "model"`,
+        message: `contents[1].role is not supported by this API: a content's role is "user", "model" or "function"`,
       });
     }
   });

@@ -30,6 +30,12 @@ import { renderPng } from "../../src/adapters/provider/simulated/render-png.js";
  *  - Models whose id contains "pro" think: usage carries thoughtsTokenCount = 200 from the first
  *    chunk on; with thinkingConfig.includeThoughts a `thought: true` text part comes first.
  *  - totalTokenCount = promptTokenCount + candidatesTokenCount + thoughtsTokenCount.
+ *  - Function calling: a request declaring functions (tools[].functionDeclarations) whose last content
+ *    holds no functionResponse is answered with one functionCall part of the first declared function,
+ *    args {"query": <prompt>} (stubFunctionCall), with a thoughtSignature; candidatesTokenCount is
+ *    tokens(JSON of {name, args}). Once the last content holds a functionResponse, the text answer.
+ *    Function call and response parts count as prompt as tokens(JSON of the call or response), and
+ *    the declarations as tokens(JSON of tools).
  *  - Image models (id contains "image" or "nbx"): parts are [a `thought: true` draft PNG (pro models
  *    only)], ["Here is your image: <prompt>" unless responseModalities leaves out TEXT], then the final
  *    PNG (with thoughtSignature). The PNG's long side is 1024/2048/4096 for imageSize 1K/2K/4K
@@ -270,10 +276,29 @@ export function stubPromptTokens(body: unknown): { total: number; text: number; 
     for (const part of partsOf(content)) {
       const t = field(part, "text");
       if (typeof t === "string") text += stubTokens(t);
+      const call = field(part, "functionCall") ?? field(part, "functionResponse");
+      if (call !== undefined) text += stubTokens(JSON.stringify(call));
       if (isMediaPart(part)) media += INPUT_MEDIA_TOKENS;
     }
   }
+  const tools = field(body, "tools");
+  if (Array.isArray(tools) && tools.length > 0) text += stubTokens(JSON.stringify(tools));
   return { total: text + media, text, media };
+}
+
+/** The call the stub answers a request declaring functions with: the first declaration, asked the prompt. */
+export function stubFunctionCall(body: unknown): { name: string; args: { query: string } } | undefined {
+  const tools = field(body, "tools");
+  const declarations = (Array.isArray(tools) ? tools : []).flatMap((tool) => {
+    const list = field(tool, "functionDeclarations");
+    return Array.isArray(list) ? list : [];
+  });
+  const name = field(declarations[0], "name");
+  if (typeof name !== "string") return undefined;
+  const contents = field(body, "contents");
+  const last = Array.isArray(contents) ? contents[contents.length - 1] : undefined;
+  if (partsOf(last).some((part) => field(part, "functionResponse") !== undefined)) return undefined;
+  return { name, args: { query: stubPromptText(body) } };
 }
 
 /** Cuts to a token budget on a character boundary (tokens = bytes / 4). */
@@ -327,6 +352,8 @@ interface Piece {
   /** Answer text carried by this piece (not thoughts). */
   text: string;
   imageTokens: number;
+  /** Output tokens of a function call piece. */
+  callTokens?: number;
 }
 
 interface AnswerPlan {
@@ -345,7 +372,11 @@ function planAnswer(model: string, body: unknown, fault: VendorFault | undefined
   if (isThinkingModel(model) && settings.includeThoughts) {
     pieces.push({ part: { text: `Thinking about: ${prompt}`, thought: true }, text: "", imageTokens: 0 });
   }
-  if (isImageModel(model) && fault?.kind !== "text-only") {
+  const call = isImageModel(model) ? undefined : stubFunctionCall(body);
+  if (call) {
+    const part = { functionCall: call, thoughtSignature: Buffer.from(`signature of ${call.name}`).toString("base64") };
+    pieces.push({ part, text: "", imageTokens: 0, callTokens: stubTokens(JSON.stringify(call)) });
+  } else if (isImageModel(model) && fault?.kind !== "text-only") {
     const seed = `${model}\n${prompt}`;
     if (isThinkingModel(model)) {
       const draft = stubImageSize(settings.aspectRatio, undefined, 256);
@@ -385,9 +416,10 @@ function usageAfter(plan: AnswerPlan, sent: number): UsageMetadata {
   const image = pieces.reduce((sum, p) => sum + p.imageTokens, 0);
   const video = isOmniModel(plan.model) ? Math.ceil((OMNI_VIDEO_TOKENS * sent) / plan.pieces.length) : 0;
   const thoughts = isThinkingModel(plan.model) ? THOUGHTS_TOKENS : 0;
-  const candidates = text + image + video;
+  const calls = pieces.reduce((sum, p) => sum + (p.callTokens ?? 0), 0);
+  const candidates = text + image + video + calls;
   const details: { modality: string; tokenCount: number }[] = [];
-  if (text > 0 || (image === 0 && video === 0)) details.push({ modality: "TEXT", tokenCount: text });
+  if (text + calls > 0 || (image === 0 && video === 0)) details.push({ modality: "TEXT", tokenCount: text + calls });
   if (image > 0) details.push({ modality: "IMAGE", tokenCount: image });
   if (video > 0) details.push({ modality: "VIDEO", tokenCount: video });
   return {

@@ -33,6 +33,10 @@ function randomMessage(schema: DescMessage, random: () => number, depth = 0): Re
     }
   };
   const value = (field: DescField): unknown => {
+    // A Struct field is a JSON object in protobuf-es (a function call's args, a function response).
+    if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.Struct") {
+      return pick([{}, { city: pick(STRINGS), days: pick([0, 3, -1.5]), nested: { ok: random() < 0.5, list: [1, "two", null] } }]);
+    }
     if (field.fieldKind === "message") return depth > 4 ? undefined : create(field.message, randomMessage(field.message, random, depth + 1) as never);
     if (field.fieldKind === "scalar") return scalar(field);
     throw new Error(`randomMessage: ${field.fieldKind} field ${field.name} is not generated; extend this test`);

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/text_service.proto.
  */
 export const file_generation_v1_text_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBnZW5lcmF0aW9uL3YxL3RleHRfc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSInCgRCbG9iEhEKCW1pbWVfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIlsKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEioKC2lubGluZV9kYXRhGAIgASgLMhMuZ2VuZXJhdGlvbi52MS5CbG9iSAASDwoHdGhvdWdodBgDIAEoCEIGCgRkYXRhIjsKB0NvbnRlbnQSDAoEcm9sZRgBIAEoCRIiCgVwYXJ0cxgCIAMoCzITLmdlbmVyYXRpb24udjEuUGFydCJhCgtJbWFnZUNvbmZpZxIZCgxhc3BlY3RfcmF0aW8YASABKAlIAIgBARIXCgppbWFnZV9zaXplGAIgASgJSAGIAQFCDwoNX2FzcGVjdF9yYXRpb0INCgtfaW1hZ2Vfc2l6ZSLMBAoQR2VuZXJhdGlvbkNvbmZpZxIwCgxpbWFnZV9jb25maWcYASABKAsyGi5nZW5lcmF0aW9uLnYxLkltYWdlQ29uZmlnEh4KEW1heF9vdXRwdXRfdG9rZW5zGAIgASgFSACIAQESGAoLdGVtcGVyYXR1cmUYAyABKAJIAYgBARIbChNyZXNwb25zZV9tb2RhbGl0aWVzGAQgAygJEhwKD2NhbmRpZGF0ZV9jb3VudBgFIAEoBUgCiAEBEhIKBXRvcF9wGAYgASgCSAOIAQESEgoFdG9wX2sYByABKAVIBIgBARIWCg5zdG9wX3NlcXVlbmNlcxgIIAMoCRIaChJyZXNwb25zZV9taW1lX3R5cGUYCSABKAkSLwoPcmVzcG9uc2Vfc2NoZW1hGAogASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEjAKD3RoaW5raW5nX2NvbmZpZxgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoEc2VlZBgMIAEoBUgFiAEBEh0KEHByZXNlbmNlX3BlbmFsdHkYDSABKAJIBogBARIeChFmcmVxdWVuY3lfcGVuYWx0eRgOIAEoAkgHiAEBQhQKEl9tYXhfb3V0cHV0X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCEgoQX2NhbmRpZGF0ZV9jb3VudEIICgZfdG9wX3BCCAoGX3RvcF9rQgcKBV9zZWVkQhMKEV9wcmVzZW5jZV9wZW5hbHR5QhQKEl9mcmVxdWVuY3lfcGVuYWx0eSLhAgoWR2VuZXJhdGVDb250ZW50UmVxdWVzdBINCgVtb2RlbBgBIAEoCRIoCghjb250ZW50cxgCIAMoCzIWLmdlbmVyYXRpb24udjEuQ29udGVudBIyChJzeXN0ZW1faW5zdHJ1Y3Rpb24YAyABKAsyFi5nZW5lcmF0aW9uLnYxLkNvbnRlbnQSOgoRZ2VuZXJhdGlvbl9jb25maWcYBCABKAsyHy5nZW5lcmF0aW9uLnYxLkdlbmVyYXRpb25Db25maWcSMAoPc2FmZXR5X3NldHRpbmdzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgV0b29scxgGIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLAoLdG9vbF9jb25maWcYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhYKDmNhY2hlZF9jb250ZW50GAggASgJIjsKEk1vZGFsaXR5VG9rZW5Db3VudBIQCghtb2RhbGl0eRgBIAEoCRITCgt0b2tlbl9jb3VudBgCIAEoBSLFAgoNVXNhZ2VNZXRhZGF0YRIfChJwcm9tcHRfdG9rZW5fY291bnQYASABKAVIAIgBARIjChZjYW5kaWRhdGVzX3Rva2VuX2NvdW50GAIgASgFSAGIAQESHgoRdG90YWxfdG9rZW5fY291bnQYAyABKAVIAogBARJAChVwcm9tcHRfdG9rZW5zX2RldGFpbHMYBCADKAsyIS5nZW5lcmF0aW9uLnYxLk1vZGFsaXR5VG9rZW5Db3VudBJEChljYW5kaWRhdGVzX3Rva2Vuc19kZXRhaWxzGAUgAygLMiEuZ2VuZXJhdGlvbi52MS5Nb2RhbGl0eVRva2VuQ291bnRCFQoTX3Byb21wdF90b2tlbl9jb3VudEIZChdfY2FuZGlkYXRlc190b2tlbl9jb3VudEIUChJfdG90YWxfdG9rZW5fY291bnQiWgoJQ2FuZGlkYXRlEicKB2NvbnRlbnQYASABKAsyFi5nZW5lcmF0aW9uLnYxLkNvbnRlbnQSFQoNZmluaXNoX3JlYXNvbhgCIAEoCRINCgVpbmRleBgDIAEoBSImCg5Qcm9tcHRGZWVkYmFjaxIUCgxibG9ja19yZWFzb24YASABKAki4QEKF0dlbmVyYXRlQ29udGVudFJlc3BvbnNlEiwKCmNhbmRpZGF0ZXMYASADKAsyGC5nZW5lcmF0aW9uLnYxLkNhbmRpZGF0ZRI0Cg51c2FnZV9tZXRhZGF0YRgCIAEoCzIcLmdlbmVyYXRpb24udjEuVXNhZ2VNZXRhZGF0YRIVCg1tb2RlbF92ZXJzaW9uGAMgASgJEhMKC3Jlc3BvbnNlX2lkGAQgASgJEjYKD3Byb21wdF9mZWVkYmFjaxgFIAEoCzIdLmdlbmVyYXRpb24udjEuUHJvbXB0RmVlZGJhY2siVgocU3RyZWFtR2VuZXJhdGVDb250ZW50UmVxdWVzdBI2CgdyZXF1ZXN0GAEgASgLMiUuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0IlYKHVN0cmVhbUdlbmVyYXRlQ29udGVudFJlc3BvbnNlEjUKBWNodW5rGAEgASgLMiYuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZSKWAQoSQ291bnRUb2tlbnNSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEigKCGNvbnRlbnRzGAIgAygLMhYuZ2VuZXJhdGlvbi52MS5Db250ZW50EkcKGGdlbmVyYXRlX2NvbnRlbnRfcmVxdWVzdBgDIAEoCzIlLmdlbmVyYXRpb24udjEuR2VuZXJhdGVDb250ZW50UmVxdWVzdCJtChNDb3VudFRva2Vuc1Jlc3BvbnNlEhQKDHRvdGFsX3Rva2VucxgBIAEoBRJAChVwcm9tcHRfdG9rZW5zX2RldGFpbHMYAiADKAsyIS5nZW5lcmF0aW9uLnYxLk1vZGFsaXR5VG9rZW5Db3VudCI+ChVMaXN0VGV4dE1vZGVsc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiWwoWTGlzdFRleHRNb2RlbHNSZXNwb25zZRIoCgZtb2RlbHMYASADKAsyGC5nZW5lcmF0aW9uLnYxLlRleHRNb2RlbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIwoTR2V0VGV4dE1vZGVsUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFEdldFRleHRNb2RlbFJlc3BvbnNlEicKBW1vZGVsGAEgASgLMhguZ2VuZXJhdGlvbi52MS5UZXh0TW9kZWwiyQEKCVRleHRNb2RlbBIMCgRuYW1lGAEgASgJEhUKDWJhc2VfbW9kZWxfaWQYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIUCgxkaXNwbGF5X25hbWUYBCABKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSGQoRaW5wdXRfdG9rZW5fbGltaXQYBiABKAUSGgoSb3V0cHV0X3Rva2VuX2xpbWl0GAcgASgFEiQKHHN1cHBvcnRlZF9nZW5lcmF0aW9uX21ldGhvZHMYCCADKAky8wMKC1RleHRTZXJ2aWNlEmAKD0dlbmVyYXRlQ29udGVudBIlLmdlbmVyYXRpb24udjEuR2VuZXJhdGVDb250ZW50UmVxdWVzdBomLmdlbmVyYXRpb24udjEuR2VuZXJhdGVDb250ZW50UmVzcG9uc2USdAoVU3RyZWFtR2VuZXJhdGVDb250ZW50EisuZ2VuZXJhdGlvbi52MS5TdHJlYW1HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0GiwuZ2VuZXJhdGlvbi52MS5TdHJlYW1HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZTABElQKC0NvdW50VG9rZW5zEiEuZ2VuZXJhdGlvbi52MS5Db3VudFRva2Vuc1JlcXVlc3QaIi5nZW5lcmF0aW9uLnYxLkNvdW50VG9rZW5zUmVzcG9uc2USXQoOTGlzdFRleHRNb2RlbHMSJC5nZW5lcmF0aW9uLnYxLkxpc3RUZXh0TW9kZWxzUmVxdWVzdBolLmdlbmVyYXRpb24udjEuTGlzdFRleHRNb2RlbHNSZXNwb25zZRJXCgxHZXRUZXh0TW9kZWwSIi5nZW5lcmF0aW9uLnYxLkdldFRleHRNb2RlbFJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLkdldFRleHRNb2RlbFJlc3BvbnNlQq8BChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhBUZXh0U2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("CiBnZW5lcmF0aW9uL3YxL3RleHRfc2VydmljZS5wcm90bxINZ2VuZXJhdGlvbi52MSInCgRCbG9iEhEKCW1pbWVfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIk8KDEZ1bmN0aW9uQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEiUKBGFyZ3MYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlcKEEZ1bmN0aW9uUmVzcG9uc2USCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIpCghyZXNwb25zZRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3Qi6gEKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEioKC2lubGluZV9kYXRhGAIgASgLMhMuZ2VuZXJhdGlvbi52MS5CbG9iSAASNAoNZnVuY3Rpb25fY2FsbBgEIAEoCzIbLmdlbmVyYXRpb24udjEuRnVuY3Rpb25DYWxsSAASPAoRZnVuY3Rpb25fcmVzcG9uc2UYBSABKAsyHy5nZW5lcmF0aW9uLnYxLkZ1bmN0aW9uUmVzcG9uc2VIABIPCgd0aG91Z2h0GAMgASgIEhkKEXRob3VnaHRfc2lnbmF0dXJlGAYgASgMQgYKBGRhdGEiOwoHQ29udGVudBIMCgRyb2xlGAEgASgJEiIKBXBhcnRzGAIgAygLMhMuZ2VuZXJhdGlvbi52MS5QYXJ0ImEKC0ltYWdlQ29uZmlnEhkKDGFzcGVjdF9yYXRpbxgBIAEoCUgAiAEBEhcKCmltYWdlX3NpemUYAiABKAlIAYgBAUIPCg1fYXNwZWN0X3JhdGlvQg0KC19pbWFnZV9zaXplIoIFChBHZW5lcmF0aW9uQ29uZmlnEjAKDGltYWdlX2NvbmZpZxgBIAEoCzIaLmdlbmVyYXRpb24udjEuSW1hZ2VDb25maWcSHgoRbWF4X291dHB1dF90b2tlbnMYAiABKAVIAIgBARIYCgt0ZW1wZXJhdHVyZRgDIAEoAkgBiAEBEhsKE3Jlc3BvbnNlX21vZGFsaXRpZXMYBCADKAkSHAoPY2FuZGlkYXRlX2NvdW50GAUgASgFSAKIAQESEgoFdG9wX3AYBiABKAJIA4gBARISCgV0b3BfaxgHIAEoBUgEiAEBEhYKDnN0b3Bfc2VxdWVuY2VzGAggAygJEhoKEnJlc3BvbnNlX21pbWVfdHlwZRgJIAEoCRIvCg9yZXNwb25zZV9zY2hlbWEYCiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSMAoPdGhpbmtpbmdfY29uZmlnGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCgRzZWVkGAwgASgFSAWIAQESHQoQcHJlc2VuY2VfcGVuYWx0eRgNIAEoAkgGiAEBEh4KEWZyZXF1ZW5jeV9wZW5hbHR5GA4gASgCSAeIAQESNAoUcmVzcG9uc2VfanNvbl9zY2hlbWEYDyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCFAoSX21heF9vdXRwdXRfdG9rZW5zQg4KDF90ZW1wZXJhdHVyZUISChBfY2FuZGlkYXRlX2NvdW50QggKBl90b3BfcEIICgZfdG9wX2tCBwoFX3NlZWRCEwoRX3ByZXNlbmNlX3BlbmFsdHlCFAoSX2ZyZXF1ZW5jeV9wZW5hbHR5IuECChZHZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEigKCGNvbnRlbnRzGAIgAygLMhYuZ2VuZXJhdGlvbi52MS5Db250ZW50EjIKEnN5c3RlbV9pbnN0cnVjdGlvbhgDIAEoCzIWLmdlbmVyYXRpb24udjEuQ29udGVudBI6ChFnZW5lcmF0aW9uX2NvbmZpZxgEIAEoCzIfLmdlbmVyYXRpb24udjEuR2VuZXJhdGlvbkNvbmZpZxIwCg9zYWZldHlfc2V0dGluZ3MYBSADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiYKBXRvb2xzGAYgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCgt0b29sX2NvbmZpZxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoOY2FjaGVkX2NvbnRlbnQYCCABKAkiOwoSTW9kYWxpdHlUb2tlbkNvdW50EhAKCG1vZGFsaXR5GAEgASgJEhMKC3Rva2VuX2NvdW50GAIgASgFIoEDCg1Vc2FnZU1ldGFkYXRhEh8KEnByb21wdF90b2tlbl9jb3VudBgBIAEoBUgAiAEBEiMKFmNhbmRpZGF0ZXNfdG9rZW5fY291bnQYAiABKAVIAYgBARIeChF0b3RhbF90b2tlbl9jb3VudBgDIAEoBUgCiAEBEkAKFXByb21wdF90b2tlbnNfZGV0YWlscxgEIAMoCzIhLmdlbmVyYXRpb24udjEuTW9kYWxpdHlUb2tlbkNvdW50EkQKGWNhbmRpZGF0ZXNfdG9rZW5zX2RldGFpbHMYBSADKAsyIS5nZW5lcmF0aW9uLnYxLk1vZGFsaXR5VG9rZW5Db3VudBIhChR0aG91Z2h0c190b2tlbl9jb3VudBgGIAEoBUgDiAEBQhUKE19wcm9tcHRfdG9rZW5fY291bnRCGQoXX2NhbmRpZGF0ZXNfdG9rZW5fY291bnRCFAoSX3RvdGFsX3Rva2VuX2NvdW50QhcKFV90aG91Z2h0c190b2tlbl9jb3VudCJaCglDYW5kaWRhdGUSJwoHY29udGVudBgBIAEoCzIWLmdlbmVyYXRpb24udjEuQ29udGVudBIVCg1maW5pc2hfcmVhc29uGAIgASgJEg0KBWluZGV4GAMgASgFIiYKDlByb21wdEZlZWRiYWNrEhQKDGJsb2NrX3JlYXNvbhgBIAEoCSLhAQoXR2VuZXJhdGVDb250ZW50UmVzcG9uc2USLAoKY2FuZGlkYXRlcxgBIAMoCzIYLmdlbmVyYXRpb24udjEuQ2FuZGlkYXRlEjQKDnVzYWdlX21ldGFkYXRhGAIgASgLMhwuZ2VuZXJhdGlvbi52MS5Vc2FnZU1ldGFkYXRhEhUKDW1vZGVsX3ZlcnNpb24YAyABKAkSEwoLcmVzcG9uc2VfaWQYBCABKAkSNgoPcHJvbXB0X2ZlZWRiYWNrGAUgASgLMh0uZ2VuZXJhdGlvbi52MS5Qcm9tcHRGZWVkYmFjayJWChxTdHJlYW1HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0EjYKB3JlcXVlc3QYASABKAsyJS5nZW5lcmF0aW9uLnYxLkdlbmVyYXRlQ29udGVudFJlcXVlc3QiVgodU3RyZWFtR2VuZXJhdGVDb250ZW50UmVzcG9uc2USNQoFY2h1bmsYASABKAsyJi5nZW5lcmF0aW9uLnYxLkdlbmVyYXRlQ29udGVudFJlc3BvbnNlIpYBChJDb3VudFRva2Vuc1JlcXVlc3QSDQoFbW9kZWwYASABKAkSKAoIY29udGVudHMYAiADKAsyFi5nZW5lcmF0aW9uLnYxLkNvbnRlbnQSRwoYZ2VuZXJhdGVfY29udGVudF9yZXF1ZXN0GAMgASgLMiUuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0Im0KE0NvdW50VG9rZW5zUmVzcG9uc2USFAoMdG90YWxfdG9rZW5zGAEgASgFEkAKFXByb21wdF90b2tlbnNfZGV0YWlscxgCIAMoCzIhLmdlbmVyYXRpb24udjEuTW9kYWxpdHlUb2tlbkNvdW50Ij4KFUxpc3RUZXh0TW9kZWxzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJbChZMaXN0VGV4dE1vZGVsc1Jlc3BvbnNlEigKBm1vZGVscxgBIAMoCzIYLmdlbmVyYXRpb24udjEuVGV4dE1vZGVsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIjChNHZXRUZXh0TW9kZWxSZXF1ZXN0EgwKBG5hbWUYASABKAkiPwoUR2V0VGV4dE1vZGVsUmVzcG9uc2USJwoFbW9kZWwYASABKAsyGC5nZW5lcmF0aW9uLnYxLlRleHRNb2RlbCLJAQoJVGV4dE1vZGVsEgwKBG5hbWUYASABKAkSFQoNYmFzZV9tb2RlbF9pZBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhQKDGRpc3BsYXlfbmFtZRgEIAEoCRITCgtkZXNjcmlwdGlvbhgFIAEoCRIZChFpbnB1dF90b2tlbl9saW1pdBgGIAEoBRIaChJvdXRwdXRfdG9rZW5fbGltaXQYByABKAUSJAocc3VwcG9ydGVkX2dlbmVyYXRpb25fbWV0aG9kcxgIIAMoCTLzAwoLVGV4dFNlcnZpY2USYAoPR2VuZXJhdGVDb250ZW50EiUuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0GiYuZ2VuZXJhdGlvbi52MS5HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZRJ0ChVTdHJlYW1HZW5lcmF0ZUNvbnRlbnQSKy5nZW5lcmF0aW9uLnYxLlN0cmVhbUdlbmVyYXRlQ29udGVudFJlcXVlc3QaLC5nZW5lcmF0aW9uLnYxLlN0cmVhbUdlbmVyYXRlQ29udGVudFJlc3BvbnNlMAESVAoLQ291bnRUb2tlbnMSIS5nZW5lcmF0aW9uLnYxLkNvdW50VG9rZW5zUmVxdWVzdBoiLmdlbmVyYXRpb24udjEuQ291bnRUb2tlbnNSZXNwb25zZRJdCg5MaXN0VGV4dE1vZGVscxIkLmdlbmVyYXRpb24udjEuTGlzdFRleHRNb2RlbHNSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5MaXN0VGV4dE1vZGVsc1Jlc3BvbnNlElcKDEdldFRleHRNb2RlbBIiLmdlbmVyYXRpb24udjEuR2V0VGV4dE1vZGVsUmVxdWVzdBojLmdlbmVyYXRpb24udjEuR2V0VGV4dE1vZGVsUmVzcG9uc2VCrwEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCEFRleHRTZXJ2aWNlUHJvdG9QAVpHZ2l0aHViLmNvbS9leGFtcGxlL2dlbmVyYXRpb24tc2VydmljZS9nZW4vZ28vZ2VuZXJhdGlvbi92MTtnZW5lcmF0aW9udjGiAgNHWFiqAg1HZW5lcmF0aW9uLlYxygINR2VuZXJhdGlvblxWMeoCDkdlbmVyYXRpb246OlYxYgZwcm90bzM", [file_google_protobuf_struct]);
 
 /**
  * Raw bytes with their media type (an inline image, for example).
@@ -43,7 +43,80 @@ export const BlobSchema: GenMessage<Blob> = /*@__PURE__*/
   messageDesc(file_generation_v1_text_service, 0);
 
 /**
- * One part of a content: text or inline data.
+ * A call of a declared function, as the model asks for it (the vendor's
+ * FunctionCall object).
+ *
+ * @generated from message generation.v1.FunctionCall
+ */
+export type FunctionCall = Message<"generation.v1.FunctionCall"> & {
+  /**
+   * Identifier the caller echoes in its FunctionResponse; may be empty.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Name of the declared function to call.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Arguments, an instance of the declaration's parameter schema.
+   *
+   * @generated from field: google.protobuf.Struct args = 3;
+   */
+  args?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message generation.v1.FunctionCall.
+ * Use `create(FunctionCallSchema)` to create a new message.
+ */
+export const FunctionCallSchema: GenMessage<FunctionCall> = /*@__PURE__*/
+  messageDesc(file_generation_v1_text_service, 1);
+
+/**
+ * The caller's result of a FunctionCall, sent back in the conversation (the
+ * vendor's FunctionResponse object).
+ *
+ * @generated from message generation.v1.FunctionResponse
+ */
+export type FunctionResponse = Message<"generation.v1.FunctionResponse"> & {
+  /**
+   * The id of the FunctionCall it answers; may be empty.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Name of the function that was called.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The function's result as a JSON object (the vendor suggests "output" or
+   * "error" members).
+   *
+   * @generated from field: google.protobuf.Struct response = 3;
+   */
+  response?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message generation.v1.FunctionResponse.
+ * Use `create(FunctionResponseSchema)` to create a new message.
+ */
+export const FunctionResponseSchema: GenMessage<FunctionResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_text_service, 2);
+
+/**
+ * One part of a content: text, inline data, or a function call or response.
  *
  * @generated from message generation.v1.Part
  */
@@ -69,6 +142,23 @@ export type Part = Message<"generation.v1.Part"> & {
      */
     value: Blob;
     case: "inlineData";
+  } | {
+    /**
+     * A call the model asks for (in answers, and replayed by the caller in
+     * the conversation); counted as prompt tokens when replayed.
+     *
+     * @generated from field: generation.v1.FunctionCall function_call = 4;
+     */
+    value: FunctionCall;
+    case: "functionCall";
+  } | {
+    /**
+     * The caller's result of a call (in requests); counted as prompt tokens.
+     *
+     * @generated from field: generation.v1.FunctionResponse function_response = 5;
+     */
+    value: FunctionResponse;
+    case: "functionResponse";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -77,6 +167,14 @@ export type Part = Message<"generation.v1.Part"> & {
    * @generated from field: bool thought = 3;
    */
   thought: boolean;
+
+  /**
+   * Opaque signature of the model's reasoning that the upstream attaches to a
+   * part (a function call's, typically); a caller replays it unchanged.
+   *
+   * @generated from field: bytes thought_signature = 6;
+   */
+  thoughtSignature: Uint8Array;
 };
 
 /**
@@ -84,7 +182,7 @@ export type Part = Message<"generation.v1.Part"> & {
  * Use `create(PartSchema)` to create a new message.
  */
 export const PartSchema: GenMessage<Part> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 1);
+  messageDesc(file_generation_v1_text_service, 3);
 
 /**
  * A message of a conversation.
@@ -112,7 +210,7 @@ export type Content = Message<"generation.v1.Content"> & {
  * Use `create(ContentSchema)` to create a new message.
  */
 export const ContentSchema: GenMessage<Content> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 2);
+  messageDesc(file_generation_v1_text_service, 4);
 
 /**
  * Image options of a request.
@@ -140,7 +238,7 @@ export type ImageConfig = Message<"generation.v1.ImageConfig"> & {
  * Use `create(ImageConfigSchema)` to create a new message.
  */
 export const ImageConfigSchema: GenMessage<ImageConfig> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 3);
+  messageDesc(file_generation_v1_text_service, 5);
 
 /**
  * Generation options.
@@ -247,6 +345,14 @@ export type GenerationConfig = Message<"generation.v1.GenerationConfig"> & {
    * @generated from field: optional float frequency_penalty = 14;
    */
   frequencyPenalty?: number | undefined;
+
+  /**
+   * Schema of a JSON answer as JSON Schema (the vendor's alternative to
+   * response_schema); counted as prompt like response_schema.
+   *
+   * @generated from field: google.protobuf.Value response_json_schema = 15;
+   */
+  responseJsonSchema?: Value | undefined;
 };
 
 /**
@@ -254,21 +360,22 @@ export type GenerationConfig = Message<"generation.v1.GenerationConfig"> & {
  * Use `create(GenerationConfigSchema)` to create a new message.
  */
 export const GenerationConfigSchema: GenMessage<GenerationConfig> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 4);
+  messageDesc(file_generation_v1_text_service, 6);
 
 /**
  * Request of GenerateContent and StreamGenerateContent.
  *
  * Only what is priced reaches the model: the request sent upstream is rebuilt
- * from contents, system_instruction and the allow-listed generation_config
- * fields. The text of all parts and the generation_config (as JSON) count
- * together against the text prompt limit (MAX_PROMPT_BYTES_TEXT; over it,
- * INVALID_ARGUMENT with reason PROMPT_TOO_LONG: HTTP 422 in ErrorDetail,
- * 400 on the vendor surface, which answers every INVALID_ARGUMENT with the
- * vendor's 400). safety_settings,
- * tools, tool_config and cached_content are declared so that a vendor
- * client's request parses, and are refused: INVALID_ARGUMENT (HTTP 400) with
- * reason UNSUPPORTED_FIELD naming the field; nothing is held or sent.
+ * from contents, system_instruction, tools (function declarations),
+ * tool_config, safety_settings and the allow-listed generation_config
+ * fields. The text of all parts, the function parts and declarations, and the
+ * generation_config (as JSON) count together against the text prompt limit
+ * (MAX_PROMPT_BYTES_TEXT; over it, INVALID_ARGUMENT with reason
+ * PROMPT_TOO_LONG: HTTP 422 in ErrorDetail, 400 on the vendor surface, which
+ * answers every INVALID_ARGUMENT with the vendor's 400). A field or tool that
+ * is not offered (cached_content, a built-in tool) is refused:
+ * INVALID_ARGUMENT (HTTP 400) with reason UNSUPPORTED_FIELD naming it;
+ * nothing is held or sent.
  *
  * @generated from message generation.v1.GenerateContentRequest
  */
@@ -281,8 +388,9 @@ export type GenerateContentRequest = Message<"generation.v1.GenerateContentReque
   model: string;
 
   /**
-   * The conversation; the last content is the prompt. Text and inline_data
-   * parts only; a role is "user" or "model".
+   * The conversation; the last content is the prompt. Text, inline_data,
+   * function_call and function_response parts; a role is "user", "model" or
+   * "function" (a function response's, as older vendor clients send it).
    *
    * @generated from field: repeated generation.v1.Content contents = 2;
    */
@@ -296,39 +404,44 @@ export type GenerateContentRequest = Message<"generation.v1.GenerateContentReque
   systemInstruction?: Content | undefined;
 
   /**
-   * Optional options, forwarded with max_output_tokens set to the bound that
-   * was reserved (a thinking budget above it, or an output modality the
-   * model's prices do not cover, is refused with UNSUPPORTED_FIELD).
+   * Optional options. max_output_tokens (default: the model's maximum) is
+   * the answer's allowance; a thinking budget is reserved on top of it and
+   * the upstream is held to their sum (an output modality the model's prices
+   * do not cover is refused with UNSUPPORTED_FIELD).
    *
    * @generated from field: generation.v1.GenerationConfig generation_config = 4;
    */
   generationConfig?: GenerationConfig | undefined;
 
   /**
-   * Refused with UNSUPPORTED_FIELD: the operator's content policy is not the
-   * caller's to change (the vendor's SafetySetting objects).
+   * The vendor's SafetySetting objects ({category, threshold}), forwarded as
+   * given, except that a threshold looser than the operator's minimum for its
+   * category (SAFETY_MIN_THRESHOLDS) is raised to it, and the minimum is
+   * added for a category the caller left out. They do not change the price.
    *
    * @generated from field: repeated google.protobuf.Struct safety_settings = 5;
    */
   safetySettings: JsonObject[];
 
   /**
-   * Refused with UNSUPPORTED_FIELD: the vendor bills tools (search, code
-   * execution, URL fetching) apart from tokens (the vendor's Tool objects).
+   * The vendor's Tool objects. Only function_declarations are offered; their
+   * JSON counts as prompt tokens (reserved, and counted by CountTokens). A
+   * built-in tool (google_search, code_execution, url_context, …) is refused
+   * with UNSUPPORTED_FIELD naming it.
    *
    * @generated from field: repeated google.protobuf.Struct tools = 6;
    */
   tools: JsonObject[];
 
   /**
-   * Refused with UNSUPPORTED_FIELD, as tools are.
+   * The vendor's ToolConfig: function_calling_config {mode, allowed_function_names}.
    *
    * @generated from field: google.protobuf.Struct tool_config = 7;
    */
   toolConfig?: JsonObject | undefined;
 
   /**
-   * Refused with UNSUPPORTED_FIELD: cached contents are the operator's.
+   * Refused with UNSUPPORTED_FIELD: context caching is not offered.
    *
    * @generated from field: string cached_content = 8;
    */
@@ -340,7 +453,7 @@ export type GenerateContentRequest = Message<"generation.v1.GenerateContentReque
  * Use `create(GenerateContentRequestSchema)` to create a new message.
  */
 export const GenerateContentRequestSchema: GenMessage<GenerateContentRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 5);
+  messageDesc(file_generation_v1_text_service, 7);
 
 /**
  * Token count of one modality.
@@ -368,7 +481,7 @@ export type ModalityTokenCount = Message<"generation.v1.ModalityTokenCount"> & {
  * Use `create(ModalityTokenCountSchema)` to create a new message.
  */
 export const ModalityTokenCountSchema: GenMessage<ModalityTokenCount> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 6);
+  messageDesc(file_generation_v1_text_service, 8);
 
 /**
  * Token usage of a call. The final streamed chunk carries the exact counts
@@ -385,14 +498,14 @@ export type UsageMetadata = Message<"generation.v1.UsageMetadata"> & {
   promptTokenCount?: number | undefined;
 
   /**
-   * Output tokens of all candidates.
+   * Output tokens of all candidates (thinking not included).
    *
    * @generated from field: optional int32 candidates_token_count = 2;
    */
   candidatesTokenCount?: number | undefined;
 
   /**
-   * prompt_token_count + candidates_token_count.
+   * prompt_token_count + candidates_token_count + thoughts_token_count.
    *
    * @generated from field: optional int32 total_token_count = 3;
    */
@@ -411,6 +524,13 @@ export type UsageMetadata = Message<"generation.v1.UsageMetadata"> & {
    * @generated from field: repeated generation.v1.ModalityTokenCount candidates_tokens_details = 5;
    */
   candidatesTokensDetails: ModalityTokenCount[];
+
+  /**
+   * Thinking tokens; charged at the output price. Set when the model thought.
+   *
+   * @generated from field: optional int32 thoughts_token_count = 6;
+   */
+  thoughtsTokenCount?: number | undefined;
 };
 
 /**
@@ -418,7 +538,7 @@ export type UsageMetadata = Message<"generation.v1.UsageMetadata"> & {
  * Use `create(UsageMetadataSchema)` to create a new message.
  */
 export const UsageMetadataSchema: GenMessage<UsageMetadata> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 7);
+  messageDesc(file_generation_v1_text_service, 9);
 
 /**
  * One candidate answer.
@@ -453,7 +573,7 @@ export type Candidate = Message<"generation.v1.Candidate"> & {
  * Use `create(CandidateSchema)` to create a new message.
  */
 export const CandidateSchema: GenMessage<Candidate> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 8);
+  messageDesc(file_generation_v1_text_service, 10);
 
 /**
  * Why a prompt was blocked.
@@ -474,7 +594,7 @@ export type PromptFeedback = Message<"generation.v1.PromptFeedback"> & {
  * Use `create(PromptFeedbackSchema)` to create a new message.
  */
 export const PromptFeedbackSchema: GenMessage<PromptFeedback> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 9);
+  messageDesc(file_generation_v1_text_service, 11);
 
 /**
  * Response of GenerateContent; also each chunk of a stream.
@@ -523,7 +643,7 @@ export type GenerateContentResponse = Message<"generation.v1.GenerateContentResp
  * Use `create(GenerateContentResponseSchema)` to create a new message.
  */
 export const GenerateContentResponseSchema: GenMessage<GenerateContentResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 10);
+  messageDesc(file_generation_v1_text_service, 12);
 
 /**
  * Request of StreamGenerateContent (same fields as GenerateContent).
@@ -544,7 +664,7 @@ export type StreamGenerateContentRequest = Message<"generation.v1.StreamGenerate
  * Use `create(StreamGenerateContentRequestSchema)` to create a new message.
  */
 export const StreamGenerateContentRequestSchema: GenMessage<StreamGenerateContentRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 11);
+  messageDesc(file_generation_v1_text_service, 13);
 
 /**
  * One chunk of StreamGenerateContent.
@@ -565,7 +685,7 @@ export type StreamGenerateContentResponse = Message<"generation.v1.StreamGenerat
  * Use `create(StreamGenerateContentResponseSchema)` to create a new message.
  */
 export const StreamGenerateContentResponseSchema: GenMessage<StreamGenerateContentResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 12);
+  messageDesc(file_generation_v1_text_service, 14);
 
 /**
  * Request of CountTokens: the vendor's countTokens body, `{"contents": [...]}`
@@ -590,8 +710,8 @@ export type CountTokensRequest = Message<"generation.v1.CountTokensRequest"> & {
   contents: Content[];
 
   /**
-   * A whole GenerateContent request to count instead: its contents and
-   * system_instruction are counted (its model, when set, must be this one's,
+   * A whole GenerateContent request to count instead: its contents,
+   * system_instruction, function declarations and response schema are counted (its model, when set, must be this one's,
    * with or without the "models/" prefix).
    *
    * @generated from field: generation.v1.GenerateContentRequest generate_content_request = 3;
@@ -604,7 +724,7 @@ export type CountTokensRequest = Message<"generation.v1.CountTokensRequest"> & {
  * Use `create(CountTokensRequestSchema)` to create a new message.
  */
 export const CountTokensRequestSchema: GenMessage<CountTokensRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 13);
+  messageDesc(file_generation_v1_text_service, 15);
 
 /**
  * Response of CountTokens.
@@ -614,7 +734,9 @@ export const CountTokensRequestSchema: GenMessage<CountTokensRequest> = /*@__PUR
 export type CountTokensResponse = Message<"generation.v1.CountTokensResponse"> & {
   /**
    * Prompt tokens of the request: the text of its parts (system instruction
-   * included) by the service's rule, one token per started 4 bytes of UTF-8
+   * included; a function call or response part as its JSON), function
+   * declarations and a response schema as JSON, by the service's rule, one
+   * token per started 4 bytes of UTF-8
    * (the prompt_token_count GenerateContent reports when the simulated
    * provider answers; an upstream reports, and is charged by, its own count),
    * plus each inline_data part by the vendor's documented rule for its media
@@ -638,7 +760,7 @@ export type CountTokensResponse = Message<"generation.v1.CountTokensResponse"> &
  * Use `create(CountTokensResponseSchema)` to create a new message.
  */
 export const CountTokensResponseSchema: GenMessage<CountTokensResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 14);
+  messageDesc(file_generation_v1_text_service, 16);
 
 /**
  * Request of ListTextModels. Pages follow the vendor's (and AIP-158's) rules.
@@ -669,7 +791,7 @@ export type ListTextModelsRequest = Message<"generation.v1.ListTextModelsRequest
  * Use `create(ListTextModelsRequestSchema)` to create a new message.
  */
 export const ListTextModelsRequestSchema: GenMessage<ListTextModelsRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 15);
+  messageDesc(file_generation_v1_text_service, 17);
 
 /**
  * Response of ListTextModels.
@@ -697,7 +819,7 @@ export type ListTextModelsResponse = Message<"generation.v1.ListTextModelsRespon
  * Use `create(ListTextModelsResponseSchema)` to create a new message.
  */
 export const ListTextModelsResponseSchema: GenMessage<ListTextModelsResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 16);
+  messageDesc(file_generation_v1_text_service, 18);
 
 /**
  * Request of GetTextModel.
@@ -718,7 +840,7 @@ export type GetTextModelRequest = Message<"generation.v1.GetTextModelRequest"> &
  * Use `create(GetTextModelRequestSchema)` to create a new message.
  */
 export const GetTextModelRequestSchema: GenMessage<GetTextModelRequest> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 17);
+  messageDesc(file_generation_v1_text_service, 19);
 
 /**
  * Response of GetTextModel.
@@ -739,7 +861,7 @@ export type GetTextModelResponse = Message<"generation.v1.GetTextModelResponse">
  * Use `create(GetTextModelResponseSchema)` to create a new message.
  */
 export const GetTextModelResponseSchema: GenMessage<GetTextModelResponse> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 18);
+  messageDesc(file_generation_v1_text_service, 20);
 
 /**
  * A model in the vendor's Model shape (its JSON is the vendor's Model
@@ -811,7 +933,7 @@ export type TextModel = Message<"generation.v1.TextModel"> & {
  * Use `create(TextModelSchema)` to create a new message.
  */
 export const TextModelSchema: GenMessage<TextModel> = /*@__PURE__*/
-  messageDesc(file_generation_v1_text_service, 19);
+  messageDesc(file_generation_v1_text_service, 21);
 
 /**
  * TextService is synchronous text generation in the vendor's wire format:

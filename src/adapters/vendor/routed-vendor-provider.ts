@@ -13,7 +13,7 @@ import { noTelemetry, type Telemetry, type UpstreamOperation } from "../../ports
 import { inSpan, SpanKind } from "../observability/tracing.js";
 import { UpstreamError } from "./upstream-error.js";
 import { VendorClient, type VideoDownloadOptions } from "./vendor-client.js";
-import { chunkText, interpret, refusalOf, usageOf, videoOf, type VendorResponse } from "./vendor-response.js";
+import { answerPartsOf, chunkText, interpret, refusalOf, usageOf, videoOf, type VendorResponse } from "./vendor-response.js";
 
 export interface RoutedVendorProviderOptions {
   readonly routes: readonly Route[];
@@ -41,6 +41,9 @@ function textBody(request: TextRequest) {
     ? { ...request.wire, generationConfig: { ...(request.wire.generationConfig as object | undefined), maxOutputTokens: request.maxOutputTokens } }
     : { contents: contentsOf(request.promptText, request.inputImages), generationConfig: { maxOutputTokens: request.maxOutputTokens } };
 }
+
+/** The prompt by our rule, for an upstream that reports no usage: its text and what it carries beyond (declarations, a schema). */
+const promptTokensOf = (request: TextRequest) => countTokens(request.promptText) + (request.extraPromptTokens ?? 0);
 
 /**
  * The vendor's API as the provider, across routes. A call goes to the route
@@ -235,9 +238,10 @@ export class RoutedVendorProvider implements GenerationProvider {
       const text = chunkText(answer);
       const usage = answer.usageMetadata
         ? usageOf(answer.usageMetadata)
-        : { promptTokens: countTokens(request.promptText), textOutputTokens: countTokens(text), videoOutputTokens: 0 };
+        : { promptTokens: promptTokensOf(request), textOutputTokens: countTokens(text), videoOutputTokens: 0 };
       this.counted(client.route.name, usage);
-      return { text, usage, finishReason: answer.candidates?.[0]?.finishReason };
+      const parts = answerPartsOf(answer);
+      return { text, ...(parts ? { parts } : {}), usage, finishReason: answer.candidates?.[0]?.finishReason };
     });
   }
 
@@ -256,20 +260,23 @@ export class RoutedVendorProvider implements GenerationProvider {
     });
     let next = opened.first;
     let textSoFar = "";
+    let produced = false;
     let usage: TokenUsage | undefined;
     try {
       while (!next.done) {
         const chunk: VendorResponse = next.value;
         const refusal = refusalOf(chunk);
         // A refusal before any output is the whole answer: uncharged. After output it is just the last chunk.
-        if (refusal && (refusal.code === "prompt_blocked" || (refusal.code === "output_blocked" && textSoFar === ""))) throw refusal;
+        if (refusal && (refusal.code === "prompt_blocked" || (refusal.code === "output_blocked" && !produced))) throw refusal;
         const text = chunkText(chunk);
+        const parts = answerPartsOf(chunk);
         textSoFar += text;
+        produced ||= text !== "" || (parts ?? []).some((p) => p.kind === "function_call");
         // The vendor's usage is cumulative and wins; before it first reports, the output so far is counted by our rule.
         usage = chunk.usageMetadata
           ? usageOf(chunk.usageMetadata)
-          : { promptTokens: usage?.promptTokens ?? countTokens(request.promptText), textOutputTokens: countTokens(textSoFar), videoOutputTokens: usage?.videoOutputTokens ?? 0 };
-        yield { text, usage, finishReason: chunk.candidates?.[0]?.finishReason };
+          : { promptTokens: usage?.promptTokens ?? promptTokensOf(request), textOutputTokens: countTokens(textSoFar), videoOutputTokens: usage?.videoOutputTokens ?? 0 };
+        yield { text, ...(parts ? { parts } : {}), usage, finishReason: chunk.candidates?.[0]?.finishReason };
         next = await opened.stream.next();
       }
     } catch (error) {

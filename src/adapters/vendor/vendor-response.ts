@@ -1,11 +1,13 @@
 import type { TokenUsage } from "../../domain/pricing/quotes.js";
-import { ProviderError } from "../../ports/provider.js";
+import { ProviderError, type AnswerPart } from "../../ports/provider.js";
 
 /** The parts of the vendor's GenerateContentResponse this service reads. */
 export interface VendorPart {
   text?: string;
   thought?: boolean;
   inlineData?: { mimeType?: string; data?: string };
+  functionCall?: { id?: string; name?: string; args?: Record<string, unknown> };
+  thoughtSignature?: string;
 }
 
 export interface VendorUsage {
@@ -41,7 +43,31 @@ export function usageOf(usage: VendorUsage | undefined): TokenUsage {
   const video = (usage?.candidatesTokensDetails ?? [])
     .filter((d) => d.modality === "VIDEO")
     .reduce((sum, d) => sum + (d.tokenCount ?? 0), 0);
-  return { promptTokens, textOutputTokens: Math.max(0, output - video), videoOutputTokens: video };
+  const thoughts = usage?.thoughtsTokenCount ?? 0;
+  const textOutputTokens = Math.max(0, output - video);
+  return { promptTokens, textOutputTokens, videoOutputTokens: video, ...(thoughts > 0 ? { thoughtTokens: thoughts } : {}) };
+}
+
+/**
+ * The parts of a text answer (or stream chunk) as the port carries them, in
+ * the upstream's order: text, thought text and function calls, each with its
+ * thought signature. Undefined when the answer is plain text (its text says
+ * it all), so plain answers travel as before.
+ */
+export function answerPartsOf(response: VendorResponse): AnswerPart[] | undefined {
+  const parts = response.candidates?.[0]?.content?.parts ?? [];
+  if (!parts.some((p) => p.thought || p.functionCall || p.thoughtSignature)) return undefined;
+  const out: AnswerPart[] = [];
+  for (const part of parts) {
+    const signature = part.thoughtSignature ? { thoughtSignature: new Uint8Array(Buffer.from(part.thoughtSignature, "base64")) } : {};
+    if (part.functionCall) {
+      const { id, name = "", args = {} } = part.functionCall;
+      out.push({ kind: "function_call", call: { ...(id ? { id } : {}), name, args }, ...signature });
+    } else if (typeof part.text === "string") {
+      out.push({ kind: "text", text: part.text, ...(part.thought ? { thought: true } : {}), ...signature });
+    }
+  }
+  return out;
 }
 
 /** A refusal by the vendor's filters: the job fails with a clear code and is not charged. */
@@ -50,7 +76,7 @@ export function refusalOf(response: VendorResponse): ProviderError | undefined {
   if (blockReason) return new ProviderError("prompt_blocked", `the upstream blocked the prompt (${blockReason})`, blockReason);
   const candidate = response.candidates?.[0];
   const parts = candidate?.content?.parts ?? [];
-  const hasOutput = parts.some((p) => !p.thought && (p.text || p.inlineData?.data));
+  const hasOutput = parts.some((p) => !p.thought && (p.text || p.inlineData?.data || p.functionCall));
   if (!hasOutput && candidate?.finishReason && FILTERED.has(candidate.finishReason)) {
     return new ProviderError("output_blocked", `the upstream withheld the output (${candidate.finishReason})`, candidate.finishReason);
   }

@@ -1,17 +1,18 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { toJson } from "@bufbuild/protobuf";
 import {
-  GenerateContentRequestSchema, TextService, type Content, type GenerateContentRequest, type GenerateContentResponseSchema, type Part,
+  FunctionCallSchema, FunctionResponseSchema, GenerateContentRequestSchema, TextService, type Content, type GenerateContentRequest,
+  type GenerateContentResponseSchema, type Part,
 } from "../../../gen/generation/v1/text_service_pb.js";
 import { randomUUID } from "node:crypto";
 import { validateTextRequest, type TextPartInput, type TextSpec } from "../../domain/validation/text-request.js";
 import { IMAGE_HEAD_BYTES } from "../../domain/text/media-tokens.js";
-import { upstreamTextBody } from "../../domain/text/upstream-body.js";
+import { promptExtras, upstreamTextBody } from "../../domain/text/upstream-body.js";
 import { promptCount } from "../../domain/text/prompt-count.js";
 import { describeTextModel, findTextModel, MODEL_NAME_PREFIX, textModelPage } from "../../domain/catalog/text-models.js";
 import { DomainError, invalid } from "../../domain/errors/domain-error.js";
-import { ProviderError, type TextChunk } from "../../ports/provider.js";
+import { ProviderError, type AnswerPart, type TextChunk } from "../../ports/provider.js";
 import { authenticate, requireGrant } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
 import { toConnectError, toRpcError } from "../errors/rpc-errors.js";
@@ -22,17 +23,31 @@ import { timedWaits } from "../../shared/stream-step.js";
 
 type ResponseInit = MessageInitShape<typeof GenerateContentResponseSchema>;
 
+/** The vendor's usage: thinking apart from the candidates' tokens, and in the total. */
 function usageMetadata(chunk: TextChunk) {
-  const output = chunk.usage.textOutputTokens + chunk.usage.videoOutputTokens;
-  const details = [{ modality: "TEXT", tokenCount: chunk.usage.textOutputTokens }];
+  const thoughts = chunk.usage.thoughtTokens ?? 0;
+  const text = chunk.usage.textOutputTokens - thoughts;
+  const output = text + chunk.usage.videoOutputTokens;
+  const details = [{ modality: "TEXT", tokenCount: text }];
   if (chunk.usage.videoOutputTokens > 0) details.push({ modality: "VIDEO", tokenCount: chunk.usage.videoOutputTokens });
   return {
     promptTokenCount: chunk.usage.promptTokens,
     candidatesTokenCount: output,
-    totalTokenCount: chunk.usage.promptTokens + output,
+    totalTokenCount: chunk.usage.promptTokens + output + thoughts,
     promptTokensDetails: [{ modality: "TEXT", tokenCount: chunk.usage.promptTokens }],
     candidatesTokensDetails: details,
+    thoughtsTokenCount: thoughts > 0 ? thoughts : undefined,
   };
+}
+
+/** An answer part as the vendor's Part. */
+function partMessage(part: AnswerPart) {
+  const signature = part.thoughtSignature ? { thoughtSignature: part.thoughtSignature } : {};
+  if (part.kind === "function_call") {
+    const { id = "", name, args } = part.call;
+    return { data: { case: "functionCall" as const, value: { id, name, args: args as JsonObject } }, ...signature };
+  }
+  return { data: { case: "text" as const, value: part.text }, thought: part.thought ?? false, ...signature };
 }
 
 /** The provider's chunks; the time waited for them so far is reported in the call's header and trailers (Server-Timing's upstream). */
@@ -45,7 +60,7 @@ function chunkResponse(spec: TextSpec, responseId: string, chunk: TextChunk): Re
   return {
     candidates: [
       {
-        content: { role: "model", parts: [{ data: { case: "text", value: chunk.text } }] },
+        content: { role: "model", parts: chunk.parts ? chunk.parts.map(partMessage) : [{ data: { case: "text", value: chunk.text } }] },
         finishReason: chunk.finishReason ?? "",
         index: 0,
       },
@@ -76,9 +91,14 @@ function refusalResponse(spec: TextSpec, responseId: string, refusal: ProviderEr
   };
 }
 
-/** A part as validation and the reservation read it: its text, or its inline data's type, size and first bytes. */
+/**
+ * A part as validation and the reservation read it: its text (a function call or response: its JSON, which the
+ * upstream reads as prompt), or its inline data's type, size and first bytes.
+ */
 function partInput(part: Part): TextPartInput {
   if (part.data.case === "text") return { text: part.data.value };
+  if (part.data.case === "functionCall") return { text: JSON.stringify(toJson(FunctionCallSchema, part.data.value)) };
+  if (part.data.case === "functionResponse") return { text: JSON.stringify(toJson(FunctionResponseSchema, part.data.value)) };
   if (part.data.case !== "inlineData") return {};
   const { mimeType, data } = part.data.value;
   return { hasInlineData: true, inlineData: { mimeType, bytes: data.length, head: data.subarray(0, IMAGE_HEAD_BYTES) } };
@@ -112,13 +132,16 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     // Only the allow-listed fields go upstream (400 for the rest), before any money is held;
     // generationConfig.maxOutputTokens is set to the bound the reservation assumes.
     const { model: _model, ...asked } = toJson(GenerateContentRequestSchema, request) as Record<string, unknown>;
-    const { body: wire, extraPromptTokens } = upstreamTextBody(asked, spec.model, spec.maxOutputTokens, deps.settingsOf.limits);
+    const { body: wire, extraPromptTokens, thinkingTokens } = upstreamTextBody(
+      asked, spec.model, spec.maxOutputTokens, deps.settingsOf.limits, deps.settingsOf.safetyMinimums,
+    );
     const plan = await deps.provider.planRoute(spec.model);
-    const call = await TextCall.open(deps, caller, spec, extraPromptTokens);
+    const call = await TextCall.open(deps, caller, spec, extraPromptTokens, thinkingTokens);
     const inputImages = request.contents.flatMap((c) =>
       c.parts.flatMap((p) => (p.data.case === "inlineData" ? [{ mimeType: p.data.value.mimeType, bytes: p.data.value.data }] : [])),
     );
-    const upstream = { model: spec.model, route: plan.route, promptText: spec.promptText, maxOutputTokens: spec.maxOutputTokens, inputImages, wire };
+    const maxOutputTokens = spec.maxOutputTokens + thinkingTokens;
+    const upstream = { model: spec.model, route: plan.route, promptText: spec.promptText, extraPromptTokens, maxOutputTokens, inputImages, wire };
     return { spec, call, upstream };
   }
 
@@ -145,7 +168,7 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
         deps.settingsOf.limits,
       );
       requireGrant(caller, spec.model);
-      const count = promptCount(spec);
+      const count = promptCount(spec, whole ? wholeRequestExtras(whole) : 0);
       return { totalTokens: count.totalTokens, promptTokensDetails: count.details.map((d) => ({ ...d })) };
     },
 
@@ -215,6 +238,12 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
       }
     },
   };
+}
+
+/** Prompt tokens of a whole request beyond its contents: its declarations and response schema, as GenerateContent reserves them. */
+function wholeRequestExtras(request: GenerateContentRequest): number {
+  const json = toJson(GenerateContentRequestSchema, request) as { generationConfig?: Record<string, unknown>; tools?: unknown };
+  return promptExtras(json.generationConfig ?? {}, json.tools);
 }
 
 function textModelMessage(model: Parameters<typeof describeTextModel>[0], deps: CoreDeps) {

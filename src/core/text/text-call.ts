@@ -26,12 +26,12 @@ export class TextCall {
   /**
    * Holds what the call can cost: the prompt's bound (text, inline media by
    * the vendor's rules, and `extraPromptTokens` the upstream counts beyond the
-   * contents, such as a response schema) at the input price, plus
-   * spec.maxOutputTokens (which the upstream is held to) at the dearest output price.
+   * contents, such as function declarations or a response schema) at the input price, plus
+   * spec.maxOutputTokens and the `thinkingTokens` reserved (the upstream is held to their sum) at the dearest output price.
    */
-  static async open(deps: CoreDeps, caller: Caller, spec: TextSpec, extraPromptTokens = 0): Promise<TextCall> {
+  static async open(deps: CoreDeps, caller: Caller, spec: TextSpec, extraPromptTokens = 0, thinkingTokens = 0): Promise<TextCall> {
     const prices = (await deps.settings.prices()).get(spec.model.id);
-    const estimate: Money = tokenEstimate(spec.model.id, prices, spec.reservedPromptTokens + extraPromptTokens, spec.maxOutputTokens);
+    const estimate: Money = tokenEstimate(spec.model.id, prices, spec.reservedPromptTokens + extraPromptTokens, spec.maxOutputTokens, thinkingTokens);
     // Registered like a job's acceptance, so that a process dying mid-call leaves a hold the reaper releases.
     const intentId = newTextCallIntentId();
     const outcome = await takeHold(deps, caller.accountId, intentId, estimate, deps.clock.now(), { model: spec.model.id, keyId: caller.keyId }, {

@@ -25,14 +25,20 @@ export interface ModelSpec {
   readonly needsExplicitGrant?: boolean;
   /** Text and multimodal: bound of output tokens, used for reservations. */
   readonly maxOutputTokens?: number;
+  /** Text: the largest thinking budget; reserved for a thinkingLevel or a dynamic budget (-1). */
+  readonly maxThinkingTokens?: number;
   /** Video via the jobs API. */
   readonly jobDurations?: readonly number[];
 }
 
 const TEXT_MAX_OUTPUT_TOKENS = 8192;
 
-const text = (id: string): ModelSpec => ({
-  id, kind: "text", resolutions: [], aspectRatios: FULL_ASPECT_RATIOS, maxOutputTokens: TEXT_MAX_OUTPUT_TOKENS,
+/** The vendor's largest thinking budgets: its pro models think up to 32768 tokens, the others up to 24576. */
+const FLASH_MAX_THINKING_TOKENS = 24_576;
+const PRO_MAX_THINKING_TOKENS = 32_768;
+
+const text = (id: string, maxThinkingTokens = FLASH_MAX_THINKING_TOKENS): ModelSpec => ({
+  id, kind: "text", resolutions: [], aspectRatios: FULL_ASPECT_RATIOS, maxOutputTokens: TEXT_MAX_OUTPUT_TOKENS, maxThinkingTokens,
 });
 
 /** The model catalog of the spec, section 2.1, in its order. */
@@ -49,7 +55,7 @@ export const MODELS: readonly ModelSpec[] = [
     defaultResolution: "1K", requiresAspectRatioAndResolution: true },
   text("aimodel-3-flash-preview"),
   text("aimodel-3.1-flash-lite"),
-  text("aimodel-3.1-pro-preview"),
+  text("aimodel-3.1-pro-preview", PRO_MAX_THINKING_TOKENS),
   text("aimodel-3.5-flash"),
   text("aimodel-3.5-flash-lite"),
   text("aimodel-3.6-flash"),
@@ -57,7 +63,7 @@ export const MODELS: readonly ModelSpec[] = [
   { id: "videomodel-3.1-generate-001", kind: "video", resolutions: VIDEO_RESOLUTIONS, aspectRatios: VIDEO_ASPECT_RATIOS,
     defaultResolution: "720p", jobDurations: [4, 5, 6, 7, 8] },
   { id: "aimodel-omni-1.1-flash", kind: "multimodal_realtime", resolutions: [], aspectRatios: FULL_ASPECT_RATIOS,
-    maxOutputTokens: TEXT_MAX_OUTPUT_TOKENS },
+    maxOutputTokens: TEXT_MAX_OUTPUT_TOKENS, maxThinkingTokens: FLASH_MAX_THINKING_TOKENS },
 ];
 
 export const VIDEO_MODEL_ID = "videomodel-3.1-generate-001";

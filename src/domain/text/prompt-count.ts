@@ -19,11 +19,12 @@ const MEDIA_ORDER = ["IMAGE", "AUDIO", "VIDEO"] as const;
  * What countTokens answers for a validated text request: the text (system
  * instruction included) by the service's rule, plus each inline media part by
  * the vendor's rule for it (text/media-tokens.ts), which is also what the
- * reservation assumed: totalTokens equals TextSpec.reservedPromptTokens.
- * Text documents sent inline count as TEXT.
+ * reservation assumed: totalTokens equals TextSpec.reservedPromptTokens plus
+ * `extraTextTokens` (function declarations and a response schema, counted as
+ * TEXT). Text documents sent inline count as TEXT.
  */
-export function promptCount(spec: Pick<TextSpec, "promptTokens" | "media">): PromptCount {
-  const byModality = new Map<ModalityCount["modality"], number>([["TEXT", spec.promptTokens]]);
+export function promptCount(spec: Pick<TextSpec, "promptTokens" | "media">, extraTextTokens = 0): PromptCount {
+  const byModality = new Map<ModalityCount["modality"], number>([["TEXT", spec.promptTokens + extraTextTokens]]);
   for (const part of spec.media) {
     const kind = mediaKindOf(part.mimeType);
     const modality = kind === "image" ? "IMAGE" : kind === "text" ? "TEXT" : part.mimeType.trim().toLowerCase().startsWith("video/") ? "VIDEO" : "AUDIO";

@@ -2,30 +2,36 @@ import type { ModelSpec } from "../catalog/models.js";
 import { badRequest, invalid } from "../errors/domain-error.js";
 import { DEFAULT_LIMITS, type ValidationLimits } from "../validation/limits.js";
 import { promptByteLimit, promptLimitKind } from "../validation/prompt-size.js";
+import { checkToolConfig, checkTools } from "./function-tools.js";
+import { safetySettingsUpstream, type SafetyMinimums } from "./safety.js";
 import { countTokens } from "./tokens.js";
 
 /**
  * The allow-list of the synchronous text API: what a caller's request may
  * carry to the upstream. Only what is priced (tokens in, tokens out) passes;
  * everything else is refused with 400 `unsupported_field` naming the field,
- * never forwarded as given. Refused because the vendor bills them apart from
- * tokens or they reach the operator's own resources: `tools` (paid search,
- * code execution, URL fetching), `toolConfig`, `cachedContent` (the
- * operator's caches), `safetySettings` (the operator's content policy).
- * A field added to the proto later is refused until it is listed here.
+ * never forwarded as given: a built-in tool (billed by the vendor apart from
+ * tokens; see function-tools.ts) and `cachedContent` (context caching is not
+ * offered). A field added to the proto later is refused until it is listed here.
  */
-const TOP_LEVEL = new Set(["contents", "systemInstruction", "generationConfig"]);
+const TOP_LEVEL = new Set(["contents", "systemInstruction", "generationConfig", "tools", "toolConfig", "safetySettings"]);
 
 /** generationConfig fields that pass (maxOutputTokens is replaced by the reserved bound). */
 const GENERATION_CONFIG = new Set([
   "maxOutputTokens", "temperature", "topP", "topK", "candidateCount", "stopSequences", "seed", "presencePenalty",
-  "frequencyPenalty", "responseMimeType", "responseSchema", "responseModalities", "imageConfig", "thinkingConfig",
+  "frequencyPenalty", "responseMimeType", "responseSchema", "responseJsonSchema", "responseModalities", "imageConfig", "thinkingConfig",
 ]);
 
 const THINKING_CONFIG = new Set(["includeThoughts", "thinkingBudget", "thinkingLevel"]);
 
-/** The roles a content may have upstream (parts of other kinds, such as function calls, are refused anyway). */
-const ROLES = new Set(["user", "model"]);
+/** The roles a content may have upstream ("function": a function response's, as the vendor's older clients send it). */
+const ROLES = new Set(["user", "model", "function"]);
+
+/** The vendor's thinking levels (its JSON spells them in capitals; lower case is accepted as the REST docs write them). */
+const THINKING_LEVELS = new Set(["THINKING_LEVEL_UNSPECIFIED", "MINIMAL", "LOW", "MEDIUM", "HIGH"]);
+
+/** What a part of a content may carry: its payload, and the marks the upstream puts on it. */
+const PART_KEYS = new Set(["text", "inlineData", "functionCall", "functionResponse", "thought", "thoughtSignature"]);
 
 /** Longest media type of an inline part that is forwarded (RFC 6838 names are at most 127 + 1 + 127 characters). */
 export const MAX_MEDIA_TYPE_LENGTH = 255;
@@ -39,8 +45,10 @@ const unsupported = (field: string, why: string) =>
 export interface UpstreamTextBody {
   /** The vendor JSON to send upstream. */
   readonly body: Record<string, unknown>;
-  /** Prompt tokens the upstream counts beyond the contents (a response schema), by our rule. */
+  /** Prompt tokens the upstream counts beyond the contents (function declarations, a response schema), by our rule. */
   readonly extraPromptTokens: number;
+  /** Thinking tokens reserved on top of the answer's allowance (the upstream's maxOutputTokens is their sum). */
+  readonly thinkingTokens: number;
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -51,36 +59,47 @@ type ContentJson = { role?: unknown; parts?: Record<string, unknown>[] };
 /**
  * Builds the upstream request from the caller's request in the vendor's JSON
  * (lowerCamelCase, without `model`): the allowed fields only, with
- * generationConfig.maxOutputTokens set to the bound the reservation assumed.
- * Nothing is forwarded unbounded: the text of the parts and the
- * generationConfig count together against the prompt limit (see
- * checkForwardedBytes; `limits`: the configured ones), a role is "user" or
- * "model", a media type is short.
+ * generationConfig.maxOutputTokens set to the bound the reservation assumed:
+ * the answer's allowance (`maxOutputTokens`) plus the thinking reserved.
+ * Nothing is forwarded unbounded: the text of the parts, function parts and
+ * declarations, safety settings and the generationConfig count together
+ * against the prompt limit (see checkForwardedBytes; `limits`: the configured
+ * ones), a role is one of three words, a media type is short. Safety settings
+ * are raised to the operator's `safetyMinimums`.
  */
 export function upstreamTextBody(
   request: Record<string, unknown>, model: ModelSpec, maxOutputTokens: number, limits: ValidationLimits = DEFAULT_LIMITS,
+  safetyMinimums: SafetyMinimums = {},
 ): UpstreamTextBody {
   for (const key of Object.keys(request)) {
+    if (key === "cachedContent") throw unsupported(key, "context caching is not offered; send the whole conversation in contents");
     if (!TOP_LEVEL.has(key)) {
-      throw unsupported(key, "only contents, systemInstruction and generationConfig are passed to the model, which are billed by tokens");
+      throw unsupported(key, "only contents, systemInstruction, generationConfig, tools, toolConfig and safetySettings are passed to the model");
     }
   }
   const contents = (request.contents ?? []) as ContentJson[];
   contents.forEach((content, i) => {
-    // Checked before it is measured or named anywhere: a role is one of two short words (the vendor knows no other).
+    // Checked before it is measured or named anywhere: a role is one of three short words.
     if (content.role !== undefined && !(typeof content.role === "string" && ROLES.has(content.role))) {
-      throw unsupported(`contents[${i}].role`, `a content's role is "user" or "model"`);
+      throw unsupported(`contents[${i}].role`, `a content's role is "user", "model" or "function"`);
     }
-    checkParts(content.parts, `contents[${i}].parts`);
+    checkParts(content.parts, `contents[${i}].parts`, true);
   });
   const systemInstruction = request.systemInstruction as ContentJson | undefined;
-  checkParts(systemInstruction?.parts, "systemInstruction.parts");
+  checkParts(systemInstruction?.parts, "systemInstruction.parts", false);
+  if (request.tools !== undefined) checkTools(request.tools);
+  if (request.toolConfig !== undefined) checkToolConfig(request.toolConfig);
+  const safetySettings = safetySettingsUpstream(request.safetySettings, safetyMinimums);
 
   const config: Record<string, unknown> = { ...(isObject(request.generationConfig) ? request.generationConfig : {}) };
   for (const key of Object.keys(config)) {
     if (!GENERATION_CONFIG.has(key)) throw unsupported(`generationConfig.${key}`, "not a priced generation option");
   }
-  checkForwardedBytes(contents, systemInstruction, config, model, limits);
+  const forwarded = { ...config };
+  for (const [key, value] of Object.entries({ tools: request.tools, toolConfig: request.toolConfig, safetySettings })) {
+    if (value !== undefined) forwarded[key] = value;
+  }
+  checkForwardedBytes(contents, systemInstruction, forwarded, model, limits);
   const modalities = config.responseModalities as string[] | undefined;
   const allowed = outputModalities(model);
   for (const modality of modalities ?? []) {
@@ -88,23 +107,37 @@ export function upstreamTextBody(
       throw unsupported("generationConfig.responseModalities", `${model.id} is billed for ${allowed.join(" and ")} output only (got ${modality})`);
     }
   }
-  if (config.thinkingConfig !== undefined) checkThinking(config.thinkingConfig, maxOutputTokens);
+  const thinkingTokens = config.thinkingConfig === undefined ? 0 : thinkingReserve(config.thinkingConfig, model);
   // The reservation assumed at most this many output tokens (thinking included); the upstream is held to it.
-  config.maxOutputTokens = maxOutputTokens;
+  config.maxOutputTokens = maxOutputTokens + thinkingTokens;
 
   const body: Record<string, unknown> = { contents: request.contents ?? [], generationConfig: config };
   // The upstream reads only a system instruction's parts: its role (free text to us) is not forwarded.
   if (systemInstruction !== undefined) body.systemInstruction = { parts: systemInstruction.parts ?? [] };
-  const extraPromptTokens = config.responseSchema === undefined ? 0 : countTokens(JSON.stringify(config.responseSchema));
-  return { body, extraPromptTokens };
+  if (request.tools !== undefined) body.tools = request.tools;
+  if (request.toolConfig !== undefined) body.toolConfig = request.toolConfig;
+  if (safetySettings !== undefined) body.safetySettings = safetySettings;
+  return { body, extraPromptTokens: promptExtras(config, request.tools), thinkingTokens };
 }
 
-/** Text and inline data only: a part of any other kind (fileData, functionCall, …) was not understood. */
-function checkParts(parts: Record<string, unknown>[] | undefined, field: string): void {
+/** Prompt tokens the upstream counts beyond the contents: a response schema and the function declarations, each as JSON. */
+export function promptExtras(config: Record<string, unknown>, tools: unknown): number {
+  let tokens = 0;
+  for (const schema of [config.responseSchema, config.responseJsonSchema]) if (schema !== undefined) tokens += countTokens(JSON.stringify(schema));
+  if (Array.isArray(tools) && tools.length > 0) tokens += countTokens(JSON.stringify(tools));
+  return tokens;
+}
+
+/** Text, inline data and (in contents, not a system instruction) function call and response parts. */
+function checkParts(parts: Record<string, unknown>[] | undefined, field: string, functions: boolean): void {
   (parts ?? []).forEach((part, j) => {
-    if (part.text === undefined && part.inlineData === undefined) {
-      throw unsupported(`${field}[${j}]`, "only text and inlineData parts are accepted");
+    const isFunction = functions && (isObject(part.functionCall) || isObject(part.functionResponse));
+    if (part.text === undefined && part.inlineData === undefined && !isFunction) {
+      throw unsupported(`${field}[${j}]`, functions
+        ? "only text, inlineData, functionCall and functionResponse parts are accepted"
+        : "only text and inlineData parts are accepted");
     }
+    for (const key of Object.keys(part)) if (!PART_KEYS.has(key)) throw unsupported(`${field}[${j}].${key}`, "not a part's field");
     const mimeType = (part.inlineData as { mimeType?: unknown } | undefined)?.mimeType;
     if (typeof mimeType === "string" && mimeType.length > MAX_MEDIA_TYPE_LENGTH) {
       throw unsupported(`${field}[${j}].inlineData.mimeType`, `a media type has at most ${MAX_MEDIA_TYPE_LENGTH} characters`);
@@ -116,8 +149,9 @@ function checkParts(parts: Record<string, unknown>[] | undefined, field: string)
  * The prompt limit of the synchronous text API covers what is forwarded, not
  * only the text: the text of every part of contents and systemInstruction
  * (as validation/prompt-size.ts measures it, which has already refused text
- * over the limit on its own) plus the forwarded generationConfig as JSON
- * (responseSchema, stopSequences, …), together. Over it: 422
+ * over the limit on its own), function call and response parts as JSON, plus
+ * the forwarded generationConfig, tools, toolConfig and safetySettings as JSON
+ * (responseSchema, stopSequences, declarations, …), together. Over it: 422
  * `prompt_too_long`, as a prompt too long is. Measured without recursion,
  * stopping as soon as the limit is passed.
  */
@@ -130,6 +164,8 @@ function checkForwardedBytes(
   for (const content of [...(systemInstruction ? [systemInstruction] : []), ...contents]) {
     for (const part of content.parts ?? []) {
       if (typeof part.text === "string") total += part.text.length > limit ? part.text.length : Buffer.byteLength(part.text, "utf8");
+      const call = part.functionCall ?? part.functionResponse;
+      if (call !== undefined) total += jsonBytesWithin(call, limit - total);
     }
   }
   if (Object.keys(config).length > 0) total += jsonBytesWithin(config, limit - total);
@@ -181,16 +217,27 @@ function stringBytes(text: string, room: number): number {
   return Buffer.byteLength(JSON.stringify(text), "utf8");
 }
 
-function checkThinking(thinking: unknown, maxOutputTokens: number): void {
+/**
+ * Thinking tokens reserved for a thinkingConfig: its thinkingBudget (0 to the
+ * model's largest), or that largest budget for a dynamic budget (-1) or a
+ * thinkingLevel, which name no number; none when neither is set.
+ */
+export function thinkingReserve(thinking: unknown, model: ModelSpec): number {
   if (!isObject(thinking)) throw unsupported("generationConfig.thinkingConfig", "expected an object");
   for (const key of Object.keys(thinking)) {
     if (!THINKING_CONFIG.has(key)) throw unsupported(`generationConfig.thinkingConfig.${key}`, "not a priced thinking option");
   }
-  const budget = thinking.thinkingBudget;
-  if (budget !== undefined && !(Number.isInteger(budget) && (budget as number) >= 0 && (budget as number) <= maxOutputTokens)) {
+  const largest = model.maxThinkingTokens ?? 0;
+  const { thinkingBudget: budget, thinkingLevel: level } = thinking;
+  if (level !== undefined && !(typeof level === "string" && THINKING_LEVELS.has(level.toUpperCase()))) {
+    throw unsupported("generationConfig.thinkingConfig.thinkingLevel", `expected one of ${[...THINKING_LEVELS].join(", ")}`);
+  }
+  if (budget !== undefined && !(Number.isInteger(budget) && (budget as number) >= -1 && (budget as number) <= largest)) {
     throw unsupported(
       "generationConfig.thinkingConfig.thinkingBudget",
-      `thinking is billed as output, so its budget must be from 0 to the request's maxOutputTokens (${maxOutputTokens})`,
+      `thinking is billed as output and reserved on top of maxOutputTokens: a budget is from 0 to ${largest} for ${model.id}, or -1 (dynamic)`,
     );
   }
+  if (level !== undefined || budget === -1) return largest;
+  return (budget as number | undefined) ?? 0;
 }

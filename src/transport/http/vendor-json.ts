@@ -44,7 +44,23 @@ function partJson(part: Part): Json {
     if (bytes.length > 0) blob.data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
     json.inlineData = blob;
   }
+  // In field-number order, as toJson writes them: thought (3) comes before the function parts (4, 5).
   if (part.thought) json.thought = true;
+  if (data.case === "functionCall") json.functionCall = functionJson(data.value.id, data.value.name, "args", data.value.args);
+  else if (data.case === "functionResponse") {
+    json.functionResponse = functionJson(data.value.id, data.value.name, "response", data.value.response);
+  }
+  const signature = part.thoughtSignature;
+  if (signature.length > 0) json.thoughtSignature = Buffer.from(signature.buffer, signature.byteOffset, signature.byteLength).toString("base64");
+  return json;
+}
+
+/** A FunctionCall or FunctionResponse: its Struct is already a JSON object. */
+function functionJson(id: string, name: string, member: "args" | "response", value: Json | undefined): Json {
+  const json: Json = {};
+  if (id !== "") json.id = id;
+  if (name !== "") json.name = name;
+  if (value !== undefined) json[member] = value;
   return json;
 }
 
@@ -56,6 +72,7 @@ function usageJson(usage: UsageMetadata): Json {
   if (usage.totalTokenCount !== undefined) json.totalTokenCount = usage.totalTokenCount;
   if (usage.promptTokensDetails.length > 0) json.promptTokensDetails = usage.promptTokensDetails.map(countJson);
   if (usage.candidatesTokensDetails.length > 0) json.candidatesTokensDetails = usage.candidatesTokensDetails.map(countJson);
+  if (usage.thoughtsTokenCount !== undefined) json.thoughtsTokenCount = usage.thoughtsTokenCount;
   return json;
 }
 

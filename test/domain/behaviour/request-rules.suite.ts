@@ -39,7 +39,7 @@ function outcome(work: () => unknown): string {
 describe("catalog (spec 2.1)", () => {
   const FULL = [...FULL_ASPECT_RATIOS];
   const FAST = [...FAST_MODEL_ASPECT_RATIOS];
-  const text = (id: string) => ({ id, kind: "text", resolutions: [], aspectRatios: FULL, maxOutputTokens: 8192 });
+  const text = (id: string, maxThinkingTokens = 24_576) => ({ id, kind: "text", resolutions: [], aspectRatios: FULL, maxOutputTokens: 8192, maxThinkingTokens });
 
   it("when the catalog is read, then it lists the spec's models, in order, with their rules", () => {
     const shown = MODELS.map((m) => JSON.parse(JSON.stringify(m)));
@@ -49,10 +49,10 @@ describe("catalog (spec 2.1)", () => {
       { id: "aimodel-3-pro-image", kind: "image", resolutions: ["1K", "2K", "4K"], aspectRatios: FULL, defaultResolution: "1K", acceptsPreviewSuffix: true },
       { id: "aimodel-3.1-flash-lite-image", kind: "image", resolutions: ["1K"], aspectRatios: FULL, defaultResolution: "1K", requiresAspectRatioAndResolution: true, needsExplicitGrant: true },
       { id: "aimodel-nbx-2.1", kind: "image", resolutions: ["1K", "2K", "4K"], aspectRatios: FULL, defaultResolution: "1K", requiresAspectRatioAndResolution: true },
-      text("aimodel-3-flash-preview"), text("aimodel-3.1-flash-lite"), text("aimodel-3.1-pro-preview"), text("aimodel-3.5-flash"),
+      text("aimodel-3-flash-preview"), text("aimodel-3.1-flash-lite"), text("aimodel-3.1-pro-preview", 32_768), text("aimodel-3.5-flash"),
       text("aimodel-3.5-flash-lite"), text("aimodel-3.6-flash"), text("aimodel-3.7-flash"),
       { id: "videomodel-3.1-generate-001", kind: "video", resolutions: ["720p", "1080p", "4k"], aspectRatios: ["16:9", "9:16", "auto"], defaultResolution: "720p", jobDurations: [4, 5, 6, 7, 8] },
-      { id: "aimodel-omni-1.1-flash", kind: "multimodal_realtime", resolutions: [], aspectRatios: FULL, maxOutputTokens: 8192 },
+      { id: "aimodel-omni-1.1-flash", kind: "multimodal_realtime", resolutions: [], aspectRatios: FULL, maxOutputTokens: 8192, maxThinkingTokens: 24_576 },
     ]);
     assert.equal(VIDEO_MODEL_ID, "videomodel-3.1-generate-001");
   });

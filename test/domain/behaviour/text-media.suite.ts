@@ -190,39 +190,43 @@ describe("the upstream text body", () => {
     assert.deepEqual(body({ contents, systemInstruction: system, generationConfig: { temperature: 0.5, maxOutputTokens: 99_999 } }), {
       body: { contents, generationConfig: { temperature: 0.5, maxOutputTokens: 100 }, systemInstruction: system },
       extraPromptTokens: 0,
+      thinkingTokens: 0,
     });
   });
 
   it("when the request has no system instruction, options or contents, then none are invented", () => {
-    assert.deepEqual(body({ contents }), { body: { contents, generationConfig: { maxOutputTokens: 100 } }, extraPromptTokens: 0 });
+    assert.deepEqual(body({ contents }), { body: { contents, generationConfig: { maxOutputTokens: 100 } }, extraPromptTokens: 0, thinkingTokens: 0 });
     assert.deepEqual(body({}).body, { contents: [], generationConfig: { maxOutputTokens: 100 } });
     assert.deepEqual(body({ contents, generationConfig: "x" }).body.generationConfig, { maxOutputTokens: 100 });
     assert.deepEqual(body({ contents, generationConfig: ["temperature"] }).body.generationConfig, { maxOutputTokens: 100 });
     assert.deepEqual(body({ contents, generationConfig: null }).body.generationConfig, { maxOutputTokens: 100 });
   });
 
-  it("when a top-level field other than the three priced ones is sent, then it is refused naming it", () => {
-    assert.equal(refused(() => body({ contents, tools: [] })),
-      "tools | tools is not supported by this API: only contents, systemInstruction and generationConfig are passed to the model, which are billed by tokens");
-    assert.equal(refused(() => body({ cachedContent: "c" })).split(" | ")[0], "cachedContent");
+  it("when a top-level field other than the six passed ones is sent, then it is refused naming it; cachedContent says caching is not offered", () => {
+    assert.equal(refused(() => body({ contents, labels: {} })),
+      "labels | labels is not supported by this API: only contents, systemInstruction, generationConfig, tools, toolConfig and safetySettings are passed to the model");
+    assert.equal(refused(() => body({ cachedContent: "c" })),
+      "cachedContent | cachedContent is not supported by this API: context caching is not offered; send the whole conversation in contents");
+    assert.equal(refused(() => body({ contents, tools: [], toolConfig: {}, safetySettings: [] })), "accepted");
   });
 
   it("when a part is neither text nor inline data, then it is refused naming the part", () => {
     const withFile = [contents[0], { role: "user", parts: [{ fileData: { uri: "gs://x" } }] }];
     assert.equal(refused(() => body({ contents: withFile })),
-      "contents[1].parts[0] | contents[1].parts[0] is not supported by this API: only text and inlineData parts are accepted");
-    assert.equal(refused(() => body({ contents, systemInstruction: { parts: [{ text: "a" }, { functionCall: {} }] } })).split(" | ")[0],
-      "systemInstruction.parts[1]");
+      "contents[1].parts[0] | contents[1].parts[0] is not supported by this API: only text, inlineData, functionCall and functionResponse parts are accepted");
+    assert.equal(refused(() => body({ contents, systemInstruction: { parts: [{ text: "a" }, { functionCall: {} }] } })),
+      "systemInstruction.parts[1] | systemInstruction.parts[1] is not supported by this API: only text and inlineData parts are accepted");
     assert.equal(refused(() => body({ contents: [{ role: "user" }], systemInstruction: {} })), "accepted");
   });
 
   it("when every priced generation option is sent, then all pass; any other is refused naming it", () => {
     const config = {
       maxOutputTokens: 1, temperature: 1, topP: 1, topK: 1, candidateCount: 1, stopSequences: [], seed: 1, presencePenalty: 0,
-      frequencyPenalty: 0, responseMimeType: "text/plain", responseSchema: { type: "string" }, responseModalities: ["TEXT"],
-      imageConfig: {}, thinkingConfig: { includeThoughts: true, thinkingBudget: 5, thinkingLevel: "low" },
+      frequencyPenalty: 0, responseMimeType: "text/plain", responseSchema: { type: "string" }, responseJsonSchema: { type: "string" },
+      responseModalities: ["TEXT"], imageConfig: {}, thinkingConfig: { includeThoughts: true, thinkingBudget: 5, thinkingLevel: "low" },
     };
-    assert.deepEqual(body({ contents, generationConfig: config }).body.generationConfig, { ...config, maxOutputTokens: 100 });
+    // A thinking level names no number: the model's largest budget is reserved on top of the allowance.
+    assert.deepEqual(body({ contents, generationConfig: config }).body.generationConfig, { ...config, maxOutputTokens: 100 + 24_576 });
     assert.equal(refused(() => body({ contents, generationConfig: { temperature: 1, safetySettings: [] } })),
       "generationConfig.safetySettings | generationConfig.safetySettings is not supported by this API: not a priced generation option");
   });
@@ -241,20 +245,41 @@ describe("the upstream text body", () => {
       /aimodel-omni-1\.1-flash is billed for TEXT and VIDEO output only \(got AUDIO\)$/);
   });
 
-  it("when the thinking budget is from 0 to the output bound, then it passes; below, above or fractional, refused", () => {
-    for (const thinkingBudget of [0, 100]) {
-      assert.equal(refused(() => body({ contents, generationConfig: { thinkingConfig: { thinkingBudget } } })), "accepted", String(thinkingBudget));
+  it("when the thinking budget is from -1 to the model's largest, then it passes and is reserved on top of the allowance; else refused", () => {
+    const thinking = (thinkingConfig: unknown) => body({ contents, generationConfig: { thinkingConfig } });
+    for (const [thinkingBudget, reserved] of [[0, 0], [1, 1], [4096, 4096], [24_576, 24_576], [-1, 24_576]] as const) {
+      const built = thinking({ thinkingBudget });
+      assert.equal(built.thinkingTokens, reserved, String(thinkingBudget));
+      assert.equal((built.body.generationConfig as { maxOutputTokens: number }).maxOutputTokens, 100 + reserved, String(thinkingBudget));
     }
-    for (const thinkingBudget of [-1, 101, 1.5, "5"]) {
-      assert.equal(refused(() => body({ contents, generationConfig: { thinkingConfig: { thinkingBudget } } })),
+    assert.equal(body({ contents, generationConfig: { thinkingConfig: { thinkingBudget: 32_768 } } }, findModel("aimodel-3.1-pro-preview")!).thinkingTokens, 32_768);
+    for (const thinkingBudget of [-2, 24_577, 1.5, "5"]) {
+      assert.equal(refused(() => thinking({ thinkingBudget })),
         "generationConfig.thinkingConfig.thinkingBudget | generationConfig.thinkingConfig.thinkingBudget is not supported by this API: " +
-        "thinking is billed as output, so its budget must be from 0 to the request's maxOutputTokens (100)", String(thinkingBudget));
+        "thinking is billed as output and reserved on top of maxOutputTokens: a budget is from 0 to 24576 for aimodel-3.5-flash, or -1 (dynamic)",
+        String(thinkingBudget));
     }
   });
 
-  it("when thinking options set no budget, then they pass as they are", () => {
-    assert.deepEqual(body({ contents, generationConfig: { thinkingConfig: { includeThoughts: true } } }).body.generationConfig,
-      { thinkingConfig: { includeThoughts: true }, maxOutputTokens: 100 });
+  it("when a thinking level is given, then the model's largest budget is reserved; an unknown level is refused", () => {
+    for (const thinkingLevel of ["low", "HIGH", "minimal", "Medium", "THINKING_LEVEL_UNSPECIFIED"]) {
+      assert.equal(body({ contents, generationConfig: { thinkingConfig: { thinkingLevel } } }).thinkingTokens, 24_576, thinkingLevel);
+    }
+    for (const thinkingLevel of ["extreme", 3, ""]) {
+      assert.equal(refused(() => body({ contents, generationConfig: { thinkingConfig: { thinkingLevel } } })),
+        "generationConfig.thinkingConfig.thinkingLevel | generationConfig.thinkingConfig.thinkingLevel is not supported by this API: " +
+        "expected one of THINKING_LEVEL_UNSPECIFIED, MINIMAL, LOW, MEDIUM, HIGH", String(thinkingLevel));
+    }
+    const noThinking = { ...TEXT, maxThinkingTokens: undefined };
+    assert.equal(refused(() => body({ contents, generationConfig: { thinkingConfig: { thinkingBudget: 1 } } }, noThinking)).split(" | ")[0],
+      "generationConfig.thinkingConfig.thinkingBudget");
+    assert.equal(body({ contents, generationConfig: { thinkingConfig: { thinkingBudget: 0 } } }, noThinking).thinkingTokens, 0);
+  });
+
+  it("when thinking options set no budget, then they pass as they are and nothing more is reserved", () => {
+    const built = body({ contents, generationConfig: { thinkingConfig: { includeThoughts: true } } });
+    assert.deepEqual(built.body.generationConfig, { thinkingConfig: { includeThoughts: true }, maxOutputTokens: 100 });
+    assert.equal(built.thinkingTokens, 0);
   });
 
   it("when the thinking options are not an object or name an unpriced option, then they are refused", () => {

@@ -3,12 +3,13 @@ import { imagePixelSize, videoFrameSize } from "../../../domain/catalog/output-s
 import { countTokens } from "../../../domain/text/tokens.js";
 import {
   ProviderError, type GenerationOutput, type GenerationProvider, type MediaRequest, type RoutePlan, type RouteStatus,
-  type TextChunk, type TextRequest,
+  type AnswerPart, type TextChunk, type TextRequest,
 } from "../../../ports/provider.js";
 import { renderMp4 } from "./render-mp4.js";
 import { renderPng } from "./render-png.js";
 import { RenderPool } from "./render-pool.js";
-import { chunkAnswer, simulatedAnswer, truncateToTokens } from "./simulated-text.js";
+import { schemaInstance } from "./schema-instance.js";
+import { chunkAnswer, simulatedAnswer, simulatedThought, truncateToTokens, wireOf } from "./simulated-text.js";
 
 /**
  * Markers a prompt may contain to steer the simulator, so every outcome of a
@@ -20,6 +21,7 @@ export const SIMULATOR_MARKERS = {
   textOnly: "[simulate:text-only]",
   withText: "[simulate:with-text]",
   slow: "[simulate:slow]",
+  function: "[simulate:function]",
 } as const;
 
 export interface SimulatedProviderOptions {
@@ -87,11 +89,32 @@ export class SimulatedProvider implements GenerationProvider {
     };
   }
 
+  /**
+   * The answer to a text request: a call of the first declared function when the last turn asks for one with
+   * `[simulate:function]`, a minimal instance of a JSON response schema, or the simulated prose; preceded by a
+   * thought when thinking is asked (shown when includeThoughts is). Usage counts exactly what is returned.
+   */
   async *streamText(request: TextRequest, signal: AbortSignal): AsyncIterable<TextChunk> {
     refuseOnMarkers(request.promptText);
-    const { text, truncated } = truncateToTokens(simulatedAnswer(request.model.id, request.promptText), request.maxOutputTokens);
+    const wire = wireOf(request.wire);
+    const promptTokens = countTokens(request.promptText) + (request.extraPromptTokens ?? 0);
+    const thinking = wire.thinking && truncateToTokens(simulatedThought(request.promptText), Math.min(wire.thinking.budget, request.maxOutputTokens));
+    const thoughtTokens = thinking ? countTokens(thinking.text) : 0;
+    const thought = thinking && wire.thinking!.include ? [{ kind: "text" as const, text: thinking.text, thought: true }] : [];
+    const usageOf = (output: string) => ({
+      promptTokens, textOutputTokens: thoughtTokens + countTokens(output), videoOutputTokens: 0, ...(thoughtTokens > 0 ? { thoughtTokens } : {}),
+    });
+    const call = request.promptText.includes(SIMULATOR_MARKERS.function) ? wire.functionCall(SIMULATOR_MARKERS.function) : undefined;
+    if (call) {
+      await this.wait(request.promptText, signal);
+      yield { text: "", parts: [...thought, { kind: "function_call", call }], usage: usageOf(JSON.stringify(call)), finishReason: "STOP" };
+      return;
+    }
+    const answer = wire.jsonSchema !== undefined
+      ? JSON.stringify(schemaInstance(wire.jsonSchema))
+      : simulatedAnswer(request.model.id, request.promptText);
+    const { text, truncated } = truncateToTokens(answer, request.maxOutputTokens - thoughtTokens);
     const chunks = chunkAnswer(text);
-    const promptTokens = countTokens(request.promptText);
     const pause = Math.floor(this.latencyFor(request.promptText) / Math.max(1, chunks.length));
     let soFar = "";
     for (const [index, chunk] of chunks.entries()) {
@@ -101,7 +124,8 @@ export class SimulatedProvider implements GenerationProvider {
       const last = index === chunks.length - 1;
       yield {
         text: chunk,
-        usage: { promptTokens, textOutputTokens: countTokens(soFar), videoOutputTokens: 0 },
+        ...(index === 0 && thought.length > 0 ? { parts: [...thought, { kind: "text" as const, text: chunk }] } : {}),
+        usage: usageOf(soFar),
         finishReason: last ? (truncated ? "MAX_TOKENS" : "STOP") : undefined,
       };
     }
@@ -109,13 +133,18 @@ export class SimulatedProvider implements GenerationProvider {
 
   async generateText(request: TextRequest, signal: AbortSignal): Promise<TextChunk> {
     let text = "";
+    const parts: AnswerPart[] = [];
     let last: TextChunk | undefined;
     for await (const chunk of this.streamText(request, signal)) {
       text += chunk.text;
+      parts.push(...(chunk.parts ?? [{ kind: "text", text: chunk.text }]));
       last = chunk;
     }
     const usage = last?.usage ?? { promptTokens: countTokens(request.promptText), textOutputTokens: 0, videoOutputTokens: 0 };
-    return { text, usage, finishReason: last?.finishReason };
+    // Plain text stays one text part; thoughts and calls keep their own parts.
+    const structured = parts.some((p) => p.kind === "function_call" || p.thought);
+    const joined = structured ? joinText(parts) : undefined;
+    return { text, ...(joined ? { parts: joined } : {}), usage, finishReason: last?.finishReason };
   }
 
   private latencyFor(prompt: string): number {
@@ -126,4 +155,16 @@ export class SimulatedProvider implements GenerationProvider {
     const ms = this.latencyFor(prompt);
     if (ms > 0) await sleep(ms, undefined, { signal });
   }
+}
+
+/** Adjacent answer-text parts as one, as a whole answer has them. */
+function joinText(parts: readonly AnswerPart[]): AnswerPart[] {
+  const joined: AnswerPart[] = [];
+  for (const part of parts) {
+    const previous = joined[joined.length - 1];
+    if (part.kind === "text" && !part.thought && previous?.kind === "text" && !previous.thought) {
+      joined[joined.length - 1] = { kind: "text", text: previous.text + part.text };
+    } else joined.push(part);
+  }
+  return joined;
 }
