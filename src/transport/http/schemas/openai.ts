@@ -183,7 +183,15 @@ export const OPENAI_SCHEMAS = {
         description: "The completion, or its chunks.",
         content: {
           "application/json": { schema: CHAT_COMPLETION },
-          "text/event-stream": { schema: { type: "string", description: "data: <chat.completion.chunk JSON>\\n\\n, repeated, then data: [DONE]" } },
+          // One event (OpenAPI 3.1 has no itemSchema: the schema describes each event of the stream, as Schemathesis reads it).
+          "text/event-stream": {
+            schema: {
+              type: "object",
+              description: "One event: `data: <chat.completion.chunk JSON>`, repeated; the last is `data: [DONE]`.",
+              properties: { data: { type: "string" } },
+              required: ["data"],
+            },
+          },
         },
       },
     },
