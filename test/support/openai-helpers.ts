@@ -11,16 +11,22 @@ export const PNG_DATA_URI =
   "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
 /**
- * The charge of the account's newest call, once nothing is held: the newest
- * `charge` entry of the statement (which reconciles with the balance), and
- * what the balance lost since `before`; both must be the same amount.
+ * The charges of the account's newest `count` calls, newest first, once nothing is held: the newest `charge`
+ * entries of the statement (which reconciles with the balance); the balance lost exactly their sum since `before`.
  */
-export async function statementCharge(service: TestService, apiKey: string, before: { balance: string }): Promise<{ charged: bigint; entry: LedgerEntryJson }> {
+export async function statementCharges(
+  service: TestService, apiKey: string, before: { balance: string }, count: number,
+): Promise<{ charged: bigint; entry: LedgerEntryJson }[]> {
   const after = await eventually(() => balanceOf(service, apiKey), (b) => b.reserved === "0.00", { what: "the reservation to clear" });
   const entries = await assertLedgerReconciles(service, { key: apiKey });
-  const entry = entries.find((e) => e.type === "charge");
-  assert.ok(entry, "a charge entry in the statement");
-  const charged = -pico(entry.amount);
-  assert.equal(pico(before.balance) - pico(after.balance), charged, "the balance lost exactly the statement's charge");
-  return { charged, entry };
+  const charges = entries.filter((e) => e.type === "charge").slice(0, count).map((entry) => ({ charged: -pico(entry.amount), entry }));
+  assert.equal(charges.length, count, `${count} charge entries in the statement`);
+  const sum = charges.reduce((total, { charged }) => total + charged, 0n);
+  assert.equal(pico(before.balance) - pico(after.balance), sum, "the balance lost exactly the statement's charges");
+  return charges;
+}
+
+/** The charge of the account's newest call (see statementCharges). */
+export async function statementCharge(service: TestService, apiKey: string, before: { balance: string }) {
+  return (await statementCharges(service, apiKey, before, 1))[0]!;
 }

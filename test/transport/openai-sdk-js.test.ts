@@ -139,6 +139,88 @@ describe("when OpenAI's JavaScript SDK is given only this service's OpenAI base 
     await assertUntouched(service, asker.apiKey, "1.00");
   });
 
+  const WEATHER: OpenAI.ChatCompletionTool = {
+    type: "function",
+    function: {
+      name: "get_weather", description: "The weather in a city",
+      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+    },
+  };
+
+  it("when the model calls a declared tool and the tool's answer is sent back, then tool_calls carry JSON arguments, the second answer is text, and each call is charged exactly", async () => {
+    const before = await balanceOf(service, customer.apiKey);
+    const question: OpenAI.ChatCompletionMessageParam = { role: "user", content: "What is the weather in Oslo? [simulate:function]" };
+    const first = await openai.chat.completions.create({ model: FLASH.model, messages: [question], tools: [WEATHER], tool_choice: "auto" });
+    const [choice] = first.choices;
+    assert.equal(choice!.finish_reason, "tool_calls");
+    assert.equal(choice!.message.content, null);
+    const [call] = choice!.message.tool_calls!;
+    assert.equal(call!.type, "function");
+    assert.ok(call!.id.length > 0);
+    const fn = (call as OpenAI.ChatCompletionMessageFunctionToolCall).function;
+    assert.equal(fn.name, "get_weather");
+    assert.equal(typeof JSON.parse(fn.arguments).city, "string");
+    // The declarations are prompt: more than the question's own tokens.
+    assert.ok(first.usage!.prompt_tokens > tokensOf(question.content as string));
+    const firstCharge = await statementCharge(service, customer.apiKey, before);
+    assert.equal(firstCharge.charged, chargeOf(first.usage!));
+
+    const between = await balanceOf(service, customer.apiKey);
+    const second = await openai.chat.completions.create({
+      model: FLASH.model, tools: [WEATHER],
+      messages: [question, choice!.message, { role: "tool", tool_call_id: call!.id, content: JSON.stringify({ temperature_c: 14 }) }],
+    });
+    assert.equal(second.choices[0]!.finish_reason, "stop");
+    assert.ok(second.choices[0]!.message.content!.length > 0);
+    assert.equal(second.choices[0]!.message.tool_calls, undefined);
+    const secondCharge = await statementCharge(service, customer.apiKey, between);
+    assert.notEqual(secondCharge.entry.entry_id, firstCharge.entry.entry_id);
+    assert.equal(secondCharge.charged, chargeOf(second.usage!));
+  });
+
+  it("when a streamed answer calls a tool, then a delta carries the whole call with its index, the finish reason is tool_calls, and the usage chunk is what is charged", async () => {
+    const before = await balanceOf(service, customer.apiKey);
+    const stream = await openai.chat.completions.create({
+      model: FLASH.model, messages: [{ role: "user", content: "Weather in Bergen? [simulate:function]" }], tools: [WEATHER],
+      stream: true, stream_options: { include_usage: true },
+    });
+    const chunks: OpenAI.ChatCompletionChunk[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    const calls = chunks.flatMap((c) => c.choices.flatMap((choice) => choice.delta.tool_calls ?? []));
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0]!.index, 0);
+    assert.equal(calls[0]!.function!.name, "get_weather");
+    assert.equal(typeof JSON.parse(calls[0]!.function!.arguments!).city, "string");
+    assert.deepEqual(chunks.flatMap((c) => c.choices.map((choice) => choice.finish_reason)).filter((f) => f !== null), ["tool_calls"]);
+    const usage = chunks.at(-1)!.usage!;
+    assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(usage));
+  });
+
+  it("when a json_schema response format is given, then the answer is a JSON instance of the schema, charged exactly", async () => {
+    const before = await balanceOf(service, customer.apiKey);
+    const schema = { type: "object", properties: { colour: { type: "string" }, shades: { type: "integer" } }, required: ["colour", "shades"] };
+    const completion = await openai.chat.completions.create({
+      model: FLASH.model, messages: [{ role: "user", content: "Name a colour" }],
+      response_format: { type: "json_schema", json_schema: { name: "colour", schema } },
+    });
+    const parsed = JSON.parse(completion.choices[0]!.message.content!);
+    assert.equal(typeof parsed.colour, "string");
+    assert.ok(Number.isInteger(parsed.shades));
+    assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(completion.usage!));
+  });
+
+  it("when reasoning_effort asks for thinking, then reasoning_tokens reports it inside completion_tokens, and it is charged at the output price", async () => {
+    const before = await balanceOf(service, customer.apiKey);
+    const completion = await openai.chat.completions.create({
+      model: FLASH.model, messages: [{ role: "user", content: "Why is the sea salty?" }], reasoning_effort: "low",
+    });
+    const usage = completion.usage!;
+    const reasoning = usage.completion_tokens_details!.reasoning_tokens!;
+    assert.ok(reasoning > 0, "the model thought");
+    assert.equal(usage.completion_tokens, tokensOf(completion.choices[0]!.message.content!) + reasoning);
+    assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(usage));
+  });
+
   it("when it lists models, then models.list gives every text model in OpenAI's shape, and models.retrieve one of them", async () => {
     const ids: string[] = [];
     for await (const model of openai.models.list()) {
@@ -230,7 +312,7 @@ describe("when OpenAI's JavaScript SDK calls through this service to an upstream
     assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(completion.usage!));
   });
 
-  it("when a thinking model answers with reasoning_effort, then thinking is asked for and its tokens are charged as output", async () => {
+  it("when a thinking model answers with reasoning_effort, then thinking is asked for, reasoning_tokens reports it and it is charged as output", async () => {
     const pro = { model: "aimodel-3.1-pro-preview", input: "2.00", output: "12.00" };
     const before = await balanceOf(service, customer.apiKey);
     const completion = await openai.chat.completions.create({
@@ -238,6 +320,7 @@ describe("when OpenAI's JavaScript SDK calls through this service to an upstream
     });
     assert.deepEqual(upstreamBody(pro.model).generationConfig.thinkingConfig, { thinkingLevel: "low" });
     const usage = completion.usage!;
+    assert.equal(usage.completion_tokens_details?.reasoning_tokens, THOUGHTS_TOKENS);
     assert.equal(usage.completion_tokens, tokensOf(completion.choices[0]!.message.content!) + THOUGHTS_TOKENS);
     assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens);
     assert.equal((await statementCharge(service, customer.apiKey, before)).charged, tokenCharge(pro, usage.prompt_tokens, usage.completion_tokens));

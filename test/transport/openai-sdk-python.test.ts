@@ -6,7 +6,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { balanceOf, createCustomer, startTestService, type Customer, type TestService } from "../support/harness.js";
-import { openAiBaseUrl, statementCharge } from "../support/openai-helpers.js";
+import { openAiBaseUrl, statementCharge, statementCharges } from "../support/openai-helpers.js";
 import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
 import { assertUntouched, FLASH, SPEC_TEXT_MODELS } from "../support/vendor-sdk-helpers.js";
 import { startVendorStub, type VendorStub } from "../support/vendor-stub.js";
@@ -82,6 +82,22 @@ describe("when OpenAI's Python SDK is given only this service's OpenAI base URL 
     assert.equal(answer.error, undefined, JSON.stringify(answer.error));
     assert.equal(answer.finish_reason, "stop");
     assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(answer.usage));
+  });
+
+  it("when the model calls a declared tool and the tool's answer is sent back, then the round trip completes and both calls are charged exactly", async () => {
+    const before = await balanceOf(service, customer.apiKey);
+    const { first, second, error } = await sdk(service, customer.apiKey, "tools", FLASH.model, "What is the weather in Oslo? [simulate:function]");
+    assert.equal(error, undefined, JSON.stringify(error));
+    assert.equal(first.finish_reason, "tool_calls");
+    assert.equal(first.tool_calls.length, 1);
+    assert.equal(first.tool_calls[0].name, "get_weather");
+    assert.equal(typeof JSON.parse(first.tool_calls[0].arguments).city, "string");
+    assert.ok(second, "the second call was made with the tool's answer");
+    assert.equal(second.finish_reason, "stop");
+    assert.ok(second.content.length > 0);
+    // Two calls, two entries in the statement: each exactly what its usage says.
+    const charges = await statementCharges(service, customer.apiKey, before, 2);
+    assert.deepEqual(charges.map(({ charged }) => charged), [chargeOf(second.usage), chargeOf(first.usage)]);
   });
 
   it("when it lists models, then models.list gives every text model in OpenAI's shape", async () => {

@@ -91,6 +91,11 @@ describe("OpenAI's chat request in the vendor's generateContent JSON", () => {
         ],
       },
     ]);
+    // The proto reads every part: the calls, their signature and the responses are carried, not dropped.
+    const message = fromJson(GenerateContentRequestSchema, call.vendorRequest as JsonValue);
+    assert.deepEqual(message.contents[1]!.parts.map((part) => part.data.case), ["functionCall", "functionCall"]);
+    assert.equal(Buffer.from(message.contents[1]!.parts[0]!.thoughtSignature).toString(), "sig");
+    assert.deepEqual(message.contents[2]!.parts.map((part) => part.data.case), ["functionResponse", "functionResponse"]);
     for (const [choice, mode] of [["none", "NONE"], ["auto", "AUTO"], ["required", "ANY"]] as const) {
       const { vendorRequest } = chatToVendor({ model: "m", messages: [{ role: "user", content: "x" }], tools: [WEATHER], tool_choice: choice });
       assert.deepEqual(vendorRequest.toolConfig, { functionCallingConfig: { mode } });
