@@ -299,7 +299,7 @@ describe("when OpenAI's JavaScript SDK calls through this service to an upstream
     assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(completion.usage!));
   });
 
-  it("when it gives a json_schema response format, then the upstream gets the schema as responseSchema, and exactly the usage is charged", async () => {
+  it("when it gives a json_schema response format, then the upstream gets the schema as responseJsonSchema, and exactly the usage is charged", async () => {
     const before = await balanceOf(service, customer.apiKey);
     const schema = { type: "object", properties: { colour: { type: "string" } }, required: ["colour"] };
     const completion = await openai.chat.completions.create({
@@ -308,7 +308,7 @@ describe("when OpenAI's JavaScript SDK calls through this service to an upstream
     });
     const body = upstreamBody(FLASH.model);
     assert.equal(body.generationConfig.responseMimeType, "application/json");
-    assert.deepEqual(body.generationConfig.responseSchema, schema);
+    assert.deepEqual(body.generationConfig.responseJsonSchema, schema);
     assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(completion.usage!));
   });
 

@@ -73,7 +73,7 @@ describe("OpenAI's chat request in the vendor's generateContent JSON", () => {
         { role: "tool", tool_call_id: "call_2", content: "rain" },
       ],
     });
-    assert.deepEqual(call.vendorRequest.tools, [{ functionDeclarations: [{ name: "get_weather", description: "The weather", parameters: WEATHER.function.parameters }] }]);
+    assert.deepEqual(call.vendorRequest.tools, [{ functionDeclarations: [{ name: "get_weather", description: "The weather", parametersJsonSchema: WEATHER.function.parameters }] }]);
     assert.deepEqual(call.vendorRequest.toolConfig, { functionCallingConfig: { mode: "ANY", allowedFunctionNames: ["get_weather"] } });
     assert.deepEqual((call.vendorRequest.contents as unknown[]).slice(1), [
       {
@@ -102,13 +102,13 @@ describe("OpenAI's chat request in the vendor's generateContent JSON", () => {
     }
   });
 
-  it("when response_format, reasoning_effort and stream_options come, then they become responseMimeType, responseSchema, thinkingConfig and a usage chunk", () => {
+  it("when response_format, reasoning_effort and stream_options come, then they become responseMimeType, responseJsonSchema, thinkingConfig and a usage chunk", () => {
     const schema = { type: "object", properties: { a: { type: "string" } } };
     const base = { model: "m", messages: [{ role: "user", content: "x" }] };
     assert.deepEqual(chatToVendor({ ...base, response_format: { type: "json_object" } }).vendorRequest.generationConfig, { responseMimeType: "application/json" });
     assert.deepEqual(
       chatToVendor({ ...base, response_format: { type: "json_schema", json_schema: { name: "a", schema, strict: true } } }).vendorRequest.generationConfig,
-      { responseMimeType: "application/json", responseSchema: schema },
+      { responseMimeType: "application/json", responseJsonSchema: schema },
     );
     assert.deepEqual(chatToVendor({ ...base, reasoning_effort: "none" }).vendorRequest.generationConfig, { thinkingConfig: { thinkingBudget: 0 } });
     assert.deepEqual(chatToVendor({ ...base, reasoning_effort: "high" }).vendorRequest.generationConfig, { thinkingConfig: { thinkingLevel: "high" } });

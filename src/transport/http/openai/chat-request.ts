@@ -109,6 +109,7 @@ function generationConfig(body: Json): Json {
   return config;
 }
 
+/** OpenAI's schemas are JSON Schema: they go as the vendor's *JsonSchema fields, not its OpenAPI-subset Schema. */
 function responseFormat(format: unknown): Json {
   if (!isObject(format)) throw badParam("response_format", "response_format must be an object");
   switch (format.type) {
@@ -119,7 +120,7 @@ function responseFormat(format: unknown): Json {
     case "json_schema": {
       const schema = (format.json_schema as Json | undefined)?.schema;
       if (!isObject(schema)) throw badParam("response_format.json_schema.schema", "response_format.json_schema.schema must be a JSON Schema object");
-      return { responseMimeType: "application/json", responseSchema: schema };
+      return { responseMimeType: "application/json", responseJsonSchema: schema };
     }
     default:
       throw badParam("response_format.type", 'response_format.type must be "text", "json_object" or "json_schema"');
@@ -137,7 +138,7 @@ function toolsOf(tools: unknown): Json[] | undefined {
     }
     const declaration: Json = { name: fn.name };
     if (typeof fn.description === "string") declaration.description = fn.description;
-    if (isObject(fn.parameters)) declaration.parameters = fn.parameters;
+    if (isObject(fn.parameters)) declaration.parametersJsonSchema = fn.parameters;
     return declaration;
   });
   return [{ functionDeclarations: declarations }];
