@@ -68,6 +68,8 @@ JOB_CREATING = {
 TEXT_CALLS = {"generateContent", "streamGenerateContent"}
 # The OpenAI-compatible surface's text call: its usage is OpenAI's, journaled as the vendor's usageMetadata.
 OPENAI_CHAT = "createChatCompletion"
+# The OpenAI-compatible surface's images: one job per image, its ids not in the answer (the newest jobs are they).
+OPENAI_IMAGES = "createImage"
 PAUSES = {"setProjectPaused", "setModelPaused", "setRoutePaused"}
 
 _session = requests.Session()
@@ -218,6 +220,10 @@ def _record_success(case: Any, response: Any) -> None:
         _journal({"kind": "price", "price": body})
     elif operation in TEXT_CALLS and response.status_code == 200:
         _journal({"kind": "text_call", "model": case.path_parameters["model"], "chunks": _chunks(response, body)})
+    elif operation == OPENAI_IMAGES and response.status_code == 200 and isinstance(body, dict):
+        made = len(body["data"])
+        for job in _get(f"/api/v1/jobs?limit={made}", API_KEY).json()["jobs"][:made]:
+            _journal({"kind": "job", "job_id": job["job_id"]})
     elif operation == OPENAI_CHAT and response.status_code == 200:
         model = str(case.body["model"]).removeprefix("models/")
         _journal({"kind": "text_call", "model": model, "chunks": [{"usageMetadata": _openai_usage(response, body)}]})

@@ -2,8 +2,9 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { balanceOf, createCustomer, startTestService, type Customer, type TestService } from "../support/harness.js";
-import { openAiBaseUrl, PNG_DATA_URI, statementCharge } from "../support/openai-helpers.js";
+import { balanceOf, createCustomer, pico, startTestService, type Customer, type TestService } from "../support/harness.js";
+import { openAiBaseUrl, PNG_DATA_URI, statementCharge, statementCharges } from "../support/openai-helpers.js";
+import { probePng } from "../support/media-probe.js";
 import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
 import { assertUntouched, FLASH, SPEC_TEXT_MODELS } from "../support/vendor-sdk-helpers.js";
 import { startVendorStub, stubAnswer, THOUGHTS_TOKENS, type VendorStub } from "../support/vendor-stub.js";
@@ -24,6 +25,9 @@ async function apiError(work: () => Promise<unknown>): Promise<InstanceType<type
   assert.ok(error instanceof OpenAI.APIError, `an APIError, got ${String(error)}`);
   return error;
 }
+
+/** The published price of one image of aimodel-3-pro-image at 1K or 2K. */
+const PRO_IMAGE_2K = "0.134";
 
 const chargeOf = (usage: OpenAI.CompletionUsage) => tokenCharge(FLASH, usage.prompt_tokens, usage.completion_tokens);
 
@@ -219,6 +223,44 @@ describe("when OpenAI's JavaScript SDK is given only this service's OpenAI base 
     assert.ok(reasoning > 0, "the model thought");
     assert.equal(usage.completion_tokens, tokensOf(completion.choices[0]!.message.content!) + reasoning);
     assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(usage));
+  });
+
+  it("when it generates two images as links, then each is a job charged the model's per-image price, and each link serves a PNG of the asked ratio", async () => {
+    const before = await balanceOf(service, customer.apiKey);
+    const images = await openai.images.generate({ model: "aimodel-3-pro-image", prompt: "a lighthouse at dusk", n: 2, size: "1536x1024" });
+    assert.equal(images.data!.length, 2);
+    for (const image of images.data!) {
+      const response = await fetch(image.url!);
+      assert.equal(response.status, 200);
+      const { width, height } = probePng(new Uint8Array(await response.arrayBuffer()));
+      assert.equal(width, 2048, "1536 wide is within 2K");
+      assert.ok(Math.abs(height - (width * 2) / 3) < 1, `3:2, got ${width}x${height}`);
+    }
+    const charges = await statementCharges(service, customer.apiKey, before, 2);
+    for (const { charged, entry } of charges) {
+      assert.equal(charged, pico(PRO_IMAGE_2K), "the 2K image price");
+      assert.match(entry.job_id ?? "", /./, "charged as a job");
+      assert.equal(entry.model, "aimodel-3-pro-image");
+    }
+  });
+
+  it("when it asks for b64_json, then the image comes inline as base64 PNG, charged once", async () => {
+    const before = await balanceOf(service, customer.apiKey);
+    const images = await openai.images.generate({ model: "aimodel-3-pro-image", prompt: "a harbour", size: "1:1", response_format: "b64_json" });
+    const { width, height } = probePng(Buffer.from(images.data![0]!.b64_json!, "base64"));
+    assert.equal(width, height);
+    assert.equal(images.data![0]!.url, undefined);
+    assert.equal((await statementCharge(service, customer.apiKey, before)).charged, pico(PRO_IMAGE_2K));
+  });
+
+  it("when an image's size has a ratio no model offers or n is above 4, then BadRequestError names the parameter, and nothing is held", async () => {
+    const asker = await createCustomer(service, "1.00");
+    const sdk = client(service, asker.apiKey);
+    const size = await apiError(() => sdk.images.generate({ model: "aimodel-3-pro-image", prompt: "x", size: "1792x1024" }));
+    assert.ok(size instanceof OpenAI.BadRequestError);
+    const n = await apiError(() => sdk.images.generate({ model: "aimodel-3-pro-image", prompt: "x", n: 5 }));
+    assert.deepEqual([n.status, n.param], [400, "n"]);
+    await assertUntouched(service, asker.apiKey, "1.00");
   });
 
   it("when it lists models, then models.list gives every text model in OpenAI's shape, and models.retrieve one of them", async () => {

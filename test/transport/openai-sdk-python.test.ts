@@ -5,12 +5,13 @@ import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { balanceOf, createCustomer, startTestService, type Customer, type TestService } from "../support/harness.js";
+import { balanceOf, createCustomer, pico, startTestService, type Customer, type TestService } from "../support/harness.js";
 import { openAiBaseUrl, statementCharge, statementCharges } from "../support/openai-helpers.js";
 import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
 import { assertUntouched, FLASH, SPEC_TEXT_MODELS } from "../support/vendor-sdk-helpers.js";
 import { startVendorStub, type VendorStub } from "../support/vendor-stub.js";
 import { REPO_ROOT } from "../support/repo.js";
+import { probePng } from "../support/media-probe.js";
 
 /**
  * OpenAI's official Python SDK (openai, from PyPI), configured with nothing
@@ -98,6 +99,18 @@ describe("when OpenAI's Python SDK is given only this service's OpenAI base URL 
     // Two calls, two entries in the statement: each exactly what its usage says.
     const charges = await statementCharges(service, customer.apiKey, before, 2);
     assert.deepEqual(charges.map(({ charged }) => charged), [chargeOf(second.usage), chargeOf(first.usage)]);
+  });
+
+  it("when it generates an image as b64_json, then a square PNG comes inline, charged the model's per-image price as a job", async () => {
+    const before = await balanceOf(service, customer.apiKey);
+    const { images, error } = await sdk(service, customer.apiKey, "images", "aimodel-3-pro-image", "a lighthouse at dusk");
+    assert.equal(error, undefined, JSON.stringify(error));
+    assert.equal(images.length, 1);
+    assert.equal(images[0].url, null);
+    assert.deepEqual(probePng(Buffer.from(images[0].b64_json, "base64")), { width: 1024, height: 1024 });
+    const { charged, entry } = await statementCharge(service, customer.apiKey, before);
+    assert.equal(charged, pico("0.134"));
+    assert.equal(entry.model, "aimodel-3-pro-image");
   });
 
   it("when it lists models, then models.list gives every text model in OpenAI's shape", async () => {

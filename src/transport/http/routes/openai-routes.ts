@@ -10,6 +10,8 @@ import { openAiErrorBody, replyWithError, routeNotFound, sendError, toHttpError 
 import { parseBody } from "../json-mapping.js";
 import { chatToVendor } from "../openai/chat-request.js";
 import { ChatChunks, chatCompletion, type VendorAnswer } from "../openai/chat-response.js";
+import { imagesToJobs } from "../openai/images-request.js";
+import { makeImages } from "../openai/images.js";
 import { OPENAI_SCHEMAS } from "../schemas/openai.js";
 import { SseAnswer } from "../sse.js";
 import { VENDOR_PREFIX } from "./vendor-routes.js";
@@ -32,6 +34,8 @@ export function openAiRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
     // The key is checked, and the announced size, before the body is read; inline images make it as large as the vendor's.
     const chat = guard({ credential: "api_key", keyFrom: "platform", images: true });
+    // An image generation carries a prompt, never input images: MAX_BODY_BYTES.
+    const images = guard({ credential: "api_key", keyFrom: "platform", images: false });
     app.setErrorHandler(replyWithError);
     app.setNotFoundHandler((request, reply) => sendError(reply, toHttpError(routeNotFound(request))));
 
@@ -59,6 +63,10 @@ export function openAiRoutes(core: CoreClients, guard: BodyGuard) {
       const response = await core.text.generateContent(message, platformCall(request, reply));
       return reply.type("application/json; charset=utf-8").send(chatCompletion(vendorAnswer(response), call.model));
     });
+
+    app.post("/images/generations", { ...images, schema: OPENAI_SCHEMAS.imageGenerations }, async (request, reply) =>
+      makeImages(core, imagesToJobs(request.body), () => platformCall(request, reply)),
+    );
   };
 }
 

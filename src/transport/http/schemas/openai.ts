@@ -172,6 +172,31 @@ const MODEL = {
   required: ["id", "object", "created", "owned_by"],
 } as const;
 
+const IMAGES_BODY = {
+  type: "object",
+  properties: {
+    model: { type: "string", description: 'An image model id, e.g. "aimodel-3-pro-image".' },
+    prompt: { type: "string" },
+    n: nullable("integer", { description: "Images to make, 1 to 4, each a job charged at the model's per-image price." }),
+    size: nullable("string", { description: '"auto", WIDTHxHEIGHT (its aspect ratio; 1K, 2K or 4K by the long side) or an aspect ratio such as "16:9".' }),
+    response_format: nullable("string", { enum: ["url", "b64_json", null], description: "`url` (default): the signed, expiring result link." }),
+  },
+  required: ["model", "prompt"],
+  examples: [{ model: "aimodel-3-pro-image", prompt: "a lighthouse at dusk", size: "1536x1024", response_format: "url" }],
+} as const;
+
+const IMAGES = {
+  type: "object",
+  properties: {
+    created: { type: "integer" },
+    data: {
+      type: "array",
+      items: { type: "object", properties: { url: { type: "string" }, b64_json: { type: "string" } } },
+    },
+  },
+  required: ["created", "data"],
+} as const;
+
 export const OPENAI_SCHEMAS = {
   chatCompletions: openai("createChatCompletion", "Chat completion (OpenAI's API), one answer or a stream", {
     description:
@@ -195,6 +220,11 @@ export const OPENAI_SCHEMAS = {
         },
       },
     },
+  }),
+  imageGenerations: openai("createImage", "Generate images (OpenAI's API): one job per image, charged per image", {
+    description: "Each image is a job of the jobs API (reserved and charged at the model's per-image price, in the statement); the answer waits for them.",
+    body: IMAGES_BODY,
+    response: { 200: IMAGES },
   }),
   listModels: openai("listOpenAiModels", "The text models (OpenAI's list shape)", {
     response: {
