@@ -253,13 +253,15 @@ describe("when OpenAI's JavaScript SDK is given only this service's OpenAI base 
     assert.equal((await statementCharge(service, customer.apiKey, before)).charged, pico(PRO_IMAGE_2K));
   });
 
-  it("when an image's size has a ratio no model offers or n is above 4, then BadRequestError names the parameter, and nothing is held", async () => {
+  it("when an image's size has a ratio no model offers, n is above 4 or the model is a text model, then BadRequestError names the parameter, and nothing is held", async () => {
     const asker = await createCustomer(service, "1.00");
     const sdk = client(service, asker.apiKey);
     const size = await apiError(() => sdk.images.generate({ model: "aimodel-3-pro-image", prompt: "x", size: "1792x1024" }));
     assert.ok(size instanceof OpenAI.BadRequestError);
     const n = await apiError(() => sdk.images.generate({ model: "aimodel-3-pro-image", prompt: "x", n: 5 }));
     assert.deepEqual([n.status, n.param], [400, "n"]);
+    const text = await apiError(() => sdk.images.generate({ model: FLASH.model, prompt: "x" }));
+    assert.deepEqual([text.status, text.param, text.code], [400, "model", "unsupported_model"]);
     await assertUntouched(service, asker.apiKey, "1.00");
   });
 

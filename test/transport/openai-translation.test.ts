@@ -96,6 +96,12 @@ describe("OpenAI's chat request in the vendor's generateContent JSON", () => {
     assert.deepEqual(message.contents[1]!.parts.map((part) => part.data.case), ["functionCall", "functionCall"]);
     assert.equal(Buffer.from(message.contents[1]!.parts[0]!.thoughtSignature).toString(), "sig");
     assert.deepEqual(message.contents[2]!.parts.map((part) => part.data.case), ["functionResponse", "functionResponse"]);
+    // An assistant turn sent back with `content: ""` beside its calls carries the calls alone.
+    const resent = chatToVendor({
+      model: "m",
+      messages: [{ role: "assistant", content: "", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{}" } }] }],
+    });
+    assert.deepEqual(resent.vendorRequest.contents, [{ role: "model", parts: [{ functionCall: { id: "c", name: "f", args: {} } }] }]);
     for (const [choice, mode] of [["none", "NONE"], ["auto", "AUTO"], ["required", "ANY"]] as const) {
       const { vendorRequest } = chatToVendor({ model: "m", messages: [{ role: "user", content: "x" }], tools: [WEATHER], tool_choice: choice });
       assert.deepEqual(vendorRequest.toolConfig, { functionCallingConfig: { mode } });

@@ -149,7 +149,9 @@ function toolChoiceOf(choice: unknown): Json | undefined {
   const modes: Record<string, string> = { none: "NONE", auto: "AUTO", required: "ANY" };
   if (typeof choice === "string" && modes[choice]) return { functionCallingConfig: { mode: modes[choice] } };
   const name = isObject(choice) && choice.type === "function" ? (choice.function as Json | undefined)?.name : undefined;
-  if (typeof name !== "string") throw badParam("tool_choice", 'tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name"}}');
+  if (typeof name !== "string") {
+    throw badParam("tool_choice", 'tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name"}}');
+  }
   return { functionCallingConfig: { mode: "ANY", allowedFunctionNames: [name] } };
 }
 
@@ -172,7 +174,8 @@ function messagesToContents(messages: unknown): { systemInstruction?: Json; cont
         contents.push({ role: "user", parts: userParts(message.content, `${param}.content`) });
         return;
       case "assistant": {
-        const parts = isSet(message.content) ? textParts(message.content, `${param}.content`) : [];
+        // An empty text beside tool calls is no part (SDKs send "" or null there).
+        const parts = isSet(message.content) ? textParts(message.content, `${param}.content`).filter((part) => part.text !== "") : [];
         parts.push(...toolCallParts(message.tool_calls, `${param}.tool_calls`, callNames));
         if (parts.length === 0) throw badParam(`${param}.content`, `${param} has neither content nor tool_calls`);
         contents.push({ role: "model", parts });
@@ -263,7 +266,8 @@ function userParts(content: unknown, param: string): Json[] {
     const inline = DATA_URI.exec(url);
     if (inline) return { inlineData: { mimeType: inline[1]!.toLowerCase(), data: inline[2]! } };
     if (/^https?:/i.test(url)) {
-      throw badParam(`${at}.image_url.url`, `${at}.image_url.url: image links are not fetched on this endpoint; send the image as a data URI (data:image/png;base64,…)`);
+      const why = "image links are not fetched on this endpoint; send the image as a data URI (data:image/png;base64,…)";
+      throw badParam(`${at}.image_url.url`, `${at}.image_url.url: ${why}`);
     }
     throw badParam(`${at}.image_url.url`, `${at}.image_url.url must be a data URI (data:<media type>;base64,<data>)`);
   });

@@ -57,7 +57,8 @@ export function usageOf(answer: VendorAnswer): OpenAiUsage {
   const prompt = usage.promptTokenCount ?? 0;
   const reasoning = usage.thoughtsTokenCount ?? 0;
   const completion = (usage.candidatesTokenCount ?? 0) + reasoning;
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, completion_tokens_details: { reasoning_tokens: reasoning } };
+  const total = prompt + completion;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total, completion_tokens_details: { reasoning_tokens: reasoning } };
 }
 
 /** An id for a call the upstream gave none, unique enough to pair the tool's answer with it. */

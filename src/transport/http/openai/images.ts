@@ -1,7 +1,9 @@
 import type { CallOptions } from "@connectrpc/connect";
 import { JobStatus, type Job } from "../../../../gen/generation/v1/job_pb.js";
+import { ModelKind } from "../../../../gen/generation/v1/model_pb.js";
 import type { CoreClients } from "../../../core/index.js";
 import { GatewayError } from "../gateway-error.js";
+import { badParam } from "./chat-request.js";
 import type { ImagesCall } from "./images-request.js";
 
 /** How long a creation waits for its job before watching it (the jobs API's Prefer: wait bound). */
@@ -45,8 +47,16 @@ async function oneImage(core: CoreClients, call: ImagesCall, options: CallOption
   return { b64_json: (await linkBytes(core, link, options)).toString("base64") };
 }
 
+/** Jobs take text models too: a model the catalog knows as anything but an image model is refused before a job is made. */
+async function requireImageModel(core: CoreClients, model: string, options: CallOptions): Promise<void> {
+  const { models } = await core.generation.listModels({}, options);
+  const known = models.find((entry) => entry.id === model || entry.aliases.includes(model));
+  if (known && known.kind !== ModelKind.IMAGE) throw badParam("model", `${model} is not an image model`, "unsupported_model");
+}
+
 /** The `n` images, made at once; the first failure is the answer (images already made stay charged, as their jobs). */
 export async function makeImages(core: CoreClients, call: ImagesCall, options: () => CallOptions) {
+  await requireImageModel(core, call.model, options());
   const settled = await Promise.allSettled(Array.from({ length: call.n }, () => oneImage(core, call, options())));
   const failed = settled.find((result) => result.status === "rejected");
   if (failed) throw failed.reason;

@@ -16,7 +16,7 @@ export const OPENAI_ERROR = {
       type: "object",
       properties: {
         message: { type: "string" },
-        type: { type: "string", description: "invalid_request_error, authentication_error, insufficient_quota, permission_error, rate_limit_error, …" },
+        type: { type: "string", description: "invalid_request_error, authentication_error, insufficient_quota, permission_error, …" },
         param: { type: ["string", "null"], description: "The parameter at fault, when known." },
         code: { type: ["string", "null"] },
       },
@@ -24,7 +24,9 @@ export const OPENAI_ERROR = {
     },
   },
   required: ["error"],
-  examples: [{ error: { message: "only n = 1 is supported: one choice per request", type: "invalid_request_error", param: "n", code: "unsupported_parameter" } }],
+  examples: [
+    { error: { message: "only n = 1 is supported", type: "invalid_request_error", param: "n", code: "unsupported_parameter" } },
+  ],
 } as const;
 
 const OPENAI_ERRORS = { "4xx": OPENAI_ERROR, "5xx": OPENAI_ERROR } as const;
@@ -35,7 +37,9 @@ const openai = (operationId: string, summary: string, parts: { response: object;
 const nullable = (type: string | string[], extra: object = {}) => ({ type: [...([] as string[]).concat(type), "null"], ...extra });
 
 const CONTENT = {
-  description: "A string, or a list of parts: `{\"type\": \"text\", \"text\"}` and (user messages) `{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:…\"}}`.",
+  description:
+    "A string, or a list of parts: text `{\"type\": \"text\", \"text\"}` and, in user messages, an image as a data URI " +
+    "`{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:…\"}}`.",
   type: ["string", "array", "null"],
 } as const;
 
@@ -81,7 +85,7 @@ const CHAT_BODY = {
     stream_options: nullable("object", { properties: { include_usage: { type: "boolean" } } }),
     n: nullable("integer", { description: "Only 1." }),
     max_tokens: nullable("integer"),
-    max_completion_tokens: nullable("integer", { description: "The output bound that is reserved (thinking included); the model's maximum when unset." }),
+    max_completion_tokens: nullable("integer", { description: "The answer's output allowance, reserved; the model's maximum when unset." }),
     temperature: nullable("number"),
     top_p: nullable("number"),
     stop: { type: ["string", "array", "null"], items: { type: "string" } },
@@ -92,7 +96,9 @@ const CHAT_BODY = {
       description: '`{"type": "json_object"}` or `{"type": "json_schema", "json_schema": {"name", "schema"}}`: a JSON answer.',
       properties: { type: { type: "string", enum: ["text", "json_object", "json_schema"] }, json_schema: { type: "object" } },
     }),
-    reasoning_effort: nullable("string", { enum: ["none", "minimal", "low", "medium", "high", null], description: "Mapped to the vendor's thinkingConfig." }),
+    reasoning_effort: nullable("string", {
+      enum: ["none", "minimal", "low", "medium", "high", null], description: "Mapped to the vendor's thinkingConfig.",
+    }),
     tools: nullable("array", {
       items: {
         type: "object",
@@ -178,7 +184,9 @@ const IMAGES_BODY = {
     model: { type: "string", description: 'An image model id, e.g. "aimodel-3-pro-image".' },
     prompt: { type: "string" },
     n: nullable("integer", { description: "Images to make, 1 to 4, each a job charged at the model's per-image price." }),
-    size: nullable("string", { description: '"auto", WIDTHxHEIGHT (its aspect ratio; 1K, 2K or 4K by the long side) or an aspect ratio such as "16:9".' }),
+    size: nullable("string", {
+      description: '"auto", WIDTHxHEIGHT (its aspect ratio; 1K, 2K or 4K by the long side) or an aspect ratio such as "16:9".',
+    }),
     response_format: nullable("string", { enum: ["url", "b64_json", null], description: "`url` (default): the signed, expiring result link." }),
   },
   required: ["model", "prompt"],
@@ -222,7 +230,8 @@ export const OPENAI_SCHEMAS = {
     },
   }),
   imageGenerations: openai("createImage", "Generate images (OpenAI's API): one job per image, charged per image", {
-    description: "Each image is a job of the jobs API (reserved and charged at the model's per-image price, in the statement); the answer waits for them.",
+    description:
+      "Each image is a job of the jobs API (reserved and charged at the model's per-image price, in the statement); the answer waits for them.",
     body: IMAGES_BODY,
     response: { 200: IMAGES },
   }),
