@@ -125,7 +125,7 @@ export function configFrom(env: Readonly<Record<string, string | undefined>>): C
     maxInputImages: limits.maxInputImages,
     maxInputBytes: limits.maxInputBytes,
     limits,
-    safetyMinimums: e.SAFETY_MIN_THRESHOLDS,
+    safetyMinimums: e.SAFETY_MIN_THRESHOLDS ?? {},
     edge: edgeLimitsOf(e),
     maxQueuedJobsPerAccount: e.MAX_QUEUED_JOBS_PER_ACCOUNT,
     idempotencyTtlMs: e.IDEMPOTENCY_TTL,

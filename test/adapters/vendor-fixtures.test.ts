@@ -9,7 +9,7 @@ import { RoutedVendorProvider } from "../../src/adapters/vendor/routed-vendor-pr
 import { UpstreamError, type UpstreamFailure } from "../../src/adapters/vendor/upstream-error.js";
 import { VendorClient } from "../../src/adapters/vendor/vendor-client.js";
 import {
-  chunkText, interpret, refusalOf, usageOf, videoOf, type VendorOperation, type VendorResponse,
+  answerPartsOf, chunkText, interpret, refusalOf, usageOf, videoOf, type VendorOperation, type VendorResponse,
 } from "../../src/adapters/vendor/vendor-response.js";
 import { findModel } from "../../src/domain/catalog/models.js";
 import { parsePriceTable } from "../../src/domain/pricing/price-table.js";
@@ -31,7 +31,7 @@ const load = async <T = VendorResponse>(name: string): Promise<T> => JSON.parse(
 
 /** Every fixture this file tests; a new fixture without a test here fails the first test. */
 const COVERED = [
-  "blocked-prompt.json", "error-429.json", "image-inline.json", "mixed-text-image.json", "safety-finish.json", "text.json",
+  "blocked-prompt.json", "error-429.json", "function-call-thinking.json", "image-inline.json", "mixed-text-image.json", "safety-finish.json", "text.json",
   "usage-modalities.json", "video-filtered.json", "video-operation-done.json", "video-operation-error.json", "video-operation-pending.json",
 ];
 
@@ -68,6 +68,25 @@ describe("vendor response fixtures through vendor-response.ts", () => {
     assert.equal(chunkText(response), haiku);
   });
 
+  it("function-call-thinking.json: the thought and the signed function call as parts, thoughts as output; not a refusal; no text", async () => {
+    const response = await load("function-call-thinking.json");
+    assert.equal(refusalOf(response), undefined);
+    assert.equal(chunkText(response), "");
+    assert.deepEqual(answerPartsOf(response), [
+      { kind: "text", text: "**Checking the weather**\n\nThe user wants the weather in Paris, so I call get_weather with the city.", thought: true },
+      {
+        kind: "function_call", call: { name: "get_weather", args: { city: "Paris", unit: "celsius" } },
+        thoughtSignature: new Uint8Array(Buffer.from("CiQBcsjafLSsZ2Zp7Vmk2bO3FSEjxHtL0Ypq3YmrhnqQsiGmDm8=", "base64")),
+      },
+    ]);
+    assert.deepEqual(usageOf(response.usageMetadata), { promptTokens: 71, textOutputTokens: 18 + 64, videoOutputTokens: 0, thoughtTokens: 64 });
+    assert.equal(answerPartsOf(await load("text.json")), undefined, "a plain answer is its text");
+    const withId = { candidates: [{ content: { parts: [{ functionCall: { id: "c1", name: "f" } }] }, finishReason: "STOP" }] };
+    assert.deepEqual(answerPartsOf(withId), [{ kind: "function_call", call: { id: "c1", name: "f", args: {} } }]);
+    const filtered = { candidates: [{ content: { parts: [{ functionCall: { name: "f" } }] }, finishReason: "SAFETY" }] };
+    assert.equal(refusalOf(filtered), undefined, "a function call is output: a SAFETY finish after it withholds nothing");
+  });
+
   it("image-inline.json: delivers the final image, not the thought draft, with its caption; thinking counts as output", async () => {
     const response = await load("image-inline.json");
     const parts = response.candidates![0]!.content!.parts!;
@@ -81,7 +100,7 @@ describe("vendor response fixtures through vendor-response.ts", () => {
     assert.deepEqual(Buffer.from(answer.image!.bytes), Buffer.from(final.inlineData!.data!, "base64"));
     assert.deepEqual(probePng(answer.image!.bytes), { width: 4, height: 4 });
     // candidatesTokenCount 1132 + thoughtsTokenCount 214: the vendor bills thinking as output.
-    assert.deepEqual(answer.usage, { promptTokens: 14, textOutputTokens: 1132 + 214, videoOutputTokens: 0 });
+    assert.deepEqual(answer.usage, { promptTokens: 14, textOutputTokens: 1132 + 214, videoOutputTokens: 0, thoughtTokens: 214 });
     assert.equal(chunkText(response), "Here is a watercolor of a lighthouse at dawn.");
   });
 

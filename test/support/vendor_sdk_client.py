@@ -7,7 +7,9 @@ infra/python-sdk.sh makes. The client gets nothing but a base URL and a key:
 
 Usage: vendor_sdk_client.py SCENARIO MODEL [PROMPT]
   with VENDOR_SDK_BASE_URL and VENDOR_SDK_API_KEY in the environment.
-Scenarios: unary, stream, chat, count, list (PROMPT: the page size), get.
+Scenarios: unary, stream, chat, count, list (PROMPT: the page size), get;
+  functions (a function-calling round trip), safety, thinking (a budget, no
+  max_output_tokens), json (a response schema).
 Prints one JSON object on stdout: what the SDK handed back, or
 {"error": {...}} with the SDK's APIError (class, code, status, message).
 """
@@ -28,6 +30,7 @@ def usage_of(response):
         "prompt_token_count": usage.prompt_token_count,
         "candidates_token_count": usage.candidates_token_count,
         "total_token_count": usage.total_token_count,
+        "thoughts_token_count": usage.thoughts_token_count,
     }
 
 
@@ -41,6 +44,46 @@ def answer_of(response):
         "block_reason": feedback.block_reason.value if feedback and feedback.block_reason else None,
         "usage": usage_of(response),
     }
+
+
+WEATHER = types.FunctionDeclaration(
+    name="get_weather",
+    description="The current weather of a city",
+    parameters=types.Schema(
+        type="OBJECT",
+        properties={"city": types.Schema(type="STRING"), "unit": types.Schema(type="STRING", enum=["celsius", "fahrenheit"])},
+        required=["city", "unit"],
+    ),
+)
+
+
+def parts_of(response):
+    content = response.candidates[0].content if response.candidates else None
+    return [
+        {
+            "text": part.text,
+            "thought": bool(part.thought),
+            "function_call": {"id": part.function_call.id, "name": part.function_call.name, "args": part.function_call.args}
+            if part.function_call
+            else None,
+        }
+        for part in (content.parts if content and content.parts else [])
+    ]
+
+
+def functions(client, model, prompt):
+    """Declares a function; answers the model's call with its result; returns both turns."""
+    config = types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=[WEATHER])],
+        tool_config=types.ToolConfig(function_calling_config=types.FunctionCallingConfig(mode="AUTO")),
+    )
+    question = types.Content(role="user", parts=[types.Part(text=prompt)])
+    first = client.models.generate_content(model=model, contents=[question], config=config)
+    call = first.function_calls[0]
+    result = types.Part(function_response=types.FunctionResponse(id=call.id, name=call.name, response={"output": "18 degrees"}))
+    history = [question, first.candidates[0].content, types.Content(role="user", parts=[result])]
+    second = client.models.generate_content(model=model, contents=history, config=config)
+    return {"turns": [{**answer_of(r), "parts": parts_of(r)} for r in (first, second)]}
 
 
 def model_of(model):
@@ -83,6 +126,27 @@ def run(client, scenario, model, prompt):
         return {"pages": pages, "all": every}
     if scenario == "get":
         return model_of(client.models.get(model=model))
+    if scenario == "functions":
+        return functions(client, model, prompt)
+    if scenario == "safety":
+        settings = [
+            types.SafetySetting(category="HARM_CATEGORY_HARASSMENT", threshold="BLOCK_ONLY_HIGH"),
+            types.SafetySetting(category="HARM_CATEGORY_DANGEROUS_CONTENT", threshold="BLOCK_NONE"),
+        ]
+        config = types.GenerateContentConfig(safety_settings=settings)
+        return answer_of(client.models.generate_content(model=model, contents=prompt, config=config))
+    if scenario == "thinking":
+        config = types.GenerateContentConfig(thinking_config=types.ThinkingConfig(thinking_budget=1024, include_thoughts=True))
+        response = client.models.generate_content(model=model, contents=prompt, config=config)
+        return {**answer_of(response), "parts": parts_of(response)}
+    if scenario == "json":
+        schema = types.Schema(
+            type="OBJECT",
+            properties={"name": types.Schema(type="STRING"), "rank": types.Schema(type="INTEGER", minimum=3)},
+            required=["name", "rank"],
+        )
+        config = types.GenerateContentConfig(response_mime_type="application/json", response_schema=schema)
+        return answer_of(client.models.generate_content(model=model, contents=prompt, config=config))
     raise SystemExit(f"unknown scenario {scenario}")
 
 

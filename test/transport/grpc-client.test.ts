@@ -6,7 +6,11 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ErrorDetailSchema, GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
 import { JobStatus } from "../../gen/generation/v1/job_pb.js";
-import { ADMIN_TOKEN, eventually, startTestService, type TestService } from "../support/harness.js";
+import { type FunctionCall, TextService } from "../../gen/generation/v1/text_service_pb.js";
+import { ADMIN_TOKEN, balanceOf, createCustomer, eventually, pico, startTestService, type TestService } from "../support/harness.js";
+import { allEntries } from "../support/ledger-helpers.js";
+import { FLASH } from "../support/vendor-sdk-helpers.js";
+import { tokenCharge } from "../support/vendor-helpers.js";
 import { bearer, errorDetailOf, grpcAddress, loadGrpcPackage, rpcError, unary } from "../support/rpc-helpers.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -183,5 +187,25 @@ describe("core over gRPC with a Connect client (createGrpcTransport)", () => {
     } finally {
       admin.close();
     }
+  });
+
+  it("when TextService is called with function declarations, then the function call and the caller's response travel typed, and both calls are charged their usage", async () => {
+    const client = createClient(TextService, createGrpcTransport({ baseUrl: service.grpcUrl }));
+    const customer = await createCustomer(service, "1.00");
+    const headers = { "x-vendor-api-key": customer.apiKey };
+    const tools = [{ functionDeclarations: [{ name: "find_book", parameters: { type: "OBJECT", properties: { isbn: { type: "STRING" } }, required: ["isbn"] } }] }];
+    const question = { role: "user", parts: [{ data: { case: "text" as const, value: "Find my book [simulate:function]" } }] };
+    const first = await client.generateContent({ model: "aimodel-3.5-flash", contents: [question], tools }, { headers });
+    const part = first.candidates[0]!.content!.parts[0]!;
+    assert.equal(part.data.case, "functionCall");
+    const call = part.data.value as FunctionCall;
+    assert.deepEqual([call.name, call.args], ["find_book", { isbn: "" }]);
+    const response = { role: "user", parts: [{ data: { case: "functionResponse" as const, value: { id: call.id, name: call.name, response: { title: "Dune" } } } }] };
+    const second = await client.generateContent({ model: "aimodel-3.5-flash", contents: [question, first.candidates[0]!.content!, response], tools }, { headers });
+    assert.equal(second.candidates[0]!.content!.parts[0]!.data.case, "text");
+    await eventually(() => balanceOf(service, customer.apiKey), (b) => b.reserved === "0.00", { what: "the holds to end" });
+    const charged = (await allEntries(service, { key: customer.apiKey })).filter((e) => e.type === "charge").reverse().map((e) => -pico(e.amount));
+    const cost = (usage: typeof first.usageMetadata) => tokenCharge(FLASH, usage!.promptTokenCount!, usage!.candidatesTokenCount!);
+    assert.deepEqual(charged, [cost(first.usageMetadata), cost(second.usageMetadata)]);
   });
 });

@@ -5,7 +5,8 @@ import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { balanceOf, createCustomer, startTestService, type Customer, type TestService } from "../support/harness.js";
+import { balanceOf, createCustomer, eventually, pico, startTestService, type Customer, type TestService } from "../support/harness.js";
+import { allEntries } from "../support/ledger-helpers.js";
 import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
 import {
   assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, FLASH, sdkBaseUrl, settledCharge, SPEC_TEXT_MODELS, TEXT_MAX_OUTPUT_TOKENS,
@@ -143,5 +144,71 @@ describe("when the vendor's Python SDK is given only this service's base URL and
   it("when the key is wrong, then the SDK raises ClientError 401 UNAUTHENTICATED", async () => {
     const { error } = await sdk(service, "sk_not-a-key", "unary", FLASH.model, "hello");
     assert.deepEqual([error.class, error.code, error.status], ["ClientError", 401, "UNAUTHENTICATED"]);
+  });
+});
+
+describe("when the vendor's Python SDK uses function calling, safety settings, thinking and JSON answers", { skip }, () => {
+  let service: TestService;
+  before(async () => {
+    service = await startTestService();
+  });
+  after(() => service?.close());
+
+  /** The statement's charges, oldest first, once nothing is held. */
+  async function charges(apiKey: string) {
+    await eventually(() => balanceOf(service, apiKey), (b) => b.reserved === "0.00", { what: "every hold to end" });
+    const entries = (await allEntries(service, { key: apiKey })).filter((e) => e.type === "charge").reverse();
+    return entries.map((e) => ({ amount: -pico(e.amount), prompt: e.prompt_token_count, output: e.candidates_token_count }));
+  }
+  const expected = (usage: { prompt_token_count: number; candidates_token_count: number; thoughts_token_count: number | null }) => {
+    const output = usage.candidates_token_count + (usage.thoughts_token_count ?? 0);
+    return { amount: tokenCharge(FLASH, usage.prompt_token_count, output), prompt: usage.prompt_token_count, output };
+  };
+
+  it("when it declares a function, gets the model's call and sends the function's response, then the final answer comes and both calls are charged exactly", async () => {
+    const customer = await createCustomer(service, "10.00");
+    const result = await sdk(service, customer.apiKey, "functions", FLASH.model, "Weather in Rome? [simulate:function]");
+    assert.equal(result.error, undefined, JSON.stringify(result.error));
+    const [first, second] = result.turns;
+    const call = first.parts[0].function_call;
+    assert.equal(call.name, "get_weather");
+    assert.deepEqual(call.args, { city: "", unit: "celsius" });
+    assert.equal(first.usage.candidates_token_count, tokensOf(JSON.stringify({ id: call.id, name: call.name, args: call.args })));
+    assert.ok(first.usage.prompt_token_count > tokensOf("Weather in Rome? [simulate:function]") + 20, "the declarations are prompt tokens");
+    assert.match(second.text, /^Simulated answer from aimodel-3\.5-flash/);
+    assert.equal(second.parts.every((p: { function_call: unknown }) => p.function_call === null), true);
+    assert.deepEqual(await charges(customer.apiKey), [expected(first.usage), expected(second.usage)]);
+  });
+
+  it("when it sends safety settings, then it is answered and charged by tokens as without them", async () => {
+    const customer = await createCustomer(service, "10.00");
+    const prompt = "Tell me about the sea";
+    const safe = await sdk(service, customer.apiKey, "safety", FLASH.model, prompt);
+    assert.equal(safe.error, undefined, JSON.stringify(safe.error));
+    assert.equal(safe.usage.prompt_token_count, tokensOf(prompt));
+    assert.equal(safe.usage.candidates_token_count, tokensOf(safe.text));
+    assert.deepEqual(await charges(customer.apiKey), [expected(safe.usage)]);
+  });
+
+  it("when it thinks with a budget and no max_output_tokens, then the thought part comes first and its tokens are charged at the output price", async () => {
+    const customer = await createCustomer(service, "10.00");
+    const prompt = "Why do cats purr?";
+    const answer = await sdk(service, customer.apiKey, "thinking", FLASH.model, prompt);
+    assert.equal(answer.error, undefined, JSON.stringify(answer.error));
+    const [thought, ...rest] = answer.parts;
+    assert.equal(thought.thought, true);
+    assert.equal(answer.usage.thoughts_token_count, tokensOf(thought.text));
+    assert.equal(answer.usage.candidates_token_count, tokensOf(rest.map((p: { text: string }) => p.text).join("")));
+    const [charged] = await charges(customer.apiKey);
+    assert.deepEqual(charged, expected(answer.usage));
+    assert.equal(charged!.amount, tokenCharge(FLASH, tokensOf(prompt), answer.usage.candidates_token_count + tokensOf(thought.text)));
+  });
+
+  it("when it asks for JSON with a response schema, then the text is a valid instance, charged exactly", async () => {
+    const customer = await createCustomer(service, "10.00");
+    const answer = await sdk(service, customer.apiKey, "json", FLASH.model, "A lighthouse as JSON");
+    assert.equal(answer.error, undefined, JSON.stringify(answer.error));
+    assert.deepEqual(JSON.parse(answer.text), { name: "", rank: 3 });
+    assert.deepEqual(await charges(customer.apiKey), [expected(answer.usage)]);
   });
 });

@@ -275,7 +275,11 @@ export class RoutedVendorProvider implements GenerationProvider {
         // The vendor's usage is cumulative and wins; before it first reports, the output so far is counted by our rule.
         usage = chunk.usageMetadata
           ? usageOf(chunk.usageMetadata)
-          : { promptTokens: usage?.promptTokens ?? promptTokensOf(request), textOutputTokens: countTokens(textSoFar), videoOutputTokens: usage?.videoOutputTokens ?? 0 };
+          : {
+            promptTokens: usage?.promptTokens ?? promptTokensOf(request),
+            textOutputTokens: countTokens(textSoFar),
+            videoOutputTokens: usage?.videoOutputTokens ?? 0,
+          };
         yield { text, ...(parts ? { parts } : {}), usage, finishReason: chunk.candidates?.[0]?.finishReason };
         next = await opened.stream.next();
       }

@@ -8,7 +8,7 @@ import {
 import { randomUUID } from "node:crypto";
 import { validateTextRequest, type TextPartInput, type TextSpec } from "../../domain/validation/text-request.js";
 import { IMAGE_HEAD_BYTES } from "../../domain/text/media-tokens.js";
-import { promptExtras, upstreamTextBody } from "../../domain/text/upstream-body.js";
+import { requestPromptExtras, upstreamTextBody } from "../../domain/text/upstream-body.js";
 import { promptCount } from "../../domain/text/prompt-count.js";
 import { describeTextModel, findTextModel, MODEL_NAME_PREFIX, textModelPage } from "../../domain/catalog/text-models.js";
 import { DomainError, invalid } from "../../domain/errors/domain-error.js";
@@ -242,8 +242,7 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
 
 /** Prompt tokens of a whole request beyond its contents: its declarations and response schema, as GenerateContent reserves them. */
 function wholeRequestExtras(request: GenerateContentRequest): number {
-  const json = toJson(GenerateContentRequestSchema, request) as { generationConfig?: Record<string, unknown>; tools?: unknown };
-  return promptExtras(json.generationConfig ?? {}, json.tools);
+  return requestPromptExtras(toJson(GenerateContentRequestSchema, request) as Record<string, unknown>);
 }
 
 function textModelMessage(model: Parameters<typeof describeTextModel>[0], deps: CoreDeps) {

@@ -54,6 +54,30 @@ export interface UpstreamTextBody {
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value);
 
+/**
+ * An object of the vendor's with its member names in lowerCamelCase: a field typed as a free JSON object here
+ * (thinkingConfig, tools, toolConfig) arrives as the client wrote it, and the vendor's clients may write
+ * snake_case (its API accepts both). One level only: schemas and arguments inside are the caller's data.
+ */
+export function camelMembers(value: unknown): unknown {
+  if (!isObject(value)) return value;
+  return Object.fromEntries(Object.entries(value).map(([key, member]) => [key.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase()), member]));
+}
+
+/** tools and toolConfig with their own member names (not the schemas' or arguments') in lowerCamelCase. */
+function camelTools(request: Record<string, unknown>): { tools: unknown; toolConfig: unknown } {
+  const tools = Array.isArray(request.tools)
+    ? request.tools.map((tool) => {
+      const named = camelMembers(tool) as Record<string, unknown>;
+      if (!Array.isArray(named?.functionDeclarations)) return named;
+      return { ...named, functionDeclarations: named.functionDeclarations.map(camelMembers) };
+    })
+    : request.tools;
+  const toolConfig = camelMembers(request.toolConfig);
+  const calling = isObject(toolConfig) ? { functionCallingConfig: camelMembers(toolConfig.functionCallingConfig) } : {};
+  return { tools, toolConfig: isObject(toolConfig) && toolConfig.functionCallingConfig !== undefined ? { ...toolConfig, ...calling } : toolConfig };
+}
+
 type ContentJson = { role?: unknown; parts?: Record<string, unknown>[] };
 
 /**
@@ -87,8 +111,9 @@ export function upstreamTextBody(
   });
   const systemInstruction = request.systemInstruction as ContentJson | undefined;
   checkParts(systemInstruction?.parts, "systemInstruction.parts", false);
-  if (request.tools !== undefined) checkTools(request.tools);
-  if (request.toolConfig !== undefined) checkToolConfig(request.toolConfig);
+  const { tools, toolConfig } = camelTools(request);
+  if (tools !== undefined) checkTools(tools);
+  if (toolConfig !== undefined) checkToolConfig(toolConfig);
   const safetySettings = safetySettingsUpstream(request.safetySettings, safetyMinimums);
 
   const config: Record<string, unknown> = { ...(isObject(request.generationConfig) ? request.generationConfig : {}) };
@@ -96,7 +121,7 @@ export function upstreamTextBody(
     if (!GENERATION_CONFIG.has(key)) throw unsupported(`generationConfig.${key}`, "not a priced generation option");
   }
   const forwarded = { ...config };
-  for (const [key, value] of Object.entries({ tools: request.tools, toolConfig: request.toolConfig, safetySettings })) {
+  for (const [key, value] of Object.entries({ tools, toolConfig, safetySettings })) {
     if (value !== undefined) forwarded[key] = value;
   }
   checkForwardedBytes(contents, systemInstruction, forwarded, model, limits);
@@ -107,6 +132,7 @@ export function upstreamTextBody(
       throw unsupported("generationConfig.responseModalities", `${model.id} is billed for ${allowed.join(" and ")} output only (got ${modality})`);
     }
   }
+  if (config.thinkingConfig !== undefined) config.thinkingConfig = camelMembers(config.thinkingConfig);
   const thinkingTokens = config.thinkingConfig === undefined ? 0 : thinkingReserve(config.thinkingConfig, model);
   // The reservation assumed at most this many output tokens (thinking included); the upstream is held to it.
   config.maxOutputTokens = maxOutputTokens + thinkingTokens;
@@ -114,10 +140,15 @@ export function upstreamTextBody(
   const body: Record<string, unknown> = { contents: request.contents ?? [], generationConfig: config };
   // The upstream reads only a system instruction's parts: its role (free text to us) is not forwarded.
   if (systemInstruction !== undefined) body.systemInstruction = { parts: systemInstruction.parts ?? [] };
-  if (request.tools !== undefined) body.tools = request.tools;
-  if (request.toolConfig !== undefined) body.toolConfig = request.toolConfig;
+  if (tools !== undefined) body.tools = tools;
+  if (toolConfig !== undefined) body.toolConfig = toolConfig;
   if (safetySettings !== undefined) body.safetySettings = safetySettings;
-  return { body, extraPromptTokens: promptExtras(config, request.tools), thinkingTokens };
+  return { body, extraPromptTokens: promptExtras(config, tools), thinkingTokens };
+}
+
+/** promptExtras of a whole request in the vendor's JSON (what countTokens counts of a generateContentRequest). */
+export function requestPromptExtras(request: Record<string, unknown>): number {
+  return promptExtras(isObject(request.generationConfig) ? request.generationConfig : {}, camelTools(request).tools);
 }
 
 /** Prompt tokens the upstream counts beyond the contents: a response schema and the function declarations, each as JSON. */

@@ -8,7 +8,7 @@ import { FUNCTION_CALLING_MODES } from "../../../src/domain/text/function-tools.
 import { promptCount } from "../../../src/domain/text/prompt-count.js";
 import { HARM_BLOCK_THRESHOLDS, safetySettingsUpstream } from "../../../src/domain/text/safety.js";
 import { countTokens } from "../../../src/domain/text/tokens.js";
-import { promptExtras, upstreamTextBody } from "../../../src/domain/text/upstream-body.js";
+import { camelMembers, promptExtras, requestPromptExtras, upstreamTextBody } from "../../../src/domain/text/upstream-body.js";
 import { DEFAULT_LIMITS } from "../../../src/domain/validation/limits.js";
 
 const TEXT = findModel("aimodel-3.5-flash")!;
@@ -45,6 +45,37 @@ describe("function calling in the upstream text body", () => {
     assert.equal(promptExtras({}, "tools"), 0);
   });
 
+  it("when tools, toolConfig or thinkingConfig come in snake_case (as the vendor's Python SDK writes some), then they are read and forwarded in camelCase", () => {
+    const snake = {
+      contents,
+      tools: [{ function_declarations: [{ name: "f", parameters_json_schema: { type: "object", properties: { a_b: {} } } }] }, { functionDeclarations: [] }],
+      toolConfig: { function_calling_config: { mode: "ANY", allowed_function_names: ["f"] } },
+      generationConfig: { thinkingConfig: { thinking_budget: 7, include_thoughts: true } },
+    };
+    const built = body(snake);
+    assert.deepEqual(built.body.tools, [
+      { functionDeclarations: [{ name: "f", parametersJsonSchema: { type: "object", properties: { a_b: {} } } }] }, { functionDeclarations: [] },
+    ]);
+    assert.deepEqual(built.body.toolConfig, { functionCallingConfig: { mode: "ANY", allowedFunctionNames: ["f"] } });
+    assert.deepEqual((built.body.generationConfig as Record<string, unknown>).thinkingConfig, { thinkingBudget: 7, includeThoughts: true });
+    assert.equal(built.thinkingTokens, 7);
+    assert.equal(built.extraPromptTokens, requestPromptExtras(snake));
+    assert.equal(requestPromptExtras(snake), countTokens(JSON.stringify(built.body.tools)));
+    assert.equal(requestPromptExtras({ generationConfig: { responseSchema: { type: "string" } } }), 5);
+    assert.equal(requestPromptExtras({ generationConfig: "x" }), 0);
+    assert.equal(refused(() => body({ contents, tools: [{ google_search: {} }] })).split(" | ")[1], "tools[0].googleSearch");
+    assert.equal(refused(() => body({ contents, tools: ["x"] })).split(" | ")[1], "tools[0]");
+    assert.equal(refused(() => body({ contents, toolConfig: { mode: "x" } })).split(" | ")[1], "toolConfig.mode");
+    assert.equal(refused(() => body({ contents, toolConfig: { function_calling_config: null } })).split(" | ")[1], "toolConfig.functionCallingConfig");
+    assert.equal(refused(() => body({ contents, toolConfig: { other_thing: 1 } })).split(" | ")[1], "toolConfig.otherThing");
+  });
+
+  it("when a value is not an object, then camelMembers leaves it as it is; an object's own members only are renamed", () => {
+    for (const value of [null, [], "a_b", 3]) assert.deepEqual(camelMembers(value), value);
+    assert.deepEqual(camelMembers({ a_b: { c_d: 1 }, e: 2, f_g_h: 3 }), { aB: { c_d: 1 }, e: 2, fGH: 3 });
+    assert.equal(refused(() => body({ contents, toolConfig: { retrieval_config: {} } })).split(" | ")[1], "toolConfig.retrievalConfig");
+  });
+
   it("when a conversation replays a function call and its response, then the parts pass, role function included", () => {
     const replay = [
       ...contents,
@@ -69,12 +100,19 @@ describe("function calling in the upstream text body", () => {
 
   it("when tools or declarations are malformed, then they are refused naming the field", () => {
     const field = (request: Record<string, unknown>) => refused(() => body({ contents, ...request })).split(" | ").slice(0, 2).join(" | ");
+    const why = (request: Record<string, unknown>) => refused(() => body({ contents, ...request })).split(": ").slice(1).join(": ");
     assert.equal(field({ tools: {} }), "unsupported_field | tools");
+    assert.equal(why({ tools: {} }), "expected a list of tools");
     assert.equal(field({ tools: ["x"] }), "unsupported_field | tools[0]");
+    assert.equal(why({ tools: ["x"] }), "expected a tool object");
     assert.equal(field({ tools: [{ functionDeclarations: {} }] }), "unsupported_field | tools[0].functionDeclarations");
+    assert.equal(why({ tools: [{ functionDeclarations: {} }] }), "expected a list of function declarations");
     assert.equal(field({ tools: [{ functionDeclarations: [null] }] }), "unsupported_field | tools[0].functionDeclarations[0]");
+    assert.equal(why({ tools: [{ functionDeclarations: [null] }] }), "expected a function declaration");
     assert.equal(field({ tools: [{ functionDeclarations: [{ ...weather, strict: true }] }] }), "unsupported_field | tools[0].functionDeclarations[0].strict");
+    assert.equal(why({ tools: [{ functionDeclarations: [{ ...weather, strict: true }] }] }), "not a function declaration's field");
     assert.equal(field({ tools: [{ functionDeclarations: [{ description: "no name" }] }] }), "unsupported_field | tools[0].functionDeclarations[0].name");
+    assert.equal(why({ tools: [{ functionDeclarations: [{ description: "no name" }] }] }), "a declaration needs a name");
     assert.equal(field({ tools: [{ functionDeclarations: [{ name: "" }] }] }), "unsupported_field | tools[0].functionDeclarations[0].name");
     const every = { name: "f", description: "d", parameters: {}, parametersJsonSchema: {}, response: {}, responseJsonSchema: {}, behavior: "BLOCKING" };
     assert.equal(field({ tools: [{ functionDeclarations: [every] }] }), "accepted");
@@ -82,6 +120,12 @@ describe("function calling in the upstream text body", () => {
 
   it("when the tool config is malformed or asks for more than function calling, then it is refused naming the field", () => {
     const field = (toolConfig: unknown) => refused(() => body({ contents, tools, toolConfig })).split(" | ").slice(0, 2).join(" | ");
+    const why = (toolConfig: unknown) => refused(() => body({ contents, tools, toolConfig })).split(": ").slice(1).join(": ");
+    assert.deepEqual([[], { retrievalConfig: {} }, { functionCallingConfig: 1 }, { functionCallingConfig: { other: 1 } }].map(why), [
+      "expected an object", "only functionCallingConfig is offered", "expected an object", "not a function-calling option",
+    ]);
+    assert.equal(why({ functionCallingConfig: { mode: "X" } }), "expected one of MODE_UNSPECIFIED, AUTO, ANY, NONE, VALIDATED");
+    assert.equal(why({ functionCallingConfig: { allowedFunctionNames: 1 } }), "expected a list of function names");
     assert.equal(field([]), "unsupported_field | toolConfig");
     assert.equal(field({ retrievalConfig: {} }), "unsupported_field | toolConfig.retrievalConfig");
     assert.equal(field({ functionCallingConfig: "ANY" }), "unsupported_field | toolConfig.functionCallingConfig");
@@ -140,6 +184,11 @@ describe("safety settings", () => {
 
   it("when a setting is malformed, then it is refused naming it", () => {
     const field = (safetySettings: unknown) => refused(() => body({ contents, safetySettings })).split(" | ").slice(0, 2).join(" | ");
+    const why = (safetySettings: unknown) => refused(() => body({ contents, safetySettings })).split(": ").slice(1).join(": ");
+    assert.deepEqual([{}, [null], [{ threshold: "OFF" }], [{ category: "C", threshold: "OFF", x: 1 }]].map(why), [
+      "expected a list of {category, threshold}", "expected {category, threshold}", "expected a harm category", "not a safety setting's field",
+    ]);
+    assert.equal(why([harassment("X")]), `expected one of ${HARM_BLOCK_THRESHOLDS.join(", ")}`);
     assert.equal(field({}), "unsupported_field | safetySettings");
     assert.equal(field([null]), "unsupported_field | safetySettings[0]");
     assert.equal(field([[]]), "unsupported_field | safetySettings[0]");

@@ -145,7 +145,9 @@ async function generate(deps: CoreDeps, job: Job, signal: AbortSignal, progress:
   };
   for await (const chunk of deps.provider.streamText(request, signal)) {
     text += chunk.text;
-    usage = chunk.usage;
+    // A job records the three counts it is charged by (thinking is within textOutputTokens).
+    const { promptTokens, textOutputTokens, videoOutputTokens } = chunk.usage;
+    usage = { promptTokens, textOutputTokens, videoOutputTokens };
     progress.usage = usage;
   }
   // Refusals (blocked prompt, withheld output) are the provider's to recognise: it throws them for both surfaces alike.
