@@ -66,6 +66,10 @@ JOB_CREATING = {
     "urlGenerations_aimodel_3_pro_image",
 }
 TEXT_CALLS = {"generateContent", "streamGenerateContent"}
+# The OpenAI-compatible surface's text call: its usage is OpenAI's, journaled as the vendor's usageMetadata.
+OPENAI_CHAT = "createChatCompletion"
+# The OpenAI-compatible surface's images: one job per image, its ids not in the answer (the newest jobs are they).
+OPENAI_IMAGES = "createImage"
 PAUSES = {"setProjectPaused", "setModelPaused", "setRoutePaused"}
 
 _session = requests.Session()
@@ -222,6 +226,31 @@ def _record_success(case: Any, response: Any) -> None:
         if isinstance(image_config, dict) and isinstance(image_config.get("imageSize"), str):
             entry["image_size"] = image_config["imageSize"]
         _journal(entry)
+    elif operation == OPENAI_IMAGES and response.status_code == 200 and isinstance(body, dict):
+        made = len(body["data"])
+        for job in _get(f"/api/v1/jobs?limit={made}", API_KEY).json()["jobs"][:made]:
+            _journal({"kind": "job", "job_id": job["job_id"]})
+    elif operation == OPENAI_CHAT and response.status_code == 200:
+        model = str(case.body["model"]).removeprefix("models/")
+        _journal({"kind": "text_call", "model": model, "chunks": [{"usageMetadata": _openai_usage(response, body)}]})
+
+
+def _openai_usage(response: Any, body: Any) -> dict[str, int]:
+    """A chat completion's usage as the vendor's usageMetadata. A stream without include_usage tells its client
+    none: then the token counts of the statement's newest entry (its charge, or a release) stand in."""
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if usage is None:
+        text = response.content.decode("utf-8", errors="replace")
+        events = [line[len("data:"):].strip() for line in text.splitlines() if line.startswith("data:")]
+        usages = [json.loads(e)["usage"] for e in events if e != "[DONE]" and json.loads(e).get("usage")]
+        usage = usages[-1] if usages else None
+    if usage is None:
+        _wait_until_quiet(None)
+        entry = _get("/api/v1/ledger?limit=1", API_KEY).json()["entries"][0]
+        if entry["type"] != "charge":
+            return {"promptTokenCount": 0, "candidatesTokenCount": 0}
+        return {"promptTokenCount": entry["prompt_token_count"], "candidatesTokenCount": entry["candidates_token_count"]}
+    return {"promptTokenCount": usage["prompt_tokens"], "candidatesTokenCount": usage["completion_tokens"]}
 
 
 def _chunks(response: Any, body: Any) -> list[Any]:

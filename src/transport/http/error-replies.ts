@@ -12,6 +12,8 @@ export interface HttpError {
   readonly message: string;
   readonly code: Code;
   readonly retryAfterSeconds?: number;
+  /** The request parameter at fault, when the gateway knows it. */
+  readonly param?: string;
 }
 
 /** REST's status of an error of `code` with `reason` (undefined: the error carries no ErrorDetail). */
@@ -35,8 +37,10 @@ export function httpErrorOf(error: unknown): HttpError {
   };
 }
 
-/** Everything under /api/aimodel answers in the vendor's error shape; everything else in the platform's. */
+/** Everything under /api/aimodel answers in the vendor's error shape (but its OpenAI surface); everything else in the platform's. */
 const isVendorPath = (url: string) => /^\/api\/aimodel(?:[/?]|$)/.test(url);
+/** OpenAI's surface, where the vendor serves its own: under the vendor's prefix. */
+const isOpenAiPath = (url: string) => /^\/api\/aimodel\/v1beta\/openai(?:[/?]|$)/.test(url);
 
 /** "1 MiB", "273.4 MiB", "1000 bytes": how messages name a size limit. */
 export function sizeText(bytes: number): string {
@@ -102,8 +106,8 @@ const CODE_BY_STATUS: Readonly<Record<number, Code>> = {
 export function toHttpError(error: unknown, bodyLimit?: number): HttpError {
   const refusal = error instanceof GatewayError ? error : fastifyRefusal(error as FastifyError, bodyLimit);
   if (!refusal) return httpErrorOf(error);
-  const { status, reason, message, retryAfterSeconds } = refusal;
-  return { status, reason, message, code: CODE_BY_STATUS[status] ?? (status < 500 ? Code.InvalidArgument : Code.Unknown), retryAfterSeconds };
+  const { status, reason, message, retryAfterSeconds, param } = refusal;
+  return { status, reason, message, code: CODE_BY_STATUS[status] ?? (status < 500 ? Code.InvalidArgument : Code.Unknown), retryAfterSeconds, param };
 }
 
 /** Refusals of HTTP itself (408 late; 413, 414, 415, 431 unreadable): the vendor's front end answers them with HTTP's status. */
@@ -135,8 +139,21 @@ export function vendorErrorBody(error: HttpError, path: string) {
   return { status, body: { error: { code: status, message: error.message, status: canonical, details: [info] } } };
 }
 
+/** OpenAI's `type` of each status it documents; any other 4xx is invalid_request_error, a 5xx server_error. */
+const OPENAI_TYPES: Readonly<Record<number, string>> = {
+  401: "authentication_error", 402: "insufficient_quota", 403: "permission_error", 409: "conflict_error", 429: "rate_limit_error",
+};
+
+/** OpenAI's {"error": {"message", "type", "param", "code"}}: REST's status, but validation is OpenAI's 400 and an unknown model its 404. */
+export function openAiErrorBody(error: HttpError) {
+  const status = error.reason === "unknown_model" ? 404 : error.status === 422 ? 400 : error.status;
+  const type = OPENAI_TYPES[status] ?? (status >= 500 ? "server_error" : "invalid_request_error");
+  return { status, body: { error: { message: error.message, type, param: error.param ?? null, code: error.reason } } };
+}
+
 /** The error in the shape of the surface `path` belongs to; `/api/v1`, `/admin/v1`, `/files`: {"error": {"code": "<snake_case>", "message"}}. */
 function errorBody(path: string, error: HttpError) {
+  if (isOpenAiPath(path)) return openAiErrorBody(error);
   if (isVendorPath(path)) return vendorErrorBody(error, path);
   return { status: error.status, body: { error: { code: error.reason, message: error.message } } };
 }

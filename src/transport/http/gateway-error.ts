@@ -6,6 +6,8 @@ export class GatewayError extends Error {
     message: string,
     /** Sent as Retry-After when set (429, 503). */
     readonly retryAfterSeconds?: number,
+    /** The request parameter at fault, where the surface's error names one (OpenAI's `param`). */
+    readonly param?: string,
   ) {
     super(message);
   }

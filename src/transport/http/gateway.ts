@@ -28,6 +28,7 @@ import { jobsRoutes } from "./routes/jobs-routes.js";
 import { moneyRoutes } from "./routes/money-routes.js";
 import { panelRoutes } from "./routes/panel-routes.js";
 import { VENDOR_PREFIXES, vendorRoutes } from "./routes/vendor-routes.js";
+import { OPENAI_PREFIX, openAiRoutes } from "./routes/openai-routes.js";
 
 export interface GatewayOptions {
   /** The process's one logger (pino); Fastify's request lines go through it, with `request_id`. */
@@ -158,6 +159,7 @@ export async function buildGateway(core: CoreClients, options: GatewayOptions): 
   await app.register(fileRoutes(core));
   await app.register(panelRoutes(core, { distDir: options.panelDir, httpsOrigin: options.publicBaseUrl?.startsWith("https://") ?? false }));
   for (const prefix of VENDOR_PREFIXES) await app.register(vendorRoutes(core, guard), { prefix });
+  await app.register(openAiRoutes(core, guard), { prefix: OPENAI_PREFIX });
   return app;
 }
 

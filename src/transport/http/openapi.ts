@@ -15,15 +15,17 @@ const DESCRIPTION = `One API key and one prepaid balance for image, text and vid
 
 - **/api/v1**: the jobs API. Create a job (202, money reserved), poll it until \`done\` or \`failed\` (or receive the signed webhook), download the result from its signed link.
 - **/api/aimodel/v1beta**: the vendor's wire format (JSON and Server-Sent Events), so the vendor's SDKs work unchanged; the same routes answer under **/api/aimodel/v1**.
+- **/api/aimodel/v1beta/openai**: OpenAI's chat completions, image generation and models API (Authorization: Bearer <API_KEY>), so OpenAI's SDKs work with this base URL.
 - **/admin/v1**: the operator's API (accounts, credits, keys, prices, pauses), with ADMIN_TOKEN.
 - The same operations are gRPC, Connect and gRPC-Web RPCs (proto/generation/v1); the core port serves gRPC reflection.
 
-Money is always a decimal string in US dollars, never a JSON number. Errors are \`{"error": {"code", "message"}}\` everywhere except /api/aimodel, which answers in the vendor's error shape.`;
+Money is always a decimal string in US dollars, never a JSON number. Errors are \`{"error": {"code", "message"}}\` everywhere except /api/aimodel, which answers in the vendor's error shape (OpenAI's under /api/aimodel/v1beta/openai).`;
 
 const TAGS = [
   { name: "jobs", description: "Asynchronous jobs, the balance and the model catalog (Authorization: Bearer <API_KEY>)." },
   { name: "deprecated aliases", description: "Older routes whose prefix fixes the model; answered with Deprecation: true." },
   { name: "vendor wire format", description: "The vendor's generateContent API (x-vendor-api-key, x-goog-api-key or ?key=). Also under /api/aimodel/v1." },
+  { name: "OpenAI-compatible", description: "OpenAI's chat completions, image generation and models API on the same key and balance (Authorization: Bearer <API_KEY>)." },
   { name: "admin", description: "The operator's API (Authorization: Bearer <ADMIN_TOKEN>)." },
   { name: "files", description: "Results behind signed, expiring links." },
   { name: "health", description: "Probes for load balancers and orchestrators." },

@@ -1,0 +1,64 @@
+import type { CallOptions } from "@connectrpc/connect";
+import { JobStatus, type Job } from "../../../../gen/generation/v1/job_pb.js";
+import { ModelKind } from "../../../../gen/generation/v1/model_pb.js";
+import type { CoreClients } from "../../../core/index.js";
+import { GatewayError } from "../gateway-error.js";
+import { badParam } from "./chat-request.js";
+import type { ImagesCall } from "./images-request.js";
+
+/** How long a creation waits for its job before watching it (the jobs API's Prefer: wait bound). */
+const WAIT_SECONDS = 60;
+
+/** Failures of a job that are the prompt's, answered 400 as OpenAI answers a refused prompt; any other is the provider's. */
+const PROMPT_FAILURES = new Set(["prompt_blocked", "output_blocked"]);
+
+const TERMINAL = new Set([JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELED]);
+
+/** The job once it ended: as the creation answered it, or from its event stream. */
+async function finishedJob(core: CoreClients, jobId: string, options: CallOptions): Promise<Job> {
+  for await (const event of core.generation.watchJob({ jobId }, options)) {
+    if (event.job && TERMINAL.has(event.job.status)) return event.job;
+  }
+  throw new GatewayError(502, "generation_failed", `job ${jobId} ended without a result`);
+}
+
+/** A result link's bytes, read through the file service with the link's own signature. */
+async function linkBytes(core: CoreClients, link: string, options: CallOptions): Promise<Buffer> {
+  const url = new URL(link, "http://result.invalid");
+  const key = decodeURIComponent(url.pathname.replace(/^\/files\//, ""));
+  const chunks: Uint8Array[] = [];
+  const request = { key, expires: BigInt(url.searchParams.get("expires") ?? "0"), signature: url.searchParams.get("signature") ?? "" };
+  for await (const chunk of core.files.readFile(request, options)) chunks.push(chunk.data);
+  return Buffer.concat(chunks);
+}
+
+/** One image: one job of the jobs API (reserved and charged at the model's per-image price), answered as OpenAI's image. */
+async function oneImage(core: CoreClients, call: ImagesCall, options: CallOptions): Promise<{ url: string } | { b64_json: string }> {
+  const { model, prompt, aspectRatio, resolution } = call;
+  const created = await core.generation.createGeneration({ model, prompt, aspectRatio, resolution, waitSeconds: WAIT_SECONDS }, options);
+  const job = created.job && TERMINAL.has(created.job.status) ? created.job : await finishedJob(core, created.jobId, options);
+  const link = job.result?.imageUrl;
+  if (job.status !== JobStatus.DONE || !link) {
+    const reason = job.error ?? "generation_failed";
+    const message = `job ${job.jobId}: ${job.errorMessage ?? "the image could not be made"}`;
+    throw new GatewayError(PROMPT_FAILURES.has(reason) ? 400 : 502, reason, message, undefined, PROMPT_FAILURES.has(reason) ? "prompt" : undefined);
+  }
+  if (call.responseFormat === "url") return { url: link };
+  return { b64_json: (await linkBytes(core, link, options)).toString("base64") };
+}
+
+/** Jobs take text models too: a model the catalog knows as anything but an image model is refused before a job is made. */
+async function requireImageModel(core: CoreClients, model: string, options: CallOptions): Promise<void> {
+  const { models } = await core.generation.listModels({}, options);
+  const known = models.find((entry) => entry.id === model || entry.aliases.includes(model));
+  if (known && known.kind !== ModelKind.IMAGE) throw badParam("model", `${model} is not an image model`, "unsupported_model");
+}
+
+/** The `n` images, made at once; the first failure is the answer (images already made stay charged, as their jobs). */
+export async function makeImages(core: CoreClients, call: ImagesCall, options: () => CallOptions) {
+  await requireImageModel(core, call.model, options());
+  const settled = await Promise.allSettled(Array.from({ length: call.n }, () => oneImage(core, call, options())));
+  const failed = settled.find((result) => result.status === "rejected");
+  if (failed) throw failed.reason;
+  return { created: Math.floor(Date.now() / 1000), data: settled.map((result) => (result as PromiseFulfilledResult<object>).value) };
+}
