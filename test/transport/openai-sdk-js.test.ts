@@ -143,6 +143,18 @@ describe("when OpenAI's JavaScript SDK is given only this service's OpenAI base 
     await assertUntouched(service, asker.apiKey, "1.00");
   });
 
+  it("when a chat completion names an image model, then the SDK raises BadRequestError with param model, unary and streamed, and nothing is made or held", async () => {
+    const asker = await createCustomer(service, "1.00");
+    const messages = [{ role: "user" as const, content: "a lighthouse" }];
+    for (const stream of [false, true]) {
+      const error = await apiError(() => client(service, asker.apiKey).chat.completions.create({ model: "aimodel-3-pro-image", messages, stream }));
+      assert.ok(error instanceof OpenAI.BadRequestError);
+      assert.deepEqual([error.param, error.code], ["model", "unsupported_model"]);
+      assert.match(error.message, /images\/generations/);
+    }
+    await assertUntouched(service, asker.apiKey, "1.00");
+  });
+
   const WEATHER: OpenAI.ChatCompletionTool = {
     type: "function",
     function: {

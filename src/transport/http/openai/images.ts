@@ -47,11 +47,23 @@ async function oneImage(core: CoreClients, call: ImagesCall, options: CallOption
   return { b64_json: (await linkBytes(core, link, options)).toString("base64") };
 }
 
-/** Jobs take text models too: a model the catalog knows as anything but an image model is refused before a job is made. */
-async function requireImageModel(core: CoreClients, model: string, options: CallOptions): Promise<void> {
+/** Whether the catalog knows `model` as an image model (undefined: unknown here, the core's call refuses it). */
+async function isImageModel(core: CoreClients, model: string, options: CallOptions): Promise<boolean | undefined> {
   const { models } = await core.generation.listModels({}, options);
   const known = models.find((entry) => entry.id === model || entry.aliases.includes(model));
-  if (known && known.kind !== ModelKind.IMAGE) throw badParam("model", `${model} is not an image model`, "unsupported_model");
+  return known && known.kind === ModelKind.IMAGE;
+}
+
+/** Jobs take text models too: a model the catalog knows as anything but an image model is refused before a job is made. */
+async function requireImageModel(core: CoreClients, model: string, options: CallOptions): Promise<void> {
+  if ((await isImageModel(core, model, options)) === false) throw badParam("model", `${model} is not an image model`, "unsupported_model");
+}
+
+/** Chat answers text only, so an image model (whose generateContent makes a charged image) is refused before anything is held. */
+export async function refuseImageModel(core: CoreClients, model: string, options: CallOptions): Promise<void> {
+  if (await isImageModel(core, model, options)) {
+    throw badParam("model", `${model} is an image model: make images with images/generations`, "unsupported_model");
+  }
 }
 
 /** The `n` images, made at once; the first failure is the answer (images already made stay charged, as their jobs). */

@@ -11,7 +11,7 @@ import { parseBody } from "../json-mapping.js";
 import { chatToVendor } from "../openai/chat-request.js";
 import { ChatChunks, chatCompletion, type VendorAnswer } from "../openai/chat-response.js";
 import { imagesToJobs } from "../openai/images-request.js";
-import { makeImages } from "../openai/images.js";
+import { makeImages, refuseImageModel } from "../openai/images.js";
 import { OPENAI_SCHEMAS } from "../schemas/openai.js";
 import { SseAnswer } from "../sse.js";
 import { VENDOR_PREFIX } from "./vendor-routes.js";
@@ -59,6 +59,7 @@ export function openAiRoutes(core: CoreClients, guard: BodyGuard) {
       const call = chatToVendor(request.body);
       const message = parseBody(GenerateContentRequestSchema, call.vendorRequest);
       message.model = call.model;
+      await refuseImageModel(core, call.model, platformCall(request, reply));
       if (call.stream) return streamChat(core, message, call.includeUsage, request, reply);
       const response = await core.text.generateContent(message, platformCall(request, reply));
       return reply.type("application/json; charset=utf-8").send(chatCompletion(vendorAnswer(response), call.model));
