@@ -115,7 +115,8 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
   const admin = kafka.admin({ retry: retryOf(timing) });
   const producer = createProducer(kafka);
   const bus: KafkaBusContext = {
-    kafka, producer, prefix, logger: options.logger, timing, tiers, delayTopics, consumers: new Set(), resumeTimers: new Set(), state: { closed: false },
+    kafka, producer, prefix, logger: options.logger, timing, tiers, delayTopics,
+    consumers: new Set(), resumeTimers: new Set(), state: { closed: false },
   };
   try {
     await connect(admin, producer, topics, partitions, delayTopics, options.logger);
