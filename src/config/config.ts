@@ -138,7 +138,10 @@ export function configFrom(env: Readonly<Record<string, string | undefined>>): C
     retryAfterSeconds: e.RETRY_AFTER_SECONDS,
     roles: e.ROLE,
     cassandra: cassandraOf(e),
-    kafka: e.KAFKA_BROKERS.length ? { brokers: e.KAFKA_BROKERS, topicPrefix: e.KAFKA_TOPIC_PREFIX, partitions: e.KAFKA_PARTITIONS } : undefined,
+    kafka: e.KAFKA_BROKERS.length ? {
+      brokers: e.KAFKA_BROKERS, topicPrefix: e.KAFKA_TOPIC_PREFIX, partitions: e.KAFKA_PARTITIONS,
+      sessionTimeoutMs: e.KAFKA_SESSION_TIMEOUT, retries: e.KAFKA_RETRIES,
+    } : undefined,
     worker: {
       workerId,
       leaseMs: e.JOB_LEASE,

@@ -145,6 +145,22 @@ export const VARIABLES = {
   KAFKA_BROKERS: names("e.g. `127.0.0.1:9092`. When set, job lifecycle events travel over Kafka."),
   KAFKA_TOPIC_PREFIX: text("", "Prefix of every topic and consumer group (several deployments on one cluster).", "empty"),
   KAFKA_PARTITIONS: int(6, "Partitions of the main topics, created at start.", 1),
+  KAFKA_SESSION_TIMEOUT: time(
+    "10s",
+    "A consumer group member (a process's consumer of one topic) not heard from this long is dropped and its partitions go to the " +
+      "other members: how soon a killed process's work moves on, and, after a Kafka outage, how long the groups wait for the " +
+      "members the broker remembers from before it. Members heartbeat every second; a shorter timeout drops a process whose event " +
+      "loop stalls that long. The broker refuses one outside its `group.min.session.timeout.ms` (default 6 s) and " +
+      "`group.max.session.timeout.ms`.",
+    3000,
+  ),
+  KAFKA_RETRIES: int(
+    12,
+    "Retries of one Kafka client operation (connect, join, fetch, create topics) before it fails, 200 ms apart and then twice as " +
+      "long each time up to 5 s: 12 keep trying for about 40 s. A consumer whose operation fails is started again, so a smaller " +
+      "number restarts consumers sooner and more often during an outage or a leader election.",
+    1,
+  ),
   WORKER_ID: maybeText("Name of this worker in job leases.", "`host-pid-random`"),
   JOB_LEASE: time("30s", "A processing job's lease; renewed every third of it. A dead worker's job is taken over after it runs out."),
   WORKER_CONCURRENCY: int(8, "Jobs one worker process generates at once.", 1),

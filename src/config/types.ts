@@ -146,6 +146,10 @@ export interface KafkaConfig {
   readonly brokers: readonly string[];
   readonly topicPrefix: string;
   readonly partitions: number;
+  /** KAFKA_SESSION_TIMEOUT: every consumer group member's session timeout. */
+  readonly sessionTimeoutMs: number;
+  /** KAFKA_RETRIES: retries of one client operation before it fails. */
+  readonly retries: number;
 }
 
 

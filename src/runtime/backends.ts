@@ -144,6 +144,7 @@ async function openKafka(config: ServiceSettings, obs: Observability, persist: P
       ].filter((ms) => ms > 0))],
       redeliveryDelayMs: REDELIVERY_DELAY_MS,
       publishTimeoutMs: config.publishTimeoutMs,
+      timing: { sessionTimeoutMs: kafka.sessionTimeoutMs, retries: kafka.retries },
       onHandlerError: (topic, error) => failureLog(obs.logger)(`handler of ${topic} failed`, error),
       logger: obs.logger.child({ component: "kafka" }),
       telemetry: obs.metrics,
@@ -162,6 +163,7 @@ async function openKafkaFeed(config: ServiceSettings, obs: Observability, persis
       topicPrefix: kafka.topicPrefix,
       partitions: kafka.partitions,
       publishTimeoutMs: config.publishTimeoutMs,
+      timing: { sessionTimeoutMs: kafka.sessionTimeoutMs, retries: kafka.retries },
       logger: obs.logger.child({ component: "kafka" }),
     }),
   );

@@ -67,7 +67,7 @@ describe("config: one schema gives the defaults", () => {
     const c = configFrom({
       AUTH_FAILURE_WINDOW: "10m", MAX_INPUT_BYTES: "1GiB", MAX_BODY_BYTES: "4096B", LARGE_UPLOAD_BYTES: "64KiB", ALLOW_PRIVATE_URLS: "1",
       EMBEDDED_STORE: "MEMORY", HTTP_HEADERS_TIMEOUT: "1ms", WEBHOOK_RETRY_SCHEDULE: "1s, 2m", PUBLIC_BASE_URL: "https://x.example//",
-      KAFKA_BROKERS: " a:1 ,, b:2", CASSANDRA_CONTACT_POINTS: "c:1", JOB_RETENTION: "1s",
+      KAFKA_BROKERS: " a:1 ,, b:2", CASSANDRA_CONTACT_POINTS: "c:1", JOB_RETENTION: "1s", KAFKA_SESSION_TIMEOUT: "6s", KAFKA_RETRIES: "5",
     });
     assert.equal(c.authFailures.windowMs, 600_000);
     assert.equal(c.maxInputBytes, 1024 * MIB);
@@ -79,7 +79,15 @@ describe("config: one schema gives the defaults", () => {
     assert.deepEqual(c.webhookRetryScheduleMs, [1000, 120_000]);
     assert.equal(c.publicBaseUrl, "https://x.example");
     assert.deepEqual(c.kafka?.brokers, ["a:1", "b:2"]);
+    assert.deepEqual([c.kafka?.sessionTimeoutMs, c.kafka?.retries], [6000, 5]);
     assert.equal(c.jobRetentionMs, 1000);
+  });
+
+  it("when only KAFKA_BROKERS is set, then the Kafka clients keep a 10 s session and 12 retries, and a session under 3 s is raised", () => {
+    const kafka = configFrom({ KAFKA_BROKERS: "a:1" }).kafka;
+    assert.deepEqual([kafka?.sessionTimeoutMs, kafka?.retries], [10_000, 12]);
+    assert.equal(configFrom({ KAFKA_BROKERS: "a:1", KAFKA_SESSION_TIMEOUT: "1s" }).kafka?.sessionTimeoutMs, 3000);
+    assert.throws(() => configFrom({ KAFKA_RETRIES: "0" }), { message: 'KAFKA_RETRIES must be an integer ≥ 1 (got "0")' });
   });
 
   it("when values are refused, then the message names each variable refused and what it takes", () => {

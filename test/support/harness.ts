@@ -118,6 +118,23 @@ async function dropRealBackendState(config: Config, keyspace: "drop" | "give bac
   if (keyspace === "give back") await givePooledKeyspaceBack(contactPoints, config.cassandra.keyspace);
 }
 
+/**
+ * realBackendEnv() with a migrated keyspace from the pool (test/support/keyspace-pool.ts) rather than a fresh one: for
+ * service processes a test starts itself. Give it back with releaseRealBackend once none of them runs any more.
+ */
+export function pooledBackendEnv(): Record<string, string> {
+  const env = realBackendEnv();
+  env.CASSANDRA_KEYSPACE = takePooledKeyspace(env.CASSANDRA_CONTACT_POINTS!) ?? env.CASSANDRA_KEYSPACE!;
+  return env;
+}
+
+/** What pooledBackendEnv() pointed at: its topics and consumer groups dropped, its keyspace emptied and given back. */
+export async function releaseRealBackend(env: Record<string, string>): Promise<void> {
+  const { CASSANDRA_KEYSPACE: keyspace, ...rest } = env;
+  await dropRealBackend(rest);
+  if (keyspace && env.CASSANDRA_CONTACT_POINTS) await givePooledKeyspaceBack(env.CASSANDRA_CONTACT_POINTS, keyspace);
+}
+
 /** Drops what realBackendEnv() pointed at: the keyspace, the topics and the consumer groups. */
 export async function dropRealBackend(env: Record<string, string>): Promise<void> {
   const keyspace = env.CASSANDRA_KEYSPACE ?? "";

@@ -577,7 +577,7 @@ export async function runService(env: Record<string, string>, readyTimeoutMs = 6
  * Keeps an outage going until `holdMs` after it began while checking that the
  * process serves as it should meanwhile (`check` throws otherwise). The
  * outage's length is part of the scenario (long enough to outlast the
- * clients' own retry budgets, e.g. kafkajs's ~30 s), not a wait for a condition.
+ * clients' own retry budgets, e.g. kafkajs's KAFKA_RETRIES), not a wait for a condition.
  */
 export async function holdOutage(since: number, holdMs: number, check: () => Promise<void>): Promise<void> {
   while (Date.now() - since < holdMs) {

@@ -1,11 +1,11 @@
 // backends: embedded, real
-import { after, afterEach, describe, it } from "node:test";
+import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BACKEND, call, dropRealBackend, eventually, pico, realBackendEnv } from "../support/harness.js";
+import { BACKEND, call, eventually, pico, pooledBackendEnv, releaseRealBackend } from "../support/harness.js";
 import { customerOf, startProcess, type ServiceProcess } from "../support/processes.js";
 import { openSse } from "../support/sse-client.js";
 
@@ -28,19 +28,19 @@ describe("job control across processes", { skip }, () => {
   };
   // The processes of a test start side by side, as an operator's do: none waits for another to be ready.
   // A test's processes end with it: left running, each one's reaper and consumers load every later test.
+  // Its keyspace then goes back to the pool at once, for the next test to take rather than create one.
   afterEach(async () => {
     await Promise.allSettled(processes.splice(0).map((p) => p.stop("SIGKILL")));
-  });
-  after(async () => {
-    for (const env of envs) {
+    await Promise.allSettled(envs.splice(0).map(async (env) => {
       await rm(env.DATA_DIR!, { recursive: true, force: true });
-      await dropRealBackend(env).catch(() => {});
-    }
+      await releaseRealBackend(env);
+    }));
   });
 
   async function sharedEnv(extra: Record<string, string> = {}) {
     const env = {
-      ...realBackendEnv(),
+      // A migrated keyspace from the pool: creating one per test cost seconds of Cassandra's CPU (test/support/keyspace-pool.ts).
+      ...pooledBackendEnv(),
       DATA_DIR: await mkdtemp(join(tmpdir(), "gen-control-")),
       URL_SIGNING_SECRET: randomBytes(16).toString("hex"),
       REAPER_INTERVAL: "300ms",

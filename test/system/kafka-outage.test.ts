@@ -24,8 +24,8 @@ const ANSWER_BOUND_MS = 20_000;
  * "Announce promptly once Kafka returns": the first job accepted during the outage is picked up this soon
  * after Kafka answers again, and all of them are done within allDoneBoundMs(backlog). Measured: the announcements
  * reach Kafka within about a second, but the consumer groups wait for the members Kafka remembers from before
- * the outage to time out (the 10 s session timeout) before they resume, and the duplicates the reaper and the
- * announcer queued up in the producer during the outage go through the delay forwarder first.
+ * the outage to time out (the session timeout, KAFKA_TIMING's 6 s) before they resume, and the duplicates the reaper
+ * and the announcer queued up in the producer during the outage go through the delay forwarder first.
  */
 const FIRST_PICKUP_BOUND_MS = 20_000;
 /**
@@ -37,8 +37,22 @@ const FIRST_PICKUP_BOUND_MS = 20_000;
 const allDoneBoundMs = (backlog: number) => FIRST_PICKUP_BOUND_MS + backlog * 150;
 /** /readyz is 200 this soon after Kafka answers again. */
 const RECOVERY_BOUND_MS = 10_000;
-/** How long Kafka stays away: longer than kafkajs's own retry budget (about 30 s), so the bus must come back by itself. */
-const OUTAGE_MS = Number(process.env.OUTAGE_HOLD_MS ?? 40_000);
+/**
+ * The service's Kafka clients: the shortest session the broker takes (its default group.min.session.timeout.ms), and
+ * 5 retries (about 6 s, at most longestRetriesMs(5) = 10.5 s) rather than 12 (about 40 s), so that a shorter outage
+ * still outlasts them.
+ */
+const KAFKA_RETRIES = 5;
+const KAFKA_TIMING = { KAFKA_SESSION_TIMEOUT: "6s", KAFKA_RETRIES: String(KAFKA_RETRIES) };
+/** How long Kafka stays away: longer than the clients' retries, so the bus must come back by itself. */
+const OUTAGE_MS = Number(process.env.OUTAGE_HOLD_MS ?? 15_000);
+
+/** The longest kafkajs waits over `retries` retries: from 200 ms, doubled each time up to 5 s, each wait up to 20 % longer. */
+function longestRetriesMs(retries: number): number {
+  let total = 0;
+  for (let i = 0, wait = 200 * 1.2; i < retries; i += 1, wait = Math.min(wait * 1.2 * 2, 5_000)) total += wait;
+  return total;
+}
 
 describe("when Kafka becomes unreachable under a running service", { skip }, () => {
   const run = new OutageRun("kafka", { credit: CREDIT, model: MODEL });
@@ -56,7 +70,8 @@ describe("when Kafka becomes unreachable under a running service", { skip }, () 
       // announcement waits in the backlog), so a faster pace would only test rendering throughput.
       // The worker has room for twice the load (16 jobs at once of 500 ms: 32 a second), so that how fast the
       // backlog goes measures the bus's return, not the worker: with 8 at once it worked 8 a second on a 2-core EPYC.
-      const { service, pid, accountId, apiKey, secret, load, inFlight } = await run.begin(500, { WORKER_CONCURRENCY: "16" });
+      assert.ok(OUTAGE_MS > longestRetriesMs(KAFKA_RETRIES), `the outage (${OUTAGE_MS} ms) outlasts the clients' retries`);
+      const { service, pid, accountId, apiKey, secret, load, inFlight } = await run.begin(500, { WORKER_CONCURRENCY: "16", ...KAFKA_TIMING });
       const recorder = run.recorder;
 
       // --- Kafka goes away ---

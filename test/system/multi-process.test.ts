@@ -7,7 +7,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BACKEND, call, dropRealBackend, eventually, realBackendEnv, TERMINAL } from "../support/harness.js";
+import { BACKEND, call, dropRealBackend, eventually, pooledBackendEnv, realBackendEnv, releaseRealBackend, TERMINAL } from "../support/harness.js";
 import { customerOf, startProcess, type ServiceProcess } from "../support/processes.js";
 import { assertLedgerReconciles } from "../support/ledger-helpers.js";
 
@@ -18,10 +18,14 @@ import { assertLedgerReconciles } from "../support/ledger-helpers.js";
  */
 const skip = BACKEND !== "real" && "needs TEST_BACKEND=real (Cassandra + Kafka)";
 
-async function sharedEnv(extra: Record<string, string> = {}) {
+/**
+ * A keyspace from the pool (test/support/keyspace-pool.ts), or with `fresh` a new one, which the processes starting at
+ * once create and migrate side by side, as on a new cluster.
+ */
+async function sharedEnv(extra: Record<string, string> = {}, fresh = false) {
   const dataDir = await mkdtemp(join(tmpdir(), "gen-processes-"));
-  return remember({
-    ...realBackendEnv(),
+  return remember(fresh, {
+    ...(fresh ? realBackendEnv() : pooledBackendEnv()),
     DATA_DIR: dataDir,
     URL_SIGNING_SECRET: randomBytes(16).toString("hex"),
     ALLOW_PRIVATE_URLS: "true",
@@ -33,9 +37,9 @@ async function sharedEnv(extra: Record<string, string> = {}) {
   });
 }
 
-const created: Record<string, string>[] = [];
-function remember<T extends Record<string, string>>(env: T): T {
-  created.push(env);
+const created: { env: Record<string, string>; fresh: boolean }[] = [];
+function remember<T extends Record<string, string>>(fresh: boolean, env: T): T {
+  created.push({ env, fresh });
   return env;
 }
 
@@ -68,16 +72,17 @@ describe("several processes on one Cassandra and Kafka", { skip }, () => {
     return p;
   };
   // A test's processes end with it: left running, each one's reaper, heartbeats and consumers load every later test.
+  // Its keyspace then goes back to the pool at once, for the next test to take rather than create one.
   afterEach(async () => {
     await Promise.allSettled(processes.splice(0).map((p) => p.stop("SIGKILL")));
+    await Promise.allSettled(created.splice(0).map(({ env, fresh }) => (fresh ? dropRealBackend(env) : releaseRealBackend(env))));
   });
   after(async () => {
     await Promise.allSettled(dirs.map((d) => rm(d, { recursive: true, force: true })));
-    for (const env of created) await dropRealBackend(env).catch(() => {});
   });
 
   it("200 concurrent creations through two API processes against funds for exactly 50: 50 accepted, 150 refused, balance exact", async () => {
-    const env = await sharedEnv({ SIMULATED_LATENCY_MS: "20" });
+    const env = await sharedEnv({ SIMULATED_LATENCY_MS: "20" }, true);
     dirs.push(env.DATA_DIR);
     const [api1, api2] = await Promise.all([
       start({ ...env, ROLE: "api" }),

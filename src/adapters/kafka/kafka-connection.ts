@@ -1,5 +1,5 @@
 import kafkajs from "kafkajs";
-import type { Consumer, IHeaders, Kafka as KafkaClient, LogEntry, Producer } from "kafkajs";
+import type { Consumer, IHeaders, Kafka as KafkaClient, LogEntry, Producer, RetryOptions } from "kafkajs";
 import type { Logger } from "../../ports/logger.js";
 import { startSupervisedConsumer, type SupervisedConsumer } from "./supervised-consumer.js";
 
@@ -11,24 +11,41 @@ const { Kafka, Partitioners, logLevel } = kafkajs;
  * fetch long-poll. The defaults (session 30 s, heartbeat 3 s, fetch wait 5 s, rebalance
  * 60 s) make a join next to idle members take several seconds and a dead member go
  * unnoticed for 30 s. With a 1 s heartbeat and a 1 s fetch wait, idle members rejoin
- * within about a second; a 10 s session notices a killed worker quickly while leaving
- * room for event-loop stalls. The rebalance timeout bounds how long the coordinator
- * waits for a member busy in a handler to rejoin; 30 s covers our longest handlers
- * (a slow generation) so a busy member is not thrown out of the group.
+ * within about a second; a 10 s session (KAFKA_SESSION_TIMEOUT's default) notices a killed
+ * worker quickly while leaving room for event-loop stalls. The rebalance timeout bounds how
+ * long the coordinator waits for a member busy in a handler to rejoin; 30 s covers our
+ * longest handlers (a slow generation) so a busy member is not thrown out of the group.
  */
 export const CONSUMER_TIMING = {
-  sessionTimeout: 10_000,
   heartbeatInterval: 1_000,
   rebalanceTimeout: 30_000,
   maxWaitTimeInMs: 1_000,
 } as const;
 
+/** The client timings an operator sets (KAFKA_SESSION_TIMEOUT, KAFKA_RETRIES); each one left out keeps its default. */
+export interface KafkaTiming {
+  /** A group member not heard from this long is dropped and its partitions go to the others (kafkajs's sessionTimeout). */
+  readonly sessionTimeoutMs?: number;
+  /** Retries of one client operation before it fails; a consumer that fails is started again (kafkajs's retry.retries). */
+  readonly retries?: number;
+}
+
+export const DEFAULT_SESSION_TIMEOUT_MS = 10_000;
+export const DEFAULT_RETRIES = 12;
+
 /*
  * Retries for every client: the broker may still be electing leaders or loading the
  * group coordinator right after it (or a topic) was created; back off briefly and keep
- * trying for about half a minute instead of crashing.
+ * trying (12 retries: about 40 s) instead of crashing.
  */
-export const RETRY = { initialRetryTime: 200, maxRetryTime: 5_000, retries: 12 } as const;
+export function retryOf(timing: KafkaTiming): RetryOptions {
+  return { initialRetryTime: 200, maxRetryTime: 5_000, retries: timing.retries ?? DEFAULT_RETRIES };
+}
+
+/** The session timeout of every consumer group member. */
+export function sessionTimeoutOf(timing: KafkaTiming): number {
+  return timing.sessionTimeoutMs ?? DEFAULT_SESSION_TIMEOUT_MS;
+}
 
 /** What the bus's units share: its clients, names, and what close() must stop. */
 export interface KafkaBusContext {
@@ -37,6 +54,8 @@ export interface KafkaBusContext {
   /** Prepended to every topic and consumer group name. */
   readonly prefix: string;
   readonly logger: Logger;
+  /** Every client's retries and every consumer's session timeout. */
+  readonly timing: KafkaTiming;
   /** The delay tiers in ms, ascending, and each one's topic. */
   readonly tiers: readonly number[];
   readonly delayTopics: ReadonlyMap<number, string>;
@@ -48,12 +67,12 @@ export interface KafkaBusContext {
 }
 
 /** The client, its log forwarded to ours (kafkajs's errors and warnings as warnings: an outage is not our bug). */
-export function createKafkaClient(brokers: string[], clientId: string, logger: Logger): KafkaClient {
+export function createKafkaClient(brokers: string[], clientId: string, logger: Logger, timing: KafkaTiming): KafkaClient {
   return new Kafka({
     clientId,
     brokers,
     connectionTimeout: 3_000,
-    retry: RETRY,
+    retry: retryOf(timing),
     logLevel: logLevel.WARN,
     logCreator: () => (entry: LogEntry) => forwardLog(entry, logger),
   });
@@ -86,10 +105,11 @@ export async function runConsumer(
     create: () => bus.kafka.consumer({
       groupId,
       ...CONSUMER_TIMING,
+      sessionTimeout: sessionTimeoutOf(bus.timing),
       maxWaitTimeInMs,
       allowAutoTopicCreation: false,
       // Always come back after an outage: a consumer that gave up would leave its topic unread until a restart.
-      retry: { ...RETRY, restartOnFailure: async () => true },
+      retry: { ...retryOf(bus.timing), restartOnFailure: async () => true },
     }),
     start,
   });

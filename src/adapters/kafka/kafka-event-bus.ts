@@ -45,7 +45,7 @@ import { noTelemetry, type Telemetry } from "../../ports/telemetry.js";
 import type { ConsumerLag } from "../observability/prometheus-metrics.js";
 import { consumerLag } from "./consumer-lag.js";
 import { DELAY_TOPIC_PARTITIONS, startDelayForwarder } from "./delayed-delivery.js";
-import { createKafkaClient, createProducer, RETRY, stopConsumer, within, type KafkaBusContext } from "./kafka-connection.js";
+import { createKafkaClient, createProducer, retryOf, stopConsumer, within, type KafkaBusContext, type KafkaTiming } from "./kafka-connection.js";
 import { publishEvent } from "./kafka-publish.js";
 import { subscribeTo } from "./kafka-subscribe.js";
 
@@ -80,6 +80,8 @@ export interface KafkaEventBusOptions {
    * 503); kafkajs may still deliver it, which at-least-once allows.
    */
   publishTimeoutMs?: number;
+  /** Every client's retries and every consumer's session timeout (KAFKA_RETRIES, KAFKA_SESSION_TIMEOUT); defaults when left out. */
+  timing?: KafkaTiming;
 }
 
 export type KafkaEventBus = EventBus & {
@@ -108,11 +110,13 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
   for (const topic of Object.values(TOPICS)) topics[topic] = `${prefix}${topic}`;
   for (const tier of tiers) topics[`delay.${tier}ms`] = delayTopics.get(tier)!;
 
-  const kafka = createKafkaClient(options.brokers, options.clientId, options.logger);
-  const admin = kafka.admin({ retry: RETRY });
+  const timing = options.timing ?? {};
+  const kafka = createKafkaClient(options.brokers, options.clientId, options.logger, timing);
+  const admin = kafka.admin({ retry: retryOf(timing) });
   const producer = createProducer(kafka);
   const bus: KafkaBusContext = {
-    kafka, producer, prefix, logger: options.logger, tiers, delayTopics, consumers: new Set(), resumeTimers: new Set(), state: { closed: false },
+    kafka, producer, prefix, logger: options.logger, timing, tiers, delayTopics,
+    consumers: new Set(), resumeTimers: new Set(), state: { closed: false },
   };
   try {
     await connect(admin, producer, topics, partitions, delayTopics, options.logger);

@@ -12,6 +12,7 @@ import type { JobFeed, JobSignal } from "../../ports/job-feed.js";
 import { DependencyUnavailableError } from "../../ports/dependency.js";
 import { startSupervisedConsumer, type SupervisedConsumer } from "./supervised-consumer.js";
 import { ensureTopics } from "./kafka-topics.js";
+import { CONSUMER_TIMING, retryOf, sessionTimeoutOf, type KafkaTiming } from "./kafka-connection.js";
 import type { Logger } from "../../ports/logger.js";
 
 const { Kafka, Partitioners, logLevel } = kafkajs;
@@ -23,26 +24,28 @@ export interface KafkaJobFeedOptions {
   readonly partitions: number;
   /** Upper bound of one publish (default 3 s). */
   readonly publishTimeoutMs?: number;
+  /** The retries and session timeout of the event bus's clients (KAFKA_RETRIES, KAFKA_SESSION_TIMEOUT); defaults when left out. */
+  readonly timing?: KafkaTiming;
   readonly logger: Logger;
 }
 
 export const JOB_LIFECYCLE_TOPIC = "job.lifecycle";
 const RETENTION_MS = 3600_000;
 const JOIN_TIMEOUT_MS = 30_000;
-const RETRY = { initialRetryTime: 200, maxRetryTime: 5_000, retries: 12 } as const;
 
 export async function createKafkaJobFeed(options: KafkaJobFeedOptions): Promise<JobFeed> {
   const topic = `${options.topicPrefix}${JOB_LIFECYCLE_TOPIC}`;
   const groupId = `${options.topicPrefix}job-feed.${options.clientId}.${randomUUID()}`;
+  const retry = retryOf(options.timing ?? {});
   const kafka = new Kafka({
-    clientId: `${options.clientId}-feed`, brokers: options.brokers, connectionTimeout: 3_000, retry: RETRY, logLevel: logLevel.ERROR,
+    clientId: `${options.clientId}-feed`, brokers: options.brokers, connectionTimeout: 3_000, retry, logLevel: logLevel.ERROR,
     logCreator: () => ({ log }) => options.logger.warn({ namespace: "job feed" }, `kafkajs: ${log.message}`),
   });
-  const admin = kafka.admin({ retry: RETRY });
+  const admin = kafka.admin({ retry });
   const producer = kafka.producer({ allowAutoTopicCreation: false, retry: { retries: 3 }, createPartitioner: Partitioners.DefaultPartitioner });
   const newConsumer = (): Consumer => kafka.consumer({
-    groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 100, allowAutoTopicCreation: false,
-    retry: { ...RETRY, restartOnFailure: async () => true },
+    groupId, sessionTimeout: sessionTimeoutOf(options.timing ?? {}), heartbeatInterval: CONSUMER_TIMING.heartbeatInterval, maxWaitTimeInMs: 100,
+    allowAutoTopicCreation: false, retry: { ...retry, restartOnFailure: async () => true },
   });
   let consumer: SupervisedConsumer | undefined;
   const listeners = new Set<(signal: JobSignal) => void>();
