@@ -170,7 +170,7 @@ export const VARIABLES = {
   SHUTDOWN_GRACE: time("20s", "On SIGTERM: how long in-flight jobs may take to finish before they are handed back."),
   VENDOR_BASE_URL: maybeText("Origin of the vendor's API (the service appends `/v1beta/...`). With `VENDOR_API_KEY`, every model goes to that one upstream instead of the simulator.", "unset", "URL"),
   VENDOR_API_KEY: maybeText("Key sent upstream as `x-vendor-api-key`."),
-  ROUTES_FILE: maybeText("JSON route table ([api.md](api.md#the-vendors-api-as-the-upstream)); takes precedence over `VENDOR_BASE_URL`.", "unset", "path"),
+  ROUTES_FILE: maybeText("JSON route table ([api.md](upstream.md)); takes precedence over `VENDOR_BASE_URL`.", "unset", "path"),
   UPSTREAM_TIMEOUT: time("120s", "Default bound of one upstream call, and of silence in an upstream stream. Calls to a route go through node:http on a keep-alive connection pool of that route's own (idle connections are reused newest first and do not hold the process open); not `fetch`, whose web streams were a third of a text stream's CPU."),
   UPSTREAM_POLL_INTERVAL: time("1s", "How often a long-running upstream video operation is polled."),
   CANCEL_GRACE: time("5s", "How long a cancel of a processing job waits for the worker generating it to abort it and record what was produced; past it (the worker is dead or unreachable) the cancel ends the job itself, charging nothing.", 100),
