@@ -258,7 +258,7 @@ describe("when OpenAI's JavaScript SDK is given only this service's OpenAI base 
 
   it("when it asks for b64_json, then the image comes inline as base64 PNG, charged once", async () => {
     const before = await balanceOf(service, customer.apiKey);
-    const images = await openai.images.generate({ model: "aimodel-3-pro-image", prompt: "a harbour", size: "1:1", response_format: "b64_json" });
+    const images = await openai.images.generate({ model: "aimodel-3-pro-image", prompt: "a harbour", size: "1024x1024", response_format: "b64_json" });
     const { width, height } = probePng(Buffer.from(images.data![0]!.b64_json!, "base64"));
     assert.equal(width, height);
     assert.equal(images.data![0]!.url, undefined);
