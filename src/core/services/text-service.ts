@@ -20,6 +20,7 @@ import { requireAvailable } from "../jobs/availability.js";
 import { TextCall } from "../text/text-call.js";
 import { generateImageContent, streamImageContent } from "../text/image-answer.js";
 import { isImageModelId } from "../../domain/validation/image-content-request.js";
+import { refusalAnswer } from "../text/refusal-answer.js";
 import { reportUpstreamTime } from "../text/upstream-time.js";
 import { timedWaits } from "../../shared/stream-step.js";
 
@@ -68,26 +69,6 @@ function chunkResponse(spec: TextSpec, responseId: string, chunk: TextChunk): Re
       },
     ],
     usageMetadata: usageMetadata(chunk),
-    modelVersion: spec.model.id,
-    responseId,
-  };
-}
-
-/** Refusals the vendor answers with 200: a blocked prompt, or output withheld before any of it was produced. */
-const REFUSALS = new Set(["prompt_blocked", "output_blocked"]);
-
-/**
- * A refusal is passed on as the vendor gives it (a blocked prompt: no
- * candidates and promptFeedback; withheld output: a candidate with only its
- * finish reason) and costs nothing.
- */
-function refusalResponse(spec: TextSpec, responseId: string, refusal: ProviderError): ResponseInit {
-  const blocked = refusal.code === "prompt_blocked";
-  return {
-    promptFeedback: blocked ? { blockReason: refusal.reason ?? "SAFETY" } : undefined,
-    candidates: blocked ? [] : [{ finishReason: refusal.reason ?? "SAFETY", index: 0 }],
-    // The counts used for charging: a refusal is not charged, so it reports none.
-    usageMetadata: { promptTokenCount: 0, candidatesTokenCount: 0, totalTokenCount: 0 },
     modelVersion: spec.model.id,
     responseId,
   };
@@ -199,7 +180,8 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
         answer = await deps.provider.generateText(upstream, context.signal);
       } catch (error) {
         await call.end();
-        if (error instanceof ProviderError && REFUSALS.has(error.code)) return refusalResponse(spec, responseId, error);
+        const refusal = refusalAnswer(error, spec.model.id, responseId);
+        if (refusal) return refusal;
         // A ConnectError: the provider's time waited leaves with it (its metadata).
         throw toRpcError(upstreamFailureOf(error));
       } finally {
@@ -229,9 +211,10 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
           yield { chunk: chunkResponse(spec, responseId, chunk) };
         }
       } catch (error) {
-        if (error instanceof ProviderError && REFUSALS.has(error.code)) {
+        const refusal = refusalAnswer(error, spec.model.id, responseId);
+        if (refusal) {
           await call.end();
-          yield { chunk: refusalResponse(spec, responseId, error) };
+          yield { chunk: refusal };
           return;
         }
         await call.end();

@@ -14,12 +14,10 @@ import type { CoreDeps } from "../core-deps.js";
 import { toRpcError } from "../errors/rpc-errors.js";
 import { requireAvailable } from "../jobs/availability.js";
 import { endIntentHold, newTextCallIntentId, refusalError, takeHold } from "../money/holds.js";
+import { refusalAnswer } from "./refusal-answer.js";
 import { reportUpstreamTime } from "./upstream-time.js";
 
 type ResponseInit = MessageInitShape<typeof GenerateContentResponseSchema>;
-
-/** Refusals the vendor answers with 200: a blocked prompt, or output withheld before any of it was produced. */
-const REFUSALS = new Set(["prompt_blocked", "output_blocked"]);
 
 /** A part as the image rules read it. */
 function partInput(part: Part): ImageContentPart {
@@ -139,17 +137,6 @@ function usageMetadata(usage: TokenUsage) {
   };
 }
 
-function refusalResponse(spec: ImageContentSpec, responseId: string, refusal: ProviderError): ResponseInit {
-  const blocked = refusal.code === "prompt_blocked";
-  return {
-    promptFeedback: blocked ? { blockReason: refusal.reason ?? "SAFETY" } : undefined,
-    candidates: blocked ? [] : [{ finishReason: refusal.reason ?? "SAFETY", index: 0 }],
-    usageMetadata: { promptTokenCount: 0, candidatesTokenCount: 0, totalTokenCount: 0 },
-    modelVersion: spec.model.id,
-    responseId,
-  };
-}
-
 /**
  * Makes the image and builds the whole answer (a stream sends it as its one
  * chunk), with the usage to settle the hold by once it is delivered. A refusal is
@@ -167,7 +154,8 @@ async function answer(
     output = await deps.provider.generateImage(upstream, context.signal);
   } catch (error) {
     await hold.end(undefined);
-    if (error instanceof ProviderError && REFUSALS.has(error.code)) return { response: refusalResponse(spec, responseId, error), hold };
+    const refusal = refusalAnswer(error, spec.model.id, responseId);
+    if (refusal) return { response: refusal, hold };
     if (error instanceof ProviderError) throw new DomainError("upstream_failure", error.code, `the provider failed: ${error.message}`);
     throw error;
   } finally {
