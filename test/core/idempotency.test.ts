@@ -163,9 +163,9 @@ describe("Idempotency-Key on job creation", () => {
     assertFresh(first);
     assertReplayOf(await interaction("a kite in the wind"), first);
     const reused = await interaction("a different kite");
-    // The vendor surface answers in the vendor's error shape, with its canonical status (INVALID_ARGUMENT: 400).
-    assert.equal(reused.status, 400, reused.text);
-    assert.equal(reused.json.error.code, 400);
+    // The vendor's error shape; the interactions endpoint makes a job, so its validation is the spec's 422.
+    assert.equal(reused.status, 422, reused.text);
+    assert.equal(reused.json.error.code, 422);
     assert.equal(reused.json.error.status, "INVALID_ARGUMENT");
     assert.equal(reused.json.error.details[0].reason, "IDEMPOTENCY_KEY_REUSED");
     // The interactions endpoint renders 720p: 2 s × 0.40.

@@ -126,12 +126,12 @@ describe("per-key limits", () => {
     assert.equal((await postGeneration(service, key.api_key, image())).status, 202, "a slot is free once the job ended");
   });
 
-  it("when a synchronous text call would pass the key's spend limit, then it is refused too, in the vendor's shape", async () => {
+  it("when a synchronous text call would pass the key's spend limit, then it is refused 402 too, in the vendor's shape", async () => {
     const key = await keyWith(await account(), { spend_limit: "0.000001" });
     const refused = await call(service, "POST", `/api/aimodel/v1beta/models/${TEXT}:generateContent`, {
       vendorKey: key.api_key, body: { contents: [{ parts: [{ text: "Write a long essay about tides" }] }] },
     });
-    assertVendorError(refused, 400, "FAILED_PRECONDITION", "KEY_SPEND_LIMIT_EXCEEDED");
+    assertVendorError(refused, 402, "FAILED_PRECONDITION", "KEY_SPEND_LIMIT_EXCEEDED");
   });
 
   it("when limits are changed with PATCH, then sent fields change, null removes, others stay, and the next request obeys", async () => {

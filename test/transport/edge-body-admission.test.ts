@@ -405,10 +405,10 @@ describe("when a request announces a body that no route reads, or that the route
     assert.equal(accepted.status, 202, accepted.text);
   });
 
-  it("when a video interaction announces more than MAX_BODY_BYTES, then 400 INPUT_TOO_LARGE (the platform's 422 input_too_large) names MAX_BODY_BYTES before the body is sent (it carries no images)", async () => {
+  it("when a video interaction announces more than MAX_BODY_BYTES, then 422 INPUT_TOO_LARGE (a job's validation, the spec's 422, in the vendor's shape) names MAX_BODY_BYTES before the body is sent (it carries no images)", async () => {
     const exchange = await openExchange(service.url, requestHead("POST", `${VENDOR}/interactions`, json(100 * KIB, { "x-vendor-api-key": customer.apiKey })));
-    const answer = await answered(exchange, "the 400");
-    assertVendor(answer, 400, "INVALID_ARGUMENT", "INPUT_TOO_LARGE");
+    const answer = await answered(exchange, "the 422");
+    assertVendor(answer, 422, "INVALID_ARGUMENT", "INPUT_TOO_LARGE");
     assert.match(answer.json.error.message, /64 KiB/);
     assert.equal(exchange.sent, 0);
     exchange.socket.destroy();

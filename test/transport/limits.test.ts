@@ -68,12 +68,12 @@ describe("prompt limits on every surface (MAX_PROMPT_BYTES_IMAGE=64, _VIDEO=48, 
     });
   }
 
-  it("when a video interaction's prompt is over the video limit, then 400 INVALID_ARGUMENT in the vendor's shape; at the limit, 202", async () => {
+  it("when a video interaction's prompt is over the video limit, then 422 INVALID_ARGUMENT in the vendor's shape (a job's validation); at the limit, 202", async () => {
     const customer = await createCustomer(service);
     const interact = (text: string) =>
       call(service, "POST", `${VENDOR}/interactions`, { vendorKey: customer.apiKey, body: { model: VIDEO_MODEL, instances: [{ prompt: text }] } });
     const over = await interact(prompt(49));
-    assertVendorError(over, 400, "INVALID_ARGUMENT", "PROMPT_TOO_LONG");
+    assertVendorError(over, 422, "INVALID_ARGUMENT", "PROMPT_TOO_LONG");
     assert.match(over.json.error.message, /^instances\[0\]\.prompt is longer than 48 bytes of UTF-8, the limit for video models$/);
     await assertBalance(service, customer.apiKey, FRESH_BALANCE);
     const at = await interact(prompt(48));

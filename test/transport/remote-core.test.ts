@@ -75,7 +75,7 @@ describe("a gateway in front of a remote core (CORE_URL)", () => {
     assert.equal((await call(gateway, "GET", "/admin/v1/prices")).status, 401);
   });
 
-  it("keeps 401, 422 (vendor: 400), 402 (vendor: 429), 404 and 503 with their status, body and Retry-After through the remote hop", async () => {
+  it("keeps 401, 422 (vendor: 400), 402 (vendor: 402), 404 and 503 with their status, body and Retry-After through the remote hop", async () => {
     const rich = await createCustomer(core, "10.00");
     const poor = await createCustomer(core, "0.01");
     const both = async (path: string, options: Parameters<typeof call>[3], method = "POST") =>
@@ -113,7 +113,7 @@ describe("a gateway in front of a remote core (CORE_URL)", () => {
     assertVendorError(vendorRemote, 401, "UNAUTHENTICATED");
     assert.deepEqual(vendorRemote.json, vendorLocal.json);
     assertVendorError((await both(generate("aimodel-nope"), { vendorKey: rich.apiKey, body: text }))[1], 404, "NOT_FOUND");
-    assertVendorError((await both(generate("aimodel-3-pro-image"), { vendorKey: rich.apiKey, body: text }))[1], 400, "INVALID_ARGUMENT");
+    assertVendorError((await both(generate("videomodel-3.1-generate-001"), { vendorKey: rich.apiKey, body: text }))[1], 400, "INVALID_ARGUMENT");
     const zero = await createCustomer(core, "0.00");
     assertVendorError((await both(generate("aimodel-3.5-flash"), { vendorKey: zero.apiKey, body: text }))[1], 402, "RESOURCE_EXHAUSTED");
 

@@ -3,7 +3,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { toJson } from "@bufbuild/protobuf";
 import {
   FunctionCallSchema, FunctionResponseSchema, GenerateContentRequestSchema, TextService, type Content, type GenerateContentRequest,
-  type GenerateContentResponseSchema, type Part,
+  type CountTokensRequest, type GenerateContentResponseSchema, type Part,
 } from "../../../gen/generation/v1/text_service_pb.js";
 import { randomUUID } from "node:crypto";
 import { validateTextRequest, type TextPartInput, type TextSpec } from "../../domain/validation/text-request.js";
@@ -103,6 +103,33 @@ function textRequestInput(
   };
 }
 
+function upstreamFailureOf(error: unknown): unknown {
+  if (error instanceof ProviderError) return new DomainError("upstream_failure", error.code, `the provider failed: ${error.message}`);
+  return error;
+}
+
+/** CountTokens: the prompt GenerateContent would reserve for, counted by the same rules; nothing is held. */
+async function countTextTokens(deps: CoreDeps, request: CountTokensRequest, context: HandlerContext) {
+  const caller = await authenticate(context.requestHeader, deps);
+  const whole = request.generateContentRequest;
+  const named = whole?.model.startsWith(MODEL_NAME_PREFIX) ? whole.model.slice(MODEL_NAME_PREFIX.length) : whole?.model;
+  if (named && named !== request.model) {
+    throw invalid("model_mismatch", `generateContentRequest.model names ${named}, the path ${request.model}`, {
+      field: "generateContentRequest.model",
+    });
+  }
+  // Refused as GenerateContent would refuse it (unknown model, empty contents, unsupported media, …): nothing is held.
+  const spec = validateTextRequest(
+    whole
+      ? textRequestInput(request.model, whole.contents, whole.systemInstruction, whole.generationConfig)
+      : textRequestInput(request.model, request.contents, undefined),
+    deps.settingsOf.limits,
+  );
+  requireGrant(caller, spec.model);
+  const count = promptCount(spec, whole ? wholeRequestExtras(whole) : 0);
+  return { totalTokens: count.totalTokens, promptTokensDetails: count.details.map((d) => ({ ...d })) };
+}
+
 export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextService> {
   async function open(request: GenerateContentRequest, context: HandlerContext) {
     const caller = await authenticate(context.requestHeader, deps);
@@ -128,32 +155,8 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     return { spec, call, upstream };
   }
 
-  function upstreamFailureOf(error: unknown): unknown {
-    if (error instanceof ProviderError) return new DomainError("upstream_failure", error.code, `the provider failed: ${error.message}`);
-    return error;
-  }
-
   return {
-    countTokens: async (request, context) => {
-      const caller = await authenticate(context.requestHeader, deps);
-      const whole = request.generateContentRequest;
-      const named = whole?.model.startsWith(MODEL_NAME_PREFIX) ? whole.model.slice(MODEL_NAME_PREFIX.length) : whole?.model;
-      if (named && named !== request.model) {
-        throw invalid("model_mismatch", `generateContentRequest.model names ${named}, the path ${request.model}`, {
-          field: "generateContentRequest.model",
-        });
-      }
-      // Refused as GenerateContent would refuse it (unknown model, empty contents, unsupported media, …): nothing is held.
-      const spec = validateTextRequest(
-        whole
-          ? textRequestInput(request.model, whole.contents, whole.systemInstruction, whole.generationConfig)
-          : textRequestInput(request.model, request.contents, undefined),
-        deps.settingsOf.limits,
-      );
-      requireGrant(caller, spec.model);
-      const count = promptCount(spec, whole ? wholeRequestExtras(whole) : 0);
-      return { totalTokens: count.totalTokens, promptTokensDetails: count.details.map((d) => ({ ...d })) };
-    },
+    countTokens: (request, context) => countTextTokens(deps, request, context),
 
     listTextModels: async (request, context) => {
       await authenticate(context.requestHeader, deps);
