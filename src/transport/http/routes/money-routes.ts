@@ -19,7 +19,7 @@ const SOURCES = { job: LedgerEntrySource.JOB, text_call: LedgerEntrySource.TEXT_
 /** The statement's query as a ListLedgerEntriesRequest; the values' rules are the domain's. */
 export function statementRequest(request: FastifyRequest): MessageInitShape<typeof ListLedgerEntriesRequestSchema> {
   const query = queryText(request);
-  const types = query.type === undefined ? [] : query.type.split(",").map((name) => ENTRY_TYPES[queryRule(() => checkEntryType(name.trim()))]);
+  const types = query.type === undefined || query.type === "" ? [] : query.type.split(",").map((name) => ENTRY_TYPES[queryRule(() => checkEntryType(name.trim()))]);
   const source = queryRule(() => checkEntrySource(query.source));
   return {
     limit: limitOf(query.limit), pageToken: query.page_token ?? "", from: timestampOf("from", query.from), to: timestampOf("to", query.to),
