@@ -506,6 +506,7 @@ describe("the web panel in Chromium", () => {
 
   /** Opens every screen of the navigation, saves it, and checks that it fits the width. */
   async function visitEvery(target: Page, size: string, role: string): Promise<void> {
+    await target.locator("#nav a[aria-current=page]").waitFor(); // signed in: the navigation is there
     const links = await target.locator("#nav a").evaluateAll((anchors) => anchors.map((a: any) => [a.getAttribute("href"), a.textContent]));
     assert.ok(links.length >= 4, `${role} has screens`);
     for (const [href, title] of links as [string, string][]) {
