@@ -1,11 +1,12 @@
 import { useCsrfToken } from "./rpc.js";
 import { currentSession, signIn, signOut, type Session } from "./session.js";
-import { act, field, failureText, form, h, input, say } from "./ui.js";
+import { act, clearNotice, field, failureText, form, h, input, say } from "./ui.js";
 import { jobsView, playgroundView } from "./views/jobs.js";
 import { keysView } from "./views/keys.js";
 import { moneyView } from "./views/money.js";
 import { accountsView, controlsView } from "./views/operator.js";
 import { pricesView } from "./views/prices.js";
+import { textActivityView } from "./views/text-activity.js";
 import { deadLettersView, webhookView } from "./views/webhook.js";
 
 interface Screen {
@@ -19,7 +20,8 @@ const OWNER: readonly Screen[] = [
   { path: "money", title: "Money", render: () => moneyView() },
   { path: "jobs", title: "Jobs", render: (_refresh, jobId) => jobsView(jobId) },
   { path: "playground", title: "Text playground", render: () => playgroundView() },
-  { path: "keys", title: "API keys", render: (refresh) => keysView(refresh) },
+  { path: "text-activity", title: "Text activity", render: () => textActivityView() },
+  { path: "keys", title: "API keys", render: () => keysView() },
   { path: "webhook", title: "Webhook", render: (refresh) => webhookView(refresh) },
   { path: "prices", title: "Prices", render: () => pricesView() },
 ];
@@ -63,14 +65,15 @@ function signInView(): HTMLElement {
 }
 
 function shell(session: Session): void {
+  clearNotice();
   screens = session.role === "owner" ? OWNER : OPERATOR;
   useCsrfToken(session.csrf_token);
   nav.replaceChildren(...screens.map((s) => h("a", { href: `#/${s.path}` }, s.title)));
   const out = h("button", { type: "button", class: "link" }, "Sign out");
   out.addEventListener("click", () => void act(out, async () => {
     await signOut();
-    say("Signed out.");
     await boot();
+    say("Signed out.");
   }));
   who.replaceChildren(session.role === "owner" ? `Owner of ${session.account_id}` : "Operator", " ", out);
 }
@@ -92,5 +95,9 @@ async function boot(): Promise<void> {
   main.focus();
 }
 
-window.addEventListener("hashchange", () => void show());
+// A new screen starts without the last one's banner; actions within a screen keep theirs (they re-render without a hash change).
+window.addEventListener("hashchange", () => {
+  clearNotice();
+  void show();
+});
 void boot();

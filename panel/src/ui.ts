@@ -29,6 +29,50 @@ export function field(label: string, control: HTMLInputElement | HTMLSelectEleme
   return h("div", { class: "field" }, h("label", { for: id }, label), control, hintElement);
 }
 
+/** An exact decimal amount to the cent, rounded half away from zero ("24.8658345" → "24.87"), as text: no float touches it. */
+export function toCents(amount: string): string {
+  const match = /^(-?)(\d*)(?:\.(\d*))?$/.exec(amount.trim());
+  if (!match) return amount;
+  const [, sign = "", whole = "", fraction = ""] = match;
+  const hundredths = BigInt(whole || "0") * 100n + BigInt((fraction + "00").slice(0, 2)) + (Number(fraction[2] ?? "0") >= 5 ? 1n : 0n);
+  const text = `${hundredths / 100n}.${String(hundredths % 100n).padStart(2, "0")}`;
+  return hundredths === 0n ? text : `${sign}${text}`;
+}
+
+/** An amount shown to the cent, the exact value on hover (title); `suffix` follows the amount in both. */
+export function usd(amount: string | undefined, attributes: Attributes = {}, suffix = ""): HTMLSpanElement {
+  const exact = amount ?? "0";
+  const cents = toCents(exact);
+  const text = cents.startsWith("-") ? `-$${cents.slice(1)}` : `$${cents}`;
+  const full = exact.startsWith("-") ? `-$${exact.slice(1)}` : `$${exact}`;
+  return h("span", { class: "usd", title: `${full}${suffix}`, ...attributes }, `${text}${suffix}`);
+}
+
+/** An instant as the panel shows it everywhere: UTC, to the second ("2026-12-03 14:05:09"). */
+export function utc(date: Date | undefined): string {
+  return date ? date.toISOString().replace("T", " ").slice(0, 19) : "—";
+}
+
+/** A datetime-local field's value read as UTC (the panel's filters are in UTC, as its tables), whatever the browser's zone. */
+export function fromUtcField(value: string): Date | undefined {
+  if (value === "") return undefined;
+  const date = new Date(`${value.length === 16 ? `${value}:00` : value}Z`);
+  return Number.isNaN(date.getTime()) ? undefined : date;
+}
+
+/** A labelled UTC date-and-time field (to the second). */
+export function utcField(label: string, name: string): HTMLElement {
+  return field(`${label} (UTC)`, input(name, { type: "datetime-local", step: 1 }), "UTC, as the times in the table.");
+}
+
+/** Clears the notice area (a new screen starts without the last one's banner). */
+export function clearNotice(): void {
+  const notice = document.getElementById("notice")!;
+  notice.setAttribute("role", "status");
+  notice.className = "notice";
+  notice.textContent = "";
+}
+
 /** Says something in the live region (screen readers hear it); errors are alerts. */
 export function say(text: string, kind: "ok" | "error" = "ok"): void {
   const notice = document.getElementById("notice")!;

@@ -37,4 +37,5 @@ export { checkMetadata, checkMetadataShape, type MetadataLimits } from "../domai
 export type { StagedInlineImage } from "../domain/validation/inline-images.js";
 export { checkLimit, checkStatus } from "../domain/jobs/job-list.js";
 export { checkGrouping } from "../domain/ledger/usage.js";
+export { checkEntrySource, checkEntryType } from "../domain/ledger/statement.js";
 export { createHealthService } from "./health/health-service.js";

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { GenerationService } from "../../gen/generation/v1/generation_service_pb.js";
-import { LedgerEntryType, UsageGrouping } from "../../gen/generation/v1/money_pb.js";
+import { LedgerEntrySource, LedgerEntryType, UsageGrouping } from "../../gen/generation/v1/money_pb.js";
 import { SIMULATOR_MARKERS } from "../../src/adapters/provider/simulated/simulated-provider.js";
 import { balanceOf, call, createCustomer, finishedJob, pico, startTestService, type Customer, type TestService } from "../support/harness.js";
 import { assertPlatformError, postGeneration } from "../support/jobs-api-helpers.js";
@@ -121,6 +121,36 @@ describe("the account statement", () => {
     assert.ok(older.json.entries.every((e: any) => e.created_at < pivot));
   });
 
+  it("when the statement is filtered by source, type, model or key, then it lists exactly the matching entries, in pages, to the key, the operator and gRPC", async () => {
+    const { customer, text } = await busyAccount();
+    const whole = await allEntries(service, { key: customer.apiKey });
+    const textCalls = whole.filter((e) => e.job_id === null && e.model !== null);
+    assert.deepEqual(textCalls.map((e) => [e.type, e.model]), [["charge", TEXT], ["hold", TEXT]]);
+    const cases: [string, (e: (typeof whole)[number]) => boolean][] = [
+      ["source=text_call", (e) => e.job_id === null && e.model !== null],
+      ["source=text_call&type=charge,release", (e) => e.job_id === null && e.model !== null && (e.type === "charge" || e.type === "release")],
+      ["source=job", (e) => e.job_id !== null],
+      ["type=credit", (e) => e.type === "credit"],
+      [`model=${TEXT}`, (e) => e.model === TEXT],
+      [`key_id=${textCalls[0]!.key_id}&type=hold`, (e) => e.key_id === textCalls[0]!.key_id && e.type === "hold"],
+    ];
+    for (const [filter, matches] of cases) {
+      const expected = whole.filter(matches);
+      assert.ok(expected.length > 0, filter);
+      assert.deepEqual(await allEntries(service, { key: customer.apiKey }, 100, filter), expected, filter);
+      assert.deepEqual(await allEntries(service, { key: customer.apiKey }, 1, filter), expected, `${filter}, one entry a page`);
+      assert.deepEqual(await allEntries(service, { accountId: customer.accountId }, 2, filter), expected, `${filter}, the operator`);
+    }
+    const textCharge = whole.find((e) => e.job_id === text.job_id && e.type === "charge")!;
+    assert.ok(!(await allEntries(service, { key: customer.apiKey }, 100, "source=text_call")).some((e) => e.entry_id === textCharge.entry_id));
+    const client = createClient(GenerationService, createGrpcTransport({ baseUrl: service.grpcUrl }));
+    const page = await client.listLedgerEntries(
+      { limit: 10, source: LedgerEntrySource.TEXT_CALL, types: [LedgerEntryType.CHARGE] },
+      { headers: { authorization: `Bearer ${customer.apiKey}` } },
+    );
+    assert.deepEqual(page.entries.map((e) => [e.type, e.model, e.jobId, e.amount]), [[LedgerEntryType.CHARGE, TEXT, undefined, textCalls[0]!.amount]]);
+  });
+
   it("when the query is bad, then 400 with the reason, after the key is checked, and nothing changes", async () => {
     const customer = await createCustomer(service, "10.00");
     await runJob(customer, image);
@@ -132,6 +162,8 @@ describe("the account statement", () => {
       ["from=yesterday", "invalid_timestamp"], ["from=2026-11-23T10:00:00Z&to=2026-11-22T10:00:00Z", "invalid_time_range"],
       ["page_token=nonsense", "invalid_page_token"], [`page_token=${encodeURIComponent(token.slice(0, -2))}xy`, "invalid_page_token"],
       [`page_token=${encodeURIComponent(token)}&from=2026-01-01T00:00:00Z`, "invalid_page_token"], ["limit=1&limit=2", "invalid_query"],
+      ["type=charge,refund", "invalid_entry_type"], ["source=jobs", "invalid_entry_source"], ["model=no-such-model", "invalid_model"],
+      [`page_token=${encodeURIComponent(token)}&type=charge`, "invalid_page_token"],
     ];
     const before = await allEntries(service, { key: customer.apiKey });
     for (const [query, code] of cases) assertPlatformError(await call(service, "GET", `/api/v1/ledger?${query}`, { key: customer.apiKey }), 400, code);

@@ -2,7 +2,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { DomainError } from "../../src/domain/errors/domain-error.js";
-import { checkTimeRange, encodeStatementToken, parseStatementQuery } from "../../src/domain/ledger/statement.js";
+import { checkTimeRange, encodeStatementToken, matchesStatementFilter, parseStatementQuery } from "../../src/domain/ledger/statement.js";
 import {
   checkGrouping, DEFAULT_USAGE_DAYS, groupOf, MAX_USAGE_DAYS, parseUsageQuery, summarizeUsage, type SettledCharge,
 } from "../../src/domain/ledger/usage.js";
@@ -69,6 +69,35 @@ describe("statement: ranges and page tokens", () => {
     }
     const jobs = signPageToken(SECRET, { ...scope, purpose: "job-list-page-token" }, [1, "5", 10]);
     assert.throws(() => parseStatementQuery(SECRET, "acct", { pageToken: jobs }), refusal("invalid_page_token", /altered/));
+  });
+
+  it("when a statement is filtered, then the filter is checked, an alias names its model, and a token holds only for its own filter", () => {
+    assert.deepEqual(parseStatementQuery(SECRET, "acct", { types: ["charge", "release", "charge"], source: "text_call" }).filter,
+      { types: ["charge", "release"], model: undefined, keyId: undefined, source: "text_call" });
+    assert.equal(parseStatementQuery(SECRET, "acct", { types: [], model: "", keyId: "", source: "" }).filter, undefined);
+    assert.throws(() => parseStatementQuery(SECRET, "acct", { types: ["refund"] }), refusal("invalid_entry_type", /got "refund"/, "type"));
+    assert.throws(() => parseStatementQuery(SECRET, "acct", { source: "jobs" }), refusal("invalid_entry_source", /got "jobs"/, "source"));
+    assert.throws(() => parseStatementQuery(SECRET, "acct", { model: "nope" }), refusal("invalid_model", /"nope"/, "model"));
+    assert.throws(() => parseStatementQuery(SECRET, "acct", { keyId: "k".repeat(201) }), refusal("field_too_long", /key_id/, "key_id"));
+    const filter = { types: ["charge"], source: "text_call" as const };
+    const cursor = { seq: 9n, at: new Date(20) };
+    const token = encodeStatementToken(SECRET, { accountId: "acct", filter }, cursor);
+    assert.deepEqual(parseStatementQuery(SECRET, "acct", { pageToken: token, types: ["charge"], source: "text_call" }).before, cursor);
+    assert.throws(() => parseStatementQuery(SECRET, "acct", { pageToken: token, types: ["charge"] }), refusal("invalid_page_token"));
+    assert.throws(() => parseStatementQuery(SECRET, "acct", { pageToken: token }), refusal("invalid_page_token"));
+  });
+
+  it("when entries are matched against a filter, then every filter set must hold; credits have no model, key or source", () => {
+    const credit = { type: "credit" };
+    const call = { type: "charge", memo: { model: "m", keyId: "k" } };
+    const job = { type: "charge", memo: { jobId: "j", model: "m", keyId: "k" } };
+    const match = (filter: Parameters<typeof matchesStatementFilter>[0]) => [credit, call, job].map((entry) => matchesStatementFilter(filter, entry));
+    assert.deepEqual(match({ source: "text_call" }), [false, true, false]);
+    assert.deepEqual(match({ source: "job" }), [false, false, true]);
+    assert.deepEqual(match({ types: ["credit"] }), [true, false, false]);
+    assert.deepEqual(match({ model: "m" }), [false, true, true]);
+    assert.deepEqual(match({ keyId: "k", source: "job" }), [false, false, true]);
+    assert.deepEqual(match({ keyId: "other" }), [false, false, false]);
   });
 
   it("when page tokens are read, then only their own signed JSON arrays come back", () => {

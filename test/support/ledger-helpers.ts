@@ -21,13 +21,13 @@ export interface LedgerEntryJson {
 /** Who reads the statement: the account's key (GET /api/v1/ledger) or the operator (GET /admin/v1/accounts/{id}/ledger). */
 export type StatementReader = { readonly key: string } | { readonly accountId: string };
 
-/** Every entry of an account, newest first, read page by page. */
-export async function allEntries(service: { url: string }, reader: StatementReader, pageSize = 100): Promise<LedgerEntryJson[]> {
+/** Every entry of an account, newest first, read page by page; `filter`: more of the query ("source=text_call&type=charge"). */
+export async function allEntries(service: { url: string }, reader: StatementReader, pageSize = 100, filter = ""): Promise<LedgerEntryJson[]> {
   const entries: LedgerEntryJson[] = [];
   let token: string | null = null;
   const path = "key" in reader ? "/api/v1/ledger" : `/admin/v1/accounts/${encodeURIComponent(reader.accountId)}/ledger`;
   do {
-    const query: string = `?limit=${pageSize}${token ? `&page_token=${encodeURIComponent(token)}` : ""}`;
+    const query: string = `?limit=${pageSize}${filter ? `&${filter}` : ""}${token ? `&page_token=${encodeURIComponent(token)}` : ""}`;
     const response = await call(service, "GET", path + query, "key" in reader ? { key: reader.key } : { admin: true });
     assert.equal(response.status, 200, response.text);
     entries.push(...(response.json.entries as LedgerEntryJson[]));

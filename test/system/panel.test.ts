@@ -6,7 +6,9 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { Webhook } from "standardwebhooks";
-import { ADMIN_TOKEN, call, eventually, startTestService, type TestService } from "../support/harness.js";
+import { ADMIN_TOKEN, call, eventually, pico, startTestService, type TestService } from "../support/harness.js";
+import { allEntries } from "../support/ledger-helpers.js";
+import { rpc } from "../support/panel-helpers.js";
 import { withReceiver } from "../support/webhook-receiver.js";
 
 /**
@@ -19,6 +21,7 @@ import { withReceiver } from "../support/webhook-receiver.js";
  */
 const CHROMIUM = "/usr/bin/chromium";
 const SHOTS = process.env.PANEL_SCREENSHOTS ?? join("test-results", "panel");
+const TEXT = "aimodel-3.5-flash";
 
 describe("the web panel in Chromium", () => {
   let service: TestService;
@@ -87,6 +90,7 @@ describe("the web panel in Chromium", () => {
     await page.getByRole("heading", { name: "New key" }).waitFor();
     const rule = (await page.locator("#grant-rule").textContent()) ?? "";
     assert.match(rule, /"\*" grants every model except aimodel-3\.1-flash-lite-image, which needs a grant of its own/);
+    await page.getByRole("checkbox", { name: "* every model" }).check();
     await page.getByRole("checkbox", { name: "aimodel-3.1-flash-lite-image own grant needed" }).check();
     await page.getByRole("form", { name: "Create an API key" }).getByLabel("Requests per minute").fill("60");
     await page.getByRole("form", { name: "Create an API key" }).getByLabel("Spend limit per UTC day (USD)").fill("5.00");
@@ -104,9 +108,11 @@ describe("the web panel in Chromium", () => {
       const job = await call(service, "POST", "/api/v1/generations", { key: apiKey, body });
       assert.equal(job.status, 202, job.text);
     }
-    await page.getByRole("button", { name: "Done" }).click();
+    // The new key is listed at once, while its secret is still shown.
     const row = page.getByRole("row").filter({ hasText: "60/min" });
     await row.waitFor();
+    assert.equal(await page.getByTestId("api-key-secret").textContent(), apiKey);
+    await page.getByRole("button", { name: "Done" }).click();
     assert.match((await row.textContent()) ?? "", /\$5\.00\/day/);
     await shot("06-owner-keys");
 
@@ -152,16 +158,19 @@ describe("the web panel in Chromium", () => {
   });
 
   /** A fresh browser context signed in as the owner of a new account (the operator's steps done over the API). */
-  async function ownerPage(target: TestService, balance: string): Promise<{ page: Page; context: BrowserContext; accountId: string }> {
+  async function ownerPage(
+    target: TestService, balance: string, options: { timezoneId?: string; viewport?: { width: number; height: number } } = {},
+  ): Promise<{ page: Page; context: BrowserContext; accountId: string }> {
     const opened = await call(target, "POST", "/admin/v1/accounts", { admin: true, body: { name: "owner", balance } });
     const issued = await fetch(`${target.url}/generation.v1.AdminService/CreateOwnerToken`, {
       method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_TOKEN}` },
       body: JSON.stringify({ accountId: opened.json.account_id }),
     });
     const { ownerToken } = (await issued.json()) as { ownerToken: string };
-    const ownerContext = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const ownerContext = await browser.newContext({ viewport: options.viewport ?? { width: 1280, height: 900 }, timezoneId: options.timezoneId });
     const owner = await ownerContext.newPage();
     owner.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+
     await owner.goto(`${target.url}/panel/`);
     await owner.getByLabel("Owner token or admin token").fill(ownerToken);
     await owner.getByRole("button", { name: "Sign in" }).click();
@@ -327,4 +336,187 @@ describe("the web panel in Chromium", () => {
       }
     });
   });
+
+  /** The account's keys as the operator's API lists them. */
+  async function keysOf(accountId: string): Promise<{ keyId: string; models: string[]; revoked?: boolean }[]> {
+    const listed = await rpc(service, "AdminService/ListAccountApiKeys", { accountId }, { authorization: `Bearer ${ADMIN_TOKEN}` });
+    assert.equal(listed.status, 200, listed.text);
+    return listed.json.keys ?? [];
+  }
+
+  it("when the owner creates a key, then no model is ticked at first, a key needs one, and a key of three models is refused a fourth (403)", async () => {
+    const { page: owner, context: ownerContext, accountId } = await ownerPage(service, "4.00");
+    try {
+      await owner.getByRole("link", { name: "API keys" }).click();
+      const createForm = owner.getByRole("form", { name: "Create an API key" });
+      await createForm.waitFor();
+      const ticked = await createForm.getByRole("checkbox").evaluateAll((boxes) => boxes.filter((box: any) => box.checked).length);
+      assert.equal(ticked, 0, "no grant is ticked at first");
+      assert.match((await owner.locator("#grant-rule").textContent()) ?? "", /Tick only the models the key needs/);
+      await createForm.getByRole("button", { name: "Create key" }).click();
+      await owner.locator("#notice[role=alert]").filter({ hasText: "Tick at least one model" }).waitFor();
+      assert.deepEqual(await keysOf(accountId), [], "nothing was created");
+
+      const three = ["aimodel-2.5-flash-image", "aimodel-3.1-flash-image", "aimodel-3-pro-image"];
+      for (const model of three) await createForm.getByRole("checkbox", { name: model, exact: true }).check();
+      await createForm.getByRole("button", { name: "Create key" }).click();
+      const apiKey = (await owner.getByTestId("api-key-secret").textContent()) ?? "";
+      await owner.getByRole("row").filter({ hasText: three.join(", ") }).waitFor();
+      const [key] = await keysOf(accountId);
+      assert.deepEqual(key!.models, three);
+
+      const fourth = await call(service, "POST", "/api/v1/generations", { key: apiKey, body: { model: "aimodel-nbx-2.1", prompt: "a fourth model" } });
+      assert.equal(fourth.status, 403, fourth.text);
+      const statement = await allEntries(service, { accountId });
+      assert.deepEqual(statement.map((e) => [e.type, e.amount, e.balance_after]), [["credit", "4.00", "4.00"]], "nothing held or charged");
+      await owner.screenshot({ path: join(SHOTS, "14-owner-key-three-models.png"), fullPage: true });
+    } finally {
+      await ownerContext.close();
+    }
+  });
+
+  it("when amounts have more than two decimals, then the panel shows cents with the exact value on hover, banners end with their screen, and job times filter in UTC", async () => {
+    // A browser far from UTC: the filters must still mean UTC, as the table shows.
+    const { page: owner, context: ownerContext, accountId } = await ownerPage(service, "24.8658345", { timezoneId: "America/New_York" });
+    try {
+      const available = owner.getByTestId("available");
+      assert.equal(await available.textContent(), "$24.87");
+      assert.equal(await available.getAttribute("title"), "$24.8658345");
+      const credit = owner.getByTestId("statement").getByRole("row").filter({ hasText: "credit" });
+      assert.equal(await credit.locator("span[title='$24.8658345']").count(), 2, "the amount and the balance after, exact on hover");
+
+      await owner.getByRole("link", { name: "Jobs" }).click();
+      const jobForm = owner.getByRole("form", { name: "Create a job" });
+      await jobForm.getByLabel("Model").selectOption("aimodel-2.5-flash-image");
+      await jobForm.getByLabel("Prompt").fill("a harbour at noon");
+      await jobForm.getByRole("button", { name: "Create job" }).click();
+      await owner.locator("#notice").filter({ hasText: "accepted" }).waitFor();
+      await owner.getByTestId("job-status").filter({ hasText: "done" }).waitFor({ timeout: 20_000 });
+      const list = owner.getByRole("table", { name: "Jobs, newest first" });
+      const row = list.getByRole("row").filter({ hasText: "aimodel-2.5-flash-image" });
+      await row.waitFor(); // listed at once, without a reload
+      const statement = await allEntries(service, { accountId });
+      const charge = statement.find((e) => e.type === "charge")!;
+      assert.equal(await owner.getByTestId("job-charged").getAttribute("title"), `$${charge.amount.slice(1)}`);
+      assert.equal(pico(charge.balance_after), pico("24.8658345") + pico(charge.amount));
+
+      // The table's time is UTC; the filters read UTC too (a minute either side of it).
+      const accepted = ((await row.getByRole("cell").nth(3).textContent()) ?? "").trim();
+      assert.match(accepted, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+      const shifted = (minutes: number) => new Date(Date.parse(`${accepted.replace(" ", "T")}Z`) + minutes * 60_000).toISOString().slice(0, 19);
+      const filters = owner.getByRole("form", { name: "Filter jobs" });
+      assert.ok(await filters.getByLabel("Accepted after (UTC)").isVisible());
+      const listedWith = async (after: string, before: string) => {
+        await filters.getByLabel("Accepted after (UTC)").fill(after);
+        await filters.getByLabel("Accepted before (UTC)").fill(before);
+        await applied(filters);
+        return (await row.count()) === 1;
+      };
+      assert.equal(await listedWith(shifted(-1), shifted(1)), true, "accepted within a minute either side, in UTC");
+      assert.equal(await listedWith(shifted(1), ""), false, "accepted before the minute after");
+      assert.equal(await listedWith("", shifted(-1)), false, "accepted after the minute before");
+      await owner.screenshot({ path: join(SHOTS, "15-owner-jobs-utc-filters.png"), fullPage: true });
+
+      // A banner belongs to its screen: the next screen starts without it.
+      await owner.locator("#notice").filter({ hasText: "accepted" }).waitFor();
+      await owner.getByRole("link", { name: "Money" }).click();
+      await owner.getByTestId("available").waitFor();
+      assert.equal(await owner.locator("#notice").textContent(), "");
+    } finally {
+      await ownerContext.close();
+    }
+  });
+
+  it("when the owner and two keys make text calls, then Text activity lists each with its model, key, tokens, exact charge and status, filtered by key, model and UTC time", async () => {
+    const { page: owner, context: ownerContext, accountId } = await ownerPage(service, "5.00");
+    try {
+      const keyA = await call(service, "POST", `/admin/v1/accounts/${accountId}/keys`, { admin: true, body: { models: ["*"] } });
+      const keyB = await call(service, "POST", `/admin/v1/accounts/${accountId}/keys`, { admin: true, body: { models: ["*"] } });
+      for (const [key, prompt] of [[keyA, "Say hello"], [keyB, "Say goodbye in three words"]] as const) {
+        const answered = await call(service, "POST", `/api/aimodel/v1beta/models/${TEXT}:generateContent`, {
+          vendorKey: key.json.api_key, body: { contents: [{ parts: [{ text: prompt }] }] },
+        });
+        assert.equal(answered.status, 200, answered.text);
+      }
+      const calls = await allEntries(service, { accountId }, 100, "source=text_call&type=charge,release");
+      assert.equal(calls.length, 2);
+
+      await owner.getByRole("link", { name: "Text activity" }).click();
+      const table = owner.getByTestId("text-calls");
+      await eventually(async () => table.locator("tbody tr").count(), (count) => count === 2, { what: "two text calls" });
+      for (const entry of calls) {
+        const row = table.getByRole("row").filter({ hasText: entry.key_id! });
+        const cells = await row.getByRole("cell").allTextContents();
+        assert.deepEqual(cells.slice(1, 5), [TEXT, entry.key_id, String(entry.prompt_token_count), String(entry.candidates_token_count)]);
+        assert.equal(cells[6], "charged");
+        assert.equal(await row.getByRole("cell").nth(5).locator("span").getAttribute("title"), `$${entry.amount.slice(1)}`);
+        assert.equal(cells[0], entry.created_at.replace("T", " ").slice(0, 19));
+      }
+      const filters = owner.getByRole("form", { name: "Filter text calls" });
+      await filters.getByLabel("Key").fill(keyB.json.key_id);
+      await applied(filters);
+      assert.equal(await table.locator("tbody tr").count(), 1, "the calls of one key");
+      assert.match((await table.locator("tbody tr").textContent()) ?? "", new RegExp(keyB.json.key_id));
+      await owner.screenshot({ path: join(SHOTS, "16-owner-text-activity.png"), fullPage: true });
+      await filters.getByLabel("Key").fill("");
+      await filters.getByLabel("Model").selectOption("aimodel-2.5-flash-image");
+      await applied(filters);
+      await table.getByText("No text calls.").waitFor();
+      await filters.getByLabel("Model").selectOption(TEXT);
+      const newest = calls[0]!.created_at;
+      await filters.getByLabel("From (UTC)").fill(newest.slice(0, 19));
+      await applied(filters);
+      const shown = await table.locator("tbody tr td:first-child").allTextContents();
+      assert.ok(shown.every((time) => time >= newest.replace("T", " ").slice(0, 19)), shown.join());
+    } finally {
+      await ownerContext.close();
+    }
+  });
+
+  it("when every screen is opened on a desktop and a phone, then each is saved as a screenshot and none overflows the phone sideways", async () => {
+    const sizes = [["desktop", { width: 1280, height: 800 }], ["phone", { width: 390, height: 844 }]] as const;
+    for (const [size, viewport] of sizes) {
+      const operatorContext = await browser.newContext({ viewport, isMobile: size === "phone", hasTouch: size === "phone" });
+      try {
+        const operator = await operatorContext.newPage();
+        await operator.goto(`${service.url}/panel/`);
+        await operator.getByLabel("Owner token or admin token").waitFor();
+        await operator.screenshot({ path: join(SHOTS, `${size}-sign-in.png`), fullPage: true });
+        await operator.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+        await operator.getByRole("button", { name: "Sign in" }).click();
+        await visitEvery(operator, size, "operator");
+      } finally {
+        await operatorContext.close();
+      }
+      const { page: owner, context: ownerContext } = await ownerPage(service, "3.00", { viewport });
+      try {
+        await visitEvery(owner, size, "owner");
+      } finally {
+        await ownerContext.close();
+      }
+    }
+  });
+
+  /** Applies a filter form: its button is busy from the click until the list is read again. */
+  async function applied(filters: ReturnType<Page["getByRole"]>): Promise<void> {
+    const apply = filters.getByRole("button", { name: "Apply filters" });
+    await apply.click();
+    await eventually(() => apply.isEnabled(), (enabled) => enabled, { what: "the filtered list" });
+  }
+
+  /** Opens every screen of the navigation, saves it, and checks that it fits the width. */
+  async function visitEvery(target: Page, size: string, role: string): Promise<void> {
+    await target.locator("#nav a[aria-current=page]").waitFor(); // signed in: the navigation is there
+    const links = await target.locator("#nav a").evaluateAll((anchors) => anchors.map((a: any) => [a.getAttribute("href"), a.textContent]));
+    assert.ok(links.length >= 4, `${role} has screens`);
+    for (const [href, title] of links as [string, string][]) {
+      await target.locator(`#nav a[href='${href}']`).click();
+      await target.locator("main h1").filter({ hasText: new RegExp(`^${title.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`) }).waitFor();
+      await target.waitForLoadState("networkidle");
+      const overflow = (await target.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
+      assert.ok(overflow <= 0, `${role}'s ${title} is ${overflow} px wider than the ${size} screen`);
+      assert.equal(await target.locator("main [role=alert]").count(), 0, `${role}'s ${title} loaded without an error`);
+      await target.screenshot({ path: join(SHOTS, `${size}-${role}-${href.replace("#/", "")}.png`), fullPage: true });
+    }
+  }
 });

@@ -3,7 +3,7 @@ import type { Job } from "../../../gen/generation/v1/job_pb.js";
 import { JobStatus } from "../../../gen/generation/v1/job_pb.js";
 import { ModelKind, type Model } from "../../../gen/generation/v1/model_pb.js";
 import { generation, text as textApi } from "../rpc.js";
-import { act, failureText, field, form, h, input, say, section, table } from "../ui.js";
+import { act, failureText, field, form, fromUtcField, h, say, section, table, usd, utc, utcField } from "../ui.js";
 import { loadModels } from "./prices.js";
 
 const STATUS: Record<number, string> = {
@@ -11,7 +11,7 @@ const STATUS: Record<number, string> = {
   [JobStatus.FAILED]: "failed", [JobStatus.CANCELED]: "canceled",
 };
 const FINISHED = new Set([JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELED]);
-const when = (timestamp: Timestamp | undefined) => (timestamp ? timestampDate(timestamp).toISOString().replace("T", " ").slice(0, 23) : "—");
+const when = (timestamp: Timestamp | undefined) => utc(timestamp ? timestampDate(timestamp) : undefined);
 
 function select(name: string, options: [string, string][], label: string, hint?: string): HTMLElement {
   return field(label, h("select", { name }, ...options.map(([value, text]) => h("option", { value }, text))), hint);
@@ -44,7 +44,7 @@ export function jobDetail(jobId: string, onChange: () => void): HTMLElement {
         h("li", {}, `Accepted ${when(job.createdAt)}`),
         h("li", {}, `Started ${when(job.startedAt)}`),
         h("li", {}, `Finished ${when(job.finishedAt)}`)),
-      h("p", {}, `Reserved $${job.usage?.reserved ?? "0"} · charged $${job.usage?.charged ?? "0"}`,
+      h("p", {}, "Reserved ", usd(job.usage?.reserved), " · charged ", usd(job.usage?.charged, { "data-testid": "job-charged" }),
         job.usage?.totalTokenCount ? ` · ${job.usage.promptTokenCount} + ${job.usage.candidatesTokenCount} tokens` : ""),
       job.error ? h("p", { role: "alert" }, `${job.error}: ${job.errorMessage ?? ""}`) : undefined,
       media,
@@ -124,29 +124,32 @@ export async function jobsView(selected: string | undefined): Promise<HTMLElemen
     lastFilters = filters;
     const status = Number(filters.get("status") ?? 0);
     const model = String(filters.get("model") ?? "");
-    const after = String(filters.get("after") ?? "");
-    const before = String(filters.get("before") ?? "");
+    const after = fromUtcField(String(filters.get("after") ?? ""));
+    const before = fromUtcField(String(filters.get("before") ?? ""));
     const { jobs } = await generation.listJobs({
       status, model, limit: 50,
-      ...(after ? { createdAfter: timestampFromDate(new Date(after)) } : {}),
-      ...(before ? { createdBefore: timestampFromDate(new Date(before)) } : {}),
+      ...(after ? { createdAfter: timestampFromDate(after) } : {}),
+      ...(before ? { createdBefore: timestampFromDate(before) } : {}),
     });
     list.replaceChildren(table(["Job", "Model", "Status", "Accepted (UTC)", "Charged"], jobs.map((job) => [
       h("button", { type: "button", class: "link", onclick: () => open(job.jobId) }, job.jobId.slice(0, 8)),
-      job.model, STATUS[job.status] ?? "", when(job.createdAt), `$${job.usage?.charged ?? "0"}`,
+      job.model, STATUS[job.status] ?? "", when(job.createdAt), usd(job.usage?.charged),
     ]), "Jobs, newest first"));
   };
   const filters = form("Filter jobs", [
     h("div", { class: "row" },
       select("status", [["0", "any"], ...Object.entries(STATUS).map(([value, text]) => [value, text] as [string, string])], "Status"),
       select("model", [["", "any"], ...models.map((m) => [m.id, m.id] as [string, string])], "Model"),
-      field("Accepted after", input("after", { type: "datetime-local" })),
-      field("Accepted before", input("before", { type: "datetime-local" }))),
+      utcField("Accepted after", "after"),
+      utcField("Accepted before", "before")),
   ], "Apply filters", (data) => load(data));
   await load(lastFilters);
   if (selected) open(selected);
   return h("div", {},
-    section("New job", createForm(models, open)),
+    section("New job", createForm(models, (jobId) => {
+      open(jobId);
+      void load(lastFilters);
+    })),
     detail,
     section("Your jobs", filters, list));
 }

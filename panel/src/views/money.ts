@@ -2,7 +2,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { LedgerEntry, UsageRow } from "../../../gen/generation/v1/money_pb.js";
 import { LedgerEntryType, UsageGrouping } from "../../../gen/generation/v1/money_pb.js";
 import { account, generation } from "../rpc.js";
-import { act, h, section, table } from "../ui.js";
+import { act, h, section, table, toCents, usd, utc } from "../ui.js";
 
 const ENTRY: Record<number, string> = {
   [LedgerEntryType.CREDIT]: "credit", [LedgerEntryType.HOLD]: "hold", [LedgerEntryType.CHARGE]: "charge", [LedgerEntryType.RELEASE]: "release",
@@ -29,20 +29,21 @@ export function spendChart(title: string, rows: { label: string; spend: string; 
   const labelWidth = 190;
   const max = rows.reduce((top, row) => (nanos(row.spend) > top ? nanos(row.spend) : top), 0n);
   const span = BigInt(width - labelWidth - 90);
-  const chart = svg("svg", { viewBox: `0 0 ${width} ${Math.max(1, rows.length) * barHeight + 8}`, role: "img", "aria-label": `${title}: ${rows.map((r) => `${r.label} $${r.spend}`).join(", ") || "no spend"}`, class: "chart" });
+  const label = `${title}: ${rows.map((r) => `${r.label} $${toCents(r.spend)}`).join(", ") || "no spend"}`;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${Math.max(1, rows.length) * barHeight + 8}`, role: "img", "aria-label": label, class: "chart" });
   rows.forEach((row, i) => {
     const y = i * barHeight + 4;
     const length = max > 0n ? Number((nanos(row.spend) * span) / max) : 0;
     chart.append(
       svg("text", { x: 0, y: y + 17, class: "chart-label" }, row.label),
       svg("rect", { x: labelWidth, y, width: Math.max(1, length), height: barHeight - 8, class: "chart-bar" }),
-      svg("text", { x: labelWidth + length + 6, y: y + 17, class: "chart-value" }, `$${row.spend}`),
+      svg("text", { x: labelWidth + length + 6, y: y + 17, class: "chart-value" }, `$${toCents(row.spend)}`),
     );
   });
   return h("figure", { class: "chart-figure" }, h("figcaption", {}, title),
     rows.length === 0 ? h("p", { class: "hint" }, "No settled charges in the last 30 days.") : chart,
     h("details", {}, h("summary", {}, "As a table"),
-      table(["Group", "Requests", "Spend"], rows.map((r) => [r.label, String(r.requests), `$${r.spend}`]), title)));
+      table(["Group", "Requests", "Spend"], rows.map((r) => [r.label, String(r.requests), usd(r.spend)]), title)));
 }
 
 const usageRows = (rows: UsageRow[]) =>
@@ -60,11 +61,11 @@ export async function moneyView(): Promise<HTMLElement> {
   const addEntries = (list: LedgerEntry[]) => {
     for (const entry of list) {
       entries.append(h("tr", {},
-        h("td", {}, timestampDate(entry.createdAt!).toISOString().replace("T", " ").slice(0, 19)),
+        h("td", {}, utc(timestampDate(entry.createdAt!))),
         h("td", {}, ENTRY[entry.type] ?? ""),
-        h("td", { class: "num" }, entry.amount),
-        h("td", { class: "num" }, entry.balanceAfter),
-        h("td", { class: "num" }, entry.reservedChange),
+        h("td", { class: "num" }, usd(entry.amount)),
+        h("td", { class: "num" }, usd(entry.balanceAfter)),
+        h("td", { class: "num" }, usd(entry.reservedChange)),
         h("td", {}, entry.model ?? ""),
         h("td", {}, entry.jobId ? h("a", { href: `#/jobs/${entry.jobId}` }, entry.jobId.slice(0, 8)) : ""),
         h("td", {}, entry.keyId ?? "")));
@@ -79,7 +80,7 @@ export async function moneyView(): Promise<HTMLElement> {
   older.addEventListener("click", () => void act(older, load));
   await load();
   const figure = (label: string, value: string | undefined, id: string) =>
-    h("div", { class: "figure" }, h("span", { class: "label", id }, label), h("span", { class: "amount", "aria-labelledby": id, "data-testid": id }, `$${value ?? "0"}`));
+    h("div", { class: "figure" }, h("span", { class: "label", id }, label), usd(value, { class: "amount", "aria-labelledby": id, "data-testid": id }));
   return h("div", {},
     section("Balance", h("div", { class: "figures" },
       figure("Balance", balance?.balance, "balance"), figure("Reserved", balance?.reserved, "reserved"), figure("Available", balance?.available, "available")),

@@ -1,7 +1,7 @@
 import type { Model } from "../../../gen/generation/v1/model_pb.js";
 import { admin } from "../rpc.js";
 import { signIn } from "../session.js";
-import { act, field, form, h, input, say, section, table } from "../ui.js";
+import { act, field, form, h, input, say, section, table, usd } from "../ui.js";
 import { loadModels, priceLines } from "./prices.js";
 
 /** Accounts: open one, credit it, look one up, issue its owner token (and sign in as its owner). */
@@ -10,6 +10,10 @@ export function accountsView(onSignedIn: () => void): HTMLElement {
 
   async function show(accountId: string): Promise<void> {
     const [{ balance }, { keys }] = await Promise.all([admin.getAccountBalance({ accountId }), admin.listAccountApiKeys({ accountId })]);
+    const keyTable = (list: typeof keys) =>
+      table(["Key", "Grants", "Spent", "Status"], list.map((key) => [h("code", {}, key.keyId), key.models.join(", "), usd(key.spent), key.revoked ? "revoked" : "active"]),
+        `Keys of ${accountId}`);
+    const keyList = h("div", {}, keyTable(keys));
     const tokenBox = h("div", { class: "secret", hidden: true });
     const issue = h("button", { type: "button" }, "Issue an owner token");
     issue.addEventListener("click", () => void act(issue, async () => {
@@ -23,17 +27,19 @@ export function accountsView(onSignedIn: () => void): HTMLElement {
       tokenBox.replaceChildren(
         h("p", {}, h("strong", {}, "Give this token to the account's owner now: it is shown only once."), ` (id ${tokenId}; revoke it as a key.)`),
         h("output", { "data-testid": "owner-token", "aria-label": "The owner token" }, ownerToken), signInButton);
+      keyList.replaceChildren(keyTable((await admin.listAccountApiKeys({ accountId })).keys));
       say(`Owner token ${tokenId} issued.`);
     }));
     const credit = form(`Credit ${accountId}`, [field("Amount (USD)", input("amount", { inputmode: "decimal", required: true, autocomplete: "off" }))], "Add credit", async (data) => {
       await admin.addCredits({ accountId, amount: String(data.get("amount")) });
-      say(`Credited ${accountId}.`);
       await show(accountId);
+      say(`Credited ${accountId}.`);
     });
     found.replaceChildren(section(`Account ${accountId}`,
-      h("p", {}, `Balance $${balance?.balance}, reserved $${balance?.reserved}, available `, h("strong", { "data-testid": "operator-available" }, `$${balance?.available}`)),
+      h("p", {}, "Balance ", usd(balance?.balance), ", reserved ", usd(balance?.reserved), ", available ",
+        h("strong", {}, usd(balance?.available, { "data-testid": "operator-available" }))),
       credit,
-      table(["Key", "Grants", "Spent", "Status"], keys.map((key) => [h("code", {}, key.keyId), key.models.join(", "), `$${key.spent}`, key.revoked ? "revoked" : "active"]), `Keys of ${accountId}`),
+      keyList,
       issue, tokenBox));
   }
 

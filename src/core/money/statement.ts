@@ -1,13 +1,14 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
-  LedgerEntrySchema, LedgerEntryType as EntryTypeProto, UsageGrouping as GroupingProto, type LedgerEntry as LedgerEntryMessage,
+  LedgerEntrySchema, LedgerEntrySource as SourceProto, LedgerEntryType as EntryTypeProto, UsageGrouping as GroupingProto,
+  type LedgerEntry as LedgerEntryMessage,
 } from "../../../gen/generation/v1/money_pb.js";
 import type { GetUsageRequest, ListLedgerEntriesRequest } from "../../../gen/generation/v1/generation_service_pb.js";
-import { encodeStatementToken, parseStatementQuery } from "../../domain/ledger/statement.js";
+import { encodeStatementToken, matchesStatementFilter, parseStatementQuery, type StatementQuery } from "../../domain/ledger/statement.js";
 import { parseUsageQuery, summarizeUsage, type SettledCharge, type UsageGrouping } from "../../domain/ledger/usage.js";
 import { formatMoney } from "../../domain/money.js";
-import type { Ledger, LedgerCursor, LedgerEntry, LedgerEntryType } from "../../ports/ledger.js";
+import type { Ledger, LedgerCursor, LedgerEntry, LedgerEntryPage, LedgerEntryType } from "../../ports/ledger.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { GetUsageResponseSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 
@@ -16,6 +17,13 @@ const TYPE_TO_PROTO: Record<LedgerEntryType, EntryTypeProto> = {
   hold: EntryTypeProto.HOLD,
   charge: EntryTypeProto.CHARGE,
   release: EntryTypeProto.RELEASE,
+};
+
+const TYPE_NAMES = new Map<EntryTypeProto, string>(Object.entries(TYPE_TO_PROTO).map(([name, value]) => [value, name]));
+
+const SOURCE_NAMES: Partial<Record<SourceProto, string>> = {
+  [SourceProto.JOB]: "job",
+  [SourceProto.TEXT_CALL]: "text_call",
 };
 
 const GROUPING_NAMES: Record<GroupingProto, string | undefined> = {
@@ -54,12 +62,40 @@ export async function statementPage(
     pageToken: request.pageToken === "" ? undefined : request.pageToken,
     from: dateOf(request.from),
     to: dateOf(request.to),
+    // An unknown enum value reaches the domain as its number, which it refuses.
+    types: request.types.map((type) => TYPE_NAMES.get(type) ?? String(type)),
+    model: request.model,
+    keyId: request.keyId,
+    source: request.source === SourceProto.UNSPECIFIED ? undefined : SOURCE_NAMES[request.source] ?? String(request.source),
   });
-  const page = await ledger.entries({ accountId, limit: query.limit, from: query.from, to: query.to, before: query.before });
+  const page = query.filter ? await filteredPage(ledger, query) : await ledger.entries({ accountId, limit: query.limit, from: query.from, to: query.to, before: query.before });
   return {
     entries: page.entries.map(entryView),
     nextPageToken: page.next ? encodeStatementToken(secret, query, page.next) : "",
   };
+}
+
+/** Entries a filtered page reads at most: a sparse filter answers fewer entries and a token to go on, never a long scan. */
+const FILTER_SCAN = 2_000;
+const FILTER_READ = 200;
+
+/** A page of the entries that match the query's filter, read from the store's pages and cut at `limit` matches. */
+async function filteredPage(ledger: Ledger, query: StatementQuery): Promise<LedgerEntryPage> {
+  const entries: LedgerEntry[] = [];
+  let before = query.before;
+  let scanned = 0;
+  for (;;) {
+    const page = await ledger.entries({ accountId: query.accountId, limit: FILTER_READ, from: query.from, to: query.to, before });
+    for (const entry of page.entries) {
+      scanned++;
+      if (!matchesStatementFilter(query.filter!, entry)) continue;
+      entries.push(entry);
+      if (entries.length === query.limit) return { entries, next: { seq: entry.seq, at: entry.at } };
+    }
+    if (!page.next) return { entries };
+    before = page.next;
+    if (scanned >= FILTER_SCAN) return { entries, next: before };
+  }
 }
 
 /** Entries read per store call while a report adds them up. */

@@ -19,7 +19,7 @@ export type ErrorCategory =
 
 /** Every reason of `bad_request`, declared once: its code is `invalid`'s, so REST tells its 400 from 422 by this list. */
 export const BAD_REQUEST_REASONS = [
-  "field_too_long", "invalid_group_by", "invalid_key_limit", "invalid_limit", "invalid_model", "invalid_page_size",
+  "field_too_long", "invalid_entry_source", "invalid_entry_type", "invalid_group_by", "invalid_key_limit", "invalid_limit", "invalid_model", "invalid_page_size",
   "invalid_page_token", "invalid_status", "invalid_time_range", "invalid_wait", "malformed_message", "unsupported_field",
   "unsupported_media_type", "video_duration_requires_8s",
 ] as const;

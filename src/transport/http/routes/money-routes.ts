@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { GetUsageRequestSchema, ListLedgerEntriesRequestSchema } from "../../../../gen/generation/v1/generation_service_pb.js";
-import { UsageGrouping } from "../../../../gen/generation/v1/money_pb.js";
-import { checkGrouping, type CoreClients } from "../../../core/index.js";
+import { LedgerEntrySource, LedgerEntryType, UsageGrouping } from "../../../../gen/generation/v1/money_pb.js";
+import { checkEntrySource, checkEntryType, checkGrouping, type CoreClients } from "../../../core/index.js";
 import { platformCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { ledgerPageJson, usageJson } from "../json-mapping.js";
@@ -11,10 +11,20 @@ import { LEDGER_SCHEMA, USAGE_SCHEMA } from "../schemas/money.js";
 
 const GROUPINGS = { model: UsageGrouping.MODEL, key: UsageGrouping.KEY, day: UsageGrouping.DAY } as const;
 
+const ENTRY_TYPES = {
+  credit: LedgerEntryType.CREDIT, hold: LedgerEntryType.HOLD, charge: LedgerEntryType.CHARGE, release: LedgerEntryType.RELEASE,
+} as const;
+const SOURCES = { job: LedgerEntrySource.JOB, text_call: LedgerEntrySource.TEXT_CALL } as const;
+
 /** The statement's query as a ListLedgerEntriesRequest; the values' rules are the domain's. */
 export function statementRequest(request: FastifyRequest): MessageInitShape<typeof ListLedgerEntriesRequestSchema> {
   const query = queryText(request);
-  return { limit: limitOf(query.limit), pageToken: query.page_token ?? "", from: timestampOf("from", query.from), to: timestampOf("to", query.to) };
+  const types = query.type === undefined || query.type === "" ? [] : query.type.split(",").map((name) => ENTRY_TYPES[queryRule(() => checkEntryType(name.trim()))]);
+  const source = queryRule(() => checkEntrySource(query.source));
+  return {
+    limit: limitOf(query.limit), pageToken: query.page_token ?? "", from: timestampOf("from", query.from), to: timestampOf("to", query.to),
+    types, model: query.model ?? "", keyId: query.key_id ?? "", source: source ? SOURCES[source] : LedgerEntrySource.UNSPECIFIED,
+  };
 }
 
 export function usageRequest(request: FastifyRequest): MessageInitShape<typeof GetUsageRequestSchema> {

@@ -34,7 +34,7 @@ export const LEDGER_ENTRY = restView(LedgerEntrySchema, {
 
 const STATEMENT = {
   type: "object",
-  description: "Entries newest first; pass next_page_token as page_token (with the same from and to) for the next page; null on the last.",
+  description: "Entries newest first; pass next_page_token as page_token (with the same from, to and filters) for the next page; null on the last.",
   properties: {
     entries: { type: "array", items: LEDGER_ENTRY.schema },
     next_page_token: { ...orNull({ type: "string" }) },
@@ -58,9 +58,19 @@ export const STATEMENT_QUERY = {
   type: "object",
   properties: {
     limit: { type: "string", description: "Page size, an integer from 1 to 100; 20 when absent (otherwise 400 invalid_limit).", examples: ["20"] },
-    page_token: { type: "string", description: "next_page_token of the previous page, with the same from and to (otherwise 400 invalid_page_token)." },
+    page_token: { type: "string", description: "next_page_token of the previous page, with the same from, to and filters (otherwise 400 invalid_page_token)." },
     from: TIME("Only entries written at or after this instant"),
     to: TIME("Only entries written strictly before this instant; not before from (400 invalid_time_range)"),
+    type: {
+      type: "string", examples: ["charge,release"],
+      description: "Only entries of these types, comma-separated: credit, hold, charge, release (otherwise 400 invalid_entry_type).",
+    },
+    model: { type: "string", description: "Only entries of holds for this model; credits never match (an unknown model: 400 invalid_model)." },
+    key_id: { type: "string", description: "Only entries of holds asked by this API key or owner token; credits never match." },
+    source: {
+      type: "string", examples: ["text_call"],
+      description: "job (entries with a job_id) or text_call (synchronous text calls: a model and no job_id); otherwise 400 invalid_entry_source.",
+    },
   },
 } as const;
 
@@ -91,7 +101,9 @@ export const USAGE = restView(GetUsageResponseSchema, {
   }],
 });
 
-const RANGE_ERRORS = "Bad parameters are 400 (invalid_limit, invalid_timestamp, invalid_time_range, invalid_page_token, invalid_query) and change nothing.";
+const RANGE_ERRORS = "Bad parameters are 400 (invalid_limit, invalid_timestamp, invalid_time_range, invalid_page_token, invalid_entry_type, " +
+  "invalid_model, invalid_entry_source, invalid_query) and change nothing. With a filter a page may hold fewer entries than limit and " +
+  "still have a next_page_token (a page reads at most 2000 entries).";
 
 export const LEDGER_SCHEMA = operation(
   "money", "listLedgerEntries", "The key's account statement: every credit, hold, charge and release, newest first", PLATFORM_SECURITY, {
