@@ -168,5 +168,10 @@ describe("the chaos run's history checker", () => {
     const headers = { "webhook-id": "msg_j1", "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": new Webhook(secret).sign("msg_j1", at, body) };
     assert.equal(signatureValid(secret, { body, headers }), true);
     assert.equal(signatureValid(secret, { body: body.replace("success", "failed"), headers }), false);
+    assert.equal(signatureValid(`whsec_${Buffer.alloc(32, 8).toString("base64")}`, { body, headers }), false);
+    // Checked after the run: a signature made long ago is still the account's signature.
+    const old = new Date(at.getTime() - 3_600_000);
+    const oldHeaders = { ...headers, "webhook-timestamp": String(Math.floor(old.getTime() / 1000)), "webhook-signature": new Webhook(secret).sign("msg_j1", old, body) };
+    assert.equal(signatureValid(secret, { body, headers: oldHeaders }), true);
   });
 });
