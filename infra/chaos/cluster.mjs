@@ -35,10 +35,16 @@ const JPMS = [
     .flatMap((p) => ["--add-opens", `${p}=ALL-UNNAMED`]),
 ];
 
-/** Starts `java args` under `nice -n 10` in a process group of its own, appending to `logFile`; its pid. */
-function startJava(name, args, logFile) {
+/** The group id a node's JVM runs with: iptables' owner match then tells its packets from everyone else's. */
+export const gidOf = (node) => String(30_100 + Number(node.host.split(".")[3]));
+
+/** Starts `java args` under `nice -n 10` with the node's group id, in a process group of its own, appending to `logFile`. */
+function startJava(node, args, logFile) {
+  const { name } = node;
   const out = openSync(logFile, "a");
-  const child = spawn("nice", ["-n", "10", "java", ...args], { detached: true, stdio: ["ignore", out, out] });
+  const child = spawn("nice", ["-n", "10", "setpriv", "--regid", gidOf(node), "--clear-groups", "java", ...args], {
+    detached: true, stdio: ["ignore", out, out],
+  });
   registerGroup(name, child.pid);
   child.once("exit", () => forgetGroup(name, child.pid));
   return child;
@@ -63,7 +69,7 @@ export function startCassandra(runDir, node) {
   if (!existsSync(yaml)) writeFileSync(yaml, cassandraYaml(node));
   const lib = join(STATE_DIR, "cassandra", "lib");
   const jamm = execFileSync("bash", ["-c", `ls ${lib}/jamm-*.jar | head -1`]).toString().trim();
-  return startJava(node.name, [
+  return startJava(node, [
     `-Xms${CASSANDRA_HEAP}`, `-Xmx${CASSANDRA_HEAP}`, "-Xss256k", "-XX:+UseG1GC", "-XX:+ParallelRefProcEnabled", "-XX:MaxGCPauseMillis=300",
     "-XX:+PerfDisableSharedMem", "-XX:+CrashOnOutOfMemoryError", "-XX:ActiveProcessorCount=1",
     "-Djava.net.preferIPv4Stack=true", "-Djava.awt.headless=true", "-Dchronicle.analytics.disable=true",
@@ -106,7 +112,7 @@ export function startKafka(runDir, node) {
     execFileSync("java", ["-Xmx192m", log4j, "-cp", cp, "kafka.tools.StorageTool", "format", "--config", props,
       "--cluster-id", KAFKA_CLUSTER_ID, "--ignore-formatted"], { stdio: ["ignore", openSync(join(dir, "kafka.log"), "a"), "inherit"] });
   }
-  return startJava(node.name, [
+  return startJava(node, [
     `-Xms${KAFKA_HEAP}`, `-Xmx${KAFKA_HEAP}`, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:ActiveProcessorCount=1",
     "-Djava.awt.headless=true", log4j, `-Dkafka.logs.dir=${dir}`, "-cp", cp, "kafka.Kafka", props,
   ], join(dir, "kafka.log"));

@@ -1,6 +1,6 @@
 // The nemesis: one fault at a time, each 20-60 s, then its repair and a pause, until the run's time is up. Every fault
 // and its recovery (the node restarted and answering again) is a window of the history, for availability per fault.
-import { CASSANDRA_NODES, KAFKA_NODES, leadingBroker, startCassandra, startKafka, waitForCassandra, waitForKafka } from "./cluster.mjs";
+import { CASSANDRA_NODES, KAFKA_NODES, gidOf, leadingBroker, startCassandra, startKafka, waitForCassandra, waitForKafka } from "./cluster.mjs";
 import { healAll, isolate, log, signal, sleep } from "./processes.mjs";
 import { SERVICE_PROCESSES, startService } from "./service.mjs";
 
@@ -29,10 +29,10 @@ export function faults(ctx) {
       heal: () => signal(cass(i + 1).name, "SIGCONT") }),
     (i) => ({ name: `SIGSTOP ${kafkaNode(i).name}`, min: 25, inject: () => signal(kafkaNode(i).name, "SIGSTOP"),
       heal: () => signal(kafkaNode(i).name, "SIGCONT") }),
-    (i) => ({ name: `partition ${cass(i + 2).name}`, partition: true, inject: () => isolate(cass(i + 2).host), heal: () => healAll() }),
+    (i) => ({ name: `partition ${cass(i + 2).name}`, partition: true, inject: () => isolate(cass(i + 2).host, gidOf(cass(i + 2))), heal: () => healAll() }),
     (i) => ({ name: `SIGKILL worker-1 + ${cass(i).name}`, inject: () => { signal("worker-1", "SIGKILL"); signal(cass(i).name, "SIGKILL"); },
       heal: async () => { await restartCassandra(cass(i)); await restartService("worker-1"); } }),
-    (i) => ({ name: `partition ${kafkaNode(i + 1).name}`, partition: true, inject: () => isolate(kafkaNode(i + 1).host), heal: () => healAll() }),
+    (i) => ({ name: `partition ${kafkaNode(i + 1).name}`, partition: true, inject: () => isolate(kafkaNode(i + 1).host, gidOf(kafkaNode(i + 1))), heal: () => healAll() }),
     async (i) => {
       const node = await leadingBroker(ctx.prefix);
       return { name: `SIGKILL api-1 + ${node.name} (leader)`, inject: () => { signal("api-1", "SIGKILL"); signal(node.name, "SIGKILL"); },

@@ -44,12 +44,15 @@ export function signal(name, sig) {
 export function iptables(args) {
   execFileSync("iptables", args, { stdio: ["ignore", "ignore", "pipe"] });
 }
-/** Drops every packet to and from `host` on the loopback interface. */
-export function isolate(host) {
-  for (const chain of ["INPUT", "OUTPUT"]) {
-    const iface = chain === "INPUT" ? "-i" : "-o";
-    for (const dir of ["-s", "-d"]) iptables(["-I", chain, iface, "lo", dir, `${host}/32`, "-m", "comment", "--comment", RULE_TAG, "-j", "DROP"]);
-  }
+/**
+ * Cuts a node off: every packet to its address, and every packet its process sends (matched by its group id: it opens
+ * connections from 127.0.0.1, so its address alone would not catch them), is dropped on the loopback interface.
+ */
+export function isolate(host, gid) {
+  const tag = ["-m", "comment", "--comment", RULE_TAG, "-j", "DROP"];
+  iptables(["-I", "INPUT", "-i", "lo", "-d", `${host}/32`, ...tag]);
+  iptables(["-I", "OUTPUT", "-o", "lo", "-d", `${host}/32`, ...tag]);
+  iptables(["-I", "OUTPUT", "-o", "lo", "-m", "owner", "--gid-owner", gid, ...tag]);
 }
 /** Removes this run's rules (or, given a tag, a dead run's). */
 export function healAll(tag = RULE_TAG) {
