@@ -8,6 +8,8 @@ export interface ChaosRequest {
   status: number | null;
   retryAfter: string | null;
   code?: string | null;
+  /** How long it took to answer (or to fail). */
+  ms?: number;
 }
 export interface ChaosOp {
   /** Its Idempotency-Key (also sent as metadata.chaos_key). */
@@ -74,6 +76,8 @@ export interface AvailabilityRow {
   other4xx: number;
   network: number;
   bad: number;
+  /** The longest a request sent in the window took: a paused node shows here more than in the share. */
+  slowestMs: number;
   share2xx: number | null;
 }
 export interface ChaosVerdict {

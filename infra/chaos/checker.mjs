@@ -165,11 +165,12 @@ function checkWebhooks(history, stored, violations) {
 /** Availability per window (each fault, and the time between faults): answers by class, and the refusals that break the rule. */
 export function availability(history, violations = []) {
   const windows = [...history.faults.map((f) => ({ name: f.name, start: f.start, end: f.end })), { name: "no fault", start: -Infinity, end: Infinity }];
-  const rows = windows.map((w) => ({ window: w.name, total: 0, ok: 0, refused503: 0, other4xx: 0, network: 0, bad: 0 }));
+  const rows = windows.map((w) => ({ window: w.name, total: 0, ok: 0, refused503: 0, other4xx: 0, network: 0, bad: 0, slowestMs: 0 }));
   for (const request of history.requests) {
     const at = history.faults.findIndex((f) => request.t >= f.start && request.t < f.end);
     const row = rows[at === -1 ? rows.length - 1 : at];
     row.total++;
+    row.slowestMs = Math.max(row.slowestMs, request.ms ?? 0);
     const status = request.status;
     if (status === null || status === undefined) row.network++;
     else if (status >= 200 && status < 300) row.ok++;

@@ -26,6 +26,7 @@ async function attempt(history, kind, url, init) {
   try {
     const response = await fetch(url, { ...init, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
     const text = await response.text();
+    record.ms = Date.now() - t;
     record.status = response.status;
     record.retryAfter = response.headers.get("retry-after");
     let json = null;
@@ -35,6 +36,7 @@ async function attempt(history, kind, url, init) {
     record.code = json?.error?.code ?? (typeof json?.error?.status === "string" ? json.error.status : null);
     return { status: response.status, retryAfter: record.retryAfter, json, text };
   } catch (error) {
+    record.ms = Date.now() - t;
     record.code = error?.cause?.code ?? error?.name ?? "error";
     return { status: null, retryAfter: null, json: null, text: "" };
   }

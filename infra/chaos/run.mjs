@@ -130,10 +130,10 @@ async function settle(history, accounts, receiver) {
 }
 
 function report(history, result) {
-  const lines = ["", "| window | requests | 2xx | share 2xx | 503 + Retry-After | other 4xx | no answer | 500 / bad |", "|---|---|---|---|---|---|---|---|"];
+  const lines = ["", "| window | requests | 2xx | share 2xx | 503 + Retry-After | other 4xx | no answer | 500 / bad | slowest |", "|---|---|---|---|---|---|---|---|---|"];
   for (const row of result.availability) {
     const share = row.share2xx === null ? "-" : `${(row.share2xx * 100).toFixed(1)} %`;
-    lines.push(`| ${row.window} | ${row.total} | ${row.ok} | ${share} | ${row.refused503} | ${row.other4xx} | ${row.network} | ${row.bad} |`);
+    lines.push(`| ${row.window} | ${row.total} | ${row.ok} | ${share} | ${row.refused503} | ${row.other4xx} | ${row.network} | ${row.bad} | ${(row.slowestMs / 1000).toFixed(1)} s |`);
   }
   const statuses = {};
   for (const r of history.requests) statuses[`${r.status}${r.code ? ` ${r.code}` : ""}`] = (statuses[`${r.status}${r.code ? ` ${r.code}` : ""}`] ?? 0) + 1;
