@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import pRetry from "p-retry";
 import { formatMoney, type Money } from "../../domain/money.js";
 import type { IntentHolds } from "../../ports/intent-holds.js";
 import type { AcceptanceOutcome, AcceptanceWrites, Announcement } from "../../ports/acceptance-writes.js";
@@ -11,6 +12,7 @@ import { DomainError } from "../../domain/errors/domain-error.js";
 import type { TokenUsage } from "../../domain/pricing/quotes.js";
 import type { Logger } from "../../ports/logger.js";
 import type { ReserveResult, Telemetry } from "../../ports/telemetry.js";
+import { retryingEveryError } from "../../shared/every-error.js";
 
 /**
  * The one home of money holds. A hold is taken for an intent (a job being
@@ -135,6 +137,31 @@ export async function endIntentHold(
   }
   reportSettlement(ports, accountId, reservationId, charge.amount, settlement);
   return settlement?.charged;
+}
+
+/** A synchronous call's settlement the store refused, tried again this many times (1 s doubling to 30 s: about 3 minutes). */
+const CALL_SETTLEMENT_RETRIES = 8;
+
+/**
+ * Ends a synchronous call's hold (endIntentHold). When the store fails now (a node down, a timeout), the same
+ * settlement, idempotent by intent id, is retried in the background instead of leaving the money held until the
+ * reaper's TEXT_CALL_LIMIT; the caller's answer does not wait for it. Returns what was charged, or undefined
+ * when nothing was (a release, or a settlement still being retried).
+ */
+export async function endCallHold(
+  ports: HoldPorts, accountId: string, intentId: string, charge: { amount: Money; usage?: TokenUsage } | undefined, reason: ReleaseReason,
+): Promise<Money | undefined> {
+  const settle = () => endIntentHold(ports, accountId, intentId, charge, reason);
+  try {
+    return await settle();
+  } catch (error) {
+    const context = { account_id: accountId, reservation_id: reservationIdOf(intentId) };
+    ports.logger.warn({ ...context, err: error }, "ending a call's hold failed; retrying it in the background");
+    void pRetry(retryingEveryError(settle), { retries: CALL_SETTLEMENT_RETRIES, minTimeout: 1_000, maxTimeout: 30_000, unref: true }).catch(
+      (last: unknown) => ports.logger.error({ ...context, err: last }, "a call's hold could not be ended; the reaper releases it after TEXT_CALL_LIMIT"),
+    );
+    return undefined;
+  }
 }
 
 /** The statement and usage reports count text tokens: produced ones of every modality are candidates. */

@@ -13,7 +13,7 @@ import { authenticate, requireGrant, type Caller } from "../auth/api-key-auth.js
 import type { CoreDeps } from "../core-deps.js";
 import { toRpcError } from "../errors/rpc-errors.js";
 import { requireAvailable } from "../jobs/availability.js";
-import { endIntentHold, newTextCallIntentId, refusalError, takeHold } from "../money/holds.js";
+import { endCallHold, newTextCallIntentId, refusalError, takeHold } from "../money/holds.js";
 import { refusalAnswer } from "./refusal-answer.js";
 import { reportUpstreamTime } from "./upstream-time.js";
 
@@ -79,7 +79,7 @@ class ImageHold {
   async end(usage: TokenUsage | undefined): Promise<void> {
     if (this.ended) return;
     this.ended = true;
-    await endIntentHold(this.deps, this.accountId, this.intentId, usage && { amount: this.price, usage }, "nothing_delivered");
+    await endCallHold(this.deps, this.accountId, this.intentId, usage && { amount: this.price, usage }, "nothing_delivered");
   }
 }
 

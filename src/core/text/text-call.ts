@@ -4,7 +4,7 @@ import type { TextSpec } from "../../domain/validation/text-request.js";
 import type { TextChunk } from "../../ports/provider.js";
 import type { Caller } from "../auth/api-key-auth.js";
 import type { CoreDeps } from "../core-deps.js";
-import { endIntentHold, newTextCallIntentId, refusalError, takeHold } from "../money/holds.js";
+import { endCallHold, newTextCallIntentId, refusalError, takeHold } from "../money/holds.js";
 
 /**
  * One synchronous text call's money: the estimate is held while the answer
@@ -49,13 +49,13 @@ export class TextCall {
   /**
    * Settles for what was delivered (at most hold + available: the rest is
    * recorded as a shortfall), or releases when nothing was. Idempotent.
-   * Returns what was charged.
+   * Returns what was charged (0 while a settlement the store refused is retried in the background).
    */
   async end(): Promise<Money> {
     if (this.ended) return 0n;
     this.ended = true;
     const usage = this.delivered;
     const charge = usage && { amount: tokenCost(this.spec.model.id, this.prices, usage), usage };
-    return (await endIntentHold(this.deps, this.accountId, this.intentId, charge, "nothing_delivered")) ?? 0n;
+    return (await endCallHold(this.deps, this.accountId, this.intentId, charge, "nothing_delivered")) ?? 0n;
   }
 }
