@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import OpenAI from "openai";
-import { balanceOf, createCustomer, startTestService, type Customer, type TestService } from "../support/harness.js";
+import { balanceOf, createCustomer, eventually, startTestService, type Customer, type TestService } from "../support/harness.js";
 import { openAiBaseUrl, PNG_DATA_URI, statementCharge } from "../support/openai-helpers.js";
 import { allEntries } from "../support/ledger-helpers.js";
 import { tokenCharge, VENDOR } from "../support/vendor-helpers.js";
@@ -23,13 +23,19 @@ interface ImageServer {
   readonly url: string;
   /** GETs received, by path. */
   readonly hits: Map<string, number>;
+  /** Requests whose connection the fetcher closed before they were answered, by path. */
+  readonly dropped: Map<string, number>;
   close(): Promise<void>;
 }
 
 /** A real HTTP server on loopback serving what the links name; /slow never answers. */
 async function startImageServer(): Promise<ImageServer> {
   const hits = new Map<string, number>();
+  const dropped = new Map<string, number>();
   const server: Server = createServer((request, response) => {
+    response.on("close", () => {
+      if (!response.writableFinished) dropped.set(request.url ?? "", (dropped.get(request.url ?? "") ?? 0) + 1);
+    });
     hits.set(request.url ?? "", (hits.get(request.url ?? "") ?? 0) + 1);
     const path = (request.url ?? "").split("?")[0];
     if (path === "/pixel.png") return response.writeHead(200, { "content-type": "image/png" }).end(PNG);
@@ -43,6 +49,7 @@ async function startImageServer(): Promise<ImageServer> {
   return {
     url: `http://127.0.0.1:${port}`,
     hits,
+    dropped,
     close: () => {
       server.closeAllConnections();
       return new Promise((resolve) => server.close(() => resolve()));
@@ -107,6 +114,20 @@ describe("when OpenAI's JavaScript SDK sends an image as an http link to a serve
     assert.equal(images.hits.get("/pixel.png?streamed"), 1);
     assert.deepEqual(upstreamParts()[1].inlineData.data, PNG.toString("base64"));
     assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(usage!));
+  });
+
+  it("when the caller hangs up while the image is being fetched, then the fetch is abandoned and nothing is held or charged", async () => {
+    const leaver = await createCustomer(service, "1.00");
+    const controller = new AbortController();
+    const call = client(service, leaver.apiKey).chat.completions.create(
+      { model: FLASH.model, messages: withImage(`${images.url}/slow.png?leaver`) }, { signal: controller.signal },
+    );
+    const settled = call.then(() => "answered", (error: unknown) => (error instanceof OpenAI.APIUserAbortError ? "aborted" : String(error)));
+    await eventually(() => images.hits.get("/slow.png?leaver"), (n) => n === 1, { what: "the fetch to start" });
+    controller.abort();
+    assert.equal(await settled, "aborted");
+    await eventually(() => images.dropped.get("/slow.png?leaver"), (n) => n === 1, { what: "the service to drop the fetch" });
+    await assertUntouched(service, leaver.apiKey, "1.00");
   });
 
   it("when the vendor surface names the image by fileData.fileUri, then it is fetched and sent inline too, and charged exactly", async () => {
