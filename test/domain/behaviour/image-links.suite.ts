@@ -46,7 +46,7 @@ describe("images named by address in a synchronous call (issue 38): a job's inpu
   });
 
   it("when the declared type is not an image, then it is unsupported_media_type before the fetch", () => {
-    for (const type of ["application/pdf", "text/html", "image", "image/", "imagex/png", "video/mp4"]) {
+    for (const type of ["application/pdf", "text/html", "image", "image/", "imagex/png", "video/mp4", "ximage/png", "image/png,text/html"]) {
       assert.equal(check([link("https://a.example/x", type)]),
         `bad_request:unsupported_media_type:contents[0].parts[1].fileData.fileUri: | contents[0].parts[1].fileData.fileUri: a linked file must be an image (mimeType "${type}")`, type);
     }
