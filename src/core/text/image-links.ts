@@ -65,7 +65,9 @@ export async function inlineImageLinks(
 
 /** A generateContent call's linked images inlined, once the caller may use the model: nothing is fetched for a call its grants refuse. */
 export async function inlineCallLinks(
-  ports: ImageLinkPorts, caller: Caller, request: { readonly model: string; readonly contents: readonly Content[]; readonly systemInstruction?: Content },
+  ports: ImageLinkPorts,
+  caller: Caller,
+  request: { readonly model: string; readonly contents: readonly Content[]; readonly systemInstruction?: Content },
   signal: AbortSignal,
 ): Promise<void> {
   if (linkedParts(request.contents, request.systemInstruction).length === 0) return;

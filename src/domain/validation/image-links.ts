@@ -31,10 +31,12 @@ export function checkImageLinks(links: readonly ImageLink[], limits: Pick<Valida
   for (const link of links) {
     checkTextLength(link.field, link.url, MAX_URL_CHARACTERS);
     if (!isHttpUrl(link.url)) {
-      throw invalid("invalid_input_image_url", `${link.field} must be an http:// or https:// URL (this service stores no files)`, { field: link.field });
+      const why = `${link.field} must be an http:// or https:// URL (this service stores no files)`;
+      throw invalid("invalid_input_image_url", why, { field: link.field });
     }
     if (link.mimeType !== "" && !isImageType(bareMediaType(link.mimeType))) {
-      throw badRequest("unsupported_media_type", `${link.field}: a linked file must be an image (mimeType "${link.mimeType}")`, { field: link.field });
+      const why = `${link.field}: a linked file must be an image (mimeType "${link.mimeType}")`;
+      throw badRequest("unsupported_media_type", why, { field: link.field });
     }
   }
 }
