@@ -9,6 +9,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { repoPath } from "../support/repo.js";
 import "./behaviour/image-content.suite.js";
+import "./behaviour/image-links.suite.js";
 import "./behaviour/job-lifecycle.suite.js";
 import "./behaviour/pricing-rules.suite.js";
 import "./behaviour/request-rules.suite.js";

@@ -7,7 +7,7 @@ infra/python-sdk.sh makes. The client gets nothing but a base URL and a key:
 
 Usage: openai_sdk_client.py SCENARIO MODEL [PROMPT]
   with OPENAI_SDK_BASE_URL and OPENAI_SDK_API_KEY in the environment.
-Scenarios: unary, stream, json, image, images, list, tools.
+Scenarios: unary, stream, json, image, image_link (PROMPT is the image's URL), images, list, tools.
 Prints one JSON object on stdout: what the SDK handed back, or
 {"error": {...}} with the SDK's APIStatusError (class, status, type, code, param, message).
 """
@@ -77,6 +77,9 @@ def run(client, scenario, model, prompt):
         return completion_of(client.chat.completions.create(model=model, messages=user, response_format={"type": "json_object"}))
     if scenario == "image":
         content = [{"type": "text", "text": prompt}, {"type": "image_url", "image_url": {"url": PNG}}]
+        return completion_of(client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}]))
+    if scenario == "image_link":
+        content = [{"type": "text", "text": "What is in this picture?"}, {"type": "image_url", "image_url": {"url": prompt}}]
         return completion_of(client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}]))
     if scenario == "images":
         images = client.images.generate(model=model, prompt=prompt, size="1024x1024", response_format="b64_json")

@@ -117,19 +117,20 @@ describe("when OpenAI's JavaScript SDK is given only this service's OpenAI base 
     assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(completion.usage!));
   });
 
-  it("when an image is given as an http(s) link, then the SDK raises BadRequestError naming the part, and nothing is held", async () => {
+  // Links the service fetches (http and https): test/transport/openai-image-links.test.ts.
+  it("when an image is given as a link that is neither http(s) nor a data URI, then the SDK raises BadRequestError naming the part, and nothing is held", async () => {
     const linker = await createCustomer(service, "1.00");
     const error = await apiError(() =>
       client(service, linker.apiKey).chat.completions.create({
         model: FLASH.model,
-        messages: [{ role: "user", content: [{ type: "text", text: "look" }, { type: "image_url", image_url: { url: "https://example.com/a.png" } }] }],
+        messages: [{ role: "user", content: [{ type: "text", text: "look" }, { type: "image_url", image_url: { url: "file:///etc/a.png" } }] }],
       }),
     );
     assert.ok(error instanceof OpenAI.BadRequestError);
     assert.equal(error.status, 400);
     assert.equal(error.param, "messages[0].content[1].image_url.url");
     assert.equal(error.type, "invalid_request_error");
-    assert.match(error.message, /data URI/);
+    assert.match(error.message, /http\(s\) URL or a data URI/);
     await assertUntouched(service, linker.apiKey, "1.00");
   });
 

@@ -2,11 +2,13 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { balanceOf, createCustomer, pico, startTestService, type Customer, type TestService } from "../support/harness.js";
-import { openAiBaseUrl, statementCharge, statementCharges } from "../support/openai-helpers.js";
+import { openAiBaseUrl, PNG_DATA_URI, statementCharge, statementCharges } from "../support/openai-helpers.js";
 import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
 import { assertUntouched, FLASH, SPEC_TEXT_MODELS } from "../support/vendor-sdk-helpers.js";
 import { startVendorStub, type VendorStub } from "../support/vendor-stub.js";
@@ -83,6 +85,30 @@ describe("when OpenAI's Python SDK is given only this service's OpenAI base URL 
     assert.equal(answer.error, undefined, JSON.stringify(answer.error));
     assert.equal(answer.finish_reason, "stop");
     assert.equal((await statementCharge(service, customer.apiKey, before)).charged, chargeOf(answer.usage));
+  });
+
+  it("when a user message carries an image as an http link to a loopback server, then the service fetches it once and exactly the usage is charged", async () => {
+    const png = Buffer.from(PNG_DATA_URI.split(",")[1]!, "base64");
+    let gets = 0;
+    const images = createServer((_request, response) => {
+      gets++;
+      response.writeHead(200, { "content-type": "image/png" }).end(png);
+    });
+    await new Promise<void>((resolve) => images.listen(0, "127.0.0.1", resolve));
+    try {
+      const before = await balanceOf(service, customer.apiKey);
+      const url = `http://127.0.0.1:${(images.address() as AddressInfo).port}/pixel.png`;
+      const answer = await sdk(service, customer.apiKey, "image_link", FLASH.model, url);
+      assert.equal(answer.error, undefined, JSON.stringify(answer.error));
+      assert.deepEqual([answer.finish_reason, gets], ["stop", 1]);
+      const inline = await sdk(service, customer.apiKey, "image", FLASH.model, "What is in this picture?");
+      assert.equal(answer.usage.prompt_tokens, inline.usage.prompt_tokens, "the same image inline and by link: the same prompt");
+      const [linked] = (await statementCharges(service, customer.apiKey, before, 2)).reverse();
+      assert.equal(linked!.charged, chargeOf(answer.usage));
+    } finally {
+      images.closeAllConnections();
+      await new Promise((resolve) => images.close(resolve));
+    }
   });
 
   it("when the model calls a declared tool and the tool's answer is sent back, then the round trip completes and both calls are charged exactly", async () => {

@@ -23,6 +23,7 @@ import { isImageModelId } from "../../domain/validation/image-content-request.js
 import { refusalAnswer } from "../text/refusal-answer.js";
 import { reportUpstreamTime } from "../text/upstream-time.js";
 import { timedWaits } from "../../shared/stream-step.js";
+import { imageLinkPorts, inlineCallLinks } from "../text/image-links.js";
 
 type ResponseInit = MessageInitShape<typeof GenerateContentResponseSchema>;
 
@@ -112,6 +113,9 @@ function upstreamFailureOf(error: unknown): unknown {
 async function countTextTokens(deps: CoreDeps, request: CountTokensRequest, context: HandlerContext) {
   const caller = await authenticate(context.requestHeader, deps);
   const whole = request.generateContentRequest;
+  // Linked images are counted as the images they are, so they are fetched as GenerateContent fetches them.
+  const linked = { model: request.model, contents: whole ? whole.contents : request.contents, systemInstruction: whole?.systemInstruction };
+  await inlineCallLinks(imageLinkPorts(deps), caller, linked, context.signal);
   const named = whole?.model.startsWith(MODEL_NAME_PREFIX) ? whole.model.slice(MODEL_NAME_PREFIX.length) : whole?.model;
   if (named && named !== request.model) {
     throw invalid("model_mismatch", `generateContentRequest.model names ${named}, the path ${request.model}`, {
@@ -133,6 +137,7 @@ async function countTextTokens(deps: CoreDeps, request: CountTokensRequest, cont
 export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextService> {
   async function open(request: GenerateContentRequest, context: HandlerContext) {
     const caller = await authenticate(context.requestHeader, deps);
+    await inlineCallLinks(imageLinkPorts(deps), caller, request, context.signal);
     const spec = validateTextRequest(
       textRequestInput(request.model, request.contents, request.systemInstruction, request.generationConfig),
       deps.settingsOf.limits,

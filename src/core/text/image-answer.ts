@@ -16,6 +16,7 @@ import { requireAvailable } from "../jobs/availability.js";
 import { endCallHold, newTextCallIntentId, refusalError, takeHold } from "../money/holds.js";
 import { refusalAnswer } from "./refusal-answer.js";
 import { reportUpstreamTime } from "./upstream-time.js";
+import { imageLinkPorts, inlineCallLinks } from "./image-links.js";
 
 type ResponseInit = MessageInitShape<typeof GenerateContentResponseSchema>;
 
@@ -86,6 +87,7 @@ class ImageHold {
 /** Everything checked and the price held: what remains is the provider's call. */
 async function accept(deps: CoreDeps, request: GenerateContentRequest, context: HandlerContext) {
   const caller = await authenticate(context.requestHeader, deps);
+  await inlineCallLinks(imageLinkPorts(deps), caller, request, context.signal);
   const config = request.generationConfig;
   const input = {
     model: request.model,

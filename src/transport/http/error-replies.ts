@@ -14,6 +14,8 @@ export interface HttpError {
   readonly retryAfterSeconds?: number;
   /** The request parameter at fault, when the gateway knows it. */
   readonly param?: string;
+  /** The field the core's refusal names (its ErrorDetail's `facts.field`), in the request message's JSON names. */
+  readonly field?: string;
 }
 
 /** REST's status of an error of `code` with `reason` (undefined: the error carries no ErrorDetail). */
@@ -34,7 +36,19 @@ export function httpErrorOf(error: unknown): HttpError {
     reason: detail?.reason || (internal ? "internal_error" : codeName(connectError.code)),
     message: internal ? "internal error" : connectError.rawMessage,
     retryAfterSeconds: detail?.retryAfterSeconds || undefined,
+    field: typeof detail?.facts?.field === "string" ? detail.facts.field : undefined,
   };
+}
+
+/**
+ * A refusal in OpenAI's terms when its field is one a translation made from a parameter of another name
+ * (`params`: field → parameter): `param` names the parameter, and so does the message. Any other error is as it was.
+ */
+export function withOpenAiParam(error: unknown, params: ReadonlyMap<string, string>): unknown {
+  const mapped = toHttpError(error);
+  const param = mapped.field === undefined ? undefined : params.get(mapped.field);
+  if (param === undefined) return error;
+  return new GatewayError(mapped.status, mapped.reason, mapped.message.replaceAll(mapped.field!, param), mapped.retryAfterSeconds, param);
 }
 
 /** Everything under /api/aimodel answers in the vendor's error shape (but its OpenAI surface); everything else in the platform's. */

@@ -52,6 +52,13 @@ function partJson(part: Part): Json {
   }
   const signature = part.thoughtSignature;
   if (signature.length > 0) json.thoughtSignature = Buffer.from(signature.buffer, signature.byteOffset, signature.byteLength).toString("base64");
+  // file_data (7) last; answers never carry one, but the writer stays toJson's.
+  if (data.case === "fileData") {
+    const file: Json = {};
+    if (data.value.mimeType !== "") file.mimeType = data.value.mimeType;
+    if (data.value.fileUri !== "") file.fileUri = data.value.fileUri;
+    json.fileData = file;
+  }
   return json;
 }
 

@@ -192,6 +192,9 @@ describe("safety settings", () => {
     assert.equal(field({}), "unsupported_field | safetySettings");
     assert.equal(field([null]), "unsupported_field | safetySettings[0]");
     assert.equal(field([[]]), "unsupported_field | safetySettings[0]");
+    // A string or a number is not a setting, whatever its characters would be as keys.
+    assert.equal(field(["BLOCK_NONE"]), "unsupported_field | safetySettings[0]");
+    assert.equal(field([5]), "unsupported_field | safetySettings[0]");
     assert.equal(field([{ threshold: "OFF" }]), "unsupported_field | safetySettings[0].category");
     assert.equal(field([{ category: "HARM_CATEGORY_HARASSMENT" }]), "unsupported_field | safetySettings[0].threshold");
     assert.equal(field([harassment("BLOCK_SOME")]), "unsupported_field | safetySettings[0].threshold");

@@ -187,7 +187,7 @@ async function loadInputs(deps: CoreDeps, job: Job, signal: AbortSignal): Promis
  * never the URL (it may carry credentials), and gives only the reason the
  * fetcher marks as public: no address, port or system error.
  */
-function publicReason(error: unknown): string {
+export function publicReason(error: unknown): string {
   const reason = (error as { publicReason?: unknown } | undefined)?.publicReason;
   return typeof reason === "string" ? reason : "the download failed";
 }

@@ -16,6 +16,8 @@ export interface ChatCall {
   readonly vendorRequest: Json;
   readonly stream: boolean;
   readonly includeUsage: boolean;
+  /** Fields of the vendor request that came from an OpenAI parameter of another name: a refusal naming one names the parameter. */
+  readonly params: ReadonlyMap<string, string>;
 }
 
 /** Parameters OpenAI's API knows that change nothing here (bookkeeping on OpenAI's side): accepted and ignored. */
@@ -80,12 +82,13 @@ export function chatToVendor(body: unknown): ChatCall {
   }
   const stream = isSet(body.stream) ? expect<boolean>(typeof body.stream === "boolean", body.stream, "stream", "true or false") : false;
   const options = isSet(body.stream_options) ? expect<Json>(isObject(body.stream_options), body.stream_options, "stream_options", "an object") : {};
-  const vendorRequest: Json = { ...messagesToContents(body.messages), generationConfig: generationConfig(body) };
+  const params = new Map<string, string>();
+  const vendorRequest: Json = { ...messagesToContents(body.messages, params), generationConfig: generationConfig(body) };
   const tools = toolsOf(body.tools);
   if (tools) vendorRequest.tools = tools;
   const toolConfig = toolChoiceOf(body.tool_choice);
   if (toolConfig) vendorRequest.toolConfig = toolConfig;
-  return { model: model.replace(/^models\//, ""), vendorRequest, stream, includeUsage: stream && options.include_usage === true };
+  return { model: model.replace(/^models\//, ""), vendorRequest, stream, includeUsage: stream && options.include_usage === true, params };
 }
 
 function generationConfig(body: Json): Json {
@@ -155,8 +158,11 @@ function toolChoiceOf(choice: unknown): Json | undefined {
   return { functionCallingConfig: { mode: "ANY", allowedFunctionNames: [name] } };
 }
 
-/** The messages as the vendor's systemInstruction and contents; the tools' answers of one turn travel as one content. */
-function messagesToContents(messages: unknown): { systemInstruction?: Json; contents: Json[] } {
+/**
+ * The messages as the vendor's systemInstruction and contents; the tools' answers of one turn travel as one content.
+ * `params` learns which OpenAI parameter each image link's fileData came from.
+ */
+function messagesToContents(messages: unknown, params: Map<string, string>): { systemInstruction?: Json; contents: Json[] } {
   if (!Array.isArray(messages) || messages.length === 0) throw badParam("messages", "messages must be a non-empty list");
   const system: Json[] = [];
   const contents: Json[] = [];
@@ -170,9 +176,14 @@ function messagesToContents(messages: unknown): { systemInstruction?: Json; cont
       case "developer":
         system.push(...textParts(message.content, `${param}.content`));
         return;
-      case "user":
-        contents.push({ role: "user", parts: userParts(message.content, `${param}.content`) });
+      case "user": {
+        const parts = userParts(message.content, `${param}.content`);
+        parts.forEach((part, j) => {
+          if ("fileData" in part) params.set(`contents[${contents.length}].parts[${j}].fileData.fileUri`, `${param}.content[${j}].image_url.url`);
+        });
+        contents.push({ role: "user", parts });
         return;
+      }
       case "assistant": {
         // An empty text beside tool calls is no part (SDKs send "" or null there).
         const parts = isSet(message.content) ? textParts(message.content, `${param}.content`).filter((part) => part.text !== "") : [];
@@ -251,7 +262,7 @@ function textParts(content: unknown, param: string): Json[] {
 /** `data:<media type>;base64,<data>`, as OpenAI's image_url takes an inline image. */
 const DATA_URI = /^data:([\w.+-]+\/[\w.+-]+);base64,(.*)$/s;
 
-/** User content: a string, or text and image_url parts (an image as a data URI becomes inlineData). */
+/** User content: a string, or text and image_url parts (a data URI becomes inlineData, an http(s) link fileData, which the service fetches). */
 function userParts(content: unknown, param: string): Json[] {
   if (typeof content === "string") return [{ text: content }];
   if (!Array.isArray(content)) throw badParam(param, `${param} must be a string or a list of content parts`);
@@ -265,10 +276,7 @@ function userParts(content: unknown, param: string): Json[] {
     if (typeof url !== "string") throw badParam(`${at}.image_url.url`, `${at}.image_url.url must be a string`);
     const inline = DATA_URI.exec(url);
     if (inline) return { inlineData: { mimeType: inline[1]!.toLowerCase(), data: inline[2]! } };
-    if (/^https?:/i.test(url)) {
-      const why = "image links are not fetched on this endpoint; send the image as a data URI (data:image/png;base64,…)";
-      throw badParam(`${at}.image_url.url`, `${at}.image_url.url: ${why}`);
-    }
-    throw badParam(`${at}.image_url.url`, `${at}.image_url.url must be a data URI (data:<media type>;base64,<data>)`);
+    if (/^https?:\/\//i.test(url)) return { fileData: { fileUri: url } };
+    throw badParam(`${at}.image_url.url`, `${at}.image_url.url must be an http(s) URL or a data URI (data:<media type>;base64,<data>)`);
   });
 }

@@ -6,7 +6,7 @@ import {
 import type { CoreClients } from "../../../core/index.js";
 import { platformCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
-import { openAiErrorBody, replyWithError, routeNotFound, sendError, toHttpError } from "../error-replies.js";
+import { openAiErrorBody, replyWithError, routeNotFound, sendError, toHttpError, withOpenAiParam } from "../error-replies.js";
 import { parseBody } from "../json-mapping.js";
 import { chatToVendor } from "../openai/chat-request.js";
 import { ChatChunks, chatCompletion, type VendorAnswer } from "../openai/chat-response.js";
@@ -60,9 +60,13 @@ export function openAiRoutes(core: CoreClients, guard: BodyGuard) {
       const message = parseBody(GenerateContentRequestSchema, call.vendorRequest);
       message.model = call.model;
       await refuseImageModel(core, call.model, platformCall(request, reply));
-      if (call.stream) return streamChat(core, message, call.includeUsage, request, reply);
-      const response = await core.text.generateContent(message, platformCall(request, reply));
-      return reply.type("application/json; charset=utf-8").send(chatCompletion(vendorAnswer(response), call.model));
+      try {
+        if (call.stream) return await streamChat(core, message, call.includeUsage, request, reply);
+        const response = await core.text.generateContent(message, platformCall(request, reply));
+        return reply.type("application/json; charset=utf-8").send(chatCompletion(vendorAnswer(response), call.model));
+      } catch (error) {
+        throw withOpenAiParam(error, call.params);
+      }
     });
 
     app.post("/images/generations", { ...images, schema: OPENAI_SCHEMAS.imageGenerations }, async (request, reply) =>

@@ -39,7 +39,7 @@ const nullable = (type: string | string[], extra: object = {}) => ({ type: [...(
 const CONTENT = {
   description:
     "A string, or a list of parts: text `{\"type\": \"text\", \"text\"}` and, in user messages, an image as a data URI " +
-    "`{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:…\"}}`.",
+    "or an http(s) link the service fetches under the input images' rules `{\"type\": \"image_url\", \"image_url\": {\"url\"}}`.",
   type: ["string", "array", "null"],
 } as const;
 
