@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/admin_service.proto.
  */
 export const file_generation_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlImMKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMinQIKCUtleUxpbWl0cxIYCgtzcGVuZF9saW1pdBgBIAEoCUgAiAEBEh4KEWRhaWx5X3NwZW5kX2xpbWl0GAIgASgJSAGIAQESIAoTbW9udGhseV9zcGVuZF9saW1pdBgDIAEoCUgCiAEBEiIKFXJhdGVfbGltaXRfcGVyX21pbnV0ZRgEIAEoBUgDiAEBEiAKE21heF9jb25jdXJyZW50X2pvYnMYBSABKAVIBIgBAUIOCgxfc3BlbmRfbGltaXRCFAoSX2RhaWx5X3NwZW5kX2xpbWl0QhYKFF9tb250aGx5X3NwZW5kX2xpbWl0QhgKFl9yYXRlX2xpbWl0X3Blcl9taW51dGVCFgoUX21heF9jb25jdXJyZW50X2pvYnMihwMKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDwoHcmV2b2tlZBgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZsaW1pdHMYBiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxINCgVzcGVudBgHIAEoCRITCgtzcGVudF90b2RheRgIIAEoCRIYChBzcGVudF90aGlzX21vbnRoGAkgASgJEgwKBGhlbGQYCiABKAkSFgoJcmVtYWluaW5nGAsgASgJSACIAQESHAoPcmVtYWluaW5nX3RvZGF5GAwgASgJSAGIAQESIQoUcmVtYWluaW5nX3RoaXNfbW9udGgYDSABKAlIAogBAUIMCgpfcmVtYWluaW5nQhIKEF9yZW1haW5pbmdfdG9kYXlCFwoVX3JlbWFpbmluZ190aGlzX21vbnRoIiIKEEdldEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKEUdldEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IoABChNVcGRhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siOgoUVXBkYXRlQXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkihQEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEg4KBm1vZGVscxgDIAMoCRISCgphY2NvdW50X2lkGAQgASgJEigKBmxpbWl0cxgFIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKFFJldm9rZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdyZXZva2VkGAIgASgIIi8KGUxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJBChpMaXN0QWNjb3VudEFwaUtleXNSZXNwb25zZRIjCgRrZXlzGAEgAygLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiLQoXQ3JlYXRlT3duZXJUb2tlblJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJVChhDcmVhdGVPd25lclRva2VuUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSEwoLb3duZXJfdG9rZW4YAiABKAkSEgoKYWNjb3VudF9pZBgDIAEoCSLeAQoMUGFuZWxTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSLQoEcm9sZRgCIAEoDjIfLmdlbmVyYXRpb24udjEuUGFuZWxTZXNzaW9uUm9sZRISCgphY2NvdW50X2lkGAMgASgJEhUKDWNyZWRlbnRpYWxfaWQYBCABKAkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4ChhMaXN0UGFuZWxTZXNzaW9uc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBAUIICgZfbGltaXQiSgoZTGlzdFBhbmVsU2Vzc2lvbnNSZXNwb25zZRItCghzZXNzaW9ucxgBIAMoCzIbLmdlbmVyYXRpb24udjEuUGFuZWxTZXNzaW9uIi8KGVJldm9rZVBhbmVsU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJBChpSZXZva2VQYW5lbFNlc3Npb25SZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3Jldm9rZWQYAiABKAgiPQodTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBAUIICgZfbGltaXQiVAoeTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1Jlc3BvbnNlEjIKCmRlbGl2ZXJpZXMYASADKAsyHi5nZW5lcmF0aW9uLnYxLldlYmhvb2tEZWxpdmVyeSIwChpSZWRlbGl2ZXJEZWFkTGV0dGVyUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJIk8KG1JlZGVsaXZlckRlYWRMZXR0ZXJSZXNwb25zZRIwCghkZWxpdmVyeRgBIAEoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5IjQKEVNldFdlYmhvb2tSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSCwoDdXJsGAIgASgJIjEKElNldFdlYmhvb2tSZXNwb25zZRILCgN1cmwYASABKAkSDgoGc2VjcmV0GAIgASgJIikKF1NldFByb2plY3RQYXVzZWRSZXF1ZXN0Eg4KBnBhdXNlZBgBIAEoCCIqChhTZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USDgoGcGF1c2VkGAEgASgIIjYKFVNldE1vZGVsUGF1c2VkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZwYXVzZWQYAiABKAgiNwoWU2V0TW9kZWxQYXVzZWRSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIOCgZwYXVzZWQYAiABKAgiEwoRTGlzdFByaWNlc1JlcXVlc3QiPwoSTGlzdFByaWNlc1Jlc3BvbnNlEikKBnByaWNlcxgBIAMoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSI+ChJVcGRhdGVQcmljZVJlcXVlc3QSKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPwoTVXBkYXRlUHJpY2VSZXNwb25zZRIoCgVwcmljZRgBIAEoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSLcAgoNVXBzdHJlYW1Sb3V0ZRIMCgRuYW1lGAEgASgJEhAKCGJhc2VfdXJsGAIgASgJEg4KBm1vZGVscxgDIAMoCRIOCgZ3ZWlnaHQYBCABKAUSEgoKdGltZW91dF9tcxgFIAEoBRIYChBtYXhfaW5wdXRfaW1hZ2VzGAYgASgFEg4KBnBhdXNlZBgHIAEoCBIPCgdoZWFsdGh5GAggASgIEhAKCHJlcXVlc3RzGAkgASgDEhAKCGZhaWx1cmVzGAogASgDEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAsgASgFEhIKCmxhc3RfZXJyb3IYDCABKAkSMQoNbGFzdF9lcnJvcl9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPbGFzdF9zdWNjZXNzX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCITChFMaXN0Um91dGVzUmVxdWVzdCJCChJMaXN0Um91dGVzUmVzcG9uc2USLAoGcm91dGVzGAEgAygLMhwuZ2VuZXJhdGlvbi52MS5VcHN0cmVhbVJvdXRlIjUKFVNldFJvdXRlUGF1c2VkUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI2ChZTZXRSb3V0ZVBhdXNlZFJlc3BvbnNlEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIKnUKEFBhbmVsU2Vzc2lvblJvbGUSIgoeUEFORUxfU0VTU0lPTl9ST0xFX1VOU1BFQ0lGSUVEEAASHAoYUEFORUxfU0VTU0lPTl9ST0xFX09XTkVSEAESHwobUEFORUxfU0VTU0lPTl9ST0xFX09QRVJBVE9SEAIy2RAKDEFkbWluU2VydmljZRJaCg1DcmVhdGVBY2NvdW50EiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVxdWVzdBokLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlElEKCkFkZENyZWRpdHMSIC5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVzcG9uc2USZgoRR2V0QWNjb3VudEJhbGFuY2USJy5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVxdWVzdBooLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXNwb25zZRJ7ChhMaXN0QWNjb3VudExlZGdlckVudHJpZXMSLi5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1JlcXVlc3QaLy5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1Jlc3BvbnNlEmAKD0dldEFjY291bnRVc2FnZRIlLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVxdWVzdBomLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVzcG9uc2USVwoMQ3JlYXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJOCglHZXRBcGlLZXkSHy5nZW5lcmF0aW9uLnYxLkdldEFwaUtleVJlcXVlc3QaIC5nZW5lcmF0aW9uLnYxLkdldEFwaUtleVJlc3BvbnNlElcKDFVwZGF0ZUFwaUtleRIiLmdlbmVyYXRpb24udjEuVXBkYXRlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuVXBkYXRlQXBpS2V5UmVzcG9uc2USVwoMUmV2b2tlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJpChJMaXN0QWNjb3VudEFwaUtleXMSKC5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QaKS5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50QXBpS2V5c1Jlc3BvbnNlEmMKEENyZWF0ZU93bmVyVG9rZW4SJi5nZW5lcmF0aW9uLnYxLkNyZWF0ZU93bmVyVG9rZW5SZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5DcmVhdGVPd25lclRva2VuUmVzcG9uc2USZgoRTGlzdFBhbmVsU2Vzc2lvbnMSJy5nZW5lcmF0aW9uLnYxLkxpc3RQYW5lbFNlc3Npb25zUmVxdWVzdBooLmdlbmVyYXRpb24udjEuTGlzdFBhbmVsU2Vzc2lvbnNSZXNwb25zZRJpChJSZXZva2VQYW5lbFNlc3Npb24SKC5nZW5lcmF0aW9uLnYxLlJldm9rZVBhbmVsU2Vzc2lvblJlcXVlc3QaKS5nZW5lcmF0aW9uLnYxLlJldm9rZVBhbmVsU2Vzc2lvblJlc3BvbnNlElEKClNldFdlYmhvb2sSIC5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5TZXRXZWJob29rUmVzcG9uc2USdQoWTGlzdFdlYmhvb2tEZWFkTGV0dGVycxIsLmdlbmVyYXRpb24udjEuTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1JlcXVlc3QaLS5nZW5lcmF0aW9uLnYxLkxpc3RXZWJob29rRGVhZExldHRlcnNSZXNwb25zZRJsChNSZWRlbGl2ZXJEZWFkTGV0dGVyEikuZ2VuZXJhdGlvbi52MS5SZWRlbGl2ZXJEZWFkTGV0dGVyUmVxdWVzdBoqLmdlbmVyYXRpb24udjEuUmVkZWxpdmVyRGVhZExldHRlclJlc3BvbnNlEmMKEFNldFByb2plY3RQYXVzZWQSJi5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USXQoOU2V0TW9kZWxQYXVzZWQSJC5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVxdWVzdBolLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXNwb25zZRJRCgpMaXN0UHJpY2VzEiAuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1Jlc3BvbnNlElQKC1VwZGF0ZVByaWNlEiEuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlcXVlc3QaIi5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVzcG9uc2USUQoKTGlzdFJvdXRlcxIgLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RSb3V0ZXNSZXNwb25zZRJdCg5TZXRSb3V0ZVBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0Um91dGVQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlc3BvbnNlQrABChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWkdnaXRodWIuY29tL2V4YW1wbGUvZ2VuZXJhdGlvbi1zZXJ2aWNlL2dlbi9nby9nZW5lcmF0aW9uL3YxO2dlbmVyYXRpb252MaICA0dYWKoCDUdlbmVyYXRpb24uVjHKAg1HZW5lcmF0aW9uXFYx6gIOR2VuZXJhdGlvbjo6VjFiBnByb3RvMw", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_generation_v1_webhook, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlInEKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMSDAoEbmFtZRgEIAEoCSKdAgoJS2V5TGltaXRzEhgKC3NwZW5kX2xpbWl0GAEgASgJSACIAQESHgoRZGFpbHlfc3BlbmRfbGltaXQYAiABKAlIAYgBARIgChNtb250aGx5X3NwZW5kX2xpbWl0GAMgASgJSAKIAQESIgoVcmF0ZV9saW1pdF9wZXJfbWludXRlGAQgASgFSAOIAQESIAoTbWF4X2NvbmN1cnJlbnRfam9icxgFIAEoBUgEiAEBQg4KDF9zcGVuZF9saW1pdEIUChJfZGFpbHlfc3BlbmRfbGltaXRCFgoUX21vbnRobHlfc3BlbmRfbGltaXRCGAoWX3JhdGVfbGltaXRfcGVyX21pbnV0ZUIWChRfbWF4X2NvbmN1cnJlbnRfam9icyLWAwoGQXBpS2V5Eg4KBmtleV9pZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEg4KBm1vZGVscxgDIAMoCRIPCgdyZXZva2VkGAQgASgIEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBmxpbWl0cxgGIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzEg0KBXNwZW50GAcgASgJEhMKC3NwZW50X3RvZGF5GAggASgJEhgKEHNwZW50X3RoaXNfbW9udGgYCSABKAkSDAoEaGVsZBgKIAEoCRIWCglyZW1haW5pbmcYCyABKAlIAIgBARIcCg9yZW1haW5pbmdfdG9kYXkYDCABKAlIAYgBARIhChRyZW1haW5pbmdfdGhpc19tb250aBgNIAEoCUgCiAEBEgwKBG5hbWUYDiABKAkSPwobcHJldmlvdXNfc2VjcmV0X2V4cGlyZV90aW1lGA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIMCgpfcmVtYWluaW5nQhIKEF9yZW1haW5pbmdfdG9kYXlCFwoVX3JlbWFpbmluZ190aGlzX21vbnRoIiIKEEdldEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKEUdldEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5Ip4BChNVcGRhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSDAoEbmFtZRgEIAEoCRIOCgZtb2RlbHMYBSADKAkiOgoUVXBkYXRlQXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkikwEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEg4KBm1vZGVscxgDIAMoCRISCgphY2NvdW50X2lkGAQgASgJEigKBmxpbWl0cxgFIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzEgwKBG5hbWUYBiABKAkiJQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiNwoUUmV2b2tlQXBpS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg8KB3Jldm9rZWQYAiABKAgiLwoZTGlzdEFjY291bnRBcGlLZXlzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJIkEKGkxpc3RBY2NvdW50QXBpS2V5c1Jlc3BvbnNlEiMKBGtleXMYASADKAsyFS5nZW5lcmF0aW9uLnYxLkFwaUtleSItChdDcmVhdGVPd25lclRva2VuUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJIlUKGENyZWF0ZU93bmVyVG9rZW5SZXNwb25zZRIQCgh0b2tlbl9pZBgBIAEoCRITCgtvd25lcl90b2tlbhgCIAEoCRISCgphY2NvdW50X2lkGAMgASgJIt4BCgxQYW5lbFNlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRItCgRyb2xlGAIgASgOMh8uZ2VuZXJhdGlvbi52MS5QYW5lbFNlc3Npb25Sb2xlEhIKCmFjY291bnRfaWQYAyABKAkSFQoNY3JlZGVudGlhbF9pZBgEIAEoCRIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZXhwaXJlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjgKGExpc3RQYW5lbFNlc3Npb25zUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBQggKBl9saW1pdCJKChlMaXN0UGFuZWxTZXNzaW9uc1Jlc3BvbnNlEi0KCHNlc3Npb25zGAEgAygLMhsuZ2VuZXJhdGlvbi52MS5QYW5lbFNlc3Npb24iLwoZUmV2b2tlUGFuZWxTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIkEKGlJldm9rZVBhbmVsU2Vzc2lvblJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDwoHcmV2b2tlZBgCIAEoCCI9Ch1MaXN0V2ViaG9va0RlYWRMZXR0ZXJzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBQggKBl9saW1pdCJUCh5MaXN0V2ViaG9va0RlYWRMZXR0ZXJzUmVzcG9uc2USMgoKZGVsaXZlcmllcxgBIAMoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5IjAKGlJlZGVsaXZlckRlYWRMZXR0ZXJSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkiTwobUmVkZWxpdmVyRGVhZExldHRlclJlc3BvbnNlEjAKCGRlbGl2ZXJ5GAEgASgLMh4uZ2VuZXJhdGlvbi52MS5XZWJob29rRGVsaXZlcnkiNAoRU2V0V2ViaG9va1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRILCgN1cmwYAiABKAkiMQoSU2V0V2ViaG9va1Jlc3BvbnNlEgsKA3VybBgBIAEoCRIOCgZzZWNyZXQYAiABKAkiKQoXU2V0UHJvamVjdFBhdXNlZFJlcXVlc3QSDgoGcGF1c2VkGAEgASgIIioKGFNldFByb2plY3RQYXVzZWRSZXNwb25zZRIOCgZwYXVzZWQYASABKAgiNgoVU2V0TW9kZWxQYXVzZWRSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI3ChZTZXRNb2RlbFBhdXNlZFJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEg4KBnBhdXNlZBgCIAEoCCITChFMaXN0UHJpY2VzUmVxdWVzdCI/ChJMaXN0UHJpY2VzUmVzcG9uc2USKQoGcHJpY2VzGAEgAygLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj4KElVwZGF0ZVByaWNlUmVxdWVzdBIoCgVwcmljZRgBIAEoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSI/ChNVcGRhdGVQcmljZVJlc3BvbnNlEigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlItwCCg1VcHN0cmVhbVJvdXRlEgwKBG5hbWUYASABKAkSEAoIYmFzZV91cmwYAiABKAkSDgoGbW9kZWxzGAMgAygJEg4KBndlaWdodBgEIAEoBRISCgp0aW1lb3V0X21zGAUgASgFEhgKEG1heF9pbnB1dF9pbWFnZXMYBiABKAUSDgoGcGF1c2VkGAcgASgIEg8KB2hlYWx0aHkYCCABKAgSEAoIcmVxdWVzdHMYCSABKAMSEAoIZmFpbHVyZXMYCiABKAMSHAoUY29uc2VjdXRpdmVfZmFpbHVyZXMYCyABKAUSEgoKbGFzdF9lcnJvchgMIAEoCRIxCg1sYXN0X2Vycm9yX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9sYXN0X3N1Y2Nlc3NfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhMKEUxpc3RSb3V0ZXNSZXF1ZXN0IkIKEkxpc3RSb3V0ZXNSZXNwb25zZRIsCgZyb3V0ZXMYASADKAsyHC5nZW5lcmF0aW9uLnYxLlVwc3RyZWFtUm91dGUiNQoVU2V0Um91dGVQYXVzZWRSZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIIjYKFlNldFJvdXRlUGF1c2VkUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIOCgZwYXVzZWQYAiABKAgiPAoTUm90YXRlQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkSFQoNZ3JhY2Vfc2Vjb25kcxgCIAEoBSJLChRSb3RhdGVBcGlLZXlSZXNwb25zZRIiCgNrZXkYASABKAsyFS5nZW5lcmF0aW9uLnYxLkFwaUtleRIPCgdhcGlfa2V5GAIgASgJIlIKE0xpc3RBY2NvdW50c1JlcXVlc3QSCQoBcRgBIAEoCRISCgVsaW1pdBgCIAEoBUgAiAEBEhIKCnBhZ2VfdG9rZW4YAyABKAlCCAoGX2xpbWl0Iq4BCg5BY2NvdW50U3VtbWFyeRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZRIRCglvcGVuX2pvYnMYBCABKAUSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc3RhdHVzGAYgASgJImAKFExpc3RBY2NvdW50c1Jlc3BvbnNlEi8KCGFjY291bnRzGAEgAygLMh0uZ2VuZXJhdGlvbi52MS5BY2NvdW50U3VtbWFyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqdQoQUGFuZWxTZXNzaW9uUm9sZRIiCh5QQU5FTF9TRVNTSU9OX1JPTEVfVU5TUEVDSUZJRUQQABIcChhQQU5FTF9TRVNTSU9OX1JPTEVfT1dORVIQARIfChtQQU5FTF9TRVNTSU9OX1JPTEVfT1BFUkFUT1IQAjKLEgoMQWRtaW5TZXJ2aWNlEloKDUNyZWF0ZUFjY291bnQSIy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRSZXF1ZXN0GiQuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVzcG9uc2USUQoKQWRkQ3JlZGl0cxIgLmdlbmVyYXRpb24udjEuQWRkQ3JlZGl0c1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXNwb25zZRJmChFHZXRBY2NvdW50QmFsYW5jZRInLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXF1ZXN0GiguZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEnsKGExpc3RBY2NvdW50TGVkZ2VyRW50cmllcxIuLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBovLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USYAoPR2V0QWNjb3VudFVzYWdlEiUuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50VXNhZ2VSZXF1ZXN0GiYuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50VXNhZ2VSZXNwb25zZRJXCgxDcmVhdGVBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlEk4KCUdldEFwaUtleRIfLmdlbmVyYXRpb24udjEuR2V0QXBpS2V5UmVxdWVzdBogLmdlbmVyYXRpb24udjEuR2V0QXBpS2V5UmVzcG9uc2USVwoMVXBkYXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5VcGRhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5VcGRhdGVBcGlLZXlSZXNwb25zZRJXCgxSZXZva2VBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlEmkKEkxpc3RBY2NvdW50QXBpS2V5cxIoLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRBcGlLZXlzUmVxdWVzdBopLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRBcGlLZXlzUmVzcG9uc2USYwoQQ3JlYXRlT3duZXJUb2tlbhImLmdlbmVyYXRpb24udjEuQ3JlYXRlT3duZXJUb2tlblJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLkNyZWF0ZU93bmVyVG9rZW5SZXNwb25zZRJmChFMaXN0UGFuZWxTZXNzaW9ucxInLmdlbmVyYXRpb24udjEuTGlzdFBhbmVsU2Vzc2lvbnNSZXF1ZXN0GiguZ2VuZXJhdGlvbi52MS5MaXN0UGFuZWxTZXNzaW9uc1Jlc3BvbnNlEmkKElJldm9rZVBhbmVsU2Vzc2lvbhIoLmdlbmVyYXRpb24udjEuUmV2b2tlUGFuZWxTZXNzaW9uUmVxdWVzdBopLmdlbmVyYXRpb24udjEuUmV2b2tlUGFuZWxTZXNzaW9uUmVzcG9uc2USUQoKU2V0V2ViaG9vaxIgLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXNwb25zZRJ1ChZMaXN0V2ViaG9va0RlYWRMZXR0ZXJzEiwuZ2VuZXJhdGlvbi52MS5MaXN0V2ViaG9va0RlYWRMZXR0ZXJzUmVxdWVzdBotLmdlbmVyYXRpb24udjEuTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1Jlc3BvbnNlEmwKE1JlZGVsaXZlckRlYWRMZXR0ZXISKS5nZW5lcmF0aW9uLnYxLlJlZGVsaXZlckRlYWRMZXR0ZXJSZXF1ZXN0GiouZ2VuZXJhdGlvbi52MS5SZWRlbGl2ZXJEZWFkTGV0dGVyUmVzcG9uc2USYwoQU2V0UHJvamVjdFBhdXNlZBImLmdlbmVyYXRpb24udjEuU2V0UHJvamVjdFBhdXNlZFJlcXVlc3QaJy5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXNwb25zZRJdCg5TZXRNb2RlbFBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRNb2RlbFBhdXNlZFJlc3BvbnNlElEKCkxpc3RQcmljZXMSIC5nZW5lcmF0aW9uLnYxLkxpc3RQcmljZXNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVzcG9uc2USVAoLVXBkYXRlUHJpY2USIS5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVxdWVzdBoiLmdlbmVyYXRpb24udjEuVXBkYXRlUHJpY2VSZXNwb25zZRJRCgpMaXN0Um91dGVzEiAuZ2VuZXJhdGlvbi52MS5MaXN0Um91dGVzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1Jlc3BvbnNlEl0KDlNldFJvdXRlUGF1c2VkEiQuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlcXVlc3QaJS5nZW5lcmF0aW9uLnYxLlNldFJvdXRlUGF1c2VkUmVzcG9uc2USVwoMUm90YXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5Sb3RhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5Sb3RhdGVBcGlLZXlSZXNwb25zZRJXCgxMaXN0QWNjb3VudHMSIi5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50c1JlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50c1Jlc3BvbnNlQrABChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWkdnaXRodWIuY29tL2V4YW1wbGUvZ2VuZXJhdGlvbi1zZXJ2aWNlL2dlbi9nby9nZW5lcmF0aW9uL3YxO2dlbmVyYXRpb252MaICA0dYWKoCDUdlbmVyYXRpb24uVjHKAg1HZW5lcmF0aW9uXFYx6gIOR2VuZXJhdGlvbjo6VjFiBnByb3RvMw", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_generation_v1_webhook, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateAccount.
@@ -309,6 +309,13 @@ export type CreateApiKeyRequest = Message<"generation.v1.CreateApiKeyRequest"> &
    * @generated from field: generation.v1.KeyLimits limits = 3;
    */
   limits?: KeyLimits | undefined;
+
+  /**
+   * Display name: at most 200 characters; "" when not given.
+   *
+   * @generated from field: string name = 4;
+   */
+  name: string;
 };
 
 /**
@@ -470,6 +477,21 @@ export type ApiKey = Message<"generation.v1.ApiKey"> & {
    * @generated from field: optional string remaining_this_month = 13;
    */
   remainingThisMonth?: string | undefined;
+
+  /**
+   * Display name ("" when none was given).
+   *
+   * @generated from field: string name = 14;
+   */
+  name: string;
+
+  /**
+   * After a rotation with a grace: when the previous secret stops working.
+   * Unset when only the current secret works.
+   *
+   * @generated from field: google.protobuf.Timestamp previous_secret_expire_time = 15;
+   */
+  previousSecretExpireTime?: Timestamp | undefined;
 };
 
 /**
@@ -545,10 +567,26 @@ export type UpdateApiKeyRequest = Message<"generation.v1.UpdateApiKeyRequest"> &
    * Paths within limits ("spend_limit", "rate_limit_per_minute", …). A named
    * field left unset in `limits` removes that limit; fields not named keep
    * their value. An unknown path is INVALID_ARGUMENT/invalid_key_limit.
+   * "name" and "models" name the two fields below.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 3;
    */
   updateMask?: FieldMask | undefined;
+
+  /**
+   * The new display name, when update_mask names "name".
+   *
+   * @generated from field: string name = 4;
+   */
+  name: string;
+
+  /**
+   * The new grants, when update_mask names "models": at least one, each a
+   * model id or "*" (INVALID_ARGUMENT/invalid_grants, field "models").
+   *
+   * @generated from field: repeated string models = 5;
+   */
+  models: string[];
 };
 
 /**
@@ -619,6 +657,13 @@ export type CreateApiKeyResponse = Message<"generation.v1.CreateApiKeyResponse">
    * @generated from field: generation.v1.KeyLimits limits = 5;
    */
   limits?: KeyLimits | undefined;
+
+  /**
+   * Display name.
+   *
+   * @generated from field: string name = 6;
+   */
+  name: string;
 };
 
 /**
@@ -1444,6 +1489,186 @@ export const SetRoutePausedResponseSchema: GenMessage<SetRoutePausedResponse> = 
   messageDesc(file_generation_v1_admin_service, 47);
 
 /**
+ * Request of RotateApiKey.
+ *
+ * @generated from message generation.v1.RotateApiKeyRequest
+ */
+export type RotateApiKeyRequest = Message<"generation.v1.RotateApiKeyRequest"> & {
+  /**
+   * The key.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * How long the old secret keeps working, 0 (ended at once, the default)
+   * to 86 400 (one day); INVALID_ARGUMENT/invalid_grace_seconds otherwise.
+   *
+   * @generated from field: int32 grace_seconds = 2;
+   */
+  graceSeconds: number;
+};
+
+/**
+ * Describes the message generation.v1.RotateApiKeyRequest.
+ * Use `create(RotateApiKeyRequestSchema)` to create a new message.
+ */
+export const RotateApiKeyRequestSchema: GenMessage<RotateApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 48);
+
+/**
+ * Response of RotateApiKey.
+ *
+ * @generated from message generation.v1.RotateApiKeyResponse
+ */
+export type RotateApiKeyResponse = Message<"generation.v1.RotateApiKeyResponse"> & {
+  /**
+   * The key, with previous_secret_expire_time set during a grace.
+   *
+   * @generated from field: generation.v1.ApiKey key = 1;
+   */
+  key?: ApiKey | undefined;
+
+  /**
+   * The new secret, shown this once.
+   *
+   * @generated from field: string api_key = 2;
+   */
+  apiKey: string;
+};
+
+/**
+ * Describes the message generation.v1.RotateApiKeyResponse.
+ * Use `create(RotateApiKeyResponseSchema)` to create a new message.
+ */
+export const RotateApiKeyResponseSchema: GenMessage<RotateApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 49);
+
+/**
+ * Request of ListAccounts.
+ *
+ * @generated from message generation.v1.ListAccountsRequest
+ */
+export type ListAccountsRequest = Message<"generation.v1.ListAccountsRequest"> & {
+  /**
+   * Search: a `q` that starts with "acct_" lists the accounts whose id
+   * starts with it, by id; any other lists those whose name starts with it
+   * (case-insensitive: NFC, lower case), by name then id; empty lists every
+   * account by name. At most 200 characters (400 field_too_long past it).
+   *
+   * @generated from field: string q = 1;
+   */
+  q: string;
+
+  /**
+   * Page size, 1 to 100; unset: 20 (as ListLedgerEntriesRequest).
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * next_page_token of the previous page (same q); empty for the first.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message generation.v1.ListAccountsRequest.
+ * Use `create(ListAccountsRequestSchema)` to create a new message.
+ */
+export const ListAccountsRequestSchema: GenMessage<ListAccountsRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 50);
+
+/**
+ * One account as the operator's list shows it.
+ *
+ * @generated from message generation.v1.AccountSummary
+ */
+export type AccountSummary = Message<"generation.v1.AccountSummary"> & {
+  /**
+   * Identifier.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * Display name.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Balance, reserved and available.
+   *
+   * @generated from field: generation.v1.Balance balance = 3;
+   */
+  balance?: Balance | undefined;
+
+  /**
+   * Jobs accepted and not finished (their holds are open).
+   *
+   * @generated from field: int32 open_jobs = 4;
+   */
+  openJobs: number;
+
+  /**
+   * When the account was opened.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * "active": accounts are not closed or suspended today; clients should
+   * show an unknown value as it is.
+   *
+   * @generated from field: string status = 6;
+   */
+  status: string;
+};
+
+/**
+ * Describes the message generation.v1.AccountSummary.
+ * Use `create(AccountSummarySchema)` to create a new message.
+ */
+export const AccountSummarySchema: GenMessage<AccountSummary> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 51);
+
+/**
+ * Response of ListAccounts.
+ *
+ * @generated from message generation.v1.ListAccountsResponse
+ */
+export type ListAccountsResponse = Message<"generation.v1.ListAccountsResponse"> & {
+  /**
+   * In the order `q` chose (by name then id, or by id).
+   *
+   * @generated from field: repeated generation.v1.AccountSummary accounts = 1;
+   */
+  accounts: AccountSummary[];
+
+  /**
+   * Token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message generation.v1.ListAccountsResponse.
+ * Use `create(ListAccountsResponseSchema)` to create a new message.
+ */
+export const ListAccountsResponseSchema: GenMessage<ListAccountsResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 52);
+
+/**
  * Who a panel session is for (as AccountService's SessionRole).
  *
  * @generated from enum generation.v1.PanelSessionRole
@@ -1714,6 +1939,29 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof SetRoutePausedRequestSchema;
     output: typeof SetRoutePausedResponseSchema;
+  },
+  /**
+   * Gives a key a new secret: the same key id, grants, limits and spending.
+   * The old secret ends at once, or after grace_seconds (both work until
+   * then). NOT_FOUND/key_not_found for an unknown, revoked or owner key.
+   *
+   * @generated from rpc generation.v1.AdminService.RotateApiKey
+   */
+  rotateApiKey: {
+    methodKind: "unary";
+    input: typeof RotateApiKeyRequestSchema;
+    output: typeof RotateApiKeyResponseSchema;
+  },
+  /**
+   * Accounts, paged, each with its balance, open jobs and status: by name
+   * (then id), or only those whose name or id starts with `q`.
+   *
+   * @generated from rpc generation.v1.AdminService.ListAccounts
+   */
+  listAccounts: {
+    methodKind: "unary";
+    input: typeof ListAccountsRequestSchema;
+    output: typeof ListAccountsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_generation_v1_admin_service, 0);
