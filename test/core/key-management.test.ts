@@ -127,7 +127,7 @@ describe("key rotation", () => {
     assert.match(rotated.json.api_key, /^gsk_/);
     assert.notEqual(rotated.json.api_key, key.api_key);
     assert.deepEqual(
-      [rotated.json.key_id, rotated.json.name, rotated.json.models, rotated.json.spend_limit, rotated.json.spent, rotated.json.previous_secret_expire_time],
+      [rotated.json.key_id, rotated.json.name, rotated.json.models, rotated.json.spend_limit, rotated.json.spent, rotated.json.rotation_grace_expire_time],
       [key.key_id, "rotating", [IMAGE], "5.00", "0.039", null],
     );
     assertPlatformError(await call(service, "GET", "/api/v1/balance", { key: key.api_key }), 401, "invalid_api_key");
@@ -146,7 +146,7 @@ describe("key rotation", () => {
     const key = await newKey(await account(), { models: [IMAGE] });
     const rotated = await call(service, "POST", `/admin/v1/keys/${key.key_id}/rotate`, { admin: true, body: { grace_seconds: 2 } });
     assert.equal(rotated.status, 200, rotated.text);
-    const ends = Date.parse(rotated.json.previous_secret_expire_time);
+    const ends = Date.parse(rotated.json.rotation_grace_expire_time);
     assert.ok(ends > Date.now() && ends <= Date.now() + 2_000, rotated.text);
     const balanceWith = (secret: string) => call(service, "GET", "/api/v1/balance", { key: secret });
     assert.equal((await balanceWith(key.api_key)).status, 200, "the old secret works during the grace");
@@ -154,7 +154,7 @@ describe("key rotation", () => {
     await eventually(() => balanceWith(key.api_key), (answer) => answer.status === 401, { what: "the old secret ended after its grace", timeoutMs: 10_000 });
     assert.ok(Date.now() >= ends, "never before the grace's end");
     assert.equal((await balanceWith(rotated.json.api_key)).status, 200);
-    assert.equal((await keyOf(key.key_id)).previous_secret_expire_time, null);
+    assert.equal((await keyOf(key.key_id)).rotation_grace_expire_time, null);
   });
 
   it("when grace_seconds is out of bounds or the key is revoked, then rotation is refused and the secret still answers as before", async () => {
@@ -175,7 +175,7 @@ describe("key rotation", () => {
     const client = createClient(AdminService, createGrpcTransport({ baseUrl: service.grpcUrl }));
     const byAdmin = await client.rotateApiKey({ keyId: key.key_id, graceSeconds: 60 }, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     assert.equal(byAdmin.key?.keyId, key.key_id);
-    assert.ok(byAdmin.key?.previousSecretExpireTime, "the grace's end is shown");
+    assert.ok(byAdmin.key?.rotationGraceExpireTime, "the grace's end is shown");
     for (const secret of [key.api_key, byAdmin.apiKey]) assert.equal((await call(service, "GET", "/api/v1/balance", { key: secret })).status, 200);
 
     const owner = await signIn(service, (await ownerToken(service, accountId)).token);

@@ -639,7 +639,7 @@ export const RotateAccountApiKeyRequestSchema: GenMessage<RotateAccountApiKeyReq
  */
 export type RotateAccountApiKeyResponse = Message<"generation.v1.RotateAccountApiKeyResponse"> & {
   /**
-   * The key, with previous_secret_expire_time set during a grace.
+   * The key, with rotation_grace_expire_time set during a grace.
    *
    * @generated from field: generation.v1.ApiKey key = 1;
    */

@@ -88,7 +88,7 @@ export async function keyView(deps: KeyDeps, record: ApiKeyRecord) {
   const previousEnds = record.previousSecretExpiresAt;
   return {
     keyId: record.keyId, accountId: record.accountId, models: [...record.models], revoked: record.revoked, name: record.name ?? "",
-    previousSecretExpireTime: previousEnds && previousEnds > deps.clock.now() ? timestampFromDate(previousEnds) : undefined,
+    rotationGraceExpireTime: previousEnds && previousEnds > deps.clock.now() ? timestampFromDate(previousEnds) : undefined,
     createdAt: timestampFromDate(record.createdAt), limits: limitsMessage(limits),
     spent: formatMoney(standing.spent), spentToday: formatMoney(standing.spentToday), spentThisMonth: formatMoney(standing.spentThisMonth),
     held: formatMoney(standing.held), remaining: text(standing.remaining), remainingToday: text(standing.remainingToday),

@@ -43,7 +43,7 @@ const remaining = (description: string) => ({ schema: { ...orNull(DECIMAL), desc
 /** A key as GET /admin/v1/keys/{key_id} shows it: grants, limits, and what it has spent and has left. */
 export const API_KEY = restView(ApiKeySchema, {
   limits: { inline: KEY_LIMITS },
-  previous_secret_expire_time: {
+  rotation_grace_expire_time: {
     schema: { type: ["string", "null"], format: "date-time", description: "After a rotation with a grace: when the previous secret stops working; null otherwise." },
   },
   spent: { schema: DECIMAL },
