@@ -111,7 +111,7 @@ function toRecord(row: Row): ApiKeyRecord {
     createdAt: row.created_at,
     ...(row.limits ? { limits: decodeKeyLimits(row.limits as string) } : {}),
     ...(row.role === "owner" ? { role: "owner" as const } : {}),
-    name: (row.name as string | null) ?? "",
+    ...(row.name ? { name: row.name as string } : {}),
     ...(row.previous_secret_expires_at ? { previousSecretExpiresAt: row.previous_secret_expires_at as Date } : {}),
   };
 }

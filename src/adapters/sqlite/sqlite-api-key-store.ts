@@ -122,7 +122,7 @@ function toRecord(row: KeyRow | undefined): ApiKeyRecord | undefined {
     createdAt: new Date(row.created_at),
     ...(row.limits ? { limits: decodeKeyLimits(row.limits) } : {}),
     ...(row.role === "owner" ? { role: "owner" as const } : {}),
-    name: row.name,
+    ...(row.name !== "" ? { name: row.name } : {}),
     ...(row.previous_secret_expires_at !== null ? { previousSecretExpiresAt: new Date(row.previous_secret_expires_at) } : {}),
   });
 }
