@@ -105,6 +105,38 @@ export interface ReserveOptions {
   readonly maxOpenHolds?: { readonly limit: number; readonly countedPrefix: string; readonly exceptPrefix?: string };
 }
 
+/** One account as the operator's list shows it. */
+export interface AccountListing {
+  readonly accountId: string;
+  readonly name: string;
+  readonly balance: Money;
+  readonly reserved: Money;
+  /** Jobs whose holds are open (accepted, not finished). */
+  readonly openJobs: number;
+  readonly createdAt: Date;
+}
+
+/** Where a page of accounts ended: its last account's sort key (the name key, or the id) and id. */
+export interface AccountCursor {
+  readonly key: string;
+  readonly accountId: string;
+}
+
+/** One page of accounts, by name key then id (`by: "name"`) or by id (`by: "id"`), those whose key starts with `prefix`. */
+export interface AccountListQuery {
+  readonly by: "name" | "id";
+  /** For "name", already a name key (domain/accounts/account-listing.ts). */
+  readonly prefix: string;
+  readonly limit: number;
+  readonly after?: AccountCursor;
+}
+
+export interface AccountListPage {
+  readonly accounts: AccountListing[];
+  /** Set when more accounts may match after the last one. */
+  readonly next?: AccountCursor;
+}
+
 /** What a settlement moved. */
 export interface Settlement {
   /** What left the balance: the amount asked, or less when the hold and the available balance could not cover it. */
@@ -160,6 +192,8 @@ export interface Ledger {
   entries(query: LedgerEntryQuery): Promise<LedgerEntryPage>;
   /** One key's spending and open holds (zero for a key that never moved money). */
   keyAccount(accountId: string, keyId: string): Promise<KeyAccount>;
+  /** A page of accounts, each read with its money (the operator's list); bounded by `limit`, never a scan of every account. */
+  listAccounts(query: AccountListQuery): Promise<AccountListPage>;
   /** Whether any account exists (for the first-start hint). */
   hasAnyAccount(): Promise<boolean>;
 }

@@ -8,7 +8,7 @@ import { openSession, type CassandraClient } from "../../src/adapters/cassandra/
 import { completeJob, settleJob, startJob } from "../../src/domain/jobs/job-state-machine.js";
 import type { Job } from "../../src/domain/jobs/job.js";
 import { jobListContract } from "./job-list-contract.js";
-import { apiKeyListingContract } from "./api-key-contract.js";
+import { apiKeyChangeContract, apiKeyListingContract } from "./api-key-contract.js";
 import { deliveryListingContract } from "./delivery-contract.js";
 import { panelSessionContract } from "./panel-session-contract.js";
 import { CassandraPanelSessionStore } from "../../src/adapters/cassandra/cassandra-panel-session-store.js";
@@ -90,6 +90,7 @@ describe("Cassandra stores against a real server", { skip }, () => {
   });
 
   apiKeyListingContract(async () => new CassandraApiKeyStore(client), () => randomUUID().slice(0, 8));
+  apiKeyChangeContract(async () => new CassandraApiKeyStore(client), () => randomUUID().slice(0, 8));
   deliveryListingContract(async () => new CassandraDeliveryLog(client, 3600), () => randomUUID().slice(0, 8));
   panelSessionContract(async () => new CassandraPanelSessionStore(client), () => randomUUID().slice(0, 8));
 

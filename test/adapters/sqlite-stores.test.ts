@@ -19,7 +19,7 @@ import { DependencyUnavailableError } from "../../src/ports/dependency.js";
 import type { IdempotencyStore } from "../../src/ports/idempotency-store.js";
 import type { JobStore } from "../../src/ports/job-store.js";
 import { jobListContract } from "./job-list-contract.js";
-import { apiKeyListingContract } from "./api-key-contract.js";
+import { apiKeyChangeContract, apiKeyListingContract } from "./api-key-contract.js";
 import { deliveryListingContract } from "./delivery-contract.js";
 import { panelSessionContract } from "./panel-session-contract.js";
 import { MemoryPanelSessionStore } from "../../src/adapters/memory/memory-panel-session-store.js";
@@ -576,10 +576,12 @@ describe("SqliteApiKeyStore", () => {
 
 describe("SqliteApiKeyStore listing", () => {
   apiKeyListingContract(async () => (await open(freshDir())).stores.apiKeys, () => randomUUID().slice(0, 8));
+  apiKeyChangeContract(async () => (await open(freshDir())).stores.apiKeys, () => randomUUID().slice(0, 8));
 });
 
 describe("MemoryApiKeyStore listing", () => {
   apiKeyListingContract(async () => new MemoryApiKeyStore(), () => randomUUID().slice(0, 8));
+  apiKeyChangeContract(async () => new MemoryApiKeyStore(), () => randomUUID().slice(0, 8));
 });
 
 describe("SqliteDeliveryLog", () => {

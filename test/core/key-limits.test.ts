@@ -59,7 +59,7 @@ describe("per-key limits", () => {
       key_id: key.key_id, account_id: key.account_id, models: ["*"], revoked: false, created_at: undefined,
       spend_limit: "25.00", daily_spend_limit: "5.00", monthly_spend_limit: "20.00", rate_limit_per_minute: 60, max_concurrent_jobs: 4,
       spent: "0.00", spent_today: "0.00", spent_this_month: "0.00", held: "0.00",
-      remaining: "25.00", remaining_today: "5.00", remaining_this_month: "20.00",
+      remaining: "25.00", remaining_today: "5.00", remaining_this_month: "20.00", name: "", rotation_grace_expire_time: null,
     });
     const plain = await keyWith(await account(), {});
     assert.equal(plain.spend_limit, null);

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file generation/v1/admin_service.proto.
  */
 export const file_generation_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlImMKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMinQIKCUtleUxpbWl0cxIYCgtzcGVuZF9saW1pdBgBIAEoCUgAiAEBEh4KEWRhaWx5X3NwZW5kX2xpbWl0GAIgASgJSAGIAQESIAoTbW9udGhseV9zcGVuZF9saW1pdBgDIAEoCUgCiAEBEiIKFXJhdGVfbGltaXRfcGVyX21pbnV0ZRgEIAEoBUgDiAEBEiAKE21heF9jb25jdXJyZW50X2pvYnMYBSABKAVIBIgBAUIOCgxfc3BlbmRfbGltaXRCFAoSX2RhaWx5X3NwZW5kX2xpbWl0QhYKFF9tb250aGx5X3NwZW5kX2xpbWl0QhgKFl9yYXRlX2xpbWl0X3Blcl9taW51dGVCFgoUX21heF9jb25jdXJyZW50X2pvYnMihwMKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDwoHcmV2b2tlZBgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZsaW1pdHMYBiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxINCgVzcGVudBgHIAEoCRITCgtzcGVudF90b2RheRgIIAEoCRIYChBzcGVudF90aGlzX21vbnRoGAkgASgJEgwKBGhlbGQYCiABKAkSFgoJcmVtYWluaW5nGAsgASgJSACIAQESHAoPcmVtYWluaW5nX3RvZGF5GAwgASgJSAGIAQESIQoUcmVtYWluaW5nX3RoaXNfbW9udGgYDSABKAlIAogBAUIMCgpfcmVtYWluaW5nQhIKEF9yZW1haW5pbmdfdG9kYXlCFwoVX3JlbWFpbmluZ190aGlzX21vbnRoIiIKEEdldEFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKEUdldEFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5IoABChNVcGRhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIoCgZsaW1pdHMYAiABKAsyGC5nZW5lcmF0aW9uLnYxLktleUxpbWl0cxIvCgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siOgoUVXBkYXRlQXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkihQEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEg4KBm1vZGVscxgDIAMoCRISCgphY2NvdW50X2lkGAQgASgJEigKBmxpbWl0cxgFIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzIiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjcKFFJldm9rZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdyZXZva2VkGAIgASgIIi8KGUxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJBChpMaXN0QWNjb3VudEFwaUtleXNSZXNwb25zZRIjCgRrZXlzGAEgAygLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkiLQoXQ3JlYXRlT3duZXJUb2tlblJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJVChhDcmVhdGVPd25lclRva2VuUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSEwoLb3duZXJfdG9rZW4YAiABKAkSEgoKYWNjb3VudF9pZBgDIAEoCSLeAQoMUGFuZWxTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSLQoEcm9sZRgCIAEoDjIfLmdlbmVyYXRpb24udjEuUGFuZWxTZXNzaW9uUm9sZRISCgphY2NvdW50X2lkGAMgASgJEhUKDWNyZWRlbnRpYWxfaWQYBCABKAkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4ChhMaXN0UGFuZWxTZXNzaW9uc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBAUIICgZfbGltaXQiSgoZTGlzdFBhbmVsU2Vzc2lvbnNSZXNwb25zZRItCghzZXNzaW9ucxgBIAMoCzIbLmdlbmVyYXRpb24udjEuUGFuZWxTZXNzaW9uIi8KGVJldm9rZVBhbmVsU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJBChpSZXZva2VQYW5lbFNlc3Npb25SZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3Jldm9rZWQYAiABKAgiPQodTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBAUIICgZfbGltaXQiVAoeTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1Jlc3BvbnNlEjIKCmRlbGl2ZXJpZXMYASADKAsyHi5nZW5lcmF0aW9uLnYxLldlYmhvb2tEZWxpdmVyeSIwChpSZWRlbGl2ZXJEZWFkTGV0dGVyUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJIk8KG1JlZGVsaXZlckRlYWRMZXR0ZXJSZXNwb25zZRIwCghkZWxpdmVyeRgBIAEoCzIeLmdlbmVyYXRpb24udjEuV2ViaG9va0RlbGl2ZXJ5IjQKEVNldFdlYmhvb2tSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSCwoDdXJsGAIgASgJIjEKElNldFdlYmhvb2tSZXNwb25zZRILCgN1cmwYASABKAkSDgoGc2VjcmV0GAIgASgJIikKF1NldFByb2plY3RQYXVzZWRSZXF1ZXN0Eg4KBnBhdXNlZBgBIAEoCCIqChhTZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USDgoGcGF1c2VkGAEgASgIIjYKFVNldE1vZGVsUGF1c2VkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZwYXVzZWQYAiABKAgiNwoWU2V0TW9kZWxQYXVzZWRSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIOCgZwYXVzZWQYAiABKAgiEwoRTGlzdFByaWNlc1JlcXVlc3QiPwoSTGlzdFByaWNlc1Jlc3BvbnNlEikKBnByaWNlcxgBIAMoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSI+ChJVcGRhdGVQcmljZVJlcXVlc3QSKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPwoTVXBkYXRlUHJpY2VSZXNwb25zZRIoCgVwcmljZRgBIAEoCzIZLmdlbmVyYXRpb24udjEuTW9kZWxQcmljZSLcAgoNVXBzdHJlYW1Sb3V0ZRIMCgRuYW1lGAEgASgJEhAKCGJhc2VfdXJsGAIgASgJEg4KBm1vZGVscxgDIAMoCRIOCgZ3ZWlnaHQYBCABKAUSEgoKdGltZW91dF9tcxgFIAEoBRIYChBtYXhfaW5wdXRfaW1hZ2VzGAYgASgFEg4KBnBhdXNlZBgHIAEoCBIPCgdoZWFsdGh5GAggASgIEhAKCHJlcXVlc3RzGAkgASgDEhAKCGZhaWx1cmVzGAogASgDEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAsgASgFEhIKCmxhc3RfZXJyb3IYDCABKAkSMQoNbGFzdF9lcnJvcl9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPbGFzdF9zdWNjZXNzX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCITChFMaXN0Um91dGVzUmVxdWVzdCJCChJMaXN0Um91dGVzUmVzcG9uc2USLAoGcm91dGVzGAEgAygLMhwuZ2VuZXJhdGlvbi52MS5VcHN0cmVhbVJvdXRlIjUKFVNldFJvdXRlUGF1c2VkUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI2ChZTZXRSb3V0ZVBhdXNlZFJlc3BvbnNlEgwKBG5hbWUYASABKAkSDgoGcGF1c2VkGAIgASgIKnUKEFBhbmVsU2Vzc2lvblJvbGUSIgoeUEFORUxfU0VTU0lPTl9ST0xFX1VOU1BFQ0lGSUVEEAASHAoYUEFORUxfU0VTU0lPTl9ST0xFX09XTkVSEAESHwobUEFORUxfU0VTU0lPTl9ST0xFX09QRVJBVE9SEAIy2RAKDEFkbWluU2VydmljZRJaCg1DcmVhdGVBY2NvdW50EiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBY2NvdW50UmVxdWVzdBokLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlc3BvbnNlElEKCkFkZENyZWRpdHMSIC5nZW5lcmF0aW9uLnYxLkFkZENyZWRpdHNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVzcG9uc2USZgoRR2V0QWNjb3VudEJhbGFuY2USJy5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVxdWVzdBooLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudEJhbGFuY2VSZXNwb25zZRJ7ChhMaXN0QWNjb3VudExlZGdlckVudHJpZXMSLi5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1JlcXVlc3QaLy5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50TGVkZ2VyRW50cmllc1Jlc3BvbnNlEmAKD0dldEFjY291bnRVc2FnZRIlLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVxdWVzdBomLmdlbmVyYXRpb24udjEuR2V0QWNjb3VudFVzYWdlUmVzcG9uc2USVwoMQ3JlYXRlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJOCglHZXRBcGlLZXkSHy5nZW5lcmF0aW9uLnYxLkdldEFwaUtleVJlcXVlc3QaIC5nZW5lcmF0aW9uLnYxLkdldEFwaUtleVJlc3BvbnNlElcKDFVwZGF0ZUFwaUtleRIiLmdlbmVyYXRpb24udjEuVXBkYXRlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuVXBkYXRlQXBpS2V5UmVzcG9uc2USVwoMUmV2b2tlQXBpS2V5EiIuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiMuZ2VuZXJhdGlvbi52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJpChJMaXN0QWNjb3VudEFwaUtleXMSKC5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50QXBpS2V5c1JlcXVlc3QaKS5nZW5lcmF0aW9uLnYxLkxpc3RBY2NvdW50QXBpS2V5c1Jlc3BvbnNlEmMKEENyZWF0ZU93bmVyVG9rZW4SJi5nZW5lcmF0aW9uLnYxLkNyZWF0ZU93bmVyVG9rZW5SZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5DcmVhdGVPd25lclRva2VuUmVzcG9uc2USZgoRTGlzdFBhbmVsU2Vzc2lvbnMSJy5nZW5lcmF0aW9uLnYxLkxpc3RQYW5lbFNlc3Npb25zUmVxdWVzdBooLmdlbmVyYXRpb24udjEuTGlzdFBhbmVsU2Vzc2lvbnNSZXNwb25zZRJpChJSZXZva2VQYW5lbFNlc3Npb24SKC5nZW5lcmF0aW9uLnYxLlJldm9rZVBhbmVsU2Vzc2lvblJlcXVlc3QaKS5nZW5lcmF0aW9uLnYxLlJldm9rZVBhbmVsU2Vzc2lvblJlc3BvbnNlElEKClNldFdlYmhvb2sSIC5nZW5lcmF0aW9uLnYxLlNldFdlYmhvb2tSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5TZXRXZWJob29rUmVzcG9uc2USdQoWTGlzdFdlYmhvb2tEZWFkTGV0dGVycxIsLmdlbmVyYXRpb24udjEuTGlzdFdlYmhvb2tEZWFkTGV0dGVyc1JlcXVlc3QaLS5nZW5lcmF0aW9uLnYxLkxpc3RXZWJob29rRGVhZExldHRlcnNSZXNwb25zZRJsChNSZWRlbGl2ZXJEZWFkTGV0dGVyEikuZ2VuZXJhdGlvbi52MS5SZWRlbGl2ZXJEZWFkTGV0dGVyUmVxdWVzdBoqLmdlbmVyYXRpb24udjEuUmVkZWxpdmVyRGVhZExldHRlclJlc3BvbnNlEmMKEFNldFByb2plY3RQYXVzZWQSJi5nZW5lcmF0aW9uLnYxLlNldFByb2plY3RQYXVzZWRSZXF1ZXN0GicuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVzcG9uc2USXQoOU2V0TW9kZWxQYXVzZWQSJC5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVxdWVzdBolLmdlbmVyYXRpb24udjEuU2V0TW9kZWxQYXVzZWRSZXNwb25zZRJRCgpMaXN0UHJpY2VzEiAuZ2VuZXJhdGlvbi52MS5MaXN0UHJpY2VzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1Jlc3BvbnNlElQKC1VwZGF0ZVByaWNlEiEuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlcXVlc3QaIi5nZW5lcmF0aW9uLnYxLlVwZGF0ZVByaWNlUmVzcG9uc2USUQoKTGlzdFJvdXRlcxIgLmdlbmVyYXRpb24udjEuTGlzdFJvdXRlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RSb3V0ZXNSZXNwb25zZRJdCg5TZXRSb3V0ZVBhdXNlZBIkLmdlbmVyYXRpb24udjEuU2V0Um91dGVQYXVzZWRSZXF1ZXN0GiUuZ2VuZXJhdGlvbi52MS5TZXRSb3V0ZVBhdXNlZFJlc3BvbnNlQrABChljb20uZXhhbXBsZS5nZW5lcmF0aW9uLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWkdnaXRodWIuY29tL2V4YW1wbGUvZ2VuZXJhdGlvbi1zZXJ2aWNlL2dlbi9nby9nZW5lcmF0aW9uL3YxO2dlbmVyYXRpb252MaICA0dYWKoCDUdlbmVyYXRpb24uVjHKAg1HZW5lcmF0aW9uXFYx6gIOR2VuZXJhdGlvbjo6VjFiBnByb3RvMw", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_generation_v1_webhook, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiFnZW5lcmF0aW9uL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SDWdlbmVyYXRpb24udjEiNQoUQ3JlYXRlQWNjb3VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdiYWxhbmNlGAIgASgJImIKFUNyZWF0ZUFjY291bnRSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJwoHYmFsYW5jZRgDIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSI3ChFBZGRDcmVkaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCSI9ChJBZGRDcmVkaXRzUmVzcG9uc2USJwoHYmFsYW5jZRgBIAEoCzIWLmdlbmVyYXRpb24udjEuQmFsYW5jZSIuChhHZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJEChlHZXRBY2NvdW50QmFsYW5jZVJlc3BvbnNlEicKB2JhbGFuY2UYASABKAsyFi5nZW5lcmF0aW9uLnYxLkJhbGFuY2UibQofTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjYKBXF1ZXJ5GAIgASgLMicuZ2VuZXJhdGlvbi52MS5MaXN0TGVkZ2VyRW50cmllc1JlcXVlc3QiaAogTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzUmVzcG9uc2USKwoHZW50cmllcxgBIAMoCzIaLmdlbmVyYXRpb24udjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlsKFkdldEFjY291bnRVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRItCgVxdWVyeRgCIAEoCzIeLmdlbmVyYXRpb24udjEuR2V0VXNhZ2VSZXF1ZXN0IkkKF0dldEFjY291bnRVc2FnZVJlc3BvbnNlEi4KBXVzYWdlGAEgASgLMh8uZ2VuZXJhdGlvbi52MS5HZXRVc2FnZVJlc3BvbnNlInEKE0NyZWF0ZUFwaUtleVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIOCgZtb2RlbHMYAiADKAkSKAoGbGltaXRzGAMgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMSDAoEbmFtZRgEIAEoCSKdAgoJS2V5TGltaXRzEhgKC3NwZW5kX2xpbWl0GAEgASgJSACIAQESHgoRZGFpbHlfc3BlbmRfbGltaXQYAiABKAlIAYgBARIgChNtb250aGx5X3NwZW5kX2xpbWl0GAMgASgJSAKIAQESIgoVcmF0ZV9saW1pdF9wZXJfbWludXRlGAQgASgFSAOIAQESIAoTbWF4X2NvbmN1cnJlbnRfam9icxgFIAEoBUgEiAEBQg4KDF9zcGVuZF9saW1pdEIUChJfZGFpbHlfc3BlbmRfbGltaXRCFgoUX21vbnRobHlfc3BlbmRfbGltaXRCGAoWX3JhdGVfbGltaXRfcGVyX21pbnV0ZUIWChRfbWF4X2NvbmN1cnJlbnRfam9icyLVAwoGQXBpS2V5Eg4KBmtleV9pZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEg4KBm1vZGVscxgDIAMoCRIPCgdyZXZva2VkGAQgASgIEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBmxpbWl0cxgGIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzEg0KBXNwZW50GAcgASgJEhMKC3NwZW50X3RvZGF5GAggASgJEhgKEHNwZW50X3RoaXNfbW9udGgYCSABKAkSDAoEaGVsZBgKIAEoCRIWCglyZW1haW5pbmcYCyABKAlIAIgBARIcCg9yZW1haW5pbmdfdG9kYXkYDCABKAlIAYgBARIhChRyZW1haW5pbmdfdGhpc19tb250aBgNIAEoCUgCiAEBEgwKBG5hbWUYDiABKAkSPgoacm90YXRpb25fZ3JhY2VfZXhwaXJlX3RpbWUYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgwKCl9yZW1haW5pbmdCEgoQX3JlbWFpbmluZ190b2RheUIXChVfcmVtYWluaW5nX3RoaXNfbW9udGgiIgoQR2V0QXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiNwoRR2V0QXBpS2V5UmVzcG9uc2USIgoDa2V5GAEgASgLMhUuZ2VuZXJhdGlvbi52MS5BcGlLZXkingEKE1VwZGF0ZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJEigKBmxpbWl0cxgCIAEoCzIYLmdlbmVyYXRpb24udjEuS2V5TGltaXRzEi8KC3VwZGF0ZV9tYXNrGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzaxIMCgRuYW1lGAQgASgJEg4KBm1vZGVscxgFIAMoCSI6ChRVcGRhdGVBcGlLZXlSZXNwb25zZRIiCgNrZXkYASABKAsyFS5nZW5lcmF0aW9uLnYxLkFwaUtleSKTAQoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg8KB2FwaV9rZXkYAiABKAkSDgoGbW9kZWxzGAMgAygJEhIKCmFjY291bnRfaWQYBCABKAkSKAoGbGltaXRzGAUgASgLMhguZ2VuZXJhdGlvbi52MS5LZXlMaW1pdHMSDAoEbmFtZRgGIAEoCSIlChNSZXZva2VBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCSI3ChRSZXZva2VBcGlLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSDwoHcmV2b2tlZBgCIAEoCCIvChlMaXN0QWNjb3VudEFwaUtleXNSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkiQQoaTGlzdEFjY291bnRBcGlLZXlzUmVzcG9uc2USIwoEa2V5cxgBIAMoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5Ii0KF0NyZWF0ZU93bmVyVG9rZW5SZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkiVQoYQ3JlYXRlT3duZXJUb2tlblJlc3BvbnNlEhAKCHRva2VuX2lkGAEgASgJEhMKC293bmVyX3Rva2VuGAIgASgJEhIKCmFjY291bnRfaWQYAyABKAki3gEKDFBhbmVsU2Vzc2lvbhISCgpzZXNzaW9uX2lkGAEgASgJEi0KBHJvbGUYAiABKA4yHy5nZW5lcmF0aW9uLnYxLlBhbmVsU2Vzc2lvblJvbGUSEgoKYWNjb3VudF9pZBgDIAEoCRIVCg1jcmVkZW50aWFsX2lkGAQgASgJEi8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtleHBpcmVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOAoYTGlzdFBhbmVsU2Vzc2lvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQFCCAoGX2xpbWl0IkoKGUxpc3RQYW5lbFNlc3Npb25zUmVzcG9uc2USLQoIc2Vzc2lvbnMYASADKAsyGy5nZW5lcmF0aW9uLnYxLlBhbmVsU2Vzc2lvbiIvChlSZXZva2VQYW5lbFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiQQoaUmV2b2tlUGFuZWxTZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgdyZXZva2VkGAIgASgIIj0KHUxpc3RXZWJob29rRGVhZExldHRlcnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQFCCAoGX2xpbWl0IlQKHkxpc3RXZWJob29rRGVhZExldHRlcnNSZXNwb25zZRIyCgpkZWxpdmVyaWVzGAEgAygLMh4uZ2VuZXJhdGlvbi52MS5XZWJob29rRGVsaXZlcnkiMAoaUmVkZWxpdmVyRGVhZExldHRlclJlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCSJPChtSZWRlbGl2ZXJEZWFkTGV0dGVyUmVzcG9uc2USMAoIZGVsaXZlcnkYASABKAsyHi5nZW5lcmF0aW9uLnYxLldlYmhvb2tEZWxpdmVyeSI0ChFTZXRXZWJob29rUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEgsKA3VybBgCIAEoCSIxChJTZXRXZWJob29rUmVzcG9uc2USCwoDdXJsGAEgASgJEg4KBnNlY3JldBgCIAEoCSIpChdTZXRQcm9qZWN0UGF1c2VkUmVxdWVzdBIOCgZwYXVzZWQYASABKAgiKgoYU2V0UHJvamVjdFBhdXNlZFJlc3BvbnNlEg4KBnBhdXNlZBgBIAEoCCI2ChVTZXRNb2RlbFBhdXNlZFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIjcKFlNldE1vZGVsUGF1c2VkUmVzcG9uc2USDQoFbW9kZWwYASABKAkSDgoGcGF1c2VkGAIgASgIIhMKEUxpc3RQcmljZXNSZXF1ZXN0Ij8KEkxpc3RQcmljZXNSZXNwb25zZRIpCgZwcmljZXMYASADKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2UiPgoSVXBkYXRlUHJpY2VSZXF1ZXN0EigKBXByaWNlGAEgASgLMhkuZ2VuZXJhdGlvbi52MS5Nb2RlbFByaWNlIj8KE1VwZGF0ZVByaWNlUmVzcG9uc2USKAoFcHJpY2UYASABKAsyGS5nZW5lcmF0aW9uLnYxLk1vZGVsUHJpY2Ui3AIKDVVwc3RyZWFtUm91dGUSDAoEbmFtZRgBIAEoCRIQCghiYXNlX3VybBgCIAEoCRIOCgZtb2RlbHMYAyADKAkSDgoGd2VpZ2h0GAQgASgFEhIKCnRpbWVvdXRfbXMYBSABKAUSGAoQbWF4X2lucHV0X2ltYWdlcxgGIAEoBRIOCgZwYXVzZWQYByABKAgSDwoHaGVhbHRoeRgIIAEoCBIQCghyZXF1ZXN0cxgJIAEoAxIQCghmYWlsdXJlcxgKIAEoAxIcChRjb25zZWN1dGl2ZV9mYWlsdXJlcxgLIAEoBRISCgpsYXN0X2Vycm9yGAwgASgJEjEKDWxhc3RfZXJyb3JfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3Rfc3VjY2Vzc19hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEwoRTGlzdFJvdXRlc1JlcXVlc3QiQgoSTGlzdFJvdXRlc1Jlc3BvbnNlEiwKBnJvdXRlcxgBIAMoCzIcLmdlbmVyYXRpb24udjEuVXBzdHJlYW1Sb3V0ZSI1ChVTZXRSb3V0ZVBhdXNlZFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIOCgZwYXVzZWQYAiABKAgiNgoWU2V0Um91dGVQYXVzZWRSZXNwb25zZRIMCgRuYW1lGAEgASgJEg4KBnBhdXNlZBgCIAEoCCI8ChNSb3RhdGVBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgFIksKFFJvdGF0ZUFwaUtleVJlc3BvbnNlEiIKA2tleRgBIAEoCzIVLmdlbmVyYXRpb24udjEuQXBpS2V5Eg8KB2FwaV9rZXkYAiABKAkiUgoTTGlzdEFjY291bnRzUmVxdWVzdBIJCgFxGAEgASgJEhIKBWxpbWl0GAIgASgFSACIAQESEgoKcGFnZV90b2tlbhgDIAEoCUIICgZfbGltaXQirgEKDkFjY291bnRTdW1tYXJ5EhIKCmFjY291bnRfaWQYASABKAkSDAoEbmFtZRgCIAEoCRInCgdiYWxhbmNlGAMgASgLMhYuZ2VuZXJhdGlvbi52MS5CYWxhbmNlEhEKCW9wZW5fam9icxgEIAEoBRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzdGF0dXMYBiABKAkiYAoUTGlzdEFjY291bnRzUmVzcG9uc2USLwoIYWNjb3VudHMYASADKAsyHS5nZW5lcmF0aW9uLnYxLkFjY291bnRTdW1tYXJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSp1ChBQYW5lbFNlc3Npb25Sb2xlEiIKHlBBTkVMX1NFU1NJT05fUk9MRV9VTlNQRUNJRklFRBAAEhwKGFBBTkVMX1NFU1NJT05fUk9MRV9PV05FUhABEh8KG1BBTkVMX1NFU1NJT05fUk9MRV9PUEVSQVRPUhACMosSCgxBZG1pblNlcnZpY2USWgoNQ3JlYXRlQWNjb3VudBIjLmdlbmVyYXRpb24udjEuQ3JlYXRlQWNjb3VudFJlcXVlc3QaJC5nZW5lcmF0aW9uLnYxLkNyZWF0ZUFjY291bnRSZXNwb25zZRJRCgpBZGRDcmVkaXRzEiAuZ2VuZXJhdGlvbi52MS5BZGRDcmVkaXRzUmVxdWVzdBohLmdlbmVyYXRpb24udjEuQWRkQ3JlZGl0c1Jlc3BvbnNlEmYKEUdldEFjY291bnRCYWxhbmNlEicuZ2VuZXJhdGlvbi52MS5HZXRBY2NvdW50QmFsYW5jZVJlcXVlc3QaKC5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRCYWxhbmNlUmVzcG9uc2USewoYTGlzdEFjY291bnRMZWRnZXJFbnRyaWVzEi4uZ2VuZXJhdGlvbi52MS5MaXN0QWNjb3VudExlZGdlckVudHJpZXNSZXF1ZXN0Gi8uZ2VuZXJhdGlvbi52MS5MaXN0QWNjb3VudExlZGdlckVudHJpZXNSZXNwb25zZRJgCg9HZXRBY2NvdW50VXNhZ2USJS5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRVc2FnZVJlcXVlc3QaJi5nZW5lcmF0aW9uLnYxLkdldEFjY291bnRVc2FnZVJlc3BvbnNlElcKDENyZWF0ZUFwaUtleRIiLmdlbmVyYXRpb24udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USTgoJR2V0QXBpS2V5Eh8uZ2VuZXJhdGlvbi52MS5HZXRBcGlLZXlSZXF1ZXN0GiAuZ2VuZXJhdGlvbi52MS5HZXRBcGlLZXlSZXNwb25zZRJXCgxVcGRhdGVBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLlVwZGF0ZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlVwZGF0ZUFwaUtleVJlc3BvbnNlElcKDFJldm9rZUFwaUtleRIiLmdlbmVyYXRpb24udjEuUmV2b2tlQXBpS2V5UmVxdWVzdBojLmdlbmVyYXRpb24udjEuUmV2b2tlQXBpS2V5UmVzcG9uc2USaQoSTGlzdEFjY291bnRBcGlLZXlzEiguZ2VuZXJhdGlvbi52MS5MaXN0QWNjb3VudEFwaUtleXNSZXF1ZXN0GikuZ2VuZXJhdGlvbi52MS5MaXN0QWNjb3VudEFwaUtleXNSZXNwb25zZRJjChBDcmVhdGVPd25lclRva2VuEiYuZ2VuZXJhdGlvbi52MS5DcmVhdGVPd25lclRva2VuUmVxdWVzdBonLmdlbmVyYXRpb24udjEuQ3JlYXRlT3duZXJUb2tlblJlc3BvbnNlEmYKEUxpc3RQYW5lbFNlc3Npb25zEicuZ2VuZXJhdGlvbi52MS5MaXN0UGFuZWxTZXNzaW9uc1JlcXVlc3QaKC5nZW5lcmF0aW9uLnYxLkxpc3RQYW5lbFNlc3Npb25zUmVzcG9uc2USaQoSUmV2b2tlUGFuZWxTZXNzaW9uEiguZ2VuZXJhdGlvbi52MS5SZXZva2VQYW5lbFNlc3Npb25SZXF1ZXN0GikuZ2VuZXJhdGlvbi52MS5SZXZva2VQYW5lbFNlc3Npb25SZXNwb25zZRJRCgpTZXRXZWJob29rEiAuZ2VuZXJhdGlvbi52MS5TZXRXZWJob29rUmVxdWVzdBohLmdlbmVyYXRpb24udjEuU2V0V2ViaG9va1Jlc3BvbnNlEnUKFkxpc3RXZWJob29rRGVhZExldHRlcnMSLC5nZW5lcmF0aW9uLnYxLkxpc3RXZWJob29rRGVhZExldHRlcnNSZXF1ZXN0Gi0uZ2VuZXJhdGlvbi52MS5MaXN0V2ViaG9va0RlYWRMZXR0ZXJzUmVzcG9uc2USbAoTUmVkZWxpdmVyRGVhZExldHRlchIpLmdlbmVyYXRpb24udjEuUmVkZWxpdmVyRGVhZExldHRlclJlcXVlc3QaKi5nZW5lcmF0aW9uLnYxLlJlZGVsaXZlckRlYWRMZXR0ZXJSZXNwb25zZRJjChBTZXRQcm9qZWN0UGF1c2VkEiYuZ2VuZXJhdGlvbi52MS5TZXRQcm9qZWN0UGF1c2VkUmVxdWVzdBonLmdlbmVyYXRpb24udjEuU2V0UHJvamVjdFBhdXNlZFJlc3BvbnNlEl0KDlNldE1vZGVsUGF1c2VkEiQuZ2VuZXJhdGlvbi52MS5TZXRNb2RlbFBhdXNlZFJlcXVlc3QaJS5nZW5lcmF0aW9uLnYxLlNldE1vZGVsUGF1c2VkUmVzcG9uc2USUQoKTGlzdFByaWNlcxIgLmdlbmVyYXRpb24udjEuTGlzdFByaWNlc1JlcXVlc3QaIS5nZW5lcmF0aW9uLnYxLkxpc3RQcmljZXNSZXNwb25zZRJUCgtVcGRhdGVQcmljZRIhLmdlbmVyYXRpb24udjEuVXBkYXRlUHJpY2VSZXF1ZXN0GiIuZ2VuZXJhdGlvbi52MS5VcGRhdGVQcmljZVJlc3BvbnNlElEKCkxpc3RSb3V0ZXMSIC5nZW5lcmF0aW9uLnYxLkxpc3RSb3V0ZXNSZXF1ZXN0GiEuZ2VuZXJhdGlvbi52MS5MaXN0Um91dGVzUmVzcG9uc2USXQoOU2V0Um91dGVQYXVzZWQSJC5nZW5lcmF0aW9uLnYxLlNldFJvdXRlUGF1c2VkUmVxdWVzdBolLmdlbmVyYXRpb24udjEuU2V0Um91dGVQYXVzZWRSZXNwb25zZRJXCgxSb3RhdGVBcGlLZXkSIi5nZW5lcmF0aW9uLnYxLlJvdGF0ZUFwaUtleVJlcXVlc3QaIy5nZW5lcmF0aW9uLnYxLlJvdGF0ZUFwaUtleVJlc3BvbnNlElcKDExpc3RBY2NvdW50cxIiLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRzUmVxdWVzdBojLmdlbmVyYXRpb24udjEuTGlzdEFjY291bnRzUmVzcG9uc2VCsAEKGWNvbS5leGFtcGxlLmdlbmVyYXRpb24udjFCEUFkbWluU2VydmljZVByb3RvUAFaR2dpdGh1Yi5jb20vZXhhbXBsZS9nZW5lcmF0aW9uLXNlcnZpY2UvZ2VuL2dvL2dlbmVyYXRpb24vdjE7Z2VuZXJhdGlvbnYxogIDR1hYqgINR2VuZXJhdGlvbi5WMcoCDUdlbmVyYXRpb25cVjHqAg5HZW5lcmF0aW9uOjpWMWIGcHJvdG8z", [file_generation_v1_model, file_generation_v1_generation_service, file_generation_v1_money, file_generation_v1_webhook, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Request of CreateAccount.
@@ -309,6 +309,13 @@ export type CreateApiKeyRequest = Message<"generation.v1.CreateApiKeyRequest"> &
    * @generated from field: generation.v1.KeyLimits limits = 3;
    */
   limits?: KeyLimits | undefined;
+
+  /**
+   * Display name: at most 200 characters; "" when not given.
+   *
+   * @generated from field: string name = 4;
+   */
+  name: string;
 };
 
 /**
@@ -470,6 +477,21 @@ export type ApiKey = Message<"generation.v1.ApiKey"> & {
    * @generated from field: optional string remaining_this_month = 13;
    */
   remainingThisMonth?: string | undefined;
+
+  /**
+   * Display name ("" when none was given).
+   *
+   * @generated from field: string name = 14;
+   */
+  name: string;
+
+  /**
+   * After a rotation with a grace: when the previous secret stops working.
+   * Unset when only the current secret works.
+   *
+   * @generated from field: google.protobuf.Timestamp rotation_grace_expire_time = 15;
+   */
+  rotationGraceExpireTime?: Timestamp | undefined;
 };
 
 /**
@@ -545,10 +567,26 @@ export type UpdateApiKeyRequest = Message<"generation.v1.UpdateApiKeyRequest"> &
    * Paths within limits ("spend_limit", "rate_limit_per_minute", …). A named
    * field left unset in `limits` removes that limit; fields not named keep
    * their value. An unknown path is INVALID_ARGUMENT/invalid_key_limit.
+   * "name" and "models" name the two fields below.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 3;
    */
   updateMask?: FieldMask | undefined;
+
+  /**
+   * The new display name, when update_mask names "name".
+   *
+   * @generated from field: string name = 4;
+   */
+  name: string;
+
+  /**
+   * The new grants, when update_mask names "models": at least one, each a
+   * model id or "*" (INVALID_ARGUMENT/invalid_grants, field "models").
+   *
+   * @generated from field: repeated string models = 5;
+   */
+  models: string[];
 };
 
 /**
@@ -619,6 +657,13 @@ export type CreateApiKeyResponse = Message<"generation.v1.CreateApiKeyResponse">
    * @generated from field: generation.v1.KeyLimits limits = 5;
    */
   limits?: KeyLimits | undefined;
+
+  /**
+   * Display name.
+   *
+   * @generated from field: string name = 6;
+   */
+  name: string;
 };
 
 /**
@@ -1444,6 +1489,186 @@ export const SetRoutePausedResponseSchema: GenMessage<SetRoutePausedResponse> = 
   messageDesc(file_generation_v1_admin_service, 47);
 
 /**
+ * Request of RotateApiKey.
+ *
+ * @generated from message generation.v1.RotateApiKeyRequest
+ */
+export type RotateApiKeyRequest = Message<"generation.v1.RotateApiKeyRequest"> & {
+  /**
+   * The key.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * How long the old secret keeps working, 0 (ended at once, the default)
+   * to 86 400 (one day); INVALID_ARGUMENT/invalid_grace_seconds otherwise.
+   *
+   * @generated from field: int32 grace_seconds = 2;
+   */
+  graceSeconds: number;
+};
+
+/**
+ * Describes the message generation.v1.RotateApiKeyRequest.
+ * Use `create(RotateApiKeyRequestSchema)` to create a new message.
+ */
+export const RotateApiKeyRequestSchema: GenMessage<RotateApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 48);
+
+/**
+ * Response of RotateApiKey.
+ *
+ * @generated from message generation.v1.RotateApiKeyResponse
+ */
+export type RotateApiKeyResponse = Message<"generation.v1.RotateApiKeyResponse"> & {
+  /**
+   * The key, with rotation_grace_expire_time set during a grace.
+   *
+   * @generated from field: generation.v1.ApiKey key = 1;
+   */
+  key?: ApiKey | undefined;
+
+  /**
+   * The new secret, shown this once.
+   *
+   * @generated from field: string api_key = 2;
+   */
+  apiKey: string;
+};
+
+/**
+ * Describes the message generation.v1.RotateApiKeyResponse.
+ * Use `create(RotateApiKeyResponseSchema)` to create a new message.
+ */
+export const RotateApiKeyResponseSchema: GenMessage<RotateApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 49);
+
+/**
+ * Request of ListAccounts.
+ *
+ * @generated from message generation.v1.ListAccountsRequest
+ */
+export type ListAccountsRequest = Message<"generation.v1.ListAccountsRequest"> & {
+  /**
+   * Search: a `q` that starts with "acct_" lists the accounts whose id
+   * starts with it, by id; any other lists those whose name starts with it
+   * (case-insensitive: NFC, lower case), by name then id; empty lists every
+   * account by name. At most 200 characters (400 field_too_long past it).
+   *
+   * @generated from field: string q = 1;
+   */
+  q: string;
+
+  /**
+   * Page size, 1 to 100; unset: 20 (as ListLedgerEntriesRequest).
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * next_page_token of the previous page (same q); empty for the first.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message generation.v1.ListAccountsRequest.
+ * Use `create(ListAccountsRequestSchema)` to create a new message.
+ */
+export const ListAccountsRequestSchema: GenMessage<ListAccountsRequest> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 50);
+
+/**
+ * One account as the operator's list shows it.
+ *
+ * @generated from message generation.v1.AccountSummary
+ */
+export type AccountSummary = Message<"generation.v1.AccountSummary"> & {
+  /**
+   * Identifier.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * Display name.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Balance, reserved and available.
+   *
+   * @generated from field: generation.v1.Balance balance = 3;
+   */
+  balance?: Balance | undefined;
+
+  /**
+   * Jobs accepted and not finished (their holds are open).
+   *
+   * @generated from field: int32 open_jobs = 4;
+   */
+  openJobs: number;
+
+  /**
+   * When the account was opened.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * "active": accounts are not closed or suspended today; clients should
+   * show an unknown value as it is.
+   *
+   * @generated from field: string status = 6;
+   */
+  status: string;
+};
+
+/**
+ * Describes the message generation.v1.AccountSummary.
+ * Use `create(AccountSummarySchema)` to create a new message.
+ */
+export const AccountSummarySchema: GenMessage<AccountSummary> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 51);
+
+/**
+ * Response of ListAccounts.
+ *
+ * @generated from message generation.v1.ListAccountsResponse
+ */
+export type ListAccountsResponse = Message<"generation.v1.ListAccountsResponse"> & {
+  /**
+   * In the order `q` chose (by name then id, or by id).
+   *
+   * @generated from field: repeated generation.v1.AccountSummary accounts = 1;
+   */
+  accounts: AccountSummary[];
+
+  /**
+   * Token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message generation.v1.ListAccountsResponse.
+ * Use `create(ListAccountsResponseSchema)` to create a new message.
+ */
+export const ListAccountsResponseSchema: GenMessage<ListAccountsResponse> = /*@__PURE__*/
+  messageDesc(file_generation_v1_admin_service, 52);
+
+/**
  * Who a panel session is for (as AccountService's SessionRole).
  *
  * @generated from enum generation.v1.PanelSessionRole
@@ -1714,6 +1939,29 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof SetRoutePausedRequestSchema;
     output: typeof SetRoutePausedResponseSchema;
+  },
+  /**
+   * Gives a key a new secret: the same key id, grants, limits and spending.
+   * The old secret ends at once, or after grace_seconds (both work until
+   * then). NOT_FOUND/key_not_found for an unknown, revoked or owner key.
+   *
+   * @generated from rpc generation.v1.AdminService.RotateApiKey
+   */
+  rotateApiKey: {
+    methodKind: "unary";
+    input: typeof RotateApiKeyRequestSchema;
+    output: typeof RotateApiKeyResponseSchema;
+  },
+  /**
+   * Accounts, paged, each with its balance, open jobs and status: by name
+   * (then id), or only those whose name or id starts with `q`.
+   *
+   * @generated from rpc generation.v1.AdminService.ListAccounts
+   */
+  listAccounts: {
+    methodKind: "unary";
+    input: typeof ListAccountsRequestSchema;
+    output: typeof ListAccountsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_generation_v1_admin_service, 0);

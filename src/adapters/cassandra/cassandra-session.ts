@@ -2,6 +2,7 @@ import cassandra from "cassandra-driver";
 import { readdir, readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { accountNameKey } from "../../domain/accounts/account-listing.js";
 import { DependencyUnavailableError, type DependencyProbe } from "../../ports/dependency.js";
 
 const { Client, types, errors, policies } = cassandra;
@@ -144,6 +145,21 @@ export async function copyKeysByAccount(client: CassandraClient): Promise<void> 
   } while (pageState);
 }
 
+/** Copies every account of account_ledger into both buckets of accounts_listed once (migration 0015), page by page. */
+async function copyAccountsListed(client: CassandraClient): Promise<void> {
+  const insert = "INSERT INTO accounts_listed (bucket, sort_key, account_id) VALUES (?, ?, ?)";
+  let pageState: string | undefined;
+  do {
+    const page = await client.execute("SELECT account_id, hold_id, name FROM account_ledger", [], { fetchSize: 500, ...(pageState ? { pageState } : {}) });
+    for (const row of page.rows) {
+      if (row.hold_id !== "") continue;
+      await client.execute(insert, ["name", accountNameKey((row.name as string | null) ?? ""), row.account_id]);
+      await client.execute(insert, ["id", row.account_id, row.account_id]);
+    }
+    pageState = page.pageState ?? undefined;
+  } while (pageState);
+}
+
 /**
  * Data a migration's new table needs from the old ones, copied once right
  * after its CQL (and before the version is recorded, so a process that dies
@@ -151,6 +167,7 @@ export async function copyKeysByAccount(client: CassandraClient): Promise<void> 
  */
 const AFTER_MIGRATION: Record<number, (client: CassandraClient) => Promise<void>> = {
   8: copyKeysByAccount,
+  15: copyAccountsListed,
 };
 
 /** Versioned CQL files (NNNN_name.cql), each applied once; every statement is idempotent, so two processes may race safely. */

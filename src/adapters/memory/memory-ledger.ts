@@ -2,12 +2,14 @@ import type { Money } from "../../domain/money.js";
 import type { ReleaseReason } from "../../domain/ledger/release-reasons.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
 import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeySpending } from "../../domain/accounts/key-limits.js";
+import { accountNameKey } from "../../domain/accounts/account-listing.js";
 import type {
-  BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
+  AccountListPage, AccountListQuery, BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
 
 interface Account {
   name: string;
+  createdAt: Date;
   balance: Money;
   reserved: Money;
   /** Reservation ids of the account's open holds. */
@@ -39,7 +41,7 @@ export class MemoryLedger implements Ledger {
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
     if (this.accounts.has(accountId)) throw new Error(`account ${accountId} exists`);
-    const account: Account = { name, balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [], entries: [], keys: new Map() };
+    const account: Account = { name, createdAt: new Date(), balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [], entries: [], keys: new Map() };
     this.accounts.set(accountId, account);
     if (initialBalance > 0n) record(account, { type: "credit", amount: initialBalance, reservedChange: 0n });
   }
@@ -96,6 +98,24 @@ export class MemoryLedger implements Ledger {
 
   async hasAnyAccount(): Promise<boolean> {
     return this.accounts.size > 0;
+  }
+
+  async listAccounts(query: AccountListQuery): Promise<AccountListPage> {
+    const keyOf = (id: string, account: Account) => (query.by === "name" ? accountNameKey(account.name) : id);
+    const after = query.after;
+    const matching = [...this.accounts]
+      .map(([accountId, account]) => ({ accountId, account, key: keyOf(accountId, account) }))
+      .filter(({ key, accountId }) => key.startsWith(query.prefix) && (!after || key > after.key || (key === after.key && accountId > after.accountId)))
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.accountId < b.accountId ? -1 : a.accountId > b.accountId ? 1 : 0));
+    const page = matching.slice(0, query.limit);
+    const last = page.at(-1);
+    return {
+      accounts: page.map(({ accountId, account }) => ({
+        accountId, name: account.name, balance: account.balance, reserved: account.reserved, createdAt: account.createdAt,
+        openJobs: [...account.open].filter((id) => this.reservations.get(id)?.memo?.jobId !== undefined).length,
+      })),
+      ...(matching.length > query.limit && last ? { next: { key: last.key, accountId: last.accountId } } : {}),
+    };
   }
 
   async keyAccount(accountId: string, keyId: string): Promise<KeyAccount> {

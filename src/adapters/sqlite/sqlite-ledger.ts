@@ -6,9 +6,11 @@ import {
 } from "../../domain/accounts/key-limits.js";
 import { decodeKeySpending, encodeKeySpending } from "../shared/key-limits-codec.js";
 import type {
-  BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, LedgerEntryType, ReserveOptions, ReserveOutcome,
-  SettledTokens, Settlement, Shortfall,
+  AccountListPage, AccountListQuery, BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery,
+  LedgerEntryType, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
+import { accountNameKey } from "../../domain/accounts/account-listing.js";
+import { sqliteAccountList } from "./sqlite-account-list.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
 
@@ -70,7 +72,7 @@ function ledgerStatements(db: SqliteDb) {
   return {
     account: db.prepare("SELECT balance, reserved FROM accounts WHERE account_id = ?"),
     anyAccount: db.prepare("SELECT 1 FROM accounts LIMIT 1").pluck(),
-    insertAccount: db.prepare("INSERT INTO accounts (account_id, name, balance, reserved, created_at) VALUES (?, ?, ?, '0', ?)"),
+    insertAccount: db.prepare("INSERT INTO accounts (account_id, name, balance, reserved, created_at, name_key) VALUES (?, ?, ?, '0', ?, ?)"),
     setBalance: db.prepare("UPDATE accounts SET balance = ? WHERE account_id = ?"),
     setReserved: db.prepare("UPDATE accounts SET reserved = ? WHERE account_id = ?"),
     setBoth: db.prepare("UPDATE accounts SET balance = ?, reserved = ? WHERE account_id = ?"),
@@ -209,7 +211,7 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
   const createTx = db.transaction((accountId: string, name: string, initialBalance: Money) => {
     if (s.account.get(accountId)) throw new Error(`account ${accountId} exists`);
     const at = now();
-    s.insertAccount.run(accountId, name, text(initialBalance), at);
+    s.insertAccount.run(accountId, name, text(initialBalance), at, accountNameKey(name));
     if (initialBalance > 0n) record(accountId, "credit", { amount: initialBalance, reservedChange: 0n, balance: initialBalance, reserved: 0n }, at);
   });
 
@@ -291,9 +293,15 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
  */
 export class SqliteLedger implements Ledger {
   private readonly ops: ReturnType<typeof ledgerOperations>;
+  private readonly listing: ReturnType<typeof sqliteAccountList>;
 
   constructor(db: SqliteDb, now: () => number = Date.now) {
     this.ops = ledgerOperations(db, now);
+    this.listing = sqliteAccountList(db);
+  }
+
+  async listAccounts(query: AccountListQuery): Promise<AccountListPage> {
+    return this.listing(query);
   }
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {

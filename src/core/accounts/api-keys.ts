@@ -5,9 +5,10 @@ import type { KeyLimits as KeyLimitsMessage } from "../../../gen/generation/v1/a
 import { ALL_MODELS_GRANT } from "../../domain/accounts/grants.js";
 import { changeKeyLimits, keyStanding, parseKeyLimits, type KeyLimits, type KeyLimitsInput } from "../../domain/accounts/key-limits.js";
 import { findModel } from "../../domain/catalog/models.js";
-import { badRequest, DomainError, invalid } from "../../domain/errors/domain-error.js";
+import { DomainError, invalid } from "../../domain/errors/domain-error.js";
 import { formatMoney } from "../../domain/money.js";
-import type { ApiKeyRecord, ApiKeyStore, CredentialRole } from "../../ports/api-key-store.js";
+import { checkTextLength, MAX_NAME_CHARACTERS } from "../../domain/validation/text-fields.js";
+import type { ApiKeyRecord, ApiKeyStore, CredentialRole, KeyChange } from "../../ports/api-key-store.js";
 import type { Clock } from "../../ports/clock.js";
 import type { Ledger } from "../../ports/ledger.js";
 import type { PanelSessionStore } from "../../ports/panel-session-store.js";
@@ -58,15 +59,20 @@ export function checkGrants(models: readonly string[]): void {
   }
 }
 
+/** The longest grace a rotation gives the old secret: one day, enough to roll a deployment, short enough to bound a leak. */
+export const MAX_ROTATION_GRACE_SECONDS = 86_400;
+
+const newSecret = (role: CredentialRole) => `${role === "owner" ? "gso" : "gsk"}_${randomBytes(32).toString("base64url")}`;
+
 /** A new credential of the account; its secret is returned here once and only its hash is stored. */
 export async function issueCredential(
-  deps: KeyDeps, accountId: string, role: CredentialRole, models: readonly string[], limits: KeyLimits,
+  deps: KeyDeps, accountId: string, role: CredentialRole, models: readonly string[], limits: KeyLimits, name = "",
 ): Promise<{ record: ApiKeyRecord; secret: string }> {
-  const [idPrefix, secretPrefix] = role === "owner" ? ["own", "gso"] : ["key", "gsk"];
-  const keyId = `${idPrefix}_${randomUUID().replaceAll("-", "")}`;
-  const secret = `${secretPrefix}_${randomBytes(32).toString("base64url")}`;
+  checkTextLength("name", name, MAX_NAME_CHARACTERS);
+  const keyId = `${role === "owner" ? "own" : "key"}_${randomUUID().replaceAll("-", "")}`;
+  const secret = newSecret(role);
   const record: ApiKeyRecord = {
-    keyId, accountId, secretHash: hashSecret(secret), models: [...models], revoked: false, createdAt: deps.clock.now(), limits,
+    keyId, accountId, secretHash: hashSecret(secret), models: [...models], revoked: false, createdAt: deps.clock.now(), limits, name,
     ...(role === "owner" ? { role } : {}),
   };
   await deps.apiKeys.create(record);
@@ -79,8 +85,10 @@ export async function keyView(deps: KeyDeps, record: ApiKeyRecord) {
   const { spending, held } = await deps.ledger.keyAccount(record.accountId, record.keyId);
   const standing = keyStanding(limits, spending, held, deps.clock.now());
   const text = (amount: bigint | undefined) => (amount === undefined ? undefined : formatMoney(amount));
+  const previousEnds = record.previousSecretExpiresAt;
   return {
-    keyId: record.keyId, accountId: record.accountId, models: [...record.models], revoked: record.revoked,
+    keyId: record.keyId, accountId: record.accountId, models: [...record.models], revoked: record.revoked, name: record.name ?? "",
+    rotationGraceExpireTime: previousEnds && previousEnds > deps.clock.now() ? timestampFromDate(previousEnds) : undefined,
     createdAt: timestampFromDate(record.createdAt), limits: limitsMessage(limits),
     spent: formatMoney(standing.spent), spentToday: formatMoney(standing.spentToday), spentThisMonth: formatMoney(standing.spentThisMonth),
     held: formatMoney(standing.held), remaining: text(standing.remaining), remainingToday: text(standing.remainingToday),
@@ -94,19 +102,56 @@ export async function accountKeys(deps: KeyDeps, accountId: string) {
   return Promise.all(records.map((record) => keyView(deps, record)));
 }
 
-/** Applies an update_mask of key limits; returns the record as changed. */
-export async function updateKeyLimits(
-  deps: KeyDeps, record: ApiKeyRecord, limits: KeyLimitsMessage | undefined, mask: FieldMask | undefined,
-): Promise<ApiKeyRecord> {
+/** What an update asks (AdminService.UpdateApiKey, AccountService.UpdateAccountApiKey): the fields update_mask names. */
+export interface KeyUpdate {
+  readonly limits?: KeyLimitsMessage;
+  readonly updateMask?: FieldMask;
+  readonly name: string;
+  readonly models: readonly string[];
+}
+
+/**
+ * The one change of a key's name, grants and limits together (the operator's and the owner's): every field is checked
+ * before anything is written, and the store's next lookup (every process's, on Cassandra) sees the change.
+ */
+export async function updateKey(deps: KeyDeps, record: ApiKeyRecord, update: KeyUpdate): Promise<ApiKeyRecord> {
   const mentioned = new Set<keyof KeyLimits>();
-  for (const path of mask?.paths ?? []) {
+  const change: { name?: string; models?: readonly string[]; limits?: KeyLimits } = {};
+  for (const path of update.updateMask?.paths ?? []) {
+    if (path === "name") {
+      checkTextLength("name", update.name, MAX_NAME_CHARACTERS);
+      change.name = update.name;
+      continue;
+    }
+    if (path === "models") {
+      checkGrants(update.models);
+      change.models = [...update.models];
+      continue;
+    }
     const field = LIMIT_FIELDS[path];
-    if (!field) throw badRequest("invalid_key_limit", `update_mask names "${path}", which is not a key limit (${Object.keys(LIMIT_FIELDS).join(", ")})`, { field: "update_mask" });
+    if (!field) throw invalid("unknown_field", `"${path}" is not a field of a key (name, models, ${Object.keys(LIMIT_FIELDS).join(", ")})`, { field: path });
     mentioned.add(field);
   }
-  const changed = changeKeyLimits(record.limits ?? {}, limitsInput(limits), mentioned);
-  if (!(await deps.apiKeys.setLimits(record.keyId, changed))) throw keyNotFound(record.keyId);
-  return { ...record, limits: changed };
+  if (mentioned.size > 0) change.limits = changeKeyLimits(record.limits ?? {}, limitsInput(update.limits), mentioned);
+  const changed = await deps.apiKeys.update(record.keyId, change satisfies KeyChange);
+  if (!changed) throw keyNotFound(record.keyId);
+  return changed;
+}
+
+/**
+ * The one rotation of a key's secret: a new secret for the same key (grants, limits and spending stay with the key id);
+ * the old one ends at once, or after `graceSeconds` (0 to MAX_ROTATION_GRACE_SECONDS). The new secret is returned once.
+ */
+export async function rotateKey(deps: KeyDeps, record: ApiKeyRecord, graceSeconds: number): Promise<{ record: ApiKeyRecord; secret: string }> {
+  if (!Number.isInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > MAX_ROTATION_GRACE_SECONDS) {
+    throw invalid("invalid_grace_seconds", `grace_seconds must be a whole number from 0 to ${MAX_ROTATION_GRACE_SECONDS}`, { field: "grace_seconds" });
+  }
+  if (record.revoked) throw keyNotFound(record.keyId);
+  const secret = newSecret(record.role ?? "key");
+  const ends = new Date(deps.clock.now().getTime() + graceSeconds * 1000);
+  const rotated = await deps.apiKeys.rotate(record.keyId, hashSecret(secret), ends);
+  if (!rotated) throw new DomainError("conflict", "key_rotation_conflict", `key ${record.keyId} was rotated by another call at the same time; read it and retry`);
+  return { record: rotated, secret };
 }
 
 /** update_mask paths (KeyLimits fields) → the domain's names. */

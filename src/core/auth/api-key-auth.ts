@@ -6,7 +6,7 @@ import type { ApiKeyStore } from "../../ports/api-key-store.js";
 import { ALL_MODELS_GRANT } from "../../domain/accounts/grants.js";
 import { MODELS } from "../../domain/catalog/models.js";
 import { ownerOfSession, presentedSession, type Owner, type SessionAuthDeps } from "./owner-auth.js";
-import { hashSecret, presentedKey } from "./presented-key.js";
+import { hashSecret, presentedKey, usableNow } from "./presented-key.js";
 
 export interface Caller {
   readonly keyId: string;
@@ -46,7 +46,7 @@ export async function authenticate(headers: Headers, deps: CallerAuthDeps): Prom
     throw new DomainError("unauthenticated", "missing_api_key", "an API key is required");
   }
   const record = await deps.apiKeys.findBySecretHash(hashSecret(secret));
-  if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
+  if (!record || !usableNow(record, deps.clock.now())) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
   if (record.role === "owner") return ownerCaller({ accountId: record.accountId, credentialId: record.keyId });
   return { keyId: record.keyId, accountId: record.accountId, models: record.models, limits: record.limits ?? {} };
 }

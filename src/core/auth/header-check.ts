@@ -8,7 +8,7 @@ import { LRUCache } from "lru-cache";
 import { rpc } from "../errors/rpc-errors.js";
 import { notOperator, requireAdmin, requireAdminToken } from "./admin-auth.js";
 import type { CallerAuthDeps } from "./api-key-auth.js";
-import { hashSecret, presentedKey } from "./presented-key.js";
+import { hashSecret, presentedKey, usableNow } from "./presented-key.js";
 import { authenticateOwner, CSRF_HEADER, ownerOfSession, presentedSession, SESSION_HEADER } from "./owner-auth.js";
 import { CLIENT_ADDRESS, type CredentialGuard } from "./credential-guard.js";
 
@@ -63,8 +63,9 @@ export function localHeaderCheck(deps: CallerAuthDeps, guard: CredentialGuard, t
       const hash = hashSecret(secret);
       if (remembered.has(hash)) return;
       const record = await keys.findBySecretHash(hash);
-      if (!record || record.revoked) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
-      remembered.add(hash);
+      if (!usableNow(record, deps.clock.now())) throw new DomainError("unauthenticated", "invalid_api_key", "the API key is invalid or revoked");
+      // A secret in its rotation grace is not remembered: its end is checked on every call.
+      if (!record?.secretExpiresAt) remembered.add(hash);
     }));
 }
 

@@ -29,3 +29,8 @@ export function presentedKey(headers: Headers): string | undefined {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(headers.get("authorization") ?? "");
   return match?.[1];
 }
+
+/** Whether a stored credential may call now: not revoked, and not a secret a rotation replaced whose grace has ended. */
+export function usableNow(record: { readonly revoked: boolean; readonly secretExpiresAt?: Date } | undefined, now: Date): boolean {
+  return record !== undefined && !record.revoked && (record.secretExpiresAt === undefined || record.secretExpiresAt > now);
+}

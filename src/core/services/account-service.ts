@@ -1,7 +1,9 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { existingBalance } from "../accounts/accounts.js";
-import { accountKeys, checkGrants, issueCredential, keyNotFound, keyOfAccount, keyView, parseLimitsMessage, updateKeyLimits } from "../accounts/api-keys.js";
+import {
+  accountKeys, checkGrants, issueCredential, keyNotFound, keyOfAccount, keyView, parseLimitsMessage, rotateKey, updateKey,
+} from "../accounts/api-keys.js";
 import { endSession, startSession } from "../accounts/panel-sessions.js";
 import { authenticateOwner, type Owner } from "../auth/owner-auth.js";
 import type { CoreDeps } from "../core-deps.js";
@@ -42,13 +44,14 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
     createAccountApiKey: (request, context) =>
       owner(context.requestHeader, async ({ accountId }) => {
         checkGrants(request.models);
-        const { record, secret: apiKey } = await issueCredential(deps, accountId, "key", request.models, parseLimitsMessage(request.limits));
+        const limits = parseLimitsMessage(request.limits);
+        const { record, secret: apiKey } = await issueCredential(deps, accountId, "key", request.models, limits, request.name);
         return { key: await keyView(deps, record), apiKey };
       }),
 
     updateAccountApiKey: (request, context) =>
       owner(context.requestHeader, async ({ accountId }) => {
-        const record = await updateKeyLimits(deps, await keyOfAccount(deps.apiKeys, accountId, request.keyId), request.limits, request.updateMask);
+        const record = await updateKey(deps, await keyOfAccount(deps.apiKeys, accountId, request.keyId), request);
         return { key: await keyView(deps, record) };
       }),
 
@@ -78,5 +81,11 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
 
     redeliverWebhook: (request, context) =>
       owner(context.requestHeader, async ({ accountId }) => ({ delivery: deliveryMessage(await redeliver(deps, request.messageId, accountId)) })),
+
+    rotateAccountApiKey: (request, context) =>
+      owner(context.requestHeader, async ({ accountId }) => {
+        const { record, secret: apiKey } = await rotateKey(deps, await keyOfAccount(deps.apiKeys, accountId, request.keyId), request.graceSeconds);
+        return { key: await keyView(deps, record), apiKey };
+      }),
   };
 }

@@ -2,9 +2,10 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { GetUsageRequestSchema, ListLedgerEntriesRequestSchema } from "../../../gen/generation/v1/generation_service_pb.js";
+import { accountList } from "../accounts/account-list.js";
 import { addCredits, existingBalance, openAccount } from "../accounts/accounts.js";
 import {
-  accountKeys, checkGrants, existingKey, issueCredential, keyView, limitsMessage, parseLimitsMessage, revokeCredential, updateKeyLimits,
+  accountKeys, checkGrants, existingKey, issueCredential, keyView, limitsMessage, parseLimitsMessage, revokeCredential, rotateKey, updateKey,
 } from "../accounts/api-keys.js";
 import { listOpenSessions, revokeOpenSession } from "../accounts/panel-sessions.js";
 import { requireAdmin } from "../auth/admin-auth.js";
@@ -59,8 +60,8 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
       ofAccount(context.requestHeader, request.accountId, async () => {
         checkGrants(request.models);
         const limits = parseLimitsMessage(request.limits);
-        const { record, secret } = await issueCredential(deps, request.accountId, "key", request.models, limits);
-        return { keyId: record.keyId, apiKey: secret, models: request.models, accountId: request.accountId, limits: limitsMessage(limits) };
+        const { record, secret } = await issueCredential(deps, request.accountId, "key", request.models, limits, request.name);
+        return { keyId: record.keyId, apiKey: secret, models: request.models, accountId: request.accountId, limits: limitsMessage(limits), name: request.name };
       }),
 
     getApiKey: (request, context) =>
@@ -68,7 +69,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     updateApiKey: (request, context) =>
       admin(context.requestHeader, async () => {
-        const record = await updateKeyLimits(deps, await existingKey(deps.apiKeys, request.keyId), request.limits, request.updateMask);
+        const record = await updateKey(deps, await existingKey(deps.apiKeys, request.keyId), request);
         return { key: await keyView(deps, record) };
       }),
 
@@ -122,5 +123,13 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     setRoutePaused: (request, context) => admin(context.requestHeader, () => pauseRoute(deps, request.name, request.paused)),
 
     updatePrice: (request, context) => admin(context.requestHeader, async () => ({ price: await updatePrice(deps.settings, request.price) })),
+
+    rotateApiKey: (request, context) =>
+      admin(context.requestHeader, async () => {
+        const { record, secret } = await rotateKey(deps, await existingKey(deps.apiKeys, request.keyId), request.graceSeconds);
+        return { key: await keyView(deps, record), apiKey: secret };
+      }),
+
+    listAccounts: (request, context) => admin(context.requestHeader, () => accountList(deps, request)),
   };
 }

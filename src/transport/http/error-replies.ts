@@ -102,12 +102,26 @@ function fastifyRefusal(error: FastifyError, bodyLimit: number | undefined): Gat
   if (error instanceof SyntaxError) return invalidJson(error);
   // A path parameter decoded once more by a route (e.g. `%25E0` → `%E0`).
   if (error instanceof URIError) return invalidUrl();
-  if (error.validation) return new GatewayError(422, "validation_failed", error.message);
+  if (error.validation) return validationFailed(error);
   // Any other refusal of the framework's (FST_ERR_*, 4xx): a fixed message, since its own may quote the request.
   if (typeof error.code === "string" && error.code.startsWith("FST_") && error.statusCode && error.statusCode < 500) {
     return new GatewayError(error.statusCode, "bad_request", "the request is malformed");
   }
   return undefined;
+}
+
+/**
+ * 422 validation_failed naming the field at fault: Ajv's "must NOT have additional properties" does not say which,
+ * so the property (params.additionalProperty of the documented FastifySchemaValidationError) is added to the message.
+ */
+function validationFailed(error: FastifyError): GatewayError {
+  const first = error.validation?.[0];
+  const extra = (first?.params as { additionalProperty?: unknown } | undefined)?.additionalProperty;
+  if (first?.keyword === "additionalProperties" && typeof extra === "string") {
+    const shown = extra.length > 100 ? `${extra.slice(0, 100)}…` : extra;
+    return new GatewayError(422, "validation_failed", `${error.message}: "${shown}" is not a field of this request`);
+  }
+  return new GatewayError(422, "validation_failed", error.message);
 }
 
 /** The RPC code (and so the vendor's canonical status) of the gateway's own refusals; any other 4xx is INVALID_ARGUMENT. */

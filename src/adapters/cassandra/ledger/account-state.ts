@@ -119,7 +119,7 @@ function encodeKeyHolds(holds: KeyHolds): string {
   return JSON.stringify({ held: holds.held.toString(), openJobs: holds.openJobs });
 }
 
-function decodeKeyHolds(text: string): KeyHolds {
+export function decodeKeyHolds(text: string): KeyHolds {
   const parsed = JSON.parse(text) as { held: string; openJobs: number };
   return { held: BigInt(parsed.held), openJobs: parsed.openJobs };
 }

@@ -2,10 +2,11 @@ import type { Money } from "../../../domain/money.js";
 import type { ReleaseReason } from "../../../domain/ledger/release-reasons.js";
 import { NO_SPENDING } from "../../../domain/accounts/key-limits.js";
 import type {
-  BalanceSnapshot, KeyAccount, Ledger, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
+  AccountListPage, AccountListQuery, BalanceSnapshot, KeyAccount, Ledger, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../../ports/ledger.js";
 import { conditional, type CassandraClient } from "../cassandra-session.js";
 import { noTelemetry, type Telemetry } from "../../../ports/telemetry.js";
+import { listAccount, listAccounts } from "./account-directory.js";
 import { keyHolds, MONEY, spendingOf, type Journal, type JournalEntry } from "./account-state.js";
 import { GroupCommitQueue } from "./group-commit.js";
 import { LedgerRounds } from "./ledger-rounds.js";
@@ -61,6 +62,8 @@ export class CassandraLedger implements Ledger {
       ? [{ seq: "0", type: "credit", amount: initialBalance.toString(), balanceAfter: initialBalance.toString(), reservedChange: "0", reservedAfter: "0", at }]
       : [];
     const journal: Journal = { version: "0", entries };
+    // Listed first: a listing skips an index row whose account is missing, and never misses an account.
+    await listAccount(this.client, accountId, name);
     const result = await conditional(
       this.client,
       "INSERT INTO account_ledger (account_id, hold_id, name, created_at, balance, reserved, version, journal, open_holds) VALUES (?, ?, ?, ?, ?, 0, 0, ?, 0) IF NOT EXISTS",
@@ -97,6 +100,10 @@ export class CassandraLedger implements Ledger {
     const row = await this.rows.moneyRow(accountId, "shortfalls");
     const recorded = (row?.shortfalls as Record<string, bigint> | null | undefined) ?? {};
     return Object.entries(recorded).map(([reservationId, amount]) => ({ reservationId, amount }));
+  }
+
+  async listAccounts(query: AccountListQuery): Promise<AccountListPage> {
+    return listAccounts(this.client, query);
   }
 
   async hasAnyAccount(): Promise<boolean> {

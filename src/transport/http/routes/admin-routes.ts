@@ -7,8 +7,8 @@ import { callerValues } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { GatewayError } from "../gateway-error.js";
 import { balanceJson, ledgerPageJson, parseBody, usageJson } from "../json-mapping.js";
-import { ADMIN_SCHEMAS, API_KEY, KEY_LIMITS, PANEL_SESSION } from "../schemas/admin.js";
-import { queryText } from "../query-params.js";
+import { ACCOUNT_SUMMARY, ADMIN_SCHEMAS, API_KEY, KEY_LIMITS, PANEL_SESSION } from "../schemas/admin.js";
+import { limitOf, queryText } from "../query-params.js";
 import { statementRequest, usageRequest } from "./money-routes.js";
 
 type Rpc = keyof typeof AdminService.method;
@@ -75,6 +75,14 @@ function int32OrRefuse(field: string, value: number | undefined): number | undef
 
 const ROUTES = [
   route({
+    method: "GET", url: "/accounts", rpc: "listAccounts", guard: "header",
+    request: (request) => {
+      const query = queryText(request);
+      return { q: query.q ?? "", limit: limitOf(query.limit), pageToken: query.page_token ?? "" };
+    },
+    answer: ({ accounts, nextPageToken }) => ({ accounts: accounts.map(ACCOUNT_SUMMARY.json), next_page_token: nextPageToken === "" ? null : nextPageToken }),
+  }),
+  route({
     method: "POST", url: "/accounts", rpc: "createAccount", guard: "body", status: 201,
     request: ({ body }) => ({ name: stringField(body, "name", false), balance: stringField(body, "balance", false) }),
     answer: (response) => ({ account_id: response.accountId, name: response.name, ...balanceJson(response.balance) }),
@@ -104,15 +112,27 @@ const ROUTES = [
   }),
   route({
     method: "POST", url: "/accounts/:accountId/keys", rpc: "createApiKey", guard: "body", status: 201,
-    request: ({ params, body }) => ({ ...params, models: (body as { models: string[] }).models, limits: limitsOf(body) }),
-    answer: (key) => ({ key_id: key.keyId, api_key: key.apiKey, account_id: key.accountId, models: key.models, ...KEY_LIMITS.json(key.limits) }),
+    request: ({ params, body }) => ({
+      ...params, models: (body as { models: string[] }).models, limits: limitsOf(body), name: stringField(body, "name", false),
+    }),
+    answer: (key) => ({
+      key_id: key.keyId, api_key: key.apiKey, account_id: key.accountId, models: key.models, name: key.name, ...KEY_LIMITS.json(key.limits),
+    }),
   }),
   route({ method: "GET", url: "/keys/:keyId", rpc: "getApiKey", guard: "header", answer: ({ key }) => API_KEY.json(key) }),
   route({
     method: "PATCH", url: "/keys/:keyId", rpc: "updateApiKey", guard: "body",
     // The fields sent are the ones changed (null removes a limit): exactly an update mask.
-    request: ({ params, body }) => ({ ...params, limits: limitsOf(body), updateMask: { paths: Object.keys(body ?? {}) } }),
+    request: ({ params, body }) => ({
+      ...params, limits: limitsOf(body), name: stringField(body, "name", false), models: (body as { models?: string[] } | undefined)?.models ?? [],
+      updateMask: { paths: Object.keys(body ?? {}) },
+    }),
     answer: ({ key }) => API_KEY.json(key),
+  }),
+  route({
+    method: "POST", url: "/keys/:keyId/rotate", rpc: "rotateApiKey", guard: "body",
+    request: ({ params, body }) => ({ ...params, graceSeconds: ((body as Body)?.grace_seconds as number | undefined) ?? 0 }),
+    answer: ({ key, apiKey }) => ({ ...API_KEY.json(key), api_key: apiKey }),
   }),
   // DELETE may carry a body too (Fastify reads it): the token is checked first, as on every route that takes one.
   route({ method: "DELETE", url: "/keys/:keyId", rpc: "revokeApiKey", guard: "body" }),

@@ -1,11 +1,14 @@
 import {
-  AdminService, ApiKeySchema, CreateApiKeyRequestSchema, KeyLimitsSchema, PanelSessionSchema, SetWebhookResponseSchema, UpstreamRouteSchema,
+  AccountSummarySchema, AdminService, ApiKeySchema, CreateApiKeyRequestSchema, KeyLimitsSchema, PanelSessionSchema, RotateApiKeyRequestSchema, SetWebhookResponseSchema,
+  UpdateApiKeyRequestSchema, UpstreamRouteSchema,
 } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import { ADMIN_SECURITY, BALANCE, DECIMAL, MONEY, MONEY_INPUT, operation } from "./common.js";
 import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "./money.js";
 import { describedFields, orNull, protoJsonSchema } from "./proto-json-schema.js";
-import { restView } from "./rest-view.js";
+import { restView, type RestView } from "./rest-view.js";
+import type { Balance } from "../../../../gen/generation/v1/money_pb.js";
+import { balanceJson } from "../json-mapping.js";
 
 /**
  * Schemas of the operator's API under /admin/v1 (a fixed contract: tools
@@ -40,6 +43,9 @@ const remaining = (description: string) => ({ schema: { ...orNull(DECIMAL), desc
 /** A key as GET /admin/v1/keys/{key_id} shows it: grants, limits, and what it has spent and has left. */
 export const API_KEY = restView(ApiKeySchema, {
   limits: { inline: KEY_LIMITS },
+  rotation_grace_expire_time: {
+    schema: { type: ["string", "null"], format: "date-time", description: "After a rotation with a grace: when the previous secret stops working; null otherwise." },
+  },
   spent: { schema: DECIMAL },
   spent_today: { schema: DECIMAL },
   spent_this_month: { schema: DECIMAL },
@@ -56,6 +62,11 @@ const ACCOUNT = {
   properties: { account_id: { type: "string" }, name: { type: "string" }, ...BALANCE.properties },
   required: ["account_id", "name", ...BALANCE.required],
 } as const;
+
+/** An account in the operator's list: its money inline (balance, reserved, available, currency), as GET …/balance answers it. */
+export const ACCOUNT_SUMMARY = restView(AccountSummarySchema, {
+  balance: { inline: { schema: BALANCE, json: (balance: Balance | undefined) => balanceJson(balance) } as unknown as RestView<never> },
+});
 
 /** A price as the admin API reads and writes it: ModelPrice in proto field names. */
 const PRICE_OUT = protoJsonSchema(ModelPriceSchema, { direction: "output", names: "proto" });
@@ -78,6 +89,23 @@ export const PANEL_SESSION = restView(PanelSessionSchema, {
 
 /** Each admin route's schema, by the RPC it calls. */
 export const ADMIN_SCHEMAS = {
+  listAccounts: admin("listAccounts", "Accounts by name, or those whose name (case-insensitive) or id (q starting acct_) starts with q; paged", {
+    querystring: {
+      type: "object",
+      properties: {
+        q: { type: "string", description: "A prefix of the name (case-insensitive), or of the id when it starts with acct_; at most 200 characters." },
+        limit: { type: "string", description: "Page size, an integer from 1 to 100; 20 when absent (otherwise 400 invalid_limit).", examples: ["20"] },
+        page_token: { type: "string", description: "next_page_token of the previous page, with the same q (otherwise 400 invalid_page_token)." },
+      },
+    },
+    response: {
+      200: {
+        type: "object",
+        properties: { accounts: { type: "array", items: ACCOUNT_SUMMARY.schema }, next_page_token: orNull({ type: "string" }) },
+        required: ["accounts", "next_page_token"],
+      },
+    },
+  }),
   listAccountLedgerEntries: ADMIN_LEDGER_SCHEMA,
   getAccountUsage: ADMIN_USAGE_SCHEMA,
   listPanelSessions: admin("listPanelSessions", "The web panel's open sessions, newest first (never their tokens)", {
@@ -107,11 +135,11 @@ export const ADMIN_SCHEMAS = {
     body: {
       type: "object",
       properties: {
-        ...describedFields(CreateApiKeyRequestSchema, { models: { type: "array", items: { type: "string" } } }),
+        ...describedFields(CreateApiKeyRequestSchema, { models: { type: "array", items: { type: "string" } }, name: { type: ["string", "null"] } }),
         ...KEY_LIMITS_IN,
       },
       required: ["models"],
-      examples: [{ models: ["*", "aimodel-3.1-flash-lite-image"] }, { models: ["*"], spend_limit: "25.00", daily_spend_limit: "5.00", rate_limit_per_minute: 60, max_concurrent_jobs: 4 }],
+      examples: [{ name: "ci", models: ["aimodel-3.5-flash", "aimodel-2.5-flash-image"] }, { models: ["*", "aimodel-3.1-flash-lite-image"] }, { models: ["*"], spend_limit: "25.00", daily_spend_limit: "5.00", rate_limit_per_minute: 60, max_concurrent_jobs: 4 }],
     },
     response: {
       201: {
@@ -119,16 +147,36 @@ export const ADMIN_SCHEMAS = {
         description: "The key is shown once; only its hash is stored.",
         properties: {
           key_id: { type: "string" }, api_key: { type: "string" }, account_id: { type: "string" }, models: { type: "array", items: { type: "string" } },
-          ...KEY_LIMITS.schema.properties,
+          name: { type: "string" }, ...KEY_LIMITS.schema.properties,
         },
-        required: ["key_id", "api_key", "account_id", "models", ...KEY_LIMITS.schema.required],
+        required: ["key_id", "api_key", "account_id", "models", "name", ...KEY_LIMITS.schema.required],
       },
     },
   }),
   getApiKey: admin("getApiKey", "A key: its grants, its limits, what it has spent and what its limits leave", { response: { 200: API_KEY.schema } }),
-  updateApiKey: admin("updateApiKey", "Change a key's limits (fields sent change; null removes a limit; fields left out keep theirs)", {
-    body: { type: "object", properties: KEY_LIMITS_IN, additionalProperties: false, examples: [{ spend_limit: "50.00", rate_limit_per_minute: null }] },
+  updateApiKey: admin("updateApiKey", "Change a key's name, grants and limits together (fields sent change; null removes a limit; fields left out keep theirs)", {
+    body: {
+      type: "object",
+      properties: {
+        ...describedFields(UpdateApiKeyRequestSchema, { name: { type: "string" }, models: { type: "array", items: { type: "string" } } }),
+        ...KEY_LIMITS_IN,
+      },
+      additionalProperties: false,
+      examples: [{ spend_limit: "50.00", rate_limit_per_minute: null }, { name: "ci", models: ["aimodel-3.5-flash"] }],
+    },
     response: { 200: API_KEY.schema },
+  }),
+  rotateApiKey: admin("rotateApiKey", "Give a key a new secret (same key id, grants, limits and spending); the old one ends at once or after grace_seconds", {
+    body: {
+      type: ["object", "null"],
+      properties: describedFields(RotateApiKeyRequestSchema, { grace_seconds: { type: "integer", minimum: -2147483648, maximum: 2147483647 } }),
+      additionalProperties: false,
+      examples: [{ grace_seconds: 3600 }],
+    },
+    response: {
+      200: { ...API_KEY.schema, properties: { ...API_KEY.schema.properties, api_key: { type: "string", description: "The new secret, shown this once." } },
+        required: [...API_KEY.schema.required, "api_key"] },
+    },
   }),
   revokeApiKey: admin("revokeApiKey", "Revoke an API key"),
   setWebhook: admin("setWebhook", "Set (or clear, with an empty url) the account-wide webhook", {
