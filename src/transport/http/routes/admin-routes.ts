@@ -7,8 +7,8 @@ import { callerValues } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { GatewayError } from "../gateway-error.js";
 import { balanceJson, ledgerPageJson, parseBody, usageJson } from "../json-mapping.js";
-import { ADMIN_SCHEMAS, API_KEY, KEY_LIMITS, PANEL_SESSION } from "../schemas/admin.js";
-import { queryText } from "../query-params.js";
+import { ADMIN_SCHEMAS, API_KEY, AUDIT_EVENT, KEY_LIMITS, PANEL_SESSION } from "../schemas/admin.js";
+import { limitOf, queryText, timestampOf } from "../query-params.js";
 import { csvStatementRequest, statementRequest, USAGE_GROUP_COLUMNS, usageGroupOf, usageRequest } from "./money-routes.js";
 import { csvFilename, sendStatementCsv, sendUsageCsv, wantsCsv } from "../csv-export.js";
 
@@ -143,6 +143,14 @@ const ROUTES = [
     answer: ({ sessions }) => ({ sessions: sessions.map(PANEL_SESSION.json) }),
   }),
   route({ method: "DELETE", url: "/panel-sessions/:sessionId", rpc: "revokePanelSession", guard: "body" }),
+  route({
+    method: "GET", url: "/audit", rpc: "listAuditEvents", guard: "header",
+    request: ({ query }) => ({
+      limit: limitOf(query.limit), pageToken: query.page_token ?? "", from: timestampOf("from", query.from), to: timestampOf("to", query.to),
+      accountId: query.account_id ?? "", actor: query.actor ?? "", kind: query.kind ?? "",
+    }),
+    answer: ({ events, nextPageToken }) => ({ events: events.map(AUDIT_EVENT.json), next_page_token: nextPageToken === "" ? null : nextPageToken }),
+  }),
   route({ method: "PUT", url: "/pause", rpc: "setProjectPaused", guard: "body", request: ({ body }) => ({ paused: paused(body) }) }),
   route({
     method: "PUT", url: "/models/:model/pause", rpc: "setModelPaused", guard: "body",
