@@ -3,6 +3,7 @@ import type { AcceptanceWrites } from "../ports/acceptance-writes.js";
 import type { ValidationLimits } from "../domain/validation/limits.js";
 import type { SafetyMinimums } from "../domain/text/safety.js";
 import type { ApiKeyStore } from "../ports/api-key-store.js";
+import type { AuditLog } from "../ports/audit-log.js";
 import type { BlobStore } from "../ports/blob-store.js";
 import type { Clock } from "../ports/clock.js";
 import type { DeliveryLog } from "../ports/delivery-log.js";
@@ -42,6 +43,8 @@ export interface CorePorts {
   readonly inputs: InputFetcher;
   readonly webhookTransport: WebhookTransport;
   readonly deliveries: DeliveryLog;
+  /** The audit trail's reads (its records ride with the changes: the stores' methods take them). */
+  readonly audit: AuditLog;
   /** Awaited before an answer that acknowledges a write (a 202, a credit): what it acknowledges is on disk. */
   readonly durability: WriteBarrier;
   readonly clock: Clock;

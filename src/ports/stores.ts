@@ -1,4 +1,5 @@
 import type { ApiKeyStore } from "./api-key-store.js";
+import type { AuditLog } from "./audit-log.js";
 import type { DeliveryLog } from "./delivery-log.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import type { IntentHolds } from "./intent-holds.js";
@@ -23,4 +24,6 @@ export interface StorePorts {
   readonly idempotency: IdempotencyStore;
   readonly settings: SettingsStore;
   readonly deliveries: DeliveryLog;
+  /** The audit trail's reads; its records are written by the stores above, with their changes. */
+  readonly audit: AuditLog;
 }

@@ -14,6 +14,7 @@ import { StepwiseIntentHolds } from "../adapters/shared/stepwise-intent-holds.js
 import { StepwiseAcceptanceWrites } from "../adapters/shared/stepwise-acceptance-writes.js";
 import { MemoryPanelSessionStore } from "../adapters/memory/memory-panel-session-store.js";
 import { MemorySettingsStore } from "../adapters/memory/memory-settings-store.js";
+import { MemoryAuditLog } from "../adapters/memory/memory-audit-log.js";
 import { SimulatedProvider } from "../adapters/provider/simulated/simulated-provider.js";
 import { openSqliteStores } from "../adapters/sqlite/sqlite-stores.js";
 import { RoutedVendorProvider } from "../adapters/vendor/routed-vendor-provider.js";
@@ -111,6 +112,7 @@ async function openStores(config: ServiceSettings, obs: Observability, persist: 
   }
   const jobs = new MemoryJobStore();
   const ledger = new MemoryLedger();
+  const audit = new MemoryAuditLog();
   return {
     stores: {
       jobs,
@@ -119,8 +121,9 @@ async function openStores(config: ServiceSettings, obs: Observability, persist: 
       apiKeys: new MemoryApiKeyStore(),
       panelSessions: new MemoryPanelSessionStore(),
       idempotency: new MemoryIdempotencyStore(),
-      settings: new MemorySettingsStore(config.prices),
+      settings: new MemorySettingsStore(config.prices, audit),
       deliveries: new MemoryDeliveryLog(),
+      audit,
     },
     description: "in-memory stores (nothing survives a restart)",
     ownsStore: true,
@@ -227,6 +230,7 @@ export async function openBackends(config: ServiceSettings, obs: Observability, 
       idempotency: traced(stores.idempotency, "idempotency"),
       settings: traced(stores.settings, "settings"),
       deliveries: traced(stores.deliveries, "deliveries"),
+      audit: traced(stores.audit, "audit"),
       bus: config.routes ? bus : withSimulatedQueueTime(bus, config.simulatedLatencyMs),
       feed,
       blobs: new DiskBlobStore(`${config.dataDir}/blobs`),

@@ -22,7 +22,7 @@ const OPERATIONS = [
   "post /api/aimodel/v1beta/models/{model}:generateContent", "post /api/aimodel/v1beta/models/{model}:streamGenerateContent",
   "post /api/aimodel/v1beta/models/{model}:countTokens", "post /api/aimodel/v1beta/interactions",
   "post /api/aimodel/v1beta/openai/chat/completions", "post /api/aimodel/v1beta/openai/images/generations", "get /api/aimodel/v1beta/openai/models", "get /api/aimodel/v1beta/openai/models/{model}",
-  "post /admin/v1/accounts", "get /admin/v1/accounts", "post /admin/v1/accounts/{accountId}/credits", "get /admin/v1/accounts/{accountId}/balance", "get /admin/v1/accounts/{accountId}/ledger", "get /admin/v1/accounts/{accountId}/usage",
+  "post /admin/v1/accounts", "get /admin/v1/accounts", "post /admin/v1/accounts/{accountId}/credits", "get /admin/v1/accounts/{accountId}/balance", "get /admin/v1/accounts/{accountId}/ledger", "get /admin/v1/accounts/{accountId}/usage", "get /admin/v1/audit",
   "post /admin/v1/accounts/{accountId}/keys", "get /admin/v1/keys/{keyId}", "patch /admin/v1/keys/{keyId}", "delete /admin/v1/keys/{keyId}", "post /admin/v1/keys/{keyId}/rotate", "put /admin/v1/accounts/{accountId}/webhook",
   "get /admin/v1/panel-sessions", "delete /admin/v1/panel-sessions/{sessionId}",
   "put /admin/v1/pause", "put /admin/v1/models/{model}/pause", "get /admin/v1/routes", "put /admin/v1/routes/{name}/pause",

@@ -49,6 +49,17 @@ export class CassandraClient {
     }
   }
 
+  /** A logged batch of plain writes: all of them or none, whatever partitions they touch (a change and its audit rows). */
+  async loggedBatch(queries: { query: string; params: Params }[]): Promise<void> {
+    if (queries.length === 0) return;
+    try {
+      await this.driver.batch(queries, { prepare: true, logged: true });
+    } catch (error) {
+      if (isUnreachable(error)) throw new DependencyUnavailableError("cassandra", `Cassandra is unreachable: ${(error as Error).message}`, { cause: error });
+      throw error;
+    }
+  }
+
   /** A batch of writes to one partition that carries conditions (a lightweight transaction), with the same outage mapping as execute. */
   async executeBatch(queries: { query: string; params: Params }[]): Promise<cassandra.types.ResultSet> {
     try {

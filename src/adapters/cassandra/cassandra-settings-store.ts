@@ -3,6 +3,14 @@ import { formatModelPrices, parseModelPrices } from "../../domain/pricing/price-
 import { findModel } from "../../domain/catalog/models.js";
 import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.js";
 import { conditional, type CassandraClient } from "./cassandra-session.js";
+import type { AuditRecord } from "../../ports/audit-log.js";
+import { auditWrites } from "./cassandra-audit-log.js";
+
+type Params = Parameters<CassandraClient["loggedBatch"]>[0][number]["params"];
+
+/** A plain write with its audit rows: one logged batch, so the change and its record land together or not at all. */
+const audited = (query: string, params: unknown[], audit: AuditRecord | undefined) =>
+  [{ query, params }, ...auditWrites(audit)].map((write) => ({ query: write.query, params: write.params as Params }));
 
 export class CassandraSettingsStore implements SettingsStore {
   constructor(private readonly client: CassandraClient) {}
@@ -21,8 +29,8 @@ export class CassandraSettingsStore implements SettingsStore {
     return row?.value === "true";
   }
 
-  async setProjectPaused(paused: boolean): Promise<void> {
-    await this.client.execute("INSERT INTO project_settings (name, value) VALUES ('paused', ?)", [String(paused)]);
+  async setProjectPaused(paused: boolean, audit?: AuditRecord): Promise<void> {
+    await this.client.loggedBatch(audited("INSERT INTO project_settings (name, value) VALUES ('paused', ?)", [String(paused)], audit));
   }
 
   async pausedModels(): Promise<ReadonlySet<string>> {
@@ -30,8 +38,8 @@ export class CassandraSettingsStore implements SettingsStore {
     return new Set(rows.rows.filter((r) => r.paused === true).map((r) => r.model as string));
   }
 
-  async setModelPaused(model: string, paused: boolean): Promise<void> {
-    await this.client.execute("INSERT INTO model_pauses (model, paused) VALUES (?, ?)", [model, paused]);
+  async setModelPaused(model: string, paused: boolean, audit?: AuditRecord): Promise<void> {
+    await this.client.loggedBatch(audited("INSERT INTO model_pauses (model, paused) VALUES (?, ?)", [model, paused], audit));
   }
 
   async pausedRoutes(): Promise<ReadonlySet<string>> {
@@ -39,8 +47,8 @@ export class CassandraSettingsStore implements SettingsStore {
     return new Set(rows.rows.filter((r) => r.paused === true).map((r) => r.route as string));
   }
 
-  async setRoutePaused(route: string, paused: boolean): Promise<void> {
-    await this.client.execute("INSERT INTO route_pauses (route, paused) VALUES (?, ?)", [route, paused]);
+  async setRoutePaused(route: string, paused: boolean, audit?: AuditRecord): Promise<void> {
+    await this.client.loggedBatch(audited("INSERT INTO route_pauses (route, paused) VALUES (?, ?)", [route, paused], audit));
   }
 
   async prices(): Promise<PriceTable> {
@@ -64,8 +72,9 @@ export class CassandraSettingsStore implements SettingsStore {
     return row ? { url: row.url ?? "", secret: row.secret } : undefined;
   }
 
-  async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined): Promise<void> {
-    if (!endpoint) await this.client.execute("DELETE FROM webhooks WHERE account_id = ?", [accountId]);
-    else await this.client.execute("INSERT INTO webhooks (account_id, url, secret) VALUES (?, ?, ?)", [accountId, endpoint.url, endpoint.secret]);
+  async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined, audit?: AuditRecord): Promise<void> {
+    await this.client.loggedBatch(endpoint
+      ? audited("INSERT INTO webhooks (account_id, url, secret) VALUES (?, ?, ?)", [accountId, endpoint.url, endpoint.secret], audit)
+      : audited("DELETE FROM webhooks WHERE account_id = ?", [accountId], audit));
   }
 }

@@ -9,6 +9,7 @@ import { CassandraLedger } from "./ledger/cassandra-ledger.js";
 import { CassandraPanelSessionStore } from "./cassandra-panel-session-store.js";
 import { cassandraProbe, openSession, type CassandraSettings } from "./cassandra-session.js";
 import { CassandraSettingsStore } from "./cassandra-settings-store.js";
+import { CassandraAuditLog } from "./cassandra-audit-log.js";
 import { StepwiseIntentHolds } from "../shared/stepwise-intent-holds.js";
 import type { Telemetry } from "../../ports/telemetry.js";
 
@@ -44,6 +45,7 @@ export async function openCassandraStores(
       idempotency: new CassandraIdempotencyStore(client),
       settings,
       deliveries: new CassandraDeliveryLog(client, options.retentionSeconds),
+      audit: new CassandraAuditLog(client),
     };
     const close = () => client.shutdown();
     return { stores, probe: cassandraProbe(client), close };

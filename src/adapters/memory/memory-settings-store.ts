@@ -1,5 +1,7 @@
 import type { ModelPrices, PriceTable } from "../../domain/pricing/price-table.js";
 import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.js";
+import type { AuditRecord } from "../../ports/audit-log.js";
+import { MemoryAuditLog } from "./memory-audit-log.js";
 
 export class MemorySettingsStore implements SettingsStore {
   private projectPaused = false;
@@ -8,27 +10,33 @@ export class MemorySettingsStore implements SettingsStore {
   private readonly priceTable: Map<string, ModelPrices>;
   private readonly webhooks = new Map<string, WebhookEndpoint>();
 
-  constructor(initialPrices: PriceTable) {
+  constructor(initialPrices: PriceTable, private readonly audit = new MemoryAuditLog()) {
     this.priceTable = new Map(initialPrices);
   }
 
   async isProjectPaused() { return this.projectPaused; }
-  async setProjectPaused(paused: boolean) { this.projectPaused = paused; }
+  async setProjectPaused(paused: boolean, audit?: AuditRecord) {
+    this.projectPaused = paused;
+    this.audit.append(audit);
+  }
   async pausedModels(): Promise<ReadonlySet<string>> { return new Set(this.paused); }
-  async setModelPaused(model: string, paused: boolean) {
+  async setModelPaused(model: string, paused: boolean, audit?: AuditRecord) {
     if (paused) this.paused.add(model);
     else this.paused.delete(model);
+    this.audit.append(audit);
   }
   async pausedRoutes(): Promise<ReadonlySet<string>> { return new Set(this.routesPaused); }
-  async setRoutePaused(route: string, paused: boolean) {
+  async setRoutePaused(route: string, paused: boolean, audit?: AuditRecord) {
     if (paused) this.routesPaused.add(route);
     else this.routesPaused.delete(route);
+    this.audit.append(audit);
   }
   async prices(): Promise<PriceTable> { return new Map(this.priceTable); }
   async setPrices(model: string, prices: ModelPrices) { this.priceTable.set(model, prices); }
   async webhook(accountId: string) { return this.webhooks.get(accountId); }
-  async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined) {
+  async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined, audit?: AuditRecord) {
     if (endpoint) this.webhooks.set(accountId, endpoint);
     else this.webhooks.delete(accountId);
+    this.audit.append(audit);
   }
 }

@@ -4,6 +4,8 @@ import { formatModelPrices, parseModelPrices } from "../../domain/pricing/price-
 import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
+import type { AuditRecord } from "../../ports/audit-log.js";
+import { SqliteAuditLog } from "./sqlite-audit-log.js";
 
 /**
  * Operator settings on SQLite: pauses, prices (JSON in the decimal-string form) and account webhooks.
@@ -14,12 +16,14 @@ import { sqliteCall } from "./sqlite-errors.js";
 export class SqliteSettingsStore implements SettingsStore {
   private readonly statements;
   private readonly seedTx;
+  /** A change and its audit record in one transaction. */
+  private readonly audited: (change: () => void, audit: AuditRecord | undefined) => void;
   private cachedPrices: PriceTable | undefined;
   private cachedProjectPaused: boolean | undefined;
   private cachedPausedModels: ReadonlySet<string> | undefined;
   private cachedPausedRoutes: ReadonlySet<string> | undefined;
 
-  constructor(db: SqliteDb) {
+  constructor(db: SqliteDb, audit = new SqliteAuditLog(db)) {
     const s = {
       project: db.prepare("SELECT value FROM project_settings WHERE name = ?").pluck(),
       setProject: db.prepare("INSERT OR REPLACE INTO project_settings (name, value) VALUES (?, ?)"),
@@ -37,6 +41,11 @@ export class SqliteSettingsStore implements SettingsStore {
       deleteWebhook: db.prepare("DELETE FROM webhooks WHERE account_id = ?"),
     };
     this.statements = s;
+    const tx = db.transaction((change: () => void, record: AuditRecord | undefined) => {
+      change();
+      audit.append(record);
+    });
+    this.audited = (change, record) => sqliteCall(() => tx.immediate(change, record));
     this.seedTx = db.transaction((defaults: PriceTable) => {
       for (const [model, prices] of defaults) s.seedPrice.run(model, JSON.stringify(formatModelPrices(prices)));
     });
@@ -57,27 +66,27 @@ export class SqliteSettingsStore implements SettingsStore {
     return (this.cachedProjectPaused ??= sqliteCall(() => this.statements.project.get("paused")) === "true");
   }
 
-  async setProjectPaused(paused: boolean): Promise<void> {
+  async setProjectPaused(paused: boolean, audit?: AuditRecord): Promise<void> {
     this.cachedProjectPaused = undefined;
-    sqliteCall(() => this.statements.setProject.run("paused", String(paused)));
+    this.audited(() => this.statements.setProject.run("paused", String(paused)), audit);
   }
 
   async pausedModels(): Promise<ReadonlySet<string>> {
     return (this.cachedPausedModels ??= new Set(sqliteCall(() => this.statements.pausedModels.all()) as string[]));
   }
 
-  async setModelPaused(model: string, paused: boolean): Promise<void> {
+  async setModelPaused(model: string, paused: boolean, audit?: AuditRecord): Promise<void> {
     this.cachedPausedModels = undefined;
-    sqliteCall(() => (paused ? this.statements.pauseModel : this.statements.resumeModel).run(model));
+    this.audited(() => (paused ? this.statements.pauseModel : this.statements.resumeModel).run(model), audit);
   }
 
   async pausedRoutes(): Promise<ReadonlySet<string>> {
     return (this.cachedPausedRoutes ??= new Set(sqliteCall(() => this.statements.pausedRoutes.all()) as string[]));
   }
 
-  async setRoutePaused(route: string, paused: boolean): Promise<void> {
+  async setRoutePaused(route: string, paused: boolean, audit?: AuditRecord): Promise<void> {
     this.cachedPausedRoutes = undefined;
-    sqliteCall(() => (paused ? this.statements.pauseRoute : this.statements.resumeRoute).run(route));
+    this.audited(() => (paused ? this.statements.pauseRoute : this.statements.resumeRoute).run(route), audit);
   }
 
   /** The table is shared between callers: it is never mutated (setPrices replaces it). */
@@ -103,11 +112,10 @@ export class SqliteSettingsStore implements SettingsStore {
     return row ? { url: row.url, secret: row.secret } : undefined;
   }
 
-  async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined): Promise<void> {
-    sqliteCall(() =>
-      endpoint
-        ? this.statements.setWebhook.run(accountId, endpoint.url, endpoint.secret)
-        : this.statements.deleteWebhook.run(accountId),
-    );
+  async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined, audit?: AuditRecord): Promise<void> {
+    this.audited(() => {
+      if (endpoint) this.statements.setWebhook.run(accountId, endpoint.url, endpoint.secret);
+      else this.statements.deleteWebhook.run(accountId);
+    }, audit);
   }
 }

@@ -15,6 +15,7 @@ import { SqliteJobStore } from "./sqlite-job-store.js";
 import { SqliteLedger } from "./sqlite-ledger.js";
 import { SqlitePanelSessionStore } from "./sqlite-panel-session-store.js";
 import { SqliteSettingsStore } from "./sqlite-settings-store.js";
+import { SqliteAuditLog } from "./sqlite-audit-log.js";
 import { syncWal, walBarrier } from "./wal-barrier.js";
 import { GroupedWrites } from "./grouped-writes.js";
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startWalCheckpointer } from "./wal-checkpointer.js";
@@ -111,7 +112,8 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
   });
   try {
     const { db, identity } = database;
-    const settings = new SqliteSettingsStore(db);
+    const audit = new SqliteAuditLog(db);
+    const settings = new SqliteSettingsStore(db, audit);
     await settings.seedPrices(options.defaultPrices);
     const jobs = new SqliteJobStore(db);
     const ledger = new SqliteLedger(db);
@@ -125,6 +127,7 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       idempotency: new SqliteIdempotencyStore(db),
       settings,
       deliveries: new SqliteDeliveryLog(db),
+      audit,
     };
     const bus = createSqliteEventBus(db, {
       redeliveryDelayMs: options.redeliveryDelayMs,

@@ -4,6 +4,7 @@ import { findModel, MODELS, previewAliases, type ModelKind as DomainKind } from 
 import { DomainError } from "../../domain/errors/domain-error.js";
 import { formatModelPrices, parseModelPrices, type ModelPricesText } from "../../domain/pricing/price-table.js";
 import { checkPriceTexts } from "../../domain/validation/amounts.js";
+import type { Audit } from "../audit/audit-trail.js";
 import type { SettingsStore } from "../../ports/settings-store.js";
 
 /** The catalog's models and their prices, as callers list them (GenerationService) and the operator sets them (AdminService). */
@@ -42,9 +43,10 @@ export async function modelList(settings: Pick<SettingsStore, "prices" | "paused
 }
 
 /** Pauses a model (new jobs of it answered 503) or resumes it. */
-export async function pauseModel(settings: Pick<SettingsStore, "setModelPaused">, id: string, paused: boolean) {
+export async function pauseModel(settings: Pick<SettingsStore, "setModelPaused" | "pausedModels">, id: string, paused: boolean, audit?: Audit) {
   const model = knownModel(id);
-  await settings.setModelPaused(model.id, paused);
+  const before = (await settings.pausedModels()).has(model.id);
+  await settings.setModelPaused(model.id, paused, audit?.("model.paused", { subject: model.id, before: { paused: before }, after: { paused } }));
   return { model: model.id, paused };
 }
 

@@ -1,4 +1,7 @@
-import type { ServiceImpl } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { ListAuditEventsRequestSchema } from "../../../gen/generation/v1/admin_service_pb.js";
+import { auditOf, auditPage } from "../audit/audit-trail.js";
 import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { existingBalance } from "../accounts/accounts.js";
 import {
@@ -26,6 +29,9 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
       await deps.durability.flush();
       return result;
     });
+
+  /** The owner's changes: actor "owner:<account_id>" (an owner token or a panel session of one). */
+  const byOwner = (context: HandlerContext, accountId: string) => auditOf(deps.clock, context, `owner:${accountId}`);
 
   return {
     startSession: (_request, context) => startSession(deps, context.requestHeader),
@@ -66,10 +72,12 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
       owner(context.requestHeader, async ({ accountId }) => ({ webhook: await accountWebhook(deps, accountId) })),
 
     setAccountWebhook: (request, context) =>
-      owner(context.requestHeader, async ({ accountId }) => ({ webhook: await setWebhookUrl(deps, accountId, request.url) })),
+      owner(context.requestHeader, async ({ accountId }) => ({
+        webhook: await setWebhookUrl(deps, accountId, request.url, byOwner(context, accountId)),
+      })),
 
     rotateWebhookSecret: (_request, context) =>
-      owner(context.requestHeader, async ({ accountId }) => ({ webhook: await rotateWebhookSecret(deps, accountId) })),
+      owner(context.requestHeader, async ({ accountId }) => ({ webhook: await rotateWebhookSecret(deps, accountId, byOwner(context, accountId)) })),
 
     sendTestWebhook: (_request, context) =>
       owner(context.requestHeader, async ({ accountId }) => ({ delivery: deliveryMessage(await sendTestEvent(deps, accountId)) })),
@@ -87,5 +95,8 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
         const { record, secret: apiKey } = await rotateKey(deps, await keyOfAccount(deps.apiKeys, accountId, request.keyId), request.graceSeconds);
         return { key: await keyView(deps, record), apiKey };
       }),
+    listAuditEvents: (request, context) =>
+      owner(context.requestHeader, ({ accountId }) =>
+        auditPage(deps, deps.settingsOf.urlSigningSecret, request.query ?? create(ListAuditEventsRequestSchema), accountId)),
   };
 }

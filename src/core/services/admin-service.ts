@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { auditOf, auditPage } from "../audit/audit-trail.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { GetUsageRequestSchema, ListLedgerEntriesRequestSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { accountList } from "../accounts/account-list.js";
@@ -37,6 +38,9 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
       await existingBalance(deps.ledger, accountId);
       return work();
     });
+
+  /** The operator's changes: actor "admin" (the admin token or an operator's panel session). */
+  const byAdmin = (context: HandlerContext) => auditOf(deps.clock, context, "admin");
 
   return {
     createAccount: (request, context) => admin(context.requestHeader, () => openAccount(deps, request.name, request.balance)),
@@ -98,7 +102,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
       }),
 
     setWebhook: (request, context) =>
-      ofAccount(context.requestHeader, request.accountId, () => setWebhookUrl(deps, request.accountId, request.url)),
+      ofAccount(context.requestHeader, request.accountId, () => setWebhookUrl(deps, request.accountId, request.url, byAdmin(context))),
 
     listWebhookDeadLetters: (request, context) =>
       admin(context.requestHeader, async () => ({
@@ -110,17 +114,20 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     setProjectPaused: (request, context) =>
       admin(context.requestHeader, async () => {
-        await deps.settings.setProjectPaused(request.paused);
+        const before = await deps.settings.isProjectPaused();
+        const change = { before: { paused: before }, after: { paused: request.paused } };
+        await deps.settings.setProjectPaused(request.paused, byAdmin(context)("project.paused", change));
         return { paused: request.paused };
       }),
 
-    setModelPaused: (request, context) => admin(context.requestHeader, () => pauseModel(deps.settings, request.model, request.paused)),
+    setModelPaused: (request, context) =>
+      admin(context.requestHeader, () => pauseModel(deps.settings, request.model, request.paused, byAdmin(context))),
 
     listPrices: (_request, context) => admin(context.requestHeader, async () => ({ prices: await priceList(deps.settings) })),
 
     listRoutes: (_request, context) => admin(context.requestHeader, async () => ({ routes: await routeList(deps.provider) })),
 
-    setRoutePaused: (request, context) => admin(context.requestHeader, () => pauseRoute(deps, request.name, request.paused)),
+    setRoutePaused: (request, context) => admin(context.requestHeader, () => pauseRoute(deps, request.name, request.paused, byAdmin(context))),
 
     updatePrice: (request, context) => admin(context.requestHeader, async () => ({ price: await updatePrice(deps.settings, request.price) })),
 
@@ -131,5 +138,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
       }),
 
     listAccounts: (request, context) => admin(context.requestHeader, () => accountList(deps, request)),
+
+    listAuditEvents: (request, context) => admin(context.requestHeader, () => auditPage(deps, deps.settingsOf.urlSigningSecret, request)),
   };
 }

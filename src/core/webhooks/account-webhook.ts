@@ -7,6 +7,7 @@ import { checkTextLength, MAX_URL_CHARACTERS } from "../../domain/validation/tex
 import type { DeliveryRecord } from "../../ports/delivery-log.js";
 import type { WebhookEndpoint } from "../../ports/settings-store.js";
 import type { CoreDeps } from "../core-deps.js";
+import type { Audit } from "../audit/audit-trail.js";
 import { jobWebhookBody, newWebhookSecret, postSigned, succeeded, testEventBody, testMessageId } from "./webhook-requests.js";
 
 /**
@@ -30,18 +31,20 @@ export async function accountWebhook(deps: WebhookDeps, accountId: string): Prom
 }
 
 /** Sets (or, with "", clears) the URL; the secret stays. 422 invalid_url unless http(s). */
-export async function setWebhookUrl(deps: WebhookDeps, accountId: string, url: string): Promise<WebhookEndpoint> {
+export async function setWebhookUrl(deps: WebhookDeps, accountId: string, url: string, audit?: Audit): Promise<WebhookEndpoint> {
   checkTextLength("url", url, MAX_URL_CHARACTERS);
   if (url !== "" && !isHttpUrl(url)) throw invalid("invalid_url", "url must be an http:// or https:// URL", { field: "url" });
-  const endpoint = { url, secret: (await accountWebhook(deps, accountId)).secret };
-  await deps.settings.setWebhook(accountId, endpoint);
+  const current = await accountWebhook(deps, accountId);
+  const endpoint = { url, secret: current.secret };
+  await deps.settings.setWebhook(accountId, endpoint, audit?.("webhook.set", { accountId, before: { url: current.url }, after: { url } }));
   return endpoint;
 }
 
 /** A new signing secret, used from the next request on (deliveries already signed keep theirs). */
-export async function rotateWebhookSecret(deps: WebhookDeps, accountId: string): Promise<WebhookEndpoint> {
+export async function rotateWebhookSecret(deps: WebhookDeps, accountId: string, audit?: Audit): Promise<WebhookEndpoint> {
   const endpoint = { url: (await accountWebhook(deps, accountId)).url, secret: newWebhookSecret() };
-  await deps.settings.setWebhook(accountId, endpoint);
+  // The secret is never recorded: only that it changed.
+  await deps.settings.setWebhook(accountId, endpoint, audit?.("webhook.secret_rotated", { accountId, after: { secret: "changed" } }));
   return endpoint;
 }
 

@@ -1,5 +1,5 @@
 import { ScalarType, toJson, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
-import type { FastifyInstance, FastifyRequest, FastifySchema } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from "fastify";
 import { AdminService, KeyLimitsSchema, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import type { CoreClients } from "../../../core/index.js";
@@ -7,9 +7,10 @@ import { callerValues } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { GatewayError } from "../gateway-error.js";
 import { balanceJson, ledgerPageJson, parseBody, usageJson } from "../json-mapping.js";
-import { ACCOUNT_SUMMARY, ADMIN_SCHEMAS, API_KEY, KEY_LIMITS, PANEL_SESSION } from "../schemas/admin.js";
-import { limitOf, queryText } from "../query-params.js";
-import { statementRequest, usageRequest } from "./money-routes.js";
+import { ACCOUNT_SUMMARY, ADMIN_SCHEMAS, API_KEY, AUDIT_EVENT, KEY_LIMITS, PANEL_SESSION } from "../schemas/admin.js";
+import { limitOf, queryText, timestampOf } from "../query-params.js";
+import { csvStatementRequest, statementRequest, USAGE_GROUP_COLUMNS, usageGroupOf, usageRequest } from "./money-routes.js";
+import { csvFilename, sendStatementCsv, sendUsageCsv, wantsCsv } from "../csv-export.js";
 
 type Rpc = keyof typeof AdminService.method;
 type Method = (typeof AdminService.method)[Rpc];
@@ -27,6 +28,11 @@ interface AdminRoute<R extends Rpc> {
   readonly request?: (request: AdminRequest) => MessageInitShape<(typeof AdminService.method)[R]["input"]>;
   /** The answer, where it is not the response in proto field names. */
   readonly answer?: (response: MessageShape<(typeof AdminService.method)[R]["output"]>) => unknown;
+  /** The answer as CSV (Accept: text/csv), from as many calls of the RPC as it needs. */
+  readonly csv?: (
+    request: AdminRequest, reply: FastifyReply,
+    invoke: (message: MessageInitShape<(typeof AdminService.method)[R]["input"]>) => Promise<MessageShape<(typeof AdminService.method)[R]["output"]>>,
+  ) => Promise<FastifyReply>;
 }
 
 const route = <R extends Rpc>(definition: AdminRoute<R>) => definition as unknown as AdminRoute<Rpc>;
@@ -100,11 +106,20 @@ const ROUTES = [
     method: "GET", url: "/accounts/:accountId/ledger", rpc: "listAccountLedgerEntries", guard: "header",
     request: (request) => ({ ...request.params, query: statementRequest(request) }),
     answer: ledgerPageJson,
+    csv: (request, reply, invoke) => {
+      const query = csvStatementRequest(request);
+      return sendStatementCsv(reply, csvFilename("ledger", request.params.accountId), query.pageToken ?? "", (pageToken) =>
+        invoke({ ...request.params, query: { ...query, pageToken } }));
+    },
   }),
   route({
     method: "GET", url: "/accounts/:accountId/usage", rpc: "getAccountUsage", guard: "header",
     request: (request) => ({ ...request.params, query: usageRequest(request) }),
     answer: ({ usage }) => usageJson(usage),
+    csv: async (request, reply, invoke) => {
+      const { usage } = await invoke({ ...request.params, query: usageRequest(request) });
+      return sendUsageCsv(reply, csvFilename("usage", request.params.accountId), USAGE_GROUP_COLUMNS[usageGroupOf(request)], usage);
+    },
   }),
   route({
     method: "PUT", url: "/accounts/:accountId/webhook", rpc: "setWebhook", guard: "body",
@@ -148,6 +163,14 @@ const ROUTES = [
     answer: ({ sessions }) => ({ sessions: sessions.map(PANEL_SESSION.json) }),
   }),
   route({ method: "DELETE", url: "/panel-sessions/:sessionId", rpc: "revokePanelSession", guard: "body" }),
+  route({
+    method: "GET", url: "/audit", rpc: "listAuditEvents", guard: "header",
+    request: ({ query }) => ({
+      limit: limitOf(query.limit), pageToken: query.page_token ?? "", from: timestampOf("from", query.from), to: timestampOf("to", query.to),
+      accountId: query.account_id ?? "", actor: query.actor ?? "", kind: query.kind ?? "",
+    }),
+    answer: ({ events, nextPageToken }) => ({ events: events.map(AUDIT_EVENT.json), next_page_token: nextPageToken === "" ? null : nextPageToken }),
+  }),
   route({ method: "PUT", url: "/pause", rpc: "setProjectPaused", guard: "body", request: ({ body }) => ({ paused: paused(body) }) }),
   route({
     method: "PUT", url: "/models/:model/pause", rpc: "setModelPaused", guard: "body",
@@ -188,7 +211,7 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
     const withBody = guard({ credential: "admin", keyFrom: "platform", images: false });
     const guards = { body: withBody, header: { onRequest: withBody.onRequest } };
-    for (const { method, url, rpc, guard: checked, status, request: requestOf, answer } of ROUTES) {
+    for (const { method, url, rpc, guard: checked, status, request: requestOf, answer, csv } of ROUTES) {
       // The path's parameters are text, each required.
       const names = [...url.matchAll(/:(\w+)/g)].map((match) => match[1]!);
       const params = { type: "object", properties: Object.fromEntries(names.map((name) => [name, { type: "string" }])), required: names };
@@ -202,6 +225,7 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
         handler: async (request, reply) => {
           if (schema.querystring) queryText(request);
           const call = core.admin[rpc] as (request: object, options: ReturnType<typeof adminCall>) => Promise<MessageShape<Method["output"]>>;
+          if (csv && wantsCsv(request)) return csv(request, reply, (message) => call(message, adminCall(request)));
           const response = await call(requestOf ? requestOf(request) : request.params, adminCall(request));
           const json = answer ? answer(response) : toJson(AdminService.method[rpc].output, response, PROTO_NAMES);
           return status ? reply.code(status).send(json) : json;

@@ -8,6 +8,7 @@ import type { BodyGuard } from "../edge/body-guard.js";
 import { ledgerPageJson, usageJson } from "../json-mapping.js";
 import { limitOf, queryRule, queryText, timestampOf } from "../query-params.js";
 import { LEDGER_SCHEMA, USAGE_SCHEMA } from "../schemas/money.js";
+import { CSV_PAGE_SIZE, csvFilename, sendStatementCsv, sendUsageCsv, wantsCsv } from "../csv-export.js";
 
 const GROUPINGS = { model: UsageGrouping.MODEL, key: UsageGrouping.KEY, day: UsageGrouping.DAY } as const;
 
@@ -15,6 +16,11 @@ const ENTRY_TYPES = {
   credit: LedgerEntryType.CREDIT, hold: LedgerEntryType.HOLD, charge: LedgerEntryType.CHARGE, release: LedgerEntryType.RELEASE,
 } as const;
 const SOURCES = { job: LedgerEntrySource.JOB, text_call: LedgerEntrySource.TEXT_CALL } as const;
+/** A usage CSV's group column, by grouping: the JSON row's field. */
+export const USAGE_GROUP_COLUMNS = { model: "model", key: "key_id", day: "day" } as const;
+
+/** The usage query's grouping, by its name (checked by usageRequest first). */
+export const usageGroupOf = (request: FastifyRequest) => queryRule(() => checkGrouping(queryText(request).group_by));
 
 /** The statement's query as a ListLedgerEntriesRequest; the values' rules are the domain's. */
 export function statementRequest(request: FastifyRequest): MessageInitShape<typeof ListLedgerEntriesRequestSchema> {
@@ -25,6 +31,12 @@ export function statementRequest(request: FastifyRequest): MessageInitShape<type
     limit: limitOf(query.limit), pageToken: query.page_token ?? "", from: timestampOf("from", query.from), to: timestampOf("to", query.to),
     types, model: query.model ?? "", keyId: query.key_id ?? "", source: source ? SOURCES[source] : LedgerEntrySource.UNSPECIFIED,
   };
+}
+
+/** An exported statement's query: `limit` is the size of each page read (the largest when absent), from `page_token` on. */
+export function csvStatementRequest(request: FastifyRequest): MessageInitShape<typeof ListLedgerEntriesRequestSchema> {
+  const query = statementRequest(request);
+  return { ...query, limit: query.limit ?? CSV_PAGE_SIZE };
 }
 
 export function usageRequest(request: FastifyRequest): MessageInitShape<typeof GetUsageRequestSchema> {
@@ -42,6 +54,11 @@ export function moneyRoutes(core: CoreClients, guard: BodyGuard) {
   return async (app: FastifyInstance) => {
     const { onRequest } = guard({ credential: "api_key", keyFrom: "platform", images: false });
     app.get("/api/v1/ledger", { onRequest, schema: LEDGER_SCHEMA, attachValidation: true }, async (request, reply) => {
+      if (wantsCsv(request)) {
+        const query = csvStatementRequest(request);
+        return sendStatementCsv(reply, csvFilename("ledger"), query.pageToken ?? "", (pageToken) =>
+          core.generation.listLedgerEntries({ ...query, pageToken }, platformCall(request, reply)));
+      }
       const response = await core.generation.listLedgerEntries(statementRequest(request), platformCall(request, reply));
       reply.header("cache-control", "no-store");
       return ledgerPageJson(response);
@@ -49,6 +66,7 @@ export function moneyRoutes(core: CoreClients, guard: BodyGuard) {
 
     app.get("/api/v1/usage", { onRequest, schema: USAGE_SCHEMA, attachValidation: true }, async (request, reply) => {
       const response = await core.generation.getUsage(usageRequest(request), platformCall(request, reply));
+      if (wantsCsv(request)) return sendUsageCsv(reply, csvFilename("usage"), USAGE_GROUP_COLUMNS[usageGroupOf(request)], response);
       reply.header("cache-control", "no-store");
       return usageJson(response);
     });

@@ -1,6 +1,6 @@
 import {
-  AccountSummarySchema, AdminService, ApiKeySchema, CreateApiKeyRequestSchema, KeyLimitsSchema, PanelSessionSchema, RotateApiKeyRequestSchema, SetWebhookResponseSchema,
-  UpdateApiKeyRequestSchema, UpstreamRouteSchema,
+  AccountSummarySchema, AdminService, ApiKeySchema, AuditEventSchema, CreateApiKeyRequestSchema, KeyLimitsSchema, PanelSessionSchema, RotateApiKeyRequestSchema,
+  SetWebhookResponseSchema, UpdateApiKeyRequestSchema, UpstreamRouteSchema,
 } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import { ADMIN_SECURITY, BALANCE, DECIMAL, MONEY, MONEY_INPUT, operation } from "./common.js";
@@ -87,6 +87,16 @@ export const PANEL_SESSION = restView(PanelSessionSchema, {
   credential_id: { emptyIsNull: true, schema: { description: "The owner token it came from (revoking the token ends it); null for the operator." } },
 });
 
+/** One audit event as REST shows it: proto field names; empty account, subject, before and after are null. */
+export const AUDIT_EVENT = restView(AuditEventSchema, {
+  account_id: { emptyIsNull: true, schema: { description: "The account the change concerns; null for project-wide changes." } },
+  subject: { emptyIsNull: true, schema: { description: "What was changed within the kind (a model, a route); null when the kind says it all." } },
+  before: { emptyIsNull: true, schema: { description: "The value before, as JSON text; null when there was none. Never a secret." } },
+  after: { emptyIsNull: true, schema: { description: "The value after, as JSON text; null when there is none. Never a secret (\"changed\")." } },
+});
+
+const AUDIT_TEXT = (description: string) => ({ type: "string", description }) as const;
+
 /** Each admin route's schema, by the RPC it calls. */
 export const ADMIN_SCHEMAS = {
   listAccounts: admin("listAccounts", "Accounts by name, or those whose name (case-insensitive) or id (q starting acct_) starts with q; paged", {
@@ -115,6 +125,29 @@ export const ADMIN_SCHEMAS = {
     },
     response: {
       200: { type: "object", properties: { sessions: { type: "array", items: PANEL_SESSION.schema } }, required: ["sessions"] },
+    },
+  }),
+  listAuditEvents: admin("listAuditEvents", "The audit trail: who changed money, permissions, prices, pauses, routes or webhooks", {
+    description: "Newest first, paged like the statement. Bad parameters are 400 (invalid_limit, invalid_timestamp, invalid_time_range, " +
+      "invalid_page_token, invalid_query) and change nothing.",
+    querystring: {
+      type: "object",
+      properties: {
+        limit: AUDIT_TEXT("Page size, an integer from 1 to 100; 20 when absent."),
+        page_token: AUDIT_TEXT("next_page_token of the previous page, with the same filters."),
+        from: { type: "string", format: "date-time", description: "Only events at or after this instant; 31 days before to when absent." },
+        to: { type: "string", format: "date-time", description: "Only events strictly before this instant; now when absent; at most 92 days after from." },
+        account_id: AUDIT_TEXT("Only the events of this account."),
+        actor: AUDIT_TEXT("Only the events of this actor: admin, owner:<account_id> or key:<key_id>."),
+        kind: AUDIT_TEXT("Only the events of this kind, e.g. model.paused, webhook.set."),
+      },
+    },
+    response: {
+      200: {
+        type: "object",
+        properties: { events: { type: "array", items: AUDIT_EVENT.schema }, next_page_token: { type: ["string", "null"] } },
+        required: ["events", "next_page_token"],
+      },
     },
   }),
   revokePanelSession: admin("revokePanelSession", "End a web panel session now (its next call is 401 session_revoked)"),

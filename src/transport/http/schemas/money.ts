@@ -101,6 +101,15 @@ export const USAGE = restView(GetUsageResponseSchema, {
   }],
 });
 
+/** The same 200 answer as CSV with Accept: text/csv (csv-export.ts): a header line, then one record per row, RFC 4180. */
+const asJsonOrCsv = (json: object, csv: string) => ({
+  description: "JSON by default; CSV when the request's Accept names text/csv at least as highly as application/json.",
+  content: {
+    "application/json": { schema: json },
+    "text/csv": { schema: { type: "string", description: csv } },
+  },
+});
+
 const RANGE_ERRORS = "Bad parameters are 400 (invalid_limit, invalid_timestamp, invalid_time_range, invalid_page_token, invalid_entry_type, " +
   "invalid_model, invalid_entry_source, invalid_query) and change nothing. With a filter a page may hold fewer entries than limit and " +
   "still have a next_page_token (a page reads at most 2000 entries).";
@@ -109,14 +118,22 @@ export const LEDGER_SCHEMA = operation(
   "money", "listLedgerEntries", "The key's account statement: every credit, hold, charge and release, newest first", PLATFORM_SECURITY, {
   description: `Immutable entries, each with the balance after it; the sum of the amounts is the balance. ${RANGE_ERRORS}`,
   querystring: STATEMENT_QUERY,
-  response: { 200: STATEMENT },
+  response: {
+    200: asJsonOrCsv(STATEMENT, "Streamed: the header line entry_id,type,amount,balance_after,reserved_change,reserved_after,job_id,model," +
+      "key_id,prompt_token_count,candidates_token_count,reason,created_at, then every entry from page_token (the first page when absent) " +
+      "to the last, newest first, exactly as in JSON (amounts as exact decimal strings; null as an empty field); limit is the size of each " +
+      "page read (100 when absent). Content-Disposition: attachment."),
+  },
 });
 
 export const USAGE_SCHEMA = operation(
   "money", "getUsage", "The key's account usage from settled charges: requests, tokens and spend by model, key or day", PLATFORM_SECURITY, {
   description: "Bad parameters are 400 (invalid_timestamp, invalid_time_range, invalid_group_by, invalid_query) and change nothing.",
   querystring: USAGE_QUERY,
-  response: { 200: USAGE.schema },
+  response: {
+    200: asJsonOrCsv(USAGE.schema, "The header line <model|key_id|day>,requests,prompt_token_count,candidates_token_count,spend, then " +
+      "one record per row, exactly as in JSON. Content-Disposition: attachment."),
+  },
 });
 
 export const ADMIN_LEDGER_SCHEMA = {
