@@ -30,7 +30,8 @@ export async function listenMetrics(
     const path = (request.url ?? "").split("?")[0] ?? "";
     if (request.method === "GET" && answerProbe(path, readiness, response)) return;
     if (request.method !== "GET" || path !== "/metrics") {
-      response.writeHead(404, JSON_TYPE).end('{"error":{"code":"not_found","message":"only GET /metrics, /livez and /readyz are served on this port"}}');
+      const message = "only GET /metrics, /livez and /readyz are served on this port";
+      response.writeHead(404, JSON_TYPE).end(JSON.stringify({ error: { code: "not_found", message } }));
       return;
     }
     metrics.exposition().then(
