@@ -136,7 +136,7 @@ async function main(): Promise<void> {
   const serviceBackends: Record<string, string>[] = [];
   const dataDir = await mkdtemp(join(os.tmpdir(), "gen-bench-hot-"));
   try {
-    session = await openSession({ contactPoints: CASSANDRA.split(","), keyspace, localDataCenter: "datacenter1", replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}" });
+    session = await openSession({ contactPoints: CASSANDRA.split(","), keyspace, localDataCenter: "datacenter1", replication: { strategy: "SimpleStrategy", factor: 1 } });
     const ledger = new CassandraLedger(session);
     report.push(
       `Commit ${sh("git", ["rev-parse", "--short", "HEAD"])}; ${new Date().toISOString()}; \`npx tsx bench/hot-account.ts\`.`,

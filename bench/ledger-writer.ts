@@ -52,7 +52,7 @@ const roundTelemetry: Telemetry = {
 };
 
 async function ledgerOperation(): Promise<{ op: Operation; close: () => Promise<void> }> {
-  const session = await openSession({ contactPoints, keyspace, localDataCenter: "datacenter1", replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}" });
+  const session = await openSession({ contactPoints, keyspace, localDataCenter: "datacenter1", replication: { strategy: "SimpleStrategy", factor: 1 } });
   const ledger = new CassandraLedger(session, Date.now, roundTelemetry);
   return {
     op: async () => {

@@ -442,7 +442,7 @@ async function main(): Promise<void> {
     // ---- 3b. the ledger adapter in process
     const cassandraConfig = {
       contactPoints: CASSANDRA.split(","), keyspace: backendC.CASSANDRA_KEYSPACE!, localDataCenter: "datacenter1",
-      replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+      replication: { strategy: "SimpleStrategy" as const, factor: 1 },
     };
     for (let i = 0; i < 8; i++) sessions.push(await openSession(cassandraConfig));
     const ledgerRuns: LedgerRun[] = [];

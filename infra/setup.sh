@@ -3,7 +3,7 @@
 # install, each one only when it is missing or not at its pinned version.
 #
 #   go-tools      grpc-health-probe, grpcurl, protoc-gen-go, protoc-gen-go-grpc,
-#                 protoc-gen-connect-go, ghz: `go install`, pinned in infra/tools.sh,
+#                 protoc-gen-connect-go, ghz, helm: `go install`, pinned in infra/tools.sh,
 #                 into $(go env GOBIN) or $(go env GOPATH)/bin   (test/transport, test/repo)
 #   proto-python  grpcio-tools, venv .infra/proto-python          (test/repo codegen, examples)
 #   python-sdk    google-genai and openai, venv .infra/python-sdk (test/transport/*-sdk-python)
@@ -29,7 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ALL=(go-tools proto-python python-sdk schemathesis jars system)
 declare -A WHAT=(
-  [go-tools]="Go tools (go install, pinned): grpc-health-probe grpcurl protoc-gen-go protoc-gen-go-grpc protoc-gen-connect-go ghz"
+  [go-tools]="Go tools (go install, pinned): grpc-health-probe grpcurl protoc-gen-go protoc-gen-go-grpc protoc-gen-connect-go ghz helm"
   [proto-python]="grpcio-tools (pip, pinned) in .infra/proto-python"
   [python-sdk]="google-genai and openai (pip, pinned) in .infra/python-sdk"
   [schemathesis]="Schemathesis (pip, pinned) in .infra/schemathesis"

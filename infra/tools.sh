@@ -5,6 +5,8 @@
 #   protoc-gen-go         (test/repo/proto-codegen.test.ts: Go messages)
 #   protoc-gen-go-grpc    (test/repo/proto-codegen.test.ts: grpc-go clients and servers)
 #   protoc-gen-connect-go (test/repo/proto-codegen.test.ts: connect-go clients and handlers)
+#   helm                  (test/repo/helm-chart.test.ts: `helm lint` and `helm template` of deploy/helm/; v4, the
+#                          major the module proxy serves beside v3)
 #   ghz                   (bench/overhead.ts: the gRPC load generator; v0.120.0 is not in the module
 #                          proxy's version list, but `go install …@v0.120.0` fetches it; @latest is v0.93.0,
 #                          which cannot read proto3 `optional`)
@@ -37,6 +39,7 @@ TOOLS=(
   "protoc-gen-go-grpc|google.golang.org/grpc/cmd/protoc-gen-go-grpc|google.golang.org/grpc/cmd/protoc-gen-go-grpc|v1.6.2"
   "protoc-gen-connect-go|connectrpc.com/connect|connectrpc.com/connect/cmd/protoc-gen-connect-go|v1.21.1"
   "ghz|github.com/bojand/ghz|github.com/bojand/ghz/cmd/ghz|v0.120.0"
+  "helm|helm.sh/helm/v4|helm.sh/helm/v4/cmd/helm|v4.3.2"
 )
 
 # The module version a Go binary was built from ("" when unknown).

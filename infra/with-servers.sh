@@ -4,7 +4,9 @@
 # Servers that already answer are used as they are; the ones this script has to
 # start are stopped again when the command ends (whatever its exit status), so a
 # developer's own `npm run infra:up` servers stay up and a fresh machine is left clean.
-# Exports KAFKA_BROKERS and CASSANDRA_CONTACT_POINTS for the command.
+# Exports KAFKA_BROKERS and CASSANDRA_CONTACT_POINTS for the command, and the single-node replication
+# (CASSANDRA_REPLICATION_FACTOR, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS: 1 unless set) that
+# infra/'s one node and one broker take; the service's defaults ask for 3 replicas.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -29,4 +31,7 @@ fi
 
 export KAFKA_BROKERS="${KAFKA_BROKERS:-$KAFKA_HOST:$KAFKA_PORT}"
 export CASSANDRA_CONTACT_POINTS="${CASSANDRA_CONTACT_POINTS:-$CASSANDRA_HOST:$CASSANDRA_PORT}"
+export CASSANDRA_REPLICATION_FACTOR="${CASSANDRA_REPLICATION_FACTOR:-1}"
+export KAFKA_REPLICATION_FACTOR="${KAFKA_REPLICATION_FACTOR:-1}"
+export KAFKA_MIN_INSYNC_REPLICAS="${KAFKA_MIN_INSYNC_REPLICAS:-1}"
 "$@"

@@ -42,7 +42,9 @@ function cassandraOf(e: Environment): CassandraConfig | undefined {
     contactPoints: e.CASSANDRA_CONTACT_POINTS,
     keyspace: e.CASSANDRA_KEYSPACE,
     localDataCenter: e.CASSANDRA_LOCAL_DC,
-    replication: e.CASSANDRA_REPLICATION,
+    replication: { strategy: e.CASSANDRA_REPLICATION_STRATEGY, factor: e.CASSANDRA_REPLICATION_FACTOR },
+    consistency: e.CASSANDRA_CONSISTENCY,
+    serialConsistency: e.CASSANDRA_SERIAL_CONSISTENCY,
   };
 }
 
@@ -78,6 +80,12 @@ export function edgeLimitsOf(e: Environment): EdgeLimits {
 function checkTogether(e: Environment): void {
   if (e.ROLE.size < ROLES.length && (e.CASSANDRA_CONTACT_POINTS.length === 0 || e.KAFKA_BROKERS.length === 0)) {
     throw new ConfigError("running a single ROLE needs shared state: set CASSANDRA_CONTACT_POINTS and KAFKA_BROKERS");
+  }
+  if (e.KAFKA_MIN_INSYNC_REPLICAS > e.KAFKA_REPLICATION_FACTOR) {
+    throw new ConfigError(
+      `KAFKA_MIN_INSYNC_REPLICAS (${e.KAFKA_MIN_INSYNC_REPLICAS}) must be at most KAFKA_REPLICATION_FACTOR (${e.KAFKA_REPLICATION_FACTOR}): ` +
+        "no publish could be acknowledged",
+    );
   }
   if (!e.ROUTES_FILE && e.VENDOR_BASE_URL && !e.VENDOR_API_KEY) throw new ConfigError("VENDOR_BASE_URL is set: VENDOR_API_KEY is required too");
 }
@@ -141,6 +149,8 @@ export function configFrom(env: Readonly<Record<string, string | undefined>>): C
     kafka: e.KAFKA_BROKERS.length ? {
       brokers: e.KAFKA_BROKERS, topicPrefix: e.KAFKA_TOPIC_PREFIX, partitions: e.KAFKA_PARTITIONS,
       sessionTimeoutMs: e.KAFKA_SESSION_TIMEOUT, retries: e.KAFKA_RETRIES,
+      replication: { factor: e.KAFKA_REPLICATION_FACTOR, minInsyncReplicas: e.KAFKA_MIN_INSYNC_REPLICAS },
+      acks: e.KAFKA_ACKS === "all" ? (-1 as const) : (1 as const),
     } : undefined,
     worker: {
       workerId,

@@ -41,6 +41,14 @@ function safetyMinimums(value: string, name: string): Readonly<Record<string, st
   return Object.freeze(minimums);
 }
 
+/** One of `allowed`, in any case, given back as it is spelled there (CQL's and Cassandra's names). */
+const exactly = <const T extends string>(fallback: NoInfer<T>, allowed: readonly T[], description: string) =>
+  variable({ type: `one of ${allowed.join(", ")}`, default: fallback, description }, (value, name) => {
+    const found = allowed.find((option) => option.toLowerCase() === value.trim().toLowerCase());
+    if (!found) throw new ConfigError(`${name} must be one of ${allowed.join(", ")} (got "${value}")`);
+    return found;
+  });
+
 /** Text trimmed; unset when that leaves nothing. */
 const trimmed = (description: string, type = "string", defaultText = "unset") =>
   optional({ type, defaultText, description }, (value) => value.trim() || undefined);
@@ -141,10 +149,50 @@ export const VARIABLES = {
   CASSANDRA_CONTACT_POINTS: names("e.g. `127.0.0.1:9042`. When set, jobs, money, keys, idempotency keys and settings live in Cassandra."),
   CASSANDRA_KEYSPACE: text("generation", "Keyspace; created and migrated at start."),
   CASSANDRA_LOCAL_DC: text("datacenter1", "The driver's local data center."),
-  CASSANDRA_REPLICATION: text("{'class': 'SimpleStrategy', 'replication_factor': 1}", "Replication map used when the keyspace is created."),
+  CASSANDRA_REPLICATION_STRATEGY: exactly(
+    "NetworkTopologyStrategy", ["NetworkTopologyStrategy", "SimpleStrategy"],
+    "Replication strategy of the keyspace when the service creates it: `NetworkTopologyStrategy` keeps " +
+      "`CASSANDRA_REPLICATION_FACTOR` copies in `CASSANDRA_LOCAL_DC`. An existing keyspace is left as it is (see " +
+      "[Consistency](operations.md#consistency-and-replication)).",
+  ),
+  CASSANDRA_REPLICATION_FACTOR: int(
+    3,
+    "Copies of every row when the service creates the keyspace. `1` for a single-node development cluster " +
+      "(`infra/`, the tests).",
+    1,
+  ),
+  CASSANDRA_CONSISTENCY: exactly(
+    "LOCAL_QUORUM", ["LOCAL_QUORUM", "QUORUM", "ALL"],
+    "Consistency level of every read and write (a quorum or stronger, so a read sees every acknowledged write). " +
+      "With 3 copies `LOCAL_QUORUM` goes on with one node down; `ALL` stops with it.",
+  ),
+  CASSANDRA_SERIAL_CONSISTENCY: exactly(
+    "LOCAL_SERIAL", ["LOCAL_SERIAL", "SERIAL"],
+    "Level of the lightweight transactions (reservations, idempotency keys, job claims) and of the reads that must " +
+      "see them; `SERIAL` runs Paxos across all data centers.",
+  ),
   KAFKA_BROKERS: names("e.g. `127.0.0.1:9092`. When set, job lifecycle events travel over Kafka."),
   KAFKA_TOPIC_PREFIX: text("", "Prefix of every topic and consumer group (several deployments on one cluster).", "empty"),
   KAFKA_PARTITIONS: int(6, "Partitions of the main topics, created at start.", 1),
+  KAFKA_REPLICATION_FACTOR: int(
+    3,
+    "Copies of every partition of the topics the service creates. `1` for a single-broker development cluster " +
+      "(`infra/`, the tests); a factor above the brokers' count stops the start. Existing topics are left as they " +
+      "are.",
+    1,
+  ),
+  KAFKA_MIN_INSYNC_REPLICAS: int(
+    2,
+    "The topics' `min.insync.replicas`: copies an `acks=all` publish needs. At most `KAFKA_REPLICATION_FACTOR`; `1`" +
+      " for a single broker. With 3 and 2 one broker may be down.",
+    1,
+  ),
+  KAFKA_ACKS: choice(
+    "all", ["all", "1"],
+    "What a publish of the event bus waits for: `all` (every in-sync copy, at least `KAFKA_MIN_INSYNC_REPLICAS`) or" +
+      " `1` (the partition's leader alone: a leader lost before its followers copied it loses the event until the " +
+      "reaper announces its job again). The job lifecycle feed always publishes with `1`.",
+  ),
   KAFKA_SESSION_TIMEOUT: time(
     "10s",
     "A consumer group member (a process's consumer of one topic) not heard from this long is dropped and its partitions go to the " +

@@ -138,8 +138,12 @@ export interface CassandraConfig {
   readonly contactPoints: readonly string[];
   readonly keyspace: string;
   readonly localDataCenter: string;
-  /** CQL replication map used when the keyspace is created. */
-  readonly replication: string;
+  /** How the keyspace is replicated when the service creates it (CASSANDRA_REPLICATION_STRATEGY, _FACTOR). */
+  readonly replication: { readonly strategy: "NetworkTopologyStrategy" | "SimpleStrategy"; readonly factor: number };
+  /** CASSANDRA_CONSISTENCY: every statement's level. */
+  readonly consistency: "LOCAL_QUORUM" | "QUORUM" | "ALL";
+  /** CASSANDRA_SERIAL_CONSISTENCY: the lightweight transactions' level. */
+  readonly serialConsistency: "LOCAL_SERIAL" | "SERIAL";
 }
 
 export interface KafkaConfig {
@@ -150,6 +154,10 @@ export interface KafkaConfig {
   readonly sessionTimeoutMs: number;
   /** KAFKA_RETRIES: retries of one client operation before it fails. */
   readonly retries: number;
+  /** KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS: the replication of the topics the service creates. */
+  readonly replication: { readonly factor: number; readonly minInsyncReplicas: number };
+  /** KAFKA_ACKS: what a publish of the event bus waits for, -1 (all) or 1 (the leader). */
+  readonly acks: -1 | 1;
 }
 
 

@@ -148,6 +148,8 @@ async function openKafka(config: ServiceSettings, obs: Observability, persist: P
       redeliveryDelayMs: REDELIVERY_DELAY_MS,
       publishTimeoutMs: config.publishTimeoutMs,
       timing: { sessionTimeoutMs: kafka.sessionTimeoutMs, retries: kafka.retries },
+      replication: kafka.replication,
+      acks: kafka.acks,
       onHandlerError: (topic, error) => failureLog(obs.logger)(`handler of ${topic} failed`, error),
       logger: obs.logger.child({ component: "kafka" }),
       telemetry: obs.metrics,
@@ -167,6 +169,7 @@ async function openKafkaFeed(config: ServiceSettings, obs: Observability, persis
       partitions: kafka.partitions,
       publishTimeoutMs: config.publishTimeoutMs,
       timing: { sessionTimeoutMs: kafka.sessionTimeoutMs, retries: kafka.retries },
+      replication: kafka.replication,
       logger: obs.logger.child({ component: "kafka" }),
     }),
   );

@@ -211,9 +211,9 @@ async function startGateway({ config, logger, observability, readiness, edge, st
 }
 
 /** Where GET /metrics answers: a process without the gateway serves its metrics on a port of its own. */
-async function startMetrics({ config, observability, started }: Launch, httpUrl: string): Promise<string> {
+async function startMetrics({ config, observability, readiness, started }: Launch, httpUrl: string): Promise<string> {
   if (config.roles.has("api")) return httpUrl;
-  started.metricsServer = await listenMetrics(observability.metrics, config.host, config.metricsPort);
+  started.metricsServer = await listenMetrics(observability.metrics, config.host, config.metricsPort, readiness);
   return `http://${config.host}:${started.metricsServer.port}`;
 }
 

@@ -81,7 +81,7 @@ describe("Cassandra stores against a real server", { skip }, () => {
   before(async () => {
     client = await openSession({
       contactPoints: contactPoints!.split(","), keyspace, localDataCenter: "datacenter1",
-      replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+      replication: { strategy: "SimpleStrategy", factor: 1 },
     });
   });
   after(async () => {

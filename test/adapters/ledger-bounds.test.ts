@@ -97,7 +97,7 @@ const SUBJECTS: Subject[] = [
     async open() {
       cassandraClient ??= await openSession({
         contactPoints: contactPoints!.split(","), keyspace, localDataCenter: "datacenter1",
-        replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+        replication: { strategy: "SimpleStrategy", factor: 1 },
       });
       // Two ledgers on one client: two processes' group-commit queues racing through the version check.
       return { ledger: new CassandraLedger(cassandraClient), other: new CassandraLedger(cassandraClient) };
@@ -314,7 +314,7 @@ if (isMainThread) {
     it("when the conditional write of a short settlement commits but its answer is lost, then the shortfall is still reported once", async () => {
       cassandraClient ??= await openSession({
         contactPoints: contactPoints!.split(","), keyspace, localDataCenter: "datacenter1",
-        replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+        replication: { strategy: "SimpleStrategy", factor: 1 },
       });
       const plain = new CassandraLedger(cassandraClient);
       await plain.createAccount("lost-settle", "x", 1_000n);

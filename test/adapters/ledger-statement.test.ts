@@ -31,7 +31,7 @@ const contactPoints = process.env.CASSANDRA_CONTACT_POINTS || (process.env.TEST_
 async function cassandra(): Promise<CassandraClient> {
   cassandraClient ??= await openSession({
     contactPoints: contactPoints!.split(","), keyspace, localDataCenter: "datacenter1",
-    replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+    replication: { strategy: "SimpleStrategy", factor: 1 },
   });
   return cassandraClient;
 }

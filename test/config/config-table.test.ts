@@ -4,7 +4,9 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { VARIABLES } from "../../src/config/schema.js";
-import { configurationTable, documentedVariables, TABLE_END, TABLE_FILE, TABLE_START, withConfigurationTable } from "../../src/config/table.js";
+import {
+  documentedVariables, TABLE_END, TABLE_FILE, TABLE_FILES, TABLE_START, tableFileOf, tableOf, withConfigurationTable,
+} from "../../src/config/table.js";
 import { configurationVariables, readDoc } from "../support/readme-blocks.js";
 import { repoPath } from "../support/repo.js";
 
@@ -15,17 +17,24 @@ function sources(dir: string): string[] {
     .map((path) => join(dir, path));
 }
 
-describe("config: docs/configuration.md's table is the schema's", () => {
-  it("when docs/configuration.md is read, then the table between its config-table markers is the one `npm run docs:config` writes from the schema", () => {
-    assert.equal(TABLE_FILE, "docs/configuration.md");
-    const doc = readDoc(TABLE_FILE);
-    assert.ok(doc.includes(`${TABLE_START}\n${configurationTable()}\n${TABLE_END}`),
-      `${TABLE_FILE}'s configuration table differs from src/config/schema.ts: run \`npm run docs:config\``);
-    assert.equal(withConfigurationTable(doc), doc);
+describe("config: the configuration tables of docs/ are the schema's", () => {
+  it("when docs/configuration.md and docs/configuration-cassandra-kafka.md are read, then the table between each one's config-table markers is the one `npm run docs:config` writes from the schema", () => {
+    assert.deepEqual(TABLE_FILES, ["docs/configuration.md", "docs/configuration-cassandra-kafka.md"]);
+    for (const file of TABLE_FILES) {
+      const doc = readDoc(file);
+      assert.ok(doc.includes(`${TABLE_START}\n${tableOf(file)}\n${TABLE_END}`),
+        `${file}'s configuration table differs from src/config/schema.ts: run \`npm run docs:config\``);
+      assert.equal(withConfigurationTable(doc, tableOf(file)), doc);
+    }
+    assert.equal(tableFileOf("KAFKA_ACKS"), "docs/configuration-cassandra-kafka.md");
+    assert.equal(tableFileOf("PORT"), TABLE_FILE);
   });
 
-  it("when the schema and the table are compared, then every variable the schema declares is a row, and every row a declared variable, once and in order", () => {
-    assert.deepEqual(configurationVariables(), Object.keys(VARIABLES));
+  it("when the schema and the tables are compared, then every variable the schema declares is a row, and every row a declared variable, once and in order", () => {
+    for (const file of TABLE_FILES) {
+      assert.deepEqual(configurationVariables(readDoc(file)), Object.keys(VARIABLES).filter((name) => tableFileOf(name) === file), file);
+    }
+    assert.deepEqual([...configurationVariables()].sort(), Object.keys(VARIABLES).sort());
     assert.deepEqual(documentedVariables().map((doc) => doc.name), Object.keys(VARIABLES));
   });
 

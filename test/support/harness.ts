@@ -33,6 +33,13 @@ export const BACKEND = process.env.TEST_BACKEND === "real" ? "real" : "embedded"
 
 let instances = 0;
 
+/** The documented development values for one Cassandra node and one Kafka broker (infra/): the defaults ask for 3 replicas. */
+export const SINGLE_NODE_REPLICATION: Readonly<Record<string, string>> = {
+  CASSANDRA_REPLICATION_FACTOR: "1",
+  KAFKA_REPLICATION_FACTOR: "1",
+  KAFKA_MIN_INSYNC_REPLICAS: "1",
+};
+
 /** Settings that point a service at the real servers, isolated from every other service by a fresh keyspace and topic prefix. */
 export function realBackendEnv(): Record<string, string> {
   const unique = `t${process.pid}_${Date.now().toString(36)}_${instances++}`;
@@ -43,6 +50,7 @@ export function realBackendEnv(): Record<string, string> {
     KAFKA_BROKERS: process.env.KAFKA_BROKERS || "127.0.0.1:9092",
     KAFKA_TOPIC_PREFIX: `${unique}.`,
     KAFKA_PARTITIONS: "3",
+    ...SINGLE_NODE_REPLICATION,
   };
 }
 

@@ -12,7 +12,7 @@ import { openSession } from "../../src/adapters/cassandra/cassandra-session.js";
 
 const session = await openSession({
   contactPoints: process.env.CASSANDRA_CONTACT_POINTS!.split(","), keyspace: process.env.CASSANDRA_KEYSPACE!, localDataCenter: "datacenter1",
-  replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+  replication: { strategy: "SimpleStrategy", factor: 1 },
 });
 const ledger = new CassandraLedger(session);
 const accountId = process.env.ACCOUNT_ID!;

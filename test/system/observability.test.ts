@@ -167,6 +167,18 @@ describe("one job seen from outside: one trace across api, worker and webhooks, 
     assert.ok(valueOf(webhookMetrics, "webhook_deliveries_total", { outcome: "delivered" }) >= 1);
   });
 
+  it("when the worker's and the webhook process's metrics port is probed, then /livez and /readyz answer 200 as the gateway's do (an orchestrator probes every role)", async () => {
+    for (const child of [worker, webhooks]) {
+      const origin = metricsUrlIn(child.output());
+      const live = await fetch(`${origin}/livez`);
+      assert.deepEqual([live.status, await live.json()], [200, { status: "ok" }]);
+      const ready = await fetch(`${origin}/readyz`);
+      const body = (await ready.json()) as { status: string; checks: Record<string, string> };
+      assert.deepEqual([ready.status, body.status, body.checks], [200, "ok", { cassandra: "up", kafka: "up" }]);
+      assert.equal((await fetch(`${origin}/other`)).status, 404);
+    }
+  });
+
   it("when the processes' logs are read, then they are JSON lines, the request's line names its trace, and no secret is in them", () => {
     const outputs = processes.map((p) => p.output());
     for (const output of outputs) assert.ok(logLines(output).length > 0);

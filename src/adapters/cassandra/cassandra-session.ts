@@ -27,7 +27,8 @@ function isUnreachable(error: unknown): boolean {
  * Retry-After at the edges), never as a crash.
  */
 export class CassandraClient {
-  constructor(readonly driver: InstanceType<typeof Client>) {}
+  /** `serial`: the consistency of the reads that must see every lightweight transaction (CASSANDRA_SERIAL_CONSISTENCY). */
+  constructor(readonly driver: InstanceType<typeof Client>, readonly serial: number = types.consistencies.localSerial) {}
 
   async execute(query: string, params?: Params, options?: cassandra.QueryOptions): Promise<cassandra.types.ResultSet> {
     try {
@@ -85,25 +86,55 @@ export function cassandraProbe(client: CassandraClient): DependencyProbe {
   };
 }
 
+/** The consistency levels of ordinary statements: a quorum or stronger, so that a read overlaps every acknowledged write. */
+export const CONSISTENCIES = ["LOCAL_QUORUM", "QUORUM", "ALL"] as const;
+export type Consistency = (typeof CONSISTENCIES)[number];
+/** The levels of lightweight transactions (Paxos) and of the reads that must see them. */
+export const SERIAL_CONSISTENCIES = ["LOCAL_SERIAL", "SERIAL"] as const;
+export type SerialConsistency = (typeof SERIAL_CONSISTENCIES)[number];
+export const REPLICATION_STRATEGIES = ["NetworkTopologyStrategy", "SimpleStrategy"] as const;
+
+/** The keyspace's replication when the service creates it: NetworkTopologyStrategy puts `factor` copies in the local data center. */
+export interface KeyspaceReplication {
+  readonly strategy: (typeof REPLICATION_STRATEGIES)[number];
+  readonly factor: number;
+}
+
 /**
- * Where Cassandra is and how the keyspace is made. The runtime passes config's CassandraConfig
- * (CASSANDRA_*), which has this shape; declared here so that the adapter does not import config.
+ * Where Cassandra is, how the keyspace is made and the levels every statement asks for. The runtime passes config's
+ * CassandraConfig (CASSANDRA_*), which has this shape; declared here so that the adapter does not import config.
  */
 export interface CassandraSettings {
   readonly contactPoints: readonly string[];
   readonly keyspace: string;
   readonly localDataCenter: string;
-  /** CQL replication map used when the keyspace is created. */
-  readonly replication: string;
+  readonly replication: KeyspaceReplication;
+  /** Every statement's level, LOCAL_QUORUM when left out. */
+  readonly consistency?: Consistency;
+  /** Paxos's level and the serial reads', LOCAL_SERIAL when left out. */
+  readonly serialConsistency?: SerialConsistency;
+}
+
+/** A CQL string literal. */
+const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
+
+/** The statement that creates the keyspace (when it does not exist) with the settings' replication. */
+export function keyspaceStatement(settings: Pick<CassandraSettings, "keyspace" | "localDataCenter" | "replication">): string {
+  const { strategy, factor } = settings.replication;
+  if (!Number.isInteger(factor) || factor < 1) throw new Error(`invalid replication factor ${factor}`);
+  const map = strategy === "SimpleStrategy"
+    ? `{'class': 'SimpleStrategy', 'replication_factor': ${factor}}`
+    : `{'class': 'NetworkTopologyStrategy', ${literal(settings.localDataCenter)}: ${factor}}`;
+  return `CREATE KEYSPACE IF NOT EXISTS ${settings.keyspace} WITH replication = ${map}`;
 }
 
 const MIGRATIONS = join(dirname(fileURLToPath(import.meta.url)), "migrations");
 
 /**
- * Writes commit at LOCAL_QUORUM and run Paxos at LOCAL_SERIAL; money-deciding
- * reads ask for LOCAL_SERIAL themselves. Varints and bigints map to BigInt.
+ * Statements run at the settings' consistency (LOCAL_QUORUM) and Paxos at their serial one (LOCAL_SERIAL);
+ * money-deciding reads ask for the serial level themselves. Varints and bigints map to BigInt.
  */
-function clientOptions(config: CassandraSettings, keyspace?: string): cassandra.ClientOptions {
+export function clientOptions(config: CassandraSettings, keyspace?: string): cassandra.ClientOptions {
   return {
     contactPoints: [...config.contactPoints],
     localDataCenter: config.localDataCenter,
@@ -111,8 +142,8 @@ function clientOptions(config: CassandraSettings, keyspace?: string): cassandra.
     encoding: { useBigIntAsVarint: true, useBigIntAsLong: true },
     queryOptions: {
       prepare: true,
-      consistency: types.consistencies.localQuorum,
-      serialConsistency: types.consistencies.localSerial,
+      consistency: levelOf(config.consistency ?? "LOCAL_QUORUM"),
+      serialConsistency: levelOf(config.serialConsistency ?? "LOCAL_SERIAL"),
     },
     // Above the server's cas_contention_timeout + write_request_timeout, so the
     // client never gives up on a write the server may still commit.
@@ -125,16 +156,22 @@ function clientOptions(config: CassandraSettings, keyspace?: string): cassandra.
   };
 }
 
+/** The driver's number of a consistency level. */
+function levelOf(name: Consistency | SerialConsistency): number {
+  const key = name.toLowerCase().replace(/_(\w)/g, (_, letter: string) => letter.toUpperCase()) as keyof typeof types.consistencies;
+  return types.consistencies[key];
+}
+
 /** Creates the keyspace, applies pending migrations in order, and returns a client bound to the keyspace. */
 export async function openSession(config: CassandraSettings): Promise<CassandraClient> {
   if (!/^[a-z][a-z0-9_]{0,47}$/.test(config.keyspace)) throw new Error(`invalid keyspace name "${config.keyspace}"`);
   const bootstrap = new CassandraClient(new Client(clientOptions(config)));
   try {
-    await bootstrap.execute(`CREATE KEYSPACE IF NOT EXISTS ${config.keyspace} WITH replication = ${config.replication}`);
+    await bootstrap.execute(keyspaceStatement(config));
   } finally {
     await bootstrap.shutdown();
   }
-  const client = new CassandraClient(new Client(clientOptions(config, config.keyspace)));
+  const client = new CassandraClient(new Client(clientOptions(config, config.keyspace)), levelOf(config.serialConsistency ?? "LOCAL_SERIAL"));
   try {
     await migrate(client);
   } catch (error) {
@@ -262,7 +299,7 @@ export async function conditionalBatch(client: CassandraClient, queries: { query
 
 /** A read that sees every committed (and completes every in-flight) lightweight transaction. */
 export async function serialRead(client: CassandraClient, query: string, params: unknown[]): Promise<Row | undefined> {
-  const result = await client.execute(query, params, { consistency: types.consistencies.localSerial });
+  const result = await client.execute(query, params, { consistency: client.serial });
   return result.first() ?? undefined;
 }
 

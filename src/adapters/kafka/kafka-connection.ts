@@ -30,6 +30,9 @@ export interface KafkaTiming {
   readonly retries?: number;
 }
 
+/** kafkajs's `acks`: -1 waits for every in-sync replica, 1 for the partition's leader alone. */
+export type ProducerAcks = -1 | 1;
+
 export const DEFAULT_SESSION_TIMEOUT_MS = 10_000;
 export const DEFAULT_RETRIES = 12;
 
@@ -56,6 +59,8 @@ export interface KafkaBusContext {
   readonly logger: Logger;
   /** Every client's retries and every consumer's session timeout. */
   readonly timing: KafkaTiming;
+  /** The acknowledgement every publish waits for: -1 every in-sync replica (KAFKA_ACKS=all), 1 the partition's leader. */
+  readonly acks: ProducerAcks;
   /** The delay tiers in ms, ascending, and each one's topic. */
   readonly tiers: readonly number[];
   readonly delayTopics: ReadonlyMap<number, string>;
@@ -123,7 +128,7 @@ export async function stopConsumer(bus: KafkaBusContext, consumer: SupervisedCon
 }
 
 export async function produce(bus: KafkaBusContext, topic: string, key: string, value: string | Buffer | null, headers?: IHeaders): Promise<void> {
-  await bus.producer.send({ topic, acks: -1, messages: [{ key, value, ...(headers ? { headers } : {}) }] });
+  await bus.producer.send({ topic, acks: bus.acks, messages: [{ key, value, ...(headers ? { headers } : {}) }] });
 }
 
 /** True when the promise settled within ms. */

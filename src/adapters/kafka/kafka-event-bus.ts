@@ -36,16 +36,18 @@
  * (kafka-publish.ts), subscribing (kafka-subscribe.ts), delays (delayed-delivery.ts),
  * consumer lag (consumer-lag.ts); this file opens and closes them.
  */
-import type { Admin, Producer } from "kafkajs";
+import type { Admin, ITopicConfig } from "kafkajs";
 import { TOPICS, type EventBus, type EventHandler, type PublishOptions, type Subscription, type Topic } from "../../ports/event-bus.js";
 import type { DependencyProbe } from "../../ports/dependency.js";
-import { ensureTopics } from "./kafka-topics.js";
+import { ensureTopics, withReplication, type TopicReplication } from "./kafka-topics.js";
 import type { Logger } from "../../ports/logger.js";
 import { noTelemetry, type Telemetry } from "../../ports/telemetry.js";
 import type { ConsumerLag } from "../observability/prometheus-metrics.js";
 import { consumerLag } from "./consumer-lag.js";
 import { DELAY_TOPIC_PARTITIONS, startDelayForwarder } from "./delayed-delivery.js";
-import { createKafkaClient, createProducer, retryOf, stopConsumer, within, type KafkaBusContext, type KafkaTiming } from "./kafka-connection.js";
+import {
+  createKafkaClient, createProducer, retryOf, stopConsumer, within, type KafkaBusContext, type KafkaTiming, type ProducerAcks,
+} from "./kafka-connection.js";
 import { publishEvent } from "./kafka-publish.js";
 import { subscribeTo } from "./kafka-subscribe.js";
 
@@ -82,6 +84,10 @@ export interface KafkaEventBusOptions {
   publishTimeoutMs?: number;
   /** Every client's retries and every consumer's session timeout (KAFKA_RETRIES, KAFKA_SESSION_TIMEOUT); defaults when left out. */
   timing?: KafkaTiming;
+  /** The replication of the topics created (KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS); left out, the broker's defaults. */
+  replication?: TopicReplication;
+  /** What a publish waits for (KAFKA_ACKS): -1, every in-sync replica (the default), or 1, the leader alone. */
+  acks?: ProducerAcks;
 }
 
 export type KafkaEventBus = EventBus & {
@@ -115,11 +121,13 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
   const admin = kafka.admin({ retry: retryOf(timing) });
   const producer = createProducer(kafka);
   const bus: KafkaBusContext = {
-    kafka, producer, prefix, logger: options.logger, timing, tiers, delayTopics,
+    kafka, producer, prefix, logger: options.logger, timing, acks: options.acks ?? -1, tiers, delayTopics,
     consumers: new Set(), resumeTimers: new Set(), state: { closed: false },
   };
   try {
-    await connect(admin, producer, topics, partitions, delayTopics, options.logger);
+    await admin.connect();
+    await ensureTopics(admin, withReplication(busTopics(topics, partitions, delayTopics), options.replication), options.logger);
+    await producer.connect();
     await startDelayForwarder(bus);
   } catch (error) {
     await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
@@ -144,12 +152,9 @@ export async function createKafkaEventBus(options: KafkaEventBusOptions): Promis
   };
 }
 
-/** Connects the admin, creates the topics (idempotently, before any consumer subscribes), then connects the producer. */
-async function connect(
-  admin: Admin, producer: Producer, topics: Record<string, string>, partitions: number, delayTopics: ReadonlyMap<number, string>, logger: Logger,
-): Promise<void> {
-  await admin.connect();
-  await ensureTopics(admin, [
+/** The bus's topics as created (idempotently, before any consumer subscribes). */
+export function busTopics(topics: Record<string, string>, partitions: number, delayTopics: ReadonlyMap<number, string>): ITopicConfig[] {
+  return [
     { topic: topics[TOPICS.generationRequested]!, numPartitions: partitions },
     { topic: topics[TOPICS.jobFinished]!, numPartitions: partitions },
     { topic: topics[TOPICS.webhookDelivery]!, numPartitions: partitions },
@@ -160,8 +165,7 @@ async function connect(
       // A delayed message must outlive its delay by a wide margin.
       configEntries: [{ name: "retention.ms", value: String(Math.max(7 * DAY_MS, 3 * tier)) }],
     })),
-  ], logger);
-  await producer.connect();
+  ];
 }
 
 /** Readiness: the cluster answers with its brokers within PROBE_TIMEOUT_MS. */

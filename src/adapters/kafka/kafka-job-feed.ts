@@ -11,7 +11,7 @@ import type { Consumer } from "kafkajs";
 import type { JobFeed, JobSignal } from "../../ports/job-feed.js";
 import { DependencyUnavailableError } from "../../ports/dependency.js";
 import { startSupervisedConsumer, type SupervisedConsumer } from "./supervised-consumer.js";
-import { ensureTopics } from "./kafka-topics.js";
+import { ensureTopics, withReplication, type TopicReplication } from "./kafka-topics.js";
 import { CONSUMER_TIMING, retryOf, sessionTimeoutOf, type KafkaTiming } from "./kafka-connection.js";
 import type { Logger } from "../../ports/logger.js";
 
@@ -26,6 +26,8 @@ export interface KafkaJobFeedOptions {
   readonly publishTimeoutMs?: number;
   /** The retries and session timeout of the event bus's clients (KAFKA_RETRIES, KAFKA_SESSION_TIMEOUT); defaults when left out. */
   readonly timing?: KafkaTiming;
+  /** The lifecycle topic's replication (KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS); left out, the broker's defaults. */
+  readonly replication?: TopicReplication;
   readonly logger: Logger;
 }
 
@@ -86,9 +88,9 @@ export async function createKafkaJobFeed(options: KafkaJobFeedOptions): Promise<
 
   try {
     await admin.connect();
-    await ensureTopics(admin, [
+    await ensureTopics(admin, withReplication([
       { topic, numPartitions: options.partitions, configEntries: [{ name: "retention.ms", value: String(RETENTION_MS) }] },
-    ], options.logger);
+    ], options.replication), options.logger);
     await producer.connect();
     consumer = await startSupervisedConsumer({ label: groupId, logger: options.logger, create: newConsumer, start: listen });
   } catch (error) {

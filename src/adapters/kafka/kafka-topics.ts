@@ -7,6 +7,27 @@ import pRetry from "p-retry";
 import type { Logger } from "../../ports/logger.js";
 import { retryingEveryError } from "../../shared/every-error.js";
 
+/** How the topics the service creates are replicated (KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS). */
+export interface TopicReplication {
+  /** Copies of each partition, on as many brokers. */
+  readonly factor: number;
+  /** In-sync copies an `acks=all` write needs before it is acknowledged (the topic's `min.insync.replicas`). */
+  readonly minInsyncReplicas: number;
+}
+
+/** The topics with their replication: a factor and `min.insync.replicas` each; left out, the broker's defaults hold. */
+export function withReplication(topics: readonly ITopicConfig[], replication: TopicReplication | undefined): ITopicConfig[] {
+  if (!replication) return [...topics];
+  return topics.map((topic) => ({
+    ...topic,
+    replicationFactor: replication.factor,
+    configEntries: [
+      ...(topic.configEntries ?? []).filter((entry) => entry.name !== "min.insync.replicas"),
+      { name: "min.insync.replicas", value: String(replication.minInsyncReplicas) },
+    ],
+  }));
+}
+
 /** Creates the topics that are missing and waits until every partition has a leader. */
 export async function ensureTopics(admin: Admin, wanted: ITopicConfig[], logger: Logger): Promise<void> {
   // createTopics answers false, without waiting for leaders, when some already exist
@@ -17,6 +38,9 @@ export async function ensureTopics(admin: Admin, wanted: ITopicConfig[], logger:
   try {
     await admin.createTopics({ topics: wanted, waitForLeaders: true, timeout: 30_000 });
   } catch (error) {
+    // A refusal per topic comes as kafkajs's aggregate of them, each with its protocol error's type.
+    const types = [error, ...((error as { errors?: unknown[] }).errors ?? [])].map((e) => (e as { type?: string }).type);
+    if (types.includes("INVALID_REPLICATION_FACTOR")) throw tooFewBrokers(wanted, error);
     if ((error as { type?: string }).type !== "UNKNOWN_TOPIC_OR_PARTITION") throw error;
   }
   const names = wanted.map((t) => t.topic);
@@ -36,4 +60,14 @@ export async function ensureTopics(admin: Admin, wanted: ITopicConfig[], logger:
       logger.warn({ topic: t.topic, partitions: actual, configured: t.numPartitions }, "kafka topic has another partition count than configured; leaving it as is");
     }
   }
+}
+
+/** The broker's refusal of a replication factor above its broker count, saying which setting to change. */
+function tooFewBrokers(wanted: readonly ITopicConfig[], cause: unknown): Error {
+  const factor = Math.max(...wanted.map((topic) => topic.replicationFactor ?? 0));
+  return new Error(
+    `Kafka refused topics of replication factor ${factor} (KAFKA_REPLICATION_FACTOR): the cluster has fewer brokers; ` +
+      "a single-broker development cluster takes KAFKA_REPLICATION_FACTOR=1 and KAFKA_MIN_INSYNC_REPLICAS=1",
+    { cause },
+  );
 }
