@@ -1,5 +1,7 @@
+import type { Money } from "../domain/money.js";
 import type { ModelPrices, PriceTable } from "../domain/pricing/price-table.js";
 import type { AuditRecord } from "./audit-log.js";
+import type { ToolPrices } from "../domain/pricing/tool-prices.js";
 
 export interface WebhookEndpoint {
   readonly url: string;
@@ -18,6 +20,10 @@ export interface SettingsStore {
   setModelPaused(model: string, paused: boolean, audit?: AuditRecord): Promise<void>;
   prices(): Promise<PriceTable>;
   setPrices(model: string, prices: ModelPrices): Promise<void>;
+  /** Per-call prices of the built-in tools the operator offers; read on every call that declares one, so a change is in force at once. */
+  toolPrices(): Promise<ToolPrices>;
+  /** Sets a built-in tool's per-call price, or removes it (undefined): the tool is refused again. */
+  setToolPrice(tool: string, price: Money | undefined): Promise<void>;
   pausedRoutes(): Promise<ReadonlySet<string>>;
   setRoutePaused(route: string, paused: boolean, audit?: AuditRecord): Promise<void>;
   webhook(accountId: string): Promise<WebhookEndpoint | undefined>;

@@ -3,7 +3,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { findModel } from "../../src/domain/catalog/models.js";
 import {
-  describeTextModel, displayNameOf, findTextModel, inputTokenLimit, textModelPage, TEXT_MODELS, versionOf,
+  describeTextModel, displayNameOf, findTextModel, inputTokenLimit, LISTED_MODELS, textModelPage, TEXT_MODELS, versionOf,
 } from "../../src/domain/catalog/text-models.js";
 import { DomainError } from "../../src/domain/errors/domain-error.js";
 import { promptCount } from "../../src/domain/text/prompt-count.js";
@@ -46,6 +46,24 @@ describe("the vendor's Model resource of the text models", () => {
     assert.equal(inputTokenLimit(DEFAULT_LIMITS), 262_144);
   });
 
+  it("when the catalog is listed, then the image models follow the text models, and describe generateContent without countTokens", () => {
+    assert.deepEqual(LISTED_MODELS.map((m) => m.id), [
+      ...TEXT_MODELS.map((m) => m.id),
+      "aimodel-2.5-flash-image", "aimodel-3.1-flash-image", "aimodel-3-pro-image", "aimodel-3.1-flash-lite-image", "aimodel-nbx-2.1",
+    ]);
+    const limits: ValidationLimits = { ...DEFAULT_LIMITS, maxPromptBytes: { image: 4096, video: 2, text: 4099 } };
+    assert.deepEqual(describeTextModel(findModel("aimodel-3-pro-image")!, limits), {
+      name: "models/aimodel-3-pro-image",
+      baseModelId: "aimodel-3-pro-image",
+      version: "3",
+      displayName: "AIModel 3 Pro Image",
+      description: "Image generation through generateContent (responseModalities IMAGE); billed per image by resolution (1K, 2K, 4K).",
+      inputTokenLimit: 1024,
+      outputTokenLimit: 0,
+      supportedGenerationMethods: ["generateContent", "streamGenerateContent"],
+    });
+  });
+
   it("when ids are named, then display names capitalise each word and versions are the first dotted number", () => {
     assert.equal(displayNameOf("aimodel-3.1-flash-lite"), "AIModel 3.1 Flash Lite");
     assert.equal(displayNameOf("aimodel-omni-1.1-flash"), "AIModel Omni 1.1 Flash");
@@ -54,24 +72,26 @@ describe("the vendor's Model resource of the text models", () => {
     assert.equal(versionOf("no-digits"), "");
   });
 
-  it("when a model is looked up by models/{id} or by id, then a text model is found and anything else is NOT_FOUND unknown_model", () => {
+  it("when a model is looked up by models/{id} or by id, then a text or image model is found and anything else is NOT_FOUND unknown_model", () => {
     assert.equal(findTextModel("models/aimodel-3.7-flash").id, "aimodel-3.7-flash");
     assert.equal(findTextModel("aimodel-3.7-flash").id, "aimodel-3.7-flash");
-    for (const name of ["models/aimodel-3-pro-image", "aimodel-3-pro-image-preview", "videomodel-3.1-generate-001", "models/", ""]) {
+    assert.equal(findTextModel("models/aimodel-3-pro-image").id, "aimodel-3-pro-image");
+    assert.equal(findTextModel("aimodel-3-pro-image-preview").id, "aimodel-3-pro-image", "an image model's alias names it");
+    for (const name of ["videomodel-3.1-generate-001", "models/aimodel-3.7-flash-preview", "models/", ""]) {
       const error = refusal(() => findTextModel(name));
       assert.deepEqual([error.category, error.reason], ["not_found", "unknown_model"], name);
     }
   });
 });
 
-describe("pages of the text models (the vendor's pageSize and pageToken rules)", () => {
+describe("pages of the listed models (the vendor's pageSize and pageToken rules)", () => {
   it("when pageSize is 0, then the default of 50 gives every model and no next token", () => {
     const page = textModelPage(0, "");
-    assert.deepEqual(ids(page), TEXT_MODELS.map((m) => m.id));
+    assert.deepEqual(ids(page), LISTED_MODELS.map((m) => m.id));
     assert.equal(page.nextPageToken, "");
   });
 
-  it("when pages of 3 are followed by their tokens, then 3, 3 and 2 models come, each once, the last without a token", () => {
+  it("when pages of 3 are followed by their tokens, then 3, 3, 3, 3 and 1 models come, each once, the last without a token", () => {
     const seen: string[][] = [];
     let token = "";
     do {
@@ -79,21 +99,21 @@ describe("pages of the text models (the vendor's pageSize and pageToken rules)",
       seen.push(ids(page));
       token = page.nextPageToken;
     } while (token);
-    assert.deepEqual(seen.map((p) => p.length), [3, 3, 2]);
-    assert.deepEqual(seen.flat(), TEXT_MODELS.map((m) => m.id));
+    assert.deepEqual(seen.map((p) => p.length), [3, 3, 3, 3, 1]);
+    assert.deepEqual(seen.flat(), LISTED_MODELS.map((m) => m.id));
   });
 
   it("when pageSize equals what is left, then that page is the last one", () => {
-    const first = textModelPage(TEXT_MODELS.length - 1, "");
+    const first = textModelPage(LISTED_MODELS.length - 1, "");
     assert.notEqual(first.nextPageToken, "");
     const last = textModelPage(1, first.nextPageToken);
     assert.equal(last.models.length, 1);
     assert.equal(last.nextPageToken, "");
-    assert.equal(textModelPage(TEXT_MODELS.length, "").nextPageToken, "");
+    assert.equal(textModelPage(LISTED_MODELS.length, "").nextPageToken, "");
   });
 
   it("when pageSize is above 1000, then 1000 is taken; below 0 or not an integer, then INVALID_ARGUMENT invalid_page_size", () => {
-    assert.equal(textModelPage(1_000_000, "").models.length, TEXT_MODELS.length);
+    assert.equal(textModelPage(1_000_000, "").models.length, LISTED_MODELS.length);
     for (const size of [-1, 1.5, Number.NaN]) {
       const error = refusal(() => textModelPage(size, ""));
       assert.deepEqual([error.category, error.reason], ["bad_request", "invalid_page_size"], String(size));
@@ -102,7 +122,7 @@ describe("pages of the text models (the vendor's pageSize and pageToken rules)",
 
   it("when the token is not one a page gave, then INVALID_ARGUMENT invalid_page_token", () => {
     const given = textModelPage(2, "").nextPageToken;
-    for (const token of ["x", given.slice(1), Buffer.from("after:aimodel-3-pro-image").toString("base64url")]) {
+    for (const token of ["x", given.slice(1), Buffer.from("after:videomodel-3.1-generate-001").toString("base64url")]) {
       const error = refusal(() => textModelPage(2, token));
       assert.deepEqual([error.category, error.reason], ["bad_request", "invalid_page_token"], token);
     }

@@ -24,6 +24,12 @@ export const SPEC_TEXT_MODELS = [
   "aimodel-omni-1.1-flash",
 ];
 
+/** The image models, which answer generateContent with images: listed after the text models, in catalog order. */
+export const SPEC_IMAGE_MODELS = ["aimodel-2.5-flash-image", "aimodel-3.1-flash-image", "aimodel-3-pro-image", "aimodel-3.1-flash-lite-image", "aimodel-nbx-2.1"];
+
+/** What the vendor's models.list (and OpenAI's) lists: the text models, then the image models. */
+export const LISTED_MODELS = [...SPEC_TEXT_MODELS, ...SPEC_IMAGE_MODELS];
+
 /** The prompt limit in bytes by default (MAX_PROMPT_BYTES_TEXT, 1 MiB), as tokens of at most 4 bytes. */
 export const DEFAULT_INPUT_TOKEN_LIMIT = (1024 * 1024) / 4;
 export const TEXT_MAX_OUTPUT_TOKENS = 8192;

@@ -6,7 +6,7 @@ import { balanceOf, createCustomer, pico, startTestService, type Customer, type 
 import { openAiBaseUrl, PNG_DATA_URI, statementCharge, statementCharges } from "../support/openai-helpers.js";
 import { probePng } from "../support/media-probe.js";
 import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
-import { assertUntouched, FLASH, SPEC_TEXT_MODELS } from "../support/vendor-sdk-helpers.js";
+import { assertUntouched, FLASH, LISTED_MODELS } from "../support/vendor-sdk-helpers.js";
 import { startVendorStub, stubAnswer, THOUGHTS_TOKENS, type VendorStub } from "../support/vendor-stub.js";
 
 /**
@@ -278,7 +278,7 @@ describe("when OpenAI's JavaScript SDK is given only this service's OpenAI base 
     await assertUntouched(service, asker.apiKey, "1.00");
   });
 
-  it("when it lists models, then models.list gives every text model in OpenAI's shape, and models.retrieve one of them", async () => {
+  it("when it lists models, then models.list gives every text and image model in OpenAI's shape, and models.retrieve one of them", async () => {
     const ids: string[] = [];
     for await (const model of openai.models.list()) {
       assert.equal(model.object, "model");
@@ -286,10 +286,12 @@ describe("when OpenAI's JavaScript SDK is given only this service's OpenAI base 
       assert.equal(model.owned_by, "generation-service");
       ids.push(model.id);
     }
-    assert.deepEqual(ids, SPEC_TEXT_MODELS);
+    assert.deepEqual(ids, LISTED_MODELS);
     const one = await openai.models.retrieve(FLASH.model);
     assert.deepEqual(one, { id: FLASH.model, object: "model", created: 0, owned_by: "generation-service" });
-    const missing = await apiError(() => openai.models.retrieve("aimodel-3-pro-image"));
+    const image = await openai.models.retrieve("aimodel-3-pro-image");
+    assert.deepEqual(image, { id: "aimodel-3-pro-image", object: "model", created: 0, owned_by: "generation-service" });
+    const missing = await apiError(() => openai.models.retrieve("videomodel-3.1-generate-001"));
     assert.ok(missing instanceof OpenAI.NotFoundError);
   });
 

@@ -10,7 +10,7 @@ import { promisify } from "node:util";
 import { balanceOf, createCustomer, pico, startTestService, type Customer, type TestService } from "../support/harness.js";
 import { openAiBaseUrl, PNG_DATA_URI, statementCharge, statementCharges } from "../support/openai-helpers.js";
 import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
-import { assertUntouched, FLASH, SPEC_TEXT_MODELS } from "../support/vendor-sdk-helpers.js";
+import { assertUntouched, FLASH, LISTED_MODELS } from "../support/vendor-sdk-helpers.js";
 import { startVendorStub, type VendorStub } from "../support/vendor-stub.js";
 import { REPO_ROOT } from "../support/repo.js";
 import { probePng } from "../support/media-probe.js";
@@ -139,9 +139,9 @@ describe("when OpenAI's Python SDK is given only this service's OpenAI base URL 
     assert.equal(entry.model, "aimodel-3-pro-image");
   });
 
-  it("when it lists models, then models.list gives every text model in OpenAI's shape", async () => {
+  it("when it lists models, then models.list gives every text and image model in OpenAI's shape", async () => {
     const { models } = await sdk(service, customer.apiKey, "list", "-");
-    assert.deepEqual(models.map((m: { id: string }) => m.id), SPEC_TEXT_MODELS);
+    assert.deepEqual(models.map((m: { id: string }) => m.id), LISTED_MODELS);
     assert.ok(models.every((m: { object: string; owned_by: string }) => m.object === "model" && m.owned_by === "generation-service"));
   });
 

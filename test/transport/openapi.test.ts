@@ -26,7 +26,7 @@ const OPERATIONS = [
   "post /admin/v1/accounts/{accountId}/keys", "get /admin/v1/keys/{keyId}", "patch /admin/v1/keys/{keyId}", "delete /admin/v1/keys/{keyId}", "post /admin/v1/keys/{keyId}/rotate", "put /admin/v1/accounts/{accountId}/webhook",
   "get /admin/v1/panel-sessions", "delete /admin/v1/panel-sessions/{sessionId}",
   "put /admin/v1/pause", "put /admin/v1/models/{model}/pause", "get /admin/v1/routes", "put /admin/v1/routes/{name}/pause",
-  "get /admin/v1/prices", "put /admin/v1/prices/{model}",
+  "get /admin/v1/prices", "put /admin/v1/prices/{model}", "put /admin/v1/prices/tools/{tool}", "delete /admin/v1/prices/tools/{tool}",
   "get /files/{key}",
   "post /panel/session", "get /panel/session", "delete /panel/session",
 ].sort();

@@ -4,7 +4,9 @@ import assert from "node:assert/strict";
 import { call, createCustomer, startTestService, type Customer, type TestService } from "../support/harness.js";
 import { assertVendorError } from "../support/jobs-api-helpers.js";
 import { readSse, tokensOf, userTurn, VENDOR } from "../support/vendor-helpers.js";
-import { assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, SPEC_TEXT_MODELS, TEXT_MAX_OUTPUT_TOKENS } from "../support/vendor-sdk-helpers.js";
+import {
+  assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, LISTED_MODELS, SPEC_IMAGE_MODELS, TEXT_MAX_OUTPUT_TOKENS,
+} from "../support/vendor-sdk-helpers.js";
 
 /*
  * What the vendor's SDKs need of the vendor surface besides generateContent,
@@ -33,9 +35,16 @@ function assertModelShape(model: any, id: string) {
   ]);
   assert.equal(model.name, `models/${id}`);
   assert.equal(model.baseModelId, id);
-  assert.equal(model.inputTokenLimit, DEFAULT_INPUT_TOKEN_LIMIT);
-  assert.equal(model.outputTokenLimit, TEXT_MAX_OUTPUT_TOKENS);
-  assert.deepEqual(model.supportedGenerationMethods, ["generateContent", "streamGenerateContent", "countTokens"]);
+  if (SPEC_IMAGE_MODELS.includes(id)) {
+    // The image prompt limit (MAX_PROMPT_BYTES_IMAGE, 32 KiB) in tokens; no output token bound: the answer is an image.
+    assert.equal(model.inputTokenLimit, (32 * 1024) / 4);
+    assert.equal(model.outputTokenLimit, 0);
+    assert.deepEqual(model.supportedGenerationMethods, ["generateContent", "streamGenerateContent"], "countTokens refuses image models");
+  } else {
+    assert.equal(model.inputTokenLimit, DEFAULT_INPUT_TOKEN_LIMIT);
+    assert.equal(model.outputTokenLimit, TEXT_MAX_OUTPUT_TOKENS);
+    assert.deepEqual(model.supportedGenerationMethods, ["generateContent", "streamGenerateContent", "countTokens"]);
+  }
   assert.ok(model.displayName.length > 0 && model.description.length > 0 && model.version.length > 0);
 }
 
@@ -103,34 +112,35 @@ describe("vendor surface: GET models and GET models/{model}", () => {
 
   const list = (query = "", prefix = VENDOR) => call(service, "GET", `${prefix}/models${query}`, { vendorKey: customer.apiKey });
 
-  it("when models are listed without pageSize, then every text model of the spec comes on one page in the vendor's Model shape, without nextPageToken", async () => {
+  it("when models are listed without pageSize, then every text model, then every image model, comes on one page in the vendor's Model shape, without nextPageToken", async () => {
     for (const prefix of [VENDOR, V1]) {
       const response = await list("", prefix);
       assert.equal(response.status, 200, response.text);
       assert.deepEqual(Object.keys(response.json), ["models"]);
-      assert.deepEqual(response.json.models.map((m: { name: string }) => m.name), SPEC_TEXT_MODELS.map((id) => `models/${id}`));
-      response.json.models.forEach((model: unknown, i: number) => assertModelShape(model, SPEC_TEXT_MODELS[i]!));
+      assert.deepEqual(response.json.models.map((m: { name: string }) => m.name), LISTED_MODELS.map((id) => `models/${id}`));
+      response.json.models.forEach((model: unknown, i: number) => assertModelShape(model, LISTED_MODELS[i]!));
     }
   });
 
-  it("when pageSize is 5, then a page of 5 with nextPageToken, and that token gives the last 3 without one", async () => {
-    const first = await list("?pageSize=5");
+  it("when pageSize is 10, then a page of 10 with nextPageToken, and that token gives the last 3 without one", async () => {
+    const first = await list("?pageSize=10");
     assert.equal(first.status, 200, first.text);
-    assert.equal(first.json.models.length, 5);
+    assert.equal(first.json.models.length, 10);
     assert.equal(typeof first.json.nextPageToken, "string");
-    const second = await list(`?pageSize=5&pageToken=${encodeURIComponent(first.json.nextPageToken)}`);
+    const second = await list(`?pageSize=10&pageToken=${encodeURIComponent(first.json.nextPageToken)}`);
     assert.equal(second.status, 200, second.text);
+    assert.equal(second.json.models.length, 3);
     assert.equal(second.json.nextPageToken, undefined);
     assert.deepEqual(
       [...first.json.models, ...second.json.models].map((m: { baseModelId: string }) => m.baseModelId),
-      SPEC_TEXT_MODELS,
+      LISTED_MODELS,
     );
   });
 
   it("when pageSize is above the vendor's maximum of 1000, then it is taken as 1000", async () => {
     const response = await list("?pageSize=5000");
     assert.equal(response.status, 200, response.text);
-    assert.equal(response.json.models.length, SPEC_TEXT_MODELS.length);
+    assert.equal(response.json.models.length, LISTED_MODELS.length);
   });
 
   it("when pageSize is negative or not a number, or pageToken is not one the service gave, then 400 INVALID_ARGUMENT", async () => {
@@ -141,9 +151,9 @@ describe("vendor surface: GET models and GET models/{model}", () => {
     assertVendorError(await list("?pageToken=bm9wZQ"), 400, "INVALID_ARGUMENT", "INVALID_PAGE_TOKEN");
   });
 
-  it("when a text model is asked for, then GET models/{model} answers its Model resource, under v1beta and v1", async () => {
+  it("when a text or image model is asked for, then GET models/{model} answers its Model resource, under v1beta and v1", async () => {
     for (const prefix of [VENDOR, V1]) {
-      for (const id of [FLASH, "aimodel-omni-1.1-flash"]) {
+      for (const id of [FLASH, "aimodel-omni-1.1-flash", "aimodel-3-pro-image"]) {
         const response = await call(service, "GET", `${prefix}/models/${id}`, { vendorKey: customer.apiKey });
         assert.equal(response.status, 200, response.text);
         assertModelShape(response.json, id);
@@ -151,8 +161,8 @@ describe("vendor surface: GET models and GET models/{model}", () => {
     }
   });
 
-  it("when an image model or an unknown one is asked for, then 404 NOT_FOUND UNKNOWN_MODEL in the vendor's shape", async () => {
-    for (const id of ["aimodel-3-pro-image", "videomodel-3.1-generate-001", "aimodel-does-not-exist"]) {
+  it("when a video model or an unknown one is asked for, then 404 NOT_FOUND UNKNOWN_MODEL in the vendor's shape", async () => {
+    for (const id of ["videomodel-3.1-generate-001", "aimodel-does-not-exist"]) {
       const response = await call(service, "GET", `${VENDOR}/models/${id}`, { vendorKey: customer.apiKey });
       assertVendorError(response, 404, "NOT_FOUND", "UNKNOWN_MODEL");
     }

@@ -9,7 +9,7 @@ import { probePng } from "../support/media-probe.js";
 import { assertImageCharged, assertNothingCharged, IMAGE_PRICES, pngSizeFor } from "../support/vendor-image-helpers.js";
 import { startVendorStub, stubAnswer, stubImageCaption, type VendorStub } from "../support/vendor-stub.js";
 import {
-  assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, FLASH, sdkBaseUrl, settledCharge, SPEC_TEXT_MODELS, TEXT_MAX_OUTPUT_TOKENS,
+  assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, FLASH, sdkBaseUrl, settledCharge, LISTED_MODELS, TEXT_MAX_OUTPUT_TOKENS,
 } from "../support/vendor-sdk-helpers.js";
 
 /**
@@ -121,12 +121,12 @@ describe("when the vendor's JavaScript SDK is given only this service's base URL
     assert.equal(usageOf(answer).promptTokenCount, counted.totalTokens);
   });
 
-  it("when it lists models with pageSize 3, then the pager follows nextPageToken through pages of 3, 3 and 2 and sees every text model once", async () => {
+  it("when it lists models with pageSize 3, then the pager follows nextPageToken through pages of 3, 3, 3, 3 and 1 and sees every text and image model once", async () => {
     const pager = await ai.models.list({ config: { pageSize: 3 } });
     const pages = [pager.page.map((m) => m.name)];
     while (pager.hasNextPage()) pages.push((await pager.nextPage()).map((m) => m.name));
-    assert.deepEqual(pages.map((page) => page.length), [3, 3, 2]);
-    const names = SPEC_TEXT_MODELS.map((id) => `models/${id}`);
+    assert.deepEqual(pages.map((page) => page.length), [3, 3, 3, 3, 1]);
+    const names = LISTED_MODELS.map((id) => `models/${id}`);
     assert.deepEqual(pages.flat(), names);
     const all: string[] = [];
     for await (const model of await ai.models.list()) all.push(model.name!);
@@ -144,8 +144,15 @@ describe("when the vendor's JavaScript SDK is given only this service's base URL
     assert.deepEqual(model.supportedActions, ["generateContent", "streamGenerateContent", "countTokens"]);
   });
 
-  it("when it gets a model that is not a text model, then the SDK throws ApiError 404 NOT_FOUND", async () => {
-    const { status, body } = await apiError(() => ai.models.get({ model: "aimodel-3-pro-image" }));
+  it("when it gets an image model, then models.get says it answers generateContent and streamGenerateContent, not countTokens", async () => {
+    const model = await ai.models.get({ model: FLASH_IMAGE });
+    assert.equal(model.name, `models/${FLASH_IMAGE}`);
+    assert.equal(model.outputTokenLimit, 0);
+    assert.deepEqual(model.supportedActions, ["generateContent", "streamGenerateContent"]);
+  });
+
+  it("when it gets a model that is neither a text nor an image model, then the SDK throws ApiError 404 NOT_FOUND", async () => {
+    const { status, body } = await apiError(() => ai.models.get({ model: "videomodel-3.1-generate-001" }));
     assert.equal(status, 404);
     assert.equal(body.error.status, "NOT_FOUND");
   });

@@ -9,7 +9,7 @@ import { balanceOf, createCustomer, eventually, pico, startTestService, type Cus
 import { allEntries } from "../support/ledger-helpers.js";
 import { tokenCharge, tokensOf } from "../support/vendor-helpers.js";
 import {
-  assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, FLASH, sdkBaseUrl, settledCharge, SPEC_TEXT_MODELS, TEXT_MAX_OUTPUT_TOKENS,
+  assertUntouched, DEFAULT_INPUT_TOKEN_LIMIT, FLASH, sdkBaseUrl, settledCharge, LISTED_MODELS, TEXT_MAX_OUTPUT_TOKENS,
 } from "../support/vendor-sdk-helpers.js";
 import { REPO_ROOT } from "../support/repo.js";
 import { probePng } from "../support/media-probe.js";
@@ -102,10 +102,10 @@ describe("when the vendor's Python SDK is given only this service's base URL and
     assert.equal(answer.usage.prompt_token_count, counted.total_tokens);
   });
 
-  it("when it lists models with page_size 3, then it follows next_page_token through pages of 3, 3 and 2 and sees every text model once", async () => {
+  it("when it lists models with page_size 3, then it follows next_page_token through pages of 3, 3, 3, 3 and 1 and sees every text and image model once", async () => {
     const listed = await sdk(service, customer.apiKey, "list", "-", "3");
-    assert.deepEqual(listed.pages.map((page: string[]) => page.length), [3, 3, 2]);
-    const names = SPEC_TEXT_MODELS.map((id) => `models/${id}`);
+    assert.deepEqual(listed.pages.map((page: string[]) => page.length), [3, 3, 3, 3, 1]);
+    const names = LISTED_MODELS.map((id) => `models/${id}`);
     assert.deepEqual(listed.pages.flat(), names);
     assert.deepEqual(listed.all, names);
   });
@@ -121,8 +121,8 @@ describe("when the vendor's Python SDK is given only this service's base URL and
     assert.deepEqual(model.supported_actions, ["generateContent", "streamGenerateContent", "countTokens"]);
   });
 
-  it("when it gets a model that is not a text model, then the SDK raises ClientError 404 NOT_FOUND", async () => {
-    const { error } = await sdk(service, customer.apiKey, "get", "aimodel-3-pro-image");
+  it("when it gets a model that is neither a text nor an image model, then the SDK raises ClientError 404 NOT_FOUND", async () => {
+    const { error } = await sdk(service, customer.apiKey, "get", "videomodel-3.1-generate-001");
     assert.deepEqual([error.class, error.code, error.status], ["ClientError", 404, "NOT_FOUND"]);
   });
 

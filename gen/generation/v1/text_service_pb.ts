@@ -917,21 +917,24 @@ export type TextModel = Message<"generation.v1.TextModel"> & {
 
   /**
    * Most prompt tokens a request may carry: MAX_PROMPT_BYTES_TEXT / 4 (the
-   * prompt limit is in UTF-8 bytes, a token is at most 4 of them).
+   * prompt limit is in UTF-8 bytes, a token is at most 4 of them); image
+   * models: MAX_PROMPT_BYTES_IMAGE / 4.
    *
    * @generated from field: int32 input_token_limit = 6;
    */
   inputTokenLimit: number;
 
   /**
-   * Most output tokens of one call (the bound reservations assume).
+   * Most output tokens of one call (the bound reservations assume); 0 for
+   * image models, whose answer is an image priced per image.
    *
    * @generated from field: int32 output_token_limit = 7;
    */
   outputTokenLimit: number;
 
   /**
-   * "generateContent", "streamGenerateContent" and "countTokens".
+   * "generateContent", "streamGenerateContent" and "countTokens"; image
+   * models: "generateContent" and "streamGenerateContent" (CountTokens refuses them).
    *
    * @generated from field: repeated string supported_generation_methods = 8;
    */
@@ -1027,9 +1030,9 @@ export const TextService: GenService<{
     output: typeof CountTokensResponseSchema;
   },
   /**
-   * Lists the models this service answers GenerateContent and CountTokens
-   * for, in the vendor's Model shape, one page at a time (REST:
-   * GET /api/aimodel/v1beta/models). Needs a valid key.
+   * Lists the models this service answers GenerateContent for (the text
+   * models, then the image models), in the vendor's Model shape, one page at
+   * a time (REST: GET /api/aimodel/v1beta/models). Needs a valid key.
    *
    * @generated from rpc generation.v1.TextService.ListTextModels
    */

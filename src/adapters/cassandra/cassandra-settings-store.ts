@@ -1,6 +1,8 @@
 import type { ModelPrices, ModelPricesText, PriceTable } from "../../domain/pricing/price-table.js";
 import { formatModelPrices, parseModelPrices } from "../../domain/pricing/price-table.js";
 import { findModel } from "../../domain/catalog/models.js";
+import { parseMoney, type Money } from "../../domain/money.js";
+import { formatToolPrice, TOOL_PRICE_KEY_PREFIX, type ToolPrices } from "../../domain/pricing/tool-prices.js";
 import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.js";
 import { conditional, type CassandraClient } from "./cassandra-session.js";
 import type { AuditRecord } from "../../ports/audit-log.js";
@@ -65,6 +67,32 @@ export class CassandraSettingsStore implements SettingsStore {
     const text = JSON.stringify(formatModelPrices(prices));
     const updated = await conditional(this.client, "UPDATE prices SET prices = ? WHERE model = ? IF EXISTS", [text, model]);
     if (!updated.applied) await conditional(this.client, "INSERT INTO prices (model, prices) VALUES (?, ?) IF NOT EXISTS", [model, text]);
+  }
+
+  /**
+   * A tool's price is a row of the prices table keyed "tool:<name>" (no model id has a colon), {"per_call": "<decimal>"};
+   * read from the table on every call, so every process sees a change at once. Written with the same conditional writes as model prices.
+   */
+  async toolPrices(): Promise<ToolPrices> {
+    const rows = await this.client.execute("SELECT model, prices FROM prices");
+    const table = new Map<string, Money>();
+    for (const row of rows.rows) {
+      const key = row.model as string;
+      if (!key.startsWith(TOOL_PRICE_KEY_PREFIX)) continue;
+      table.set(key.slice(TOOL_PRICE_KEY_PREFIX.length), parseMoney((JSON.parse(row.prices as string) as { per_call: string }).per_call));
+    }
+    return table;
+  }
+
+  async setToolPrice(tool: string, price: Money | undefined): Promise<void> {
+    const key = TOOL_PRICE_KEY_PREFIX + tool;
+    if (price === undefined) {
+      await conditional(this.client, "DELETE FROM prices WHERE model = ? IF EXISTS", [key]);
+      return;
+    }
+    const text = JSON.stringify({ per_call: formatToolPrice(price) });
+    const updated = await conditional(this.client, "UPDATE prices SET prices = ? WHERE model = ? IF EXISTS", [text, key]);
+    if (!updated.applied) await conditional(this.client, "INSERT INTO prices (model, prices) VALUES (?, ?) IF NOT EXISTS", [key, text]);
   }
 
   async webhook(accountId: string): Promise<WebhookEndpoint | undefined> {

@@ -1,4 +1,6 @@
+import type { Money } from "../../domain/money.js";
 import type { ModelPrices, PriceTable } from "../../domain/pricing/price-table.js";
+import type { ToolPrices } from "../../domain/pricing/tool-prices.js";
 import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.js";
 import type { AuditRecord } from "../../ports/audit-log.js";
 import { MemoryAuditLog } from "./memory-audit-log.js";
@@ -9,6 +11,7 @@ export class MemorySettingsStore implements SettingsStore {
   private readonly routesPaused = new Set<string>();
   private readonly priceTable: Map<string, ModelPrices>;
   private readonly webhooks = new Map<string, WebhookEndpoint>();
+  private readonly toolPriceTable = new Map<string, Money>();
 
   constructor(initialPrices: PriceTable, private readonly audit = new MemoryAuditLog()) {
     this.priceTable = new Map(initialPrices);
@@ -33,6 +36,11 @@ export class MemorySettingsStore implements SettingsStore {
   }
   async prices(): Promise<PriceTable> { return new Map(this.priceTable); }
   async setPrices(model: string, prices: ModelPrices) { this.priceTable.set(model, prices); }
+  async toolPrices(): Promise<ToolPrices> { return new Map(this.toolPriceTable); }
+  async setToolPrice(tool: string, price: Money | undefined) {
+    if (price === undefined) this.toolPriceTable.delete(tool);
+    else this.toolPriceTable.set(tool, price);
+  }
   async webhook(accountId: string) { return this.webhooks.get(accountId); }
   async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined, audit?: AuditRecord) {
     if (endpoint) this.webhooks.set(accountId, endpoint);

@@ -1,4 +1,6 @@
 import { findModel } from "../../domain/catalog/models.js";
+import { parseMoney, type Money } from "../../domain/money.js";
+import { formatToolPrice, TOOL_PRICE_KEY_PREFIX, type ToolPrices } from "../../domain/pricing/tool-prices.js";
 import type { ModelPrices, ModelPricesText, PriceTable } from "../../domain/pricing/price-table.js";
 import { formatModelPrices, parseModelPrices } from "../../domain/pricing/price-table.js";
 import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.js";
@@ -8,7 +10,7 @@ import type { AuditRecord } from "../../ports/audit-log.js";
 import { SqliteAuditLog } from "./sqlite-audit-log.js";
 
 /**
- * Operator settings on SQLite: pauses, prices (JSON in the decimal-string form) and account webhooks.
+ * Operator settings on SQLite: pauses, prices of models and built-in tools (JSON in the decimal-string form) and account webhooks.
  * The pauses and the price table are read on every request and change rarely: they are kept in
  * memory once read and dropped by every write. That is exact, not eventually so: only this process
  * opens the database (sqlite-database.ts holds an exclusive lock on it), so every write passes here.
@@ -19,6 +21,7 @@ export class SqliteSettingsStore implements SettingsStore {
   /** A change and its audit record in one transaction. */
   private readonly audited: (change: () => void, audit: AuditRecord | undefined) => void;
   private cachedPrices: PriceTable | undefined;
+  private cachedToolPrices: ToolPrices | undefined;
   private cachedProjectPaused: boolean | undefined;
   private cachedPausedModels: ReadonlySet<string> | undefined;
   private cachedPausedRoutes: ReadonlySet<string> | undefined;
@@ -36,6 +39,7 @@ export class SqliteSettingsStore implements SettingsStore {
       prices: db.prepare("SELECT model, prices FROM prices"),
       seedPrice: db.prepare("INSERT OR IGNORE INTO prices (model, prices) VALUES (?, ?)"),
       setPrice: db.prepare("INSERT OR REPLACE INTO prices (model, prices) VALUES (?, ?)"),
+      deletePrice: db.prepare("DELETE FROM prices WHERE model = ?"),
       webhook: db.prepare("SELECT url, secret FROM webhooks WHERE account_id = ?"),
       setWebhook: db.prepare("INSERT OR REPLACE INTO webhooks (account_id, url, secret) VALUES (?, ?, ?)"),
       deleteWebhook: db.prepare("DELETE FROM webhooks WHERE account_id = ?"),
@@ -105,6 +109,29 @@ export class SqliteSettingsStore implements SettingsStore {
   async setPrices(model: string, prices: ModelPrices): Promise<void> {
     this.cachedPrices = undefined;
     sqliteCall(() => this.statements.setPrice.run(model, JSON.stringify(formatModelPrices(prices))));
+  }
+
+  /** A tool's price is a row of the prices table keyed "tool:<name>" (no model id has a colon), {"per_call": "<decimal>"}. */
+  async toolPrices(): Promise<ToolPrices> {
+    if (this.cachedToolPrices) return this.cachedToolPrices;
+    const rows = sqliteCall(() => this.statements.prices.all()) as { model: string; prices: string }[];
+    const table = new Map<string, Money>();
+    for (const row of rows) {
+      if (!row.model.startsWith(TOOL_PRICE_KEY_PREFIX)) continue;
+      table.set(row.model.slice(TOOL_PRICE_KEY_PREFIX.length), parseMoney((JSON.parse(row.prices) as { per_call: string }).per_call));
+    }
+    this.cachedToolPrices = table;
+    return table;
+  }
+
+  async setToolPrice(tool: string, price: Money | undefined): Promise<void> {
+    this.cachedToolPrices = undefined;
+    const key = TOOL_PRICE_KEY_PREFIX + tool;
+    sqliteCall(() =>
+      price === undefined
+        ? this.statements.deletePrice.run(key)
+        : this.statements.setPrice.run(key, JSON.stringify({ per_call: formatToolPrice(price) })),
+    );
   }
 
   async webhook(accountId: string): Promise<WebhookEndpoint | undefined> {

@@ -11,6 +11,7 @@ import {
 import { listOpenSessions, revokeOpenSession } from "../accounts/panel-sessions.js";
 import { requireAdmin } from "../auth/admin-auth.js";
 import { pauseModel, priceList, updatePrice } from "../catalog/models.js";
+import { deleteToolPrice, setToolPrice, toolPriceList } from "../catalog/tool-prices.js";
 import { pauseRoute, routeList } from "../catalog/upstream-routes.js";
 import type { CoreDeps } from "../core-deps.js";
 import { rpc } from "../errors/rpc-errors.js";
@@ -123,7 +124,8 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     setModelPaused: (request, context) =>
       admin(context.requestHeader, () => pauseModel(deps.settings, request.model, request.paused, byAdmin(context))),
 
-    listPrices: (_request, context) => admin(context.requestHeader, async () => ({ prices: await priceList(deps.settings) })),
+    listPrices: (_request, context) =>
+      admin(context.requestHeader, async () => ({ prices: await priceList(deps.settings), toolPrices: await toolPriceList(deps.settings) })),
 
     listRoutes: (_request, context) => admin(context.requestHeader, async () => ({ routes: await routeList(deps.provider) })),
 
@@ -140,5 +142,9 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     listAccounts: (request, context) => admin(context.requestHeader, () => accountList(deps, request)),
 
     listAuditEvents: (request, context) => admin(context.requestHeader, () => auditPage(deps, deps.settingsOf.urlSigningSecret, request)),
+
+    setToolPrice: (request, context) => admin(context.requestHeader, async () => ({ price: await setToolPrice(deps.settings, request.price) })),
+
+    deleteToolPrice: (request, context) => admin(context.requestHeader, () => deleteToolPrice(deps.settings, request.tool)),
   };
 }

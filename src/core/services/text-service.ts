@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import { validateTextRequest, type TextPartInput, type TextSpec } from "../../domain/validation/text-request.js";
 import { IMAGE_HEAD_BYTES } from "../../domain/text/media-tokens.js";
 import { requestPromptExtras, upstreamTextBody } from "../../domain/text/upstream-body.js";
+import { declaresBuiltInTool } from "../../domain/text/function-tools.js";
 import { promptCount } from "../../domain/text/prompt-count.js";
 import { describeTextModel, findTextModel, MODEL_NAME_PREFIX, textModelPage } from "../../domain/catalog/text-models.js";
 import { DomainError, invalid } from "../../domain/errors/domain-error.js";
@@ -147,11 +148,13 @@ export function createTextService(deps: CoreDeps): ServiceImpl<typeof TextServic
     // Only the allow-listed fields go upstream (400 for the rest), before any money is held;
     // generationConfig.maxOutputTokens is set to the bound the reservation assumes.
     const { model: _model, ...asked } = toJson(GenerateContentRequestSchema, request) as Record<string, unknown>;
-    const { body: wire, extraPromptTokens, thinkingTokens } = upstreamTextBody(
-      asked, spec.model, spec.maxOutputTokens, deps.settingsOf.limits, deps.settingsOf.safetyMinimums,
+    // Built-in tools pass only when priced: their prices are read (from the store, so a change is in force at once) when one is named.
+    const toolPrices = declaresBuiltInTool(asked.tools) ? await deps.settings.toolPrices() : undefined;
+    const { body: wire, extraPromptTokens, thinkingTokens, toolFee } = upstreamTextBody(
+      asked, spec.model, spec.maxOutputTokens, deps.settingsOf.limits, deps.settingsOf.safetyMinimums, toolPrices,
     );
     const plan = await deps.provider.planRoute(spec.model);
-    const call = await TextCall.open(deps, caller, spec, extraPromptTokens, thinkingTokens);
+    const call = await TextCall.open(deps, caller, spec, { extraPromptTokens, thinkingTokens, toolFee });
     const inputImages = request.contents.flatMap((c) =>
       c.parts.flatMap((p) => (p.data.case === "inlineData" ? [{ mimeType: p.data.value.mimeType, bytes: p.data.value.data }] : [])),
     );

@@ -1,9 +1,10 @@
 import { DomainError, badRequest } from "../errors/domain-error.js";
 import type { ValidationLimits } from "../validation/limits.js";
-import { isServedAsText, MODELS, type ModelSpec } from "./models.js";
+import { findModel, isServedAsText, MODELS, type ModelSpec } from "./models.js";
 
 /**
- * The models of the synchronous text API as the vendor's `models.list` and
+ * The models of the synchronous text API (text models, and image models, which
+ * answer generateContent with images) as the vendor's `models.list` and
  * `models.get` describe them (its Model resource), and the vendor's paging
  * rules (AIP-158): `pageSize` 0 means the default, larger than the maximum
  * means the maximum, a negative one is refused; `pageToken` is what the
@@ -31,8 +32,14 @@ export interface TextModelView {
   readonly supportedGenerationMethods: readonly string[];
 }
 
+/** Methods the vendor surface answers for an image model: countTokens counts text prompts only, and refuses it. */
+export const IMAGE_MODEL_METHODS = ["generateContent", "streamGenerateContent"] as const;
+
 /** The text models, in catalog order. */
 export const TEXT_MODELS: readonly ModelSpec[] = MODELS.filter(isServedAsText);
+
+/** What models.list lists: the text models, then the image models, each in catalog order. */
+export const LISTED_MODELS: readonly ModelSpec[] = [...TEXT_MODELS, ...MODELS.filter((model) => model.kind === "image")];
 
 /** "aimodel-3.1-flash-lite" → "AIModel 3.1 Flash Lite". */
 export function displayNameOf(id: string): string {
@@ -56,6 +63,7 @@ export function inputTokenLimit(limits: ValidationLimits): number {
 }
 
 export function describeTextModel(model: ModelSpec, limits: ValidationLimits): TextModelView {
+  if (model.kind === "image") return describeImageModel(model, limits);
   const description =
     model.kind === "multimodal_realtime"
       ? "Multimodal real-time model, served as text; billed per 1M tokens: input, text output and video output."
@@ -72,12 +80,31 @@ export function describeTextModel(model: ModelSpec, limits: ValidationLimits): T
   };
 }
 
-/** "models/{id}" or the bare id → the text model; NOT_FOUND for anything else (the vendor's 404). */
+/**
+ * An image model as the vendor describes its own: images through generateContent, priced per image. The prompt
+ * limit is the image models' (MAX_PROMPT_BYTES_IMAGE / 4 tokens); no output token limit (0): the answer is an image.
+ */
+function describeImageModel(model: ModelSpec, limits: ValidationLimits): TextModelView {
+  return {
+    name: MODEL_NAME_PREFIX + model.id,
+    baseModelId: model.id,
+    version: versionOf(model.id),
+    displayName: displayNameOf(model.id),
+    description:
+      `Image generation through generateContent (responseModalities IMAGE); billed per image by resolution (${model.resolutions.join(", ")}).`,
+    inputTokenLimit: Math.floor(limits.maxPromptBytes.image / 4),
+    outputTokenLimit: 0,
+    supportedGenerationMethods: IMAGE_MODEL_METHODS,
+  };
+}
+
+/** "models/{id}" or the bare id (an image model's alias too) → the listed model; NOT_FOUND for anything else (the vendor's 404). */
 export function findTextModel(name: string): ModelSpec {
   const id = name.startsWith(MODEL_NAME_PREFIX) ? name.slice(MODEL_NAME_PREFIX.length) : name;
-  const model = TEXT_MODELS.find((m) => m.id === id);
+  const canonical = findModel(id)?.id;
+  const model = LISTED_MODELS.find((m) => m.id === canonical);
   if (!model) {
-    throw new DomainError("not_found", "unknown_model", `${MODEL_NAME_PREFIX}${id} is not found, or is not a text model`, {
+    throw new DomainError("not_found", "unknown_model", `${MODEL_NAME_PREFIX}${id} is not found, or is not a text or image model`, {
       model: id,
     });
   }
@@ -93,7 +120,7 @@ export interface ModelPage {
   readonly nextPageToken: string;
 }
 
-/** One page of TEXT_MODELS. */
+/** One page of LISTED_MODELS. */
 export function textModelPage(pageSize: number, pageToken: string): ModelPage {
   if (!Number.isInteger(pageSize) || pageSize < 0) {
     throw badRequest("invalid_page_size", "pageSize must be a non-negative integer", { field: "pageSize" });
@@ -101,11 +128,11 @@ export function textModelPage(pageSize: number, pageToken: string): ModelPage {
   const size = pageSize === 0 ? DEFAULT_MODEL_PAGE_SIZE : Math.min(pageSize, MAX_MODEL_PAGE_SIZE);
   let start = 0;
   if (pageToken) {
-    const index = TEXT_MODELS.findIndex((m) => pageTokenAfter(m.id) === pageToken);
+    const index = LISTED_MODELS.findIndex((m) => pageTokenAfter(m.id) === pageToken);
     if (index < 0) throw badRequest("invalid_page_token", "pageToken is not one this service gave", { field: "pageToken" });
     start = index + 1;
   }
-  const models = TEXT_MODELS.slice(start, start + size);
-  const more = start + size < TEXT_MODELS.length;
+  const models = LISTED_MODELS.slice(start, start + size);
+  const more = start + size < LISTED_MODELS.length;
   return { models, nextPageToken: more ? pageTokenAfter(models.at(-1)!.id) : "" };
 }

@@ -14,19 +14,22 @@ const CALLING_CONFIG_KEYS = new Set(["mode", "allowedFunctionNames"]);
 export const FUNCTION_CALLING_MODES = new Set(["MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"]);
 
 /**
- * Only function declarations are offered: each tool may hold only
- * `functionDeclarations`, each a named declaration. A built-in tool
- * (googleSearch, codeExecution, urlContext, …) is billed by the vendor apart
- * from tokens, and is refused naming it.
+ * Function declarations are offered: `functionDeclarations` holds named
+ * declarations. A built-in tool (googleSearch, codeExecution, urlContext, …)
+ * is billed by the vendor apart from tokens: it passes only when the operator
+ * priced it per call (`pricedTools`, by name), with its configuration an
+ * object; otherwise it is refused naming it. Returns the built-in tools declared.
  */
-export function checkTools(tools: unknown): void {
+export function checkTools(tools: unknown, pricedTools: ReadonlySet<string> = new Set()): string[] {
   if (!Array.isArray(tools)) throw refused("tools", "expected a list of tools");
+  const builtIn: string[] = [];
   tools.forEach((tool, i) => {
     if (!isObject(tool)) throw refused(`tools[${i}]`, "expected a tool object");
     for (const key of Object.keys(tool)) {
-      if (key !== "functionDeclarations") {
-        throw refused(`tools[${i}].${key}`, `the built-in tool ${key} is not offered; only functionDeclarations are`);
-      }
+      if (key === "functionDeclarations") continue;
+      if (!pricedTools.has(key)) throw refused(`tools[${i}].${key}`, `the built-in tool ${key} is not offered; only functionDeclarations are`);
+      if (!isObject(tool[key])) throw refused(`tools[${i}].${key}`, `the built-in tool's configuration is an object`);
+      builtIn.push(key);
     }
     const declarations = tool.functionDeclarations;
     if (declarations === undefined) return;
@@ -40,6 +43,13 @@ export function checkTools(tools: unknown): void {
       if (typeof declaration.name !== "string" || declaration.name === "") throw refused(`${field}.name`, "a declaration needs a name");
     });
   });
+  return builtIn;
+}
+
+/** Whether a request's tools (as the caller wrote them) name anything but function declarations: then the tools' prices are read. */
+export function declaresBuiltInTool(tools: unknown): boolean {
+  const builtIn = (key: string) => key !== "functionDeclarations" && key !== "function_declarations";
+  return Array.isArray(tools) && tools.some((tool) => isObject(tool) && Object.keys(tool).some(builtIn));
 }
 
 /** toolConfig: only functionCallingConfig {mode, allowedFunctionNames}. */

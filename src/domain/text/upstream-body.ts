@@ -2,17 +2,19 @@ import type { ModelSpec } from "../catalog/models.js";
 import { badRequest, invalid } from "../errors/domain-error.js";
 import { DEFAULT_LIMITS, type ValidationLimits } from "../validation/limits.js";
 import { promptByteLimit, promptLimitKind } from "../validation/prompt-size.js";
+import type { Money } from "../money.js";
+import { toolFee, type ToolPrices } from "../pricing/tool-prices.js";
 import { checkToolConfig, checkTools } from "./function-tools.js";
 import { safetySettingsUpstream, type SafetyMinimums } from "./safety.js";
 import { countTokens } from "./tokens.js";
 
 /**
  * The allow-list of the synchronous text API: what a caller's request may
- * carry to the upstream. Only what is priced (tokens in, tokens out) passes;
- * everything else is refused with 400 `unsupported_field` naming the field,
- * never forwarded as given: a built-in tool (billed by the vendor apart from
- * tokens; see function-tools.ts) and `cachedContent` (context caching is not
- * offered). A field added to the proto later is refused until it is listed here.
+ * carry to the upstream. Only what is priced (tokens in, tokens out, a
+ * built-in tool the operator priced per call) passes; everything else is
+ * refused with 400 `unsupported_field` naming the field, never forwarded as
+ * given: an unpriced built-in tool (billed by the vendor apart from tokens; see
+ * function-tools.ts) and `cachedContent` (context caching is not offered). A field added to the proto later is refused until it is listed here.
  */
 const TOP_LEVEL = new Set(["contents", "systemInstruction", "generationConfig", "tools", "toolConfig", "safetySettings"]);
 
@@ -49,6 +51,10 @@ export interface UpstreamTextBody {
   readonly extraPromptTokens: number;
   /** Thinking tokens reserved on top of the answer's allowance (the upstream's maxOutputTokens is their sum). */
   readonly thinkingTokens: number;
+  /** The priced built-in tools the request declares, each once. */
+  readonly builtInTools: readonly string[];
+  /** Their per-call prices, summed: held and charged on top of the tokens. */
+  readonly toolFee: Money;
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -89,11 +95,12 @@ type ContentJson = { role?: unknown; parts?: Record<string, unknown>[] };
  * declarations, safety settings and the generationConfig count together
  * against the prompt limit (see checkForwardedBytes; `limits`: the configured
  * ones), a role is one of three words, a media type is short. Safety settings
- * are raised to the operator's `safetyMinimums`.
+ * are raised to the operator's `safetyMinimums`. A built-in tool passes only
+ * when `toolPrices` prices it.
  */
 export function upstreamTextBody(
   request: Record<string, unknown>, model: ModelSpec, maxOutputTokens: number, limits: ValidationLimits = DEFAULT_LIMITS,
-  safetyMinimums: SafetyMinimums = {},
+  safetyMinimums: SafetyMinimums = {}, toolPrices: ToolPrices = new Map(),
 ): UpstreamTextBody {
   for (const key of Object.keys(request)) {
     if (key === "cachedContent") throw unsupported(key, "context caching is not offered; send the whole conversation in contents");
@@ -112,7 +119,7 @@ export function upstreamTextBody(
   const systemInstruction = request.systemInstruction as ContentJson | undefined;
   checkParts(systemInstruction?.parts, "systemInstruction.parts", false);
   const { tools, toolConfig } = camelTools(request);
-  if (tools !== undefined) checkTools(tools);
+  const builtInTools = tools === undefined ? [] : [...new Set(checkTools(tools, new Set(toolPrices.keys())))];
   if (toolConfig !== undefined) checkToolConfig(toolConfig);
   const safetySettings = safetySettingsUpstream(request.safetySettings, safetyMinimums);
 
@@ -143,7 +150,7 @@ export function upstreamTextBody(
   if (tools !== undefined) body.tools = tools;
   if (toolConfig !== undefined) body.toolConfig = toolConfig;
   if (safetySettings !== undefined) body.safetySettings = safetySettings;
-  return { body, extraPromptTokens: promptExtras(config, tools), thinkingTokens };
+  return { body, extraPromptTokens: promptExtras(config, tools), thinkingTokens, builtInTools, toolFee: toolFee(builtInTools, toolPrices) };
 }
 
 /** promptExtras of a whole request in the vendor's JSON (what countTokens counts of a generateContentRequest). */

@@ -191,11 +191,13 @@ describe("the upstream text body", () => {
       body: { contents, generationConfig: { temperature: 0.5, maxOutputTokens: 100 }, systemInstruction: system },
       extraPromptTokens: 0,
       thinkingTokens: 0,
+      builtInTools: [],
+      toolFee: 0n,
     });
   });
 
   it("when the request has no system instruction, options or contents, then none are invented", () => {
-    assert.deepEqual(body({ contents }), { body: { contents, generationConfig: { maxOutputTokens: 100 } }, extraPromptTokens: 0, thinkingTokens: 0 });
+    assert.deepEqual(body({ contents }), { body: { contents, generationConfig: { maxOutputTokens: 100 } }, extraPromptTokens: 0, thinkingTokens: 0, builtInTools: [], toolFee: 0n });
     assert.deepEqual(body({}).body, { contents: [], generationConfig: { maxOutputTokens: 100 } });
     assert.deepEqual(body({ contents, generationConfig: "x" }).body.generationConfig, { maxOutputTokens: 100 });
     assert.deepEqual(body({ contents, generationConfig: ["temperature"] }).body.generationConfig, { maxOutputTokens: 100 });

@@ -98,6 +98,19 @@ describe("function calling in the upstream text body", () => {
     }
   });
 
+  it("when a built-in tool is priced, then it passes as declared, its price counted once per call; an unpriced one beside it is refused", () => {
+    const prices = new Map([["googleSearch", parseMoney("0.035")], ["codeExecution", parseMoney("0.002")]]);
+    const priced = (request: Record<string, unknown>) => upstreamTextBody({ contents, ...request }, TEXT, 100, DEFAULT_LIMITS, {}, prices);
+    const tools = [{ googleSearch: {} }, { functionDeclarations: [weather], google_search: {} }, { codeExecution: {} }];
+    const accepted = priced({ tools });
+    assert.deepEqual(accepted.body.tools, [{ googleSearch: {} }, { functionDeclarations: [weather], googleSearch: {} }, { codeExecution: {} }]);
+    assert.deepEqual(accepted.builtInTools, ["googleSearch", "codeExecution"]);
+    assert.equal(accepted.toolFee, parseMoney("0.037"));
+    assert.equal(priced({ tools: [{ functionDeclarations: [weather] }] }).toolFee, 0n);
+    assert.equal(refused(() => priced({ tools: [{ googleSearch: {} }, { urlContext: {} }] })).split(" | ")[1], "tools[1].urlContext");
+    assert.equal(refused(() => priced({ tools: [{ googleSearch: true }] })).split(" | ")[1], "tools[0].googleSearch");
+  });
+
   it("when tools or declarations are malformed, then they are refused naming the field", () => {
     const field = (request: Record<string, unknown>) => refused(() => body({ contents, ...request })).split(" | ").slice(0, 2).join(" | ");
     const why = (request: Record<string, unknown>) => refused(() => body({ contents, ...request })).split(": ").slice(1).join(": ");

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { CallOptions } from "@connectrpc/connect";
 import { JobStatus, type Job } from "../../../../gen/generation/v1/job_pb.js";
 import { ModelKind } from "../../../../gen/generation/v1/model_pb.js";
@@ -32,10 +33,36 @@ async function linkBytes(core: CoreClients, link: string, options: CallOptions):
   return Buffer.concat(chunks);
 }
 
+/** The jobs API's limit on an Idempotency-Key; each image's key is derived from the caller's (a digest, always shorter). */
+const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+
+/**
+ * Each image's job is created under a key of its own, derived from the caller's Idempotency-Key and its index; every
+ * job carries the digest of the whole call (n and response_format too) in its metadata, so the jobs API's rule holds for
+ * the call: the same key and call replay the same jobs, and another call under the key is the jobs' 422 idempotency_key_reused.
+ */
+interface ImagesIdempotency {
+  readonly key: string;
+  readonly call: string;
+}
+
+function imagesIdempotency(key: string, call: ImagesCall): ImagesIdempotency | undefined {
+  if (key === "") return undefined;
+  if (key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+    throw new GatewayError(400, "invalid_idempotency_key", `Idempotency-Key is at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`);
+  }
+  const digest = (text: string) => createHash("sha256").update(text).digest("hex");
+  const { model, prompt, n, aspectRatio = "", resolution = "", responseFormat } = call;
+  return { key: digest(key), call: digest(JSON.stringify([model, prompt, n, aspectRatio, resolution, responseFormat])) };
+}
+
 /** One image: one job of the jobs API (reserved and charged at the model's per-image price), answered as OpenAI's image. */
-async function oneImage(core: CoreClients, call: ImagesCall, options: CallOptions): Promise<{ url: string } | { b64_json: string }> {
+async function oneImage(
+  core: CoreClients, call: ImagesCall, options: CallOptions, index: number, idempotency?: ImagesIdempotency,
+): Promise<{ url: string } | { b64_json: string }> {
   const { model, prompt, aspectRatio, resolution } = call;
-  const created = await core.generation.createGeneration({ model, prompt, aspectRatio, resolution, waitSeconds: WAIT_SECONDS }, options);
+  const keyed = idempotency ? { idempotencyKey: `openai-image-${index}-${idempotency.key}`, metadata: { openai_images_call: idempotency.call } } : {};
+  const created = await core.generation.createGeneration({ model, prompt, aspectRatio, resolution, waitSeconds: WAIT_SECONDS, ...keyed }, options);
   const job = created.job && TERMINAL.has(created.job.status) ? created.job : await finishedJob(core, created.jobId, options);
   const link = job.result?.imageUrl;
   if (job.status !== JobStatus.DONE || !link) {
@@ -66,10 +93,17 @@ export async function refuseImageModel(core: CoreClients, model: string, options
   }
 }
 
-/** The `n` images, made at once; the first failure is the answer (images already made stay charged, as their jobs). */
-export async function makeImages(core: CoreClients, call: ImagesCall, options: () => CallOptions) {
+/**
+ * The `n` images, made at once; the first failure is the answer (images already made stay charged, as their jobs).
+ * With an Idempotency-Key the first image's job is created first: a key reused for another call is refused by it, before any other job.
+ */
+export async function makeImages(core: CoreClients, call: ImagesCall, options: () => CallOptions, idempotencyKey = "") {
+  const idempotency = imagesIdempotency(idempotencyKey, call);
   await requireImageModel(core, call.model, options());
-  const settled = await Promise.allSettled(Array.from({ length: call.n }, () => oneImage(core, call, options())));
+  const first = idempotency ? await Promise.allSettled([oneImage(core, call, options(), 0, idempotency)]) : [];
+  const more = first[0]?.status === "rejected" ? 0 : call.n - first.length;
+  const rest = await Promise.allSettled(Array.from({ length: more }, (_, i) => oneImage(core, call, options(), first.length + i, idempotency)));
+  const settled = [...first, ...rest];
   const failed = settled.find((result) => result.status === "rejected");
   if (failed) throw failed.reason;
   return { created: Math.floor(Date.now() / 1000), data: settled.map((result) => (result as PromiseFulfilledResult<object>).value) };

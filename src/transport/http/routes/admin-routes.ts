@@ -1,6 +1,6 @@
 import { ScalarType, toJson, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from "fastify";
-import { AdminService, KeyLimitsSchema, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
+import { AdminService, KeyLimitsSchema, ToolPriceSchema, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import type { CoreClients } from "../../../core/index.js";
 import { callerValues } from "../call-options.js";
@@ -201,6 +201,13 @@ const ROUTES = [
     },
     answer: ({ price }) => toJson(ModelPriceSchema, price!, PROTO_NAMES),
   }),
+  // Two segments under /prices, so a tool's path never reads as a model id (PUT /prices/{model}).
+  route({
+    method: "PUT", url: "/prices/tools/:tool", rpc: "setToolPrice", guard: "body",
+    request: ({ params, body }) => ({ price: { tool: params.tool, perCall: stringField(body, "per_call") } }),
+    answer: ({ price }) => toJson(ToolPriceSchema, price!, PROTO_NAMES),
+  }),
+  route({ method: "DELETE", url: "/prices/tools/:tool", rpc: "deleteToolPrice", guard: "body" }),
 ];
 
 /**

@@ -4,7 +4,7 @@ import {
   GenerateContentRequestSchema, GenerateContentResponseSchema, type GenerateContentRequest, type GenerateContentResponse, type TextModel,
 } from "../../../../gen/generation/v1/text_service_pb.js";
 import type { CoreClients } from "../../../core/index.js";
-import { platformCall } from "../call-options.js";
+import { idempotencyKeyOf, platformCall } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { openAiErrorBody, replyWithError, routeNotFound, sendError, toHttpError, withOpenAiParam } from "../error-replies.js";
 import { parseBody } from "../json-mapping.js";
@@ -70,7 +70,7 @@ export function openAiRoutes(core: CoreClients, guard: BodyGuard) {
     });
 
     app.post("/images/generations", { ...images, schema: OPENAI_SCHEMAS.imageGenerations }, async (request, reply) =>
-      makeImages(core, imagesToJobs(request.body), () => platformCall(request, reply)),
+      makeImages(core, imagesToJobs(request.body), () => platformCall(request, reply), idempotencyKeyOf(request)),
     );
   };
 }

@@ -1,6 +1,6 @@
 import {
   AccountSummarySchema, AdminService, ApiKeySchema, AuditEventSchema, CreateApiKeyRequestSchema, KeyLimitsSchema, PanelSessionSchema, RotateApiKeyRequestSchema,
-  SetWebhookResponseSchema, UpdateApiKeyRequestSchema, UpstreamRouteSchema,
+  SetWebhookResponseSchema, ToolPriceSchema, UpdateApiKeyRequestSchema, UpstreamRouteSchema,
 } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import { ADMIN_SECURITY, BALANCE, DECIMAL, MONEY, MONEY_INPUT, operation } from "./common.js";
@@ -73,6 +73,16 @@ const PRICE_OUT = protoJsonSchema(ModelPriceSchema, { direction: "output", names
 const PRICE_IN = {
   ...protoJsonSchema(ModelPriceSchema, { direction: "input", names: "proto", omit: ["model"] }),
   examples: [{ input_per_million_tokens: "0.30", output_per_million_tokens: "2.50" }, { per_image: { "1K": "0.134", "2K": "0.134", "4K": "0.24" } }],
+};
+
+/** A built-in tool's per-call price (ToolPrice in proto field names); the tool is named by the path. */
+const TOOL_PRICE_OUT = protoJsonSchema(ToolPriceSchema, { direction: "output", names: "proto" });
+const TOOL_PRICE_IN = {
+  type: "object",
+  properties: { per_call: { ...MONEY_INPUT, description: "USD charged once for every call that declares the tool; zero allowed." } },
+  required: ["per_call"],
+  additionalProperties: false,
+  examples: [{ per_call: "0.035" }],
 };
 
 /** An upstream route with its counters as plain numbers (they are int64 in the proto). */
@@ -226,11 +236,22 @@ export const ADMIN_SCHEMAS = {
     response: { 200: { type: "object", properties: { routes: { type: "array", items: ROUTE } }, required: ["routes"] } },
   }),
   setRoutePaused: admin("setRoutePaused", "Pause or resume one upstream route", { body: PAUSED_BODY }),
-  listPrices: admin("listPrices", "Every model's prices", {
-    response: { 200: { type: "object", properties: { prices: { type: "array", items: PRICE_OUT } }, required: ["prices"] } },
+  listPrices: admin("listPrices", "Every model's prices, and the built-in tools' per-call prices", {
+    response: {
+      200: {
+        type: "object",
+        properties: { prices: { type: "array", items: PRICE_OUT }, tool_prices: { type: "array", items: TOOL_PRICE_OUT } },
+        required: ["prices", "tool_prices"],
+      },
+    },
   }),
   updatePrice: admin("updatePrice", "Change a model's prices (per image, per second, or per 1M tokens)", {
     body: PRICE_IN,
     response: { 200: PRICE_OUT },
   }),
+  setToolPrice: admin("setToolPrice", "Price a built-in tool per call (googleSearch, codeExecution, …): calls declaring it are charged it", {
+    body: TOOL_PRICE_IN,
+    response: { 200: TOOL_PRICE_OUT },
+  }),
+  deleteToolPrice: admin("deleteToolPrice", "Remove a built-in tool's price: calls declaring it are refused again (400)"),
 } as const;

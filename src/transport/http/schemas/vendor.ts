@@ -45,7 +45,7 @@ const GENERATE_QUERY = {
 } as const;
 
 export const VENDOR_SCHEMAS = {
-  listModels: vendor("listTextModels", "The text models, paged", {
+  listModels: vendor("listTextModels", "The text and image models, paged", {
     querystring: {
       type: "object",
       // pageSize travels as an int32: larger is no page size at all (the vendor caps any size at 1000 anyway).
@@ -59,7 +59,7 @@ export const VENDOR_SCHEMAS = {
       },
     },
   }),
-  getModel: vendor("getTextModel", "One text model", {
+  getModel: vendor("getTextModel", "One text or image model", {
     params: MODEL_PARAMS,
     querystring: { type: "object", properties: KEY_QUERY },
     response: { 200: TEXT_MODEL },
