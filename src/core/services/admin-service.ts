@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { auditOf, auditPage } from "../audit/audit-trail.js";
+import { auditOf, auditPage, type Audit } from "../audit/audit-trail.js";
 import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { GetUsageRequestSchema, ListLedgerEntriesRequestSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { accountList } from "../accounts/account-list.js";
@@ -114,12 +114,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
       admin(context.requestHeader, async () => ({ delivery: deliveryMessage(await redeliver(deps, request.messageId)) })),
 
     setProjectPaused: (request, context) =>
-      admin(context.requestHeader, async () => {
-        const before = await deps.settings.isProjectPaused();
-        const change = { before: { paused: before }, after: { paused: request.paused } };
-        await deps.settings.setProjectPaused(request.paused, byAdmin(context)("project.paused", change));
-        return { paused: request.paused };
-      }),
+      admin(context.requestHeader, () => pauseProject(deps.settings, request.paused, byAdmin(context))),
 
     setModelPaused: (request, context) =>
       admin(context.requestHeader, () => pauseModel(deps.settings, request.model, request.paused, byAdmin(context))),
@@ -147,4 +142,11 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     deleteToolPrice: (request, context) => admin(context.requestHeader, () => deleteToolPrice(deps.settings, request.tool)),
   };
+}
+
+/** Pauses or resumes the whole project; the audit trail records it with the value it replaced. */
+async function pauseProject(settings: CoreDeps["settings"], paused: boolean, by: Audit) {
+  const change = { before: { paused: await settings.isProjectPaused() }, after: { paused } };
+  await settings.setProjectPaused(paused, by("project.paused", change));
+  return { paused };
 }
