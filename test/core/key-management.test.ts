@@ -122,6 +122,8 @@ describe("key rotation", () => {
     assert.equal(job.status, 202, job.text);
     assert.equal((await finishedJob(service, key.api_key, job.json.job_id)).status, "done");
 
+    const bodiless = await call(service, "POST", `/admin/v1/keys/${key.key_id}/rotate`, { admin: true });
+    assert.equal(bodiless.status, 422, `a rotation without its JSON body is refused as the document says: ${bodiless.text}`);
     const rotated = await call(service, "POST", `/admin/v1/keys/${key.key_id}/rotate`, { admin: true, body: {} });
     assert.equal(rotated.status, 200, rotated.text);
     assert.match(rotated.json.api_key, /^gsk_/);
