@@ -1,6 +1,6 @@
 import { badRequest } from "../errors/domain-error.js";
 import { checkLimit } from "../jobs/job-list.js";
-import { checkTimeRange } from "../ledger/statement.js";
+import { boundedRange } from "../ledger/statement.js";
 import { invalidPageToken, readPageToken, signPageToken, type TokenScope } from "../paging/page-token.js";
 
 /**
@@ -61,12 +61,7 @@ function filterOf(field: string, value: string | undefined): string | undefined 
 /** A listing request, checked and resolved against `now` (the token last: it is bound to the rest). */
 export function parseAuditQuery(secret: Buffer, input: AuditInput, now: Date): AuditQuery {
   const limit = checkLimit(input.limit);
-  checkTimeRange(input.from, input.to);
-  const to = input.to ?? (input.from && input.from > now ? input.from : now);
-  const from = input.from ?? new Date(to.getTime() - DEFAULT_AUDIT_DAYS * DAY_MS);
-  if (to.getTime() - from.getTime() > MAX_AUDIT_DAYS * DAY_MS) {
-    throw badRequest("invalid_time_range", `an audit listing covers at most ${MAX_AUDIT_DAYS} days (from … to)`, { field: "from" });
-  }
+  const { from, to } = boundedRange(input, now, DEFAULT_AUDIT_DAYS, MAX_AUDIT_DAYS, "an audit listing");
   const resolved = {
     limit, from, to,
     accountId: filterOf("account_id", input.accountId), actor: filterOf("actor", input.actor), kind: filterOf("kind", input.kind),

@@ -69,6 +69,24 @@ export function checkTimeRange(from: Date | undefined, to: Date | undefined): vo
   }
 }
 
+const DAY_MS = 86_400_000;
+
+/**
+ * A bounded range [from, to) checked as checkTimeRange checks it: `to` defaults to now (or to `from` when that is
+ * later), `from` to `defaultDays` before `to`; wider than `maxDays` is refused, naming what the range is for.
+ */
+export function boundedRange(
+  input: { readonly from?: Date; readonly to?: Date }, now: Date, defaultDays: number, maxDays: number, what: string,
+): { from: Date; to: Date } {
+  checkTimeRange(input.from, input.to);
+  const to = input.to ?? (input.from && input.from > now ? input.from : now);
+  const from = input.from ?? new Date(to.getTime() - defaultDays * DAY_MS);
+  if (to.getTime() - from.getTime() > maxDays * DAY_MS) {
+    throw badRequest("invalid_time_range", `${what} covers at most ${maxDays} days (from … to)`, { field: "from" });
+  }
+  return { from, to };
+}
+
 const time = (date: Date | undefined) => (date === undefined ? "" : String(date.getTime()));
 // Without filters the scope is the range alone, as before filters existed: tokens issued then stay valid.
 const filterKey = (filter: StatementFilter | undefined) =>

@@ -1,6 +1,6 @@
 import { badRequest } from "../errors/domain-error.js";
 import type { Money } from "../money.js";
-import { checkTimeRange } from "./statement.js";
+import { boundedRange } from "./statement.js";
 
 /**
  * Usage reports (GET /api/v1/usage, GetUsage): settled charges only (a hold
@@ -15,7 +15,6 @@ export type UsageGrouping = (typeof USAGE_GROUPINGS)[number];
 export const MAX_USAGE_DAYS = 366;
 /** The range when none is given: the last 30 days. */
 export const DEFAULT_USAGE_DAYS = 30;
-const DAY_MS = 86_400_000;
 
 export interface UsageInput {
   readonly from?: Date;
@@ -59,12 +58,7 @@ export function checkGrouping(groupBy: string | undefined): UsageGrouping {
 /** The range: [from, to), `to` defaulting to now and `from` to 30 days before `to`; at most 366 days wide. */
 export function parseUsageQuery(input: UsageInput, now: Date): UsageQuery {
   const groupBy = checkGrouping(input.groupBy);
-  checkTimeRange(input.from, input.to);
-  const to = input.to ?? (input.from && input.from > now ? input.from : now);
-  const from = input.from ?? new Date(to.getTime() - DEFAULT_USAGE_DAYS * DAY_MS);
-  if (to.getTime() - from.getTime() > MAX_USAGE_DAYS * DAY_MS) {
-    throw badRequest("invalid_time_range", `a usage report covers at most ${MAX_USAGE_DAYS} days (from … to)`, { field: "from" });
-  }
+  const { from, to } = boundedRange(input, now, DEFAULT_USAGE_DAYS, MAX_USAGE_DAYS, "a usage report");
   return { from, to, groupBy };
 }
 
