@@ -6,7 +6,7 @@ import {
 } from "../../../gen/generation/v1/money_pb.js";
 import type { GetUsageRequest, ListLedgerEntriesRequest } from "../../../gen/generation/v1/generation_service_pb.js";
 import { encodeStatementToken, matchesStatementFilter, parseStatementQuery, type StatementQuery } from "../../domain/ledger/statement.js";
-import { parseUsageQuery, summarizeUsage, type SettledCharge, type UsageGrouping } from "../../domain/ledger/usage.js";
+import { parseUsageQuery, UsageTally, type UsageGrouping } from "../../domain/ledger/usage.js";
 import { formatMoney } from "../../domain/money.js";
 import type { Ledger, LedgerCursor, LedgerEntry, LedgerEntryPage, LedgerEntryType } from "../../ports/ledger.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -106,13 +106,13 @@ export async function usageReport(
   ledger: Ledger, accountId: string, request: GetUsageRequest, now: Date,
 ): Promise<MessageInitShape<typeof GetUsageResponseSchema>> {
   const query = parseUsageQuery({ from: dateOf(request.from), to: dateOf(request.to), groupBy: GROUPING_NAMES[request.groupBy] ?? String(request.groupBy) }, now);
-  const charges: SettledCharge[] = [];
+  const tally = new UsageTally(query);
   let before: LedgerCursor | undefined;
   for (;;) {
     const page = await ledger.entries({ accountId, limit: USAGE_PAGE, from: query.from, to: query.to, before });
     for (const entry of page.entries) {
       if (entry.type !== "charge") continue;
-      charges.push({
+      tally.add({
         amount: -entry.amount, model: entry.memo?.model, keyId: entry.memo?.keyId, at: entry.at,
         promptTokens: entry.tokens?.promptTokens ?? 0, candidatesTokens: entry.tokens?.candidatesTokens ?? 0,
       });
@@ -120,7 +120,7 @@ export async function usageReport(
     if (!page.next) break;
     before = page.next;
   }
-  const rows = summarizeUsage(charges, query);
+  const rows = tally.rows();
   return {
     from: timestampFromDate(query.from),
     to: timestampFromDate(query.to),

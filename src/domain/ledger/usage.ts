@@ -69,19 +69,34 @@ export function groupOf(charge: SettledCharge, groupBy: UsageGrouping): string {
   return charge.at.toISOString().slice(0, 10);
 }
 
-/** One row per group with charges in [from, to), groups in ascending order. */
-export function summarizeUsage(charges: Iterable<SettledCharge>, query: UsageQuery): UsageRow[] {
-  const rows = new Map<string, { requests: number; promptTokens: number; candidatesTokens: number; spend: Money }>();
-  for (const charge of charges) {
-    if (charge.at < query.from || charge.at >= query.to) continue;
-    const group = groupOf(charge, query.groupBy);
-    const row = rows.get(group) ?? { requests: 0, promptTokens: 0, candidatesTokens: 0, spend: 0n };
+/** Running totals per group, added to one charge at a time: a report over a year holds its groups, never its charges. */
+export class UsageTally {
+  private readonly groups = new Map<string, { requests: number; promptTokens: number; candidatesTokens: number; spend: Money }>();
+
+  constructor(private readonly query: UsageQuery) {}
+
+  /** Counts a charge in its group when it falls in [from, to). */
+  add(charge: SettledCharge): void {
+    if (charge.at < this.query.from || charge.at >= this.query.to) return;
+    const group = groupOf(charge, this.query.groupBy);
+    const row = this.groups.get(group) ?? { requests: 0, promptTokens: 0, candidatesTokens: 0, spend: 0n };
     row.requests += 1;
     row.promptTokens += charge.promptTokens;
     row.candidatesTokens += charge.candidatesTokens;
     row.spend += charge.amount;
-    rows.set(group, row);
+    this.groups.set(group, row);
   }
-  // Groups are distinct keys of one map: no two compare equal.
-  return [...rows.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([group, row]) => ({ group, ...row }));
+
+  /** One row per group, groups in ascending order. */
+  rows(): UsageRow[] {
+    // Groups are distinct keys of one map: no two compare equal.
+    return [...this.groups.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([group, row]) => ({ group, ...row }));
+  }
+}
+
+/** One row per group with charges in [from, to), groups in ascending order. */
+export function summarizeUsage(charges: Iterable<SettledCharge>, query: UsageQuery): UsageRow[] {
+  const tally = new UsageTally(query);
+  for (const charge of charges) tally.add(charge);
+  return tally.rows();
 }
