@@ -158,9 +158,11 @@ async function main() {
   await createKeyspace(keyspace);
   const prefix = `${keyspace}.`;
   const env = serviceEnv(RUN_DIR, keyspace, prefix);
-  // The first process creates the tables; the others then find them (they would also migrate side by side).
-  await startService(SERVICE_PROCESSES[0], env, RUN_DIR, 900_000);
-  await Promise.all(SERVICE_PROCESSES.slice(1).map((spec) => startService(spec, env, RUN_DIR)));
+  // The two API processes start together on the fresh keyspace and migrate side by side (one takes the migration lock,
+  // the other waits and finds the tables: finding 2); the others then find them.
+  const apis = SERVICE_PROCESSES.filter((p) => p.role === "api");
+  await Promise.all(apis.map((spec) => startService(spec, env, RUN_DIR, 900_000)));
+  await Promise.all(SERVICE_PROCESSES.filter((p) => p.role !== "api").map((spec) => startService(spec, env, RUN_DIR)));
   log("service: 2 api, 2 worker, 1 webhooks processes ready");
   const receiver = await webhookReceiver();
   const history = newHistory();

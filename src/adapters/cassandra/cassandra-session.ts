@@ -1,4 +1,5 @@
 import cassandra from "cassandra-driver";
+import { randomUUID } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -65,6 +66,16 @@ export class CassandraClient {
   async executeBatch(queries: { query: string; params: Params }[]): Promise<cassandra.types.ResultSet> {
     try {
       return await this.driver.batch(queries, { prepare: true });
+    } catch (error) {
+      if (isUnreachable(error)) throw new DependencyUnavailableError("cassandra", `Cassandra is unreachable: ${(error as Error).message}`, { cause: error });
+      throw error;
+    }
+  }
+
+  /** Connects (the driver otherwise does at the first statement), with the same outage mapping as execute. */
+  async connect(): Promise<void> {
+    try {
+      await this.driver.connect();
     } catch (error) {
       if (isUnreachable(error)) throw new DependencyUnavailableError("cassandra", `Cassandra is unreachable: ${(error as Error).message}`, { cause: error });
       throw error;
@@ -163,22 +174,114 @@ function levelOf(name: Consistency | SerialConsistency): number {
 }
 
 /** Creates the keyspace, applies pending migrations in order, and returns a client bound to the keyspace. */
-export async function openSession(config: CassandraSettings): Promise<CassandraClient> {
+export async function openSession(config: CassandraSettings, agreement: SchemaAgreement = {}): Promise<CassandraClient> {
   if (!/^[a-z][a-z0-9_]{0,47}$/.test(config.keyspace)) throw new Error(`invalid keyspace name "${config.keyspace}"`);
   const bootstrap = new CassandraClient(new Client(clientOptions(config)));
   try {
-    await bootstrap.execute(keyspaceStatement(config));
+    // A restart (the usual start) finds the keyspace and changes no schema: nothing to pin or wait for.
+    await bootstrap.connect();
+    if (!bootstrap.driver.metadata.keyspaces[config.keyspace]) await new SchemaChanges(bootstrap, agreement).run(keyspaceStatement(config));
   } finally {
     await bootstrap.shutdown();
   }
   const client = new CassandraClient(new Client(clientOptions(config, config.keyspace)), levelOf(config.serialConsistency ?? "LOCAL_SERIAL"));
   try {
-    await migrate(client);
+    await migrate(client, agreement);
   } catch (error) {
     await client.shutdown();
     throw error;
   }
   return client;
+}
+
+/** How long a schema change waits for every node to agree on the schema before start-up gives up and tries again. */
+export const SCHEMA_AGREEMENT_TIMEOUT_MS = 120_000;
+
+/**
+ * Whether every node has the coordinator's schema: its own schema version and its peers' (as gossip told it) are one.
+ * The driver's own check after a schema change asks the same two tables but gives up after 10 s; a node that is down
+ * counts with the version it had, so a change made while one is down waits for it (and start-up tries again).
+ */
+export async function nodesAgree(client: CassandraClient, coordinator: cassandra.Host): Promise<boolean> {
+  const options = { prepare: false, host: coordinator, consistency: types.consistencies.one };
+  const local = await client.execute("SELECT schema_version FROM system.local", [], options);
+  const peers = await client.execute("SELECT schema_version FROM system.peers", [], options);
+  const versions = new Set([...local.rows, ...peers.rows].map((row) => row.schema_version?.toString()).filter(Boolean));
+  return versions.size === 1;
+}
+
+/** How migrations learn that the nodes agree on the schema, and how long they wait for it (tests shorten both). */
+export interface SchemaAgreement {
+  /** Whether the nodes agree now, as `coordinator` sees them; by default `nodesAgree`. */
+  readonly check?: (client: CassandraClient, coordinator: cassandra.Host) => Promise<boolean>;
+  /** The bound on each wait, SCHEMA_AGREEMENT_TIMEOUT_MS when left out. */
+  readonly timeoutMs?: number;
+  readonly pollMs?: number;
+}
+
+/**
+ * The nodes still disagree on the schema after a migration's statement (or before the first one): start-up stops
+ * here, readiness stays 503, and it tries again. Going on would send the next statement, or a query, to a node that
+ * has not heard of a table yet: on a loaded ring that once split a table's definition between nodes (finding 2, docs/chaos.md).
+ */
+export class SchemaDisagreementError extends DependencyUnavailableError {
+  constructor(message: string) {
+    super("cassandra", message);
+    this.name = "SchemaDisagreementError";
+  }
+}
+
+/**
+ * Schema statements through one coordinator, each followed by a bounded wait for schema agreement. The coordinator
+ * is the lowest address among the nodes up, so processes that start together (each running the same idempotent
+ * statements) send them to the same node, which applies them one at a time: no two nodes create the same table at once.
+ */
+export class SchemaChanges {
+  private coordinator: cassandra.Host | undefined;
+
+  constructor(private readonly client: CassandraClient, private readonly agreement: SchemaAgreement = {}) {}
+
+  /** The node every statement goes through (chosen once, at the first statement). */
+  async host(): Promise<cassandra.Host> {
+    if (this.coordinator) return this.coordinator;
+    await this.client.connect();
+    const up = this.client.driver.hosts.values().filter((h) => h.isUp()).sort((a, b) => a.address.localeCompare(b.address));
+    if (!up[0]) throw new DependencyUnavailableError("cassandra", "Cassandra is unreachable: no node is up to change the schema through");
+    this.coordinator = up[0];
+    return up[0];
+  }
+
+  /**
+   * Runs one statement on the coordinator (never retried on another node), then waits until the nodes agree. An
+   * `ALTER TABLE t ADD c …` whose column exists is skipped: it has no IF NOT EXISTS before Cassandra 4.1, and a
+   * process that died after it but before its version was recorded runs its migration again.
+   */
+  async run(statement: string): Promise<void> {
+    const host = await this.host();
+    const added = /^ALTER\s+TABLE\s+(\w+)\s+ADD\s+(\w+)\s/i.exec(statement);
+    if (added) {
+      const column = await this.client.execute(
+        "SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ? AND column_name = ?",
+        [this.client.driver.keyspace, added[1]!.toLowerCase(), added[2]!.toLowerCase()], { prepare: false, host, consistency: types.consistencies.one },
+      );
+      if (column.rows.length > 0) return;
+    }
+    await this.client.execute(statement, [], { prepare: false, host });
+    await this.settled(`after "${statement.replace(/\s+/g, " ").slice(0, 80)}"`);
+  }
+
+  /** Waits, within the bound, until the nodes agree on the schema; SchemaDisagreementError when they never do. */
+  async settled(when: string): Promise<void> {
+    const { check = nodesAgree, timeoutMs = SCHEMA_AGREEMENT_TIMEOUT_MS, pollMs = 500 } = this.agreement;
+    const host = await this.host();
+    const deadline = Date.now() + timeoutMs;
+    while (!(await check(this.client, host))) {
+      if (Date.now() >= deadline) {
+        throw new SchemaDisagreementError(`Cassandra's nodes do not agree on the schema ${timeoutMs} ms ${when}: migrations stop here and start again`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
+    }
+  }
 }
 
 /** api_keys_by_account (version 8) gets every key written before it existed. */
@@ -218,29 +321,99 @@ const AFTER_MIGRATION: Record<number, (client: CassandraClient) => Promise<void>
   15: copyAccountsListed,
 };
 
-/** Versioned CQL files (NNNN_name.cql), each applied once; every statement is idempotent, so two processes may race safely. */
-async function migrate(client: CassandraClient): Promise<void> {
-  await client.execute(
-    "CREATE TABLE IF NOT EXISTS schema_migrations (version int PRIMARY KEY, name text, applied_at timestamp)",
-  );
-  const applied = new Set((await client.execute("SELECT version FROM schema_migrations")).rows.map((r) => r.version as number));
+/** The statements of a migration file, in order (comment lines dropped, split at semicolons). */
+export function migrationStatements(text: string): string[] {
+  return text
+    .split("\n")
+    .filter((line) => !line.trim().startsWith("--"))
+    .join("\n")
+    .split(";")
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+/** The migration files (NNNN_name.cql) in order, with their version. */
+export async function migrationFiles(): Promise<{ version: number; file: string; statements: string[] }[]> {
   const files = (await readdir(MIGRATIONS)).filter((f) => /^\d{4}_.+\.cql$/.test(f)).sort();
-  for (const file of files) {
-    const version = Number(file.slice(0, 4));
-    if (applied.has(version)) continue;
-    const text = await readFile(join(MIGRATIONS, file), "utf8");
-    const statements = text
-      .split("\n")
-      .filter((line) => !line.trim().startsWith("--"))
-      .join("\n")
-      .split(";")
-      .map((s) => s.trim())
-      .filter(Boolean);
-    for (const statement of statements) await client.execute(statement, [], { prepare: false });
-    await AFTER_MIGRATION[version]?.(client);
-    await client.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?) IF NOT EXISTS", [
-      version, file, new Date(),
-    ]);
+  return Promise.all(files.map(async (file) => ({
+    version: Number(file.slice(0, 4)), file, statements: migrationStatements(await readFile(join(MIGRATIONS, file), "utf8")),
+  })));
+}
+
+/** How long the migration lock outlives its holder's last sign of life (a process that dies holding it). */
+const LOCK_TTL_SECONDS = Math.ceil(SCHEMA_AGREEMENT_TIMEOUT_MS / 1000) + 60;
+
+/**
+ * One migrating process at a time: a row taken with a lightweight transaction, with a TTL so that a holder that dies
+ * lets go, renewed after every statement. Without it two processes starting together on a fresh keyspace both send
+ * `ALTER TABLE … ADD`, and the second fails (the column exists).
+ */
+class MigrationLock {
+  readonly owner = randomUUID();
+
+  constructor(private readonly client: CassandraClient) {}
+
+  /** Takes the lock, waiting (bounded) while another process holds it. */
+  async take(timeoutMs: number, pollMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const taken = await conditional(this.client,
+        `INSERT INTO schema_migration_lock (name, owner) VALUES ('migrations', ?) IF NOT EXISTS USING TTL ${LOCK_TTL_SECONDS}`, [this.owner]);
+      if (taken.applied) return;
+      if (Date.now() >= deadline) {
+        throw new DependencyUnavailableError("cassandra", `another process (${String(taken.current?.owner)}) has been migrating the schema for ${timeoutMs} ms: start-up tries again`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
+    }
+  }
+
+  /** Renews the lock; a holder whose lock lapsed (and was taken) stops. */
+  async renew(): Promise<void> {
+    const renewed = await conditional(this.client,
+      `UPDATE schema_migration_lock USING TTL ${LOCK_TTL_SECONDS} SET owner = ? WHERE name = 'migrations' IF owner = ?`, [this.owner, this.owner]);
+    if (!renewed.applied) throw new DependencyUnavailableError("cassandra", "the migration lock lapsed and another process took it: start-up tries again");
+  }
+
+  async release(): Promise<void> {
+    await conditional(this.client, "DELETE FROM schema_migration_lock WHERE name = 'migrations' IF owner = ?", [this.owner]);
+  }
+}
+
+/**
+ * Versioned CQL files, each applied once, by one process at a time (MigrationLock; the others wait, then find them
+ * applied). Every statement is idempotent (IF NOT EXISTS, an added column skipped when it exists) and the version is
+ * recorded after its statements and data copies, so a process that dies midway runs the rest again. Schema statements
+ * go through one coordinator and wait for agreement after each.
+ */
+export async function migrate(client: CassandraClient, agreement: SchemaAgreement = {}): Promise<void> {
+  const schema = new SchemaChanges(client, agreement);
+  await client.connect();
+  const keyspace = client.driver.keyspace;
+  for (const [table, columns] of [["schema_migrations", "version int PRIMARY KEY, name text, applied_at timestamp"], ["schema_migration_lock", "name text PRIMARY KEY, owner text"]]) {
+    if (!(await client.driver.metadata.getTable(keyspace, table!))) await schema.run(`CREATE TABLE IF NOT EXISTS ${table} (${columns})`);
+  }
+  const pending = async () => {
+    const applied = new Set((await client.execute("SELECT version FROM schema_migrations")).rows.map((r) => r.version as number));
+    return (await migrationFiles()).filter((m) => !applied.has(m.version));
+  };
+  if ((await pending()).length === 0) return;
+  const lock = new MigrationLock(client);
+  await lock.take(agreement.timeoutMs ?? SCHEMA_AGREEMENT_TIMEOUT_MS, agreement.pollMs ?? 500);
+  try {
+    // Not one statement before the nodes agree: the coordinator must not be a node behind on the schema.
+    await schema.settled("before the first pending migration");
+    for (const { version, file, statements } of await pending()) {
+      for (const statement of statements) {
+        await schema.run(statement);
+        await lock.renew();
+      }
+      await AFTER_MIGRATION[version]?.(client);
+      await client.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?) IF NOT EXISTS", [
+        version, file, new Date(),
+      ]);
+    }
+  } finally {
+    await lock.release().catch(() => {});
   }
 }
 
