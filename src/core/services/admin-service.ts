@@ -47,9 +47,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     createAccount: (request, context) => admin(context.requestHeader, () => openAccount(deps, request.name, request.balance)),
 
     addCredits: (request, context) =>
-      admin(context.requestHeader, async () => ({
-        balance: await addCredits(deps.ledger, request.accountId, request.amount, request.reason, byAdmin(context)),
-      })),
+      admin(context.requestHeader, async () => ({ balance: await addCredits(deps.ledger, request.accountId, request.amount, request.reason, byAdmin(context)) })),
 
     getAccountBalance: (request, context) =>
       admin(context.requestHeader, async () => ({ balance: balanceView(await existingBalance(deps.ledger, request.accountId)) })),
