@@ -145,6 +145,7 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "generation.v1.CreateAccountResponse.balance": "Its balance.",
   "generation.v1.AddCreditsRequest.account_id": "The account.",
   "generation.v1.AddCreditsRequest.amount": "Positive decimal USD amount.",
+  "generation.v1.AddCreditsRequest.reason": "Why the account is credited (at most 500 characters; optional): kept in the audit trail's entry.",
   "generation.v1.AddCreditsResponse.balance": "Balance after the credit.",
   "generation.v1.GetAccountBalanceRequest.account_id": "The account.",
   "generation.v1.GetAccountBalanceResponse.balance": "The balance.",

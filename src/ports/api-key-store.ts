@@ -1,4 +1,5 @@
 import type { KeyLimits } from "../domain/accounts/key-limits.js";
+import type { AuditRecord } from "./audit-log.js";
 
 export interface ApiKeyRecord {
   readonly keyId: string;
@@ -33,20 +34,24 @@ export interface KeyChange {
 
 export type CredentialRole = "key" | "owner";
 
+/**
+ * Credentials. A change's `audit` record, when given, is written with it in one atomic step (a transaction, a logged
+ * batch, or the conditional write's outbox on Cassandra): both or neither; none when the change is refused (undefined/false).
+ */
 export interface ApiKeyStore {
-  create(record: ApiKeyRecord): Promise<void>;
+  create(record: ApiKeyRecord, audit?: AuditRecord): Promise<void>;
   /** The key of a current secret, or of a rotated-out one (with secretExpiresAt; the caller compares it with its clock). */
   findBySecretHash(secretHash: string): Promise<ApiKeyRecord | undefined>;
   /** False when the key does not exist. */
-  revoke(keyId: string): Promise<boolean>;
+  revoke(keyId: string, audit?: AuditRecord): Promise<boolean>;
   get(keyId: string): Promise<ApiKeyRecord | undefined>;
   /** Changes the key's name, grants or limits (read by the very next lookup); undefined when the key does not exist. */
-  update(keyId: string, change: KeyChange): Promise<ApiKeyRecord | undefined>;
+  update(keyId: string, change: KeyChange, audit?: AuditRecord): Promise<ApiKeyRecord | undefined>;
   /**
    * Gives the key a new secret: the old one is then found (as the key's current record, with
    * secretExpiresAt) until `previousExpiresAt`; a secret older than that ends now. Undefined when the key does not exist.
    */
-  rotate(keyId: string, newSecretHash: string, previousExpiresAt: Date): Promise<ApiKeyRecord | undefined>;
+  rotate(keyId: string, newSecretHash: string, previousExpiresAt: Date, audit?: AuditRecord): Promise<ApiKeyRecord | undefined>;
   /** Every credential of the account (keys and owner tokens, revoked ones too), oldest first. */
   listByAccount(accountId: string): Promise<ApiKeyRecord[]>;
 }

@@ -1,6 +1,7 @@
 import type { Money } from "../domain/money.js";
 import type { KeyLimits, KeyRefusal, KeySpending } from "../domain/accounts/key-limits.js";
 import type { ReleaseReason } from "../domain/ledger/release-reasons.js";
+import type { AuditRecord } from "./audit-log.js";
 
 export interface BalanceSnapshot {
   readonly balance: Money;
@@ -165,7 +166,11 @@ export interface Shortfall {
  */
 export interface Ledger {
   createAccount(accountId: string, name: string, initialBalance: Money): Promise<void>;
-  credit(accountId: string, amount: Money): Promise<BalanceSnapshot | undefined>;
+  /**
+   * Credits the account. `audit`, when given, is recorded with the credit in one atomic step (the same transaction; on
+   * Cassandra in the credit's own round, copied out after): both or neither; none for an unknown account.
+   */
+  credit(accountId: string, amount: Money, audit?: AuditRecord): Promise<BalanceSnapshot | undefined>;
   balance(accountId: string): Promise<BalanceSnapshot | undefined>;
   reserve(accountId: string, reservationId: string, amount: Money, options?: ReserveOptions): Promise<ReserveOutcome>;
   /**

@@ -1,4 +1,5 @@
 import type { SessionRole } from "../domain/accounts/panel-session.js";
+import type { AuditRecord } from "./audit-log.js";
 
 /** A panel session as the core keeps it: never its token (only its id, the token's nonce). */
 export interface PanelSessionRecord {
@@ -23,10 +24,11 @@ export interface PanelSessionRecord {
  * expired ones (SQLite and memory when a session is created, Cassandra by TTL).
  */
 export interface PanelSessionStore {
-  create(record: PanelSessionRecord): Promise<void>;
+  /** `audit`, when given, is written with the change in one atomic step (none when a revoke finds nothing to end). */
+  create(record: PanelSessionRecord, audit?: AuditRecord): Promise<void>;
   get(sessionId: string): Promise<PanelSessionRecord | undefined>;
   /** Ends the session at `at`; false when there is no such unexpired record. Ending an ended one keeps its first end. */
-  revoke(sessionId: string, at: Date): Promise<boolean>;
+  revoke(sessionId: string, at: Date, audit?: AuditRecord): Promise<boolean>;
   /** Ends every unexpired session issued by the credential (an owner token's id); how many were still open. */
   revokeByCredential(credentialId: string, at: Date): Promise<number>;
   /** The sessions not expired at `now` and not revoked, newest first, at most `limit`. */

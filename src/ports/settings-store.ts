@@ -19,11 +19,11 @@ export interface SettingsStore {
   pausedModels(): Promise<ReadonlySet<string>>;
   setModelPaused(model: string, paused: boolean, audit?: AuditRecord): Promise<void>;
   prices(): Promise<PriceTable>;
-  setPrices(model: string, prices: ModelPrices): Promise<void>;
+  setPrices(model: string, prices: ModelPrices, audit?: AuditRecord): Promise<void>;
   /** Per-call prices of the built-in tools the operator offers; read on every call that declares one, so a change is in force at once. */
   toolPrices(): Promise<ToolPrices>;
   /** Sets a built-in tool's per-call price, or removes it (undefined): the tool is refused again. */
-  setToolPrice(tool: string, price: Money | undefined): Promise<void>;
+  setToolPrice(tool: string, price: Money | undefined, audit?: AuditRecord): Promise<void>;
   pausedRoutes(): Promise<ReadonlySet<string>>;
   setRoutePaused(route: string, paused: boolean, audit?: AuditRecord): Promise<void>;
   webhook(accountId: string): Promise<WebhookEndpoint | undefined>;

@@ -111,15 +111,15 @@ async function openStores(config: ServiceSettings, obs: Observability, persist: 
     };
   }
   const jobs = new MemoryJobStore();
-  const ledger = new MemoryLedger();
   const audit = new MemoryAuditLog();
+  const ledger = new MemoryLedger(audit);
   return {
     stores: {
       jobs,
       ledger,
       intentHolds: new StepwiseIntentHolds(jobs, ledger),
-      apiKeys: new MemoryApiKeyStore(),
-      panelSessions: new MemoryPanelSessionStore(),
+      apiKeys: new MemoryApiKeyStore(audit),
+      panelSessions: new MemoryPanelSessionStore(audit),
       idempotency: new MemoryIdempotencyStore(),
       settings: new MemorySettingsStore(config.prices, audit),
       deliveries: new MemoryDeliveryLog(),

@@ -1,21 +1,10 @@
 import { auditDays, auditMatches, type AuditQuery } from "../../domain/audit/audit-query.js";
 import type { AuditLog, AuditPage, AuditRecord } from "../../ports/audit-log.js";
 import type { CassandraClient } from "./cassandra-session.js";
+import { AuditOutbox, auditWrites, bucketOf } from "./audit-outbox.js";
 
-const INSERT = `INSERT INTO audit_events (bucket, at, event_id, kind, actor, client_address, account_id, subject, before_value, after_value)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
-
-const day = (at: Date) => at.toISOString().slice(0, 10);
-const bucketOf = (accountId: string | undefined, utcDay: string) => (accountId === undefined ? `all:${utcDay}` : `account:${accountId}:${utcDay}`);
-
-/** The rows a record is written as: the day's listing, and the account's day when it concerns one (migration 0016). */
-export function auditWrites(record: AuditRecord | undefined): { query: string; params: unknown[] }[] {
-  if (!record) return [];
-  const values = [record.at, record.eventId, record.kind, record.actor, record.clientAddress,
-    record.accountId ?? null, record.subject ?? null, record.before ?? null, record.after ?? null];
-  const buckets = [bucketOf(undefined, day(record.at)), ...(record.accountId === undefined ? [] : [bucketOf(record.accountId, day(record.at))])];
-  return buckets.map((bucket) => ({ query: INSERT, params: [bucket, ...values] }));
-}
+/** The rows of an event, with the change or copied out after it (audit-outbox.ts). */
+export { auditWrites };
 
 /**
  * The audit trail on Cassandra: one partition per UTC day (and per account and day), read newest day first. Actor
@@ -23,9 +12,15 @@ export function auditWrites(record: AuditRecord | undefined): { query: string; p
  * is full: its cost is bounded by the range (at most 92 days) and the rows of those days.
  */
 export class CassandraAuditLog implements AuditLog {
-  constructor(private readonly client: CassandraClient) {}
+  private readonly outbox: AuditOutbox;
+
+  constructor(private readonly client: CassandraClient) {
+    this.outbox = new AuditOutbox(client);
+  }
 
   async list(query: AuditQuery): Promise<AuditPage> {
+    // What crashed writers of conditional writes left is resolved first: a listing never misses an applied change.
+    await this.outbox.recover();
     const upper = query.before ? query.before.at : query.to;
     const records: AuditRecord[] = [];
     for (const utcDay of auditDays(query.from, new Date(upper.getTime() + 1))) {

@@ -2,6 +2,10 @@ import type { SessionRole } from "../../domain/accounts/panel-session.js";
 import type { PanelSessionRecord, PanelSessionStore } from "../../ports/panel-session-store.js";
 import { newestFirst } from "../memory/memory-panel-session-store.js";
 import type { CassandraClient, Row } from "./cassandra-session.js";
+import type { AuditRecord } from "../../ports/audit-log.js";
+import { auditWrites } from "./cassandra-audit-log.js";
+
+type Params = Parameters<CassandraClient["loggedBatch"]>[0][number]["params"];
 
 const LISTED = "all";
 const COLUMNS = "session_id, role, account_id, credential_id, credential_fingerprint, created_at, expires_at, revoked_at";
@@ -15,10 +19,10 @@ const ttlOf = (record: PanelSessionRecord, now: number) => Math.max(1, Math.ceil
 export class CassandraPanelSessionStore implements PanelSessionStore {
   constructor(private readonly client: CassandraClient) {}
 
-  async create(record: PanelSessionRecord): Promise<void> {
+  async create(record: PanelSessionRecord, audit?: AuditRecord): Promise<void> {
     // Cassandra's TTL runs on the wall clock: the session's remaining life from now.
     const ttl = ttlOf(record, Date.now());
-    await this.write(record, ttl);
+    await this.write(record, ttl, audit);
     const indexes = [{ query: "INSERT INTO panel_sessions_listed (bucket, session_id) VALUES (?, ?) USING TTL ?", params: [LISTED, record.sessionId, ttl] }];
     if (record.credentialId !== "") {
       indexes.push({
@@ -33,11 +37,11 @@ export class CassandraPanelSessionStore implements PanelSessionStore {
     return toRecord((await this.client.execute(`SELECT ${COLUMNS} FROM panel_sessions WHERE session_id = ?`, [sessionId])).first());
   }
 
-  async revoke(sessionId: string, at: Date): Promise<boolean> {
+  async revoke(sessionId: string, at: Date, audit?: AuditRecord): Promise<boolean> {
     const record = await this.get(sessionId);
     if (!record || record.expiresAt.getTime() <= at.getTime()) return false;
     // The whole row again, with the TTL it has left: an UPDATE of an expired row would bring back a row without its fields.
-    if (!record.revokedAt) await this.write({ ...record, revokedAt: at }, ttlOf(record, at.getTime()));
+    if (!record.revokedAt) await this.write({ ...record, revokedAt: at }, ttlOf(record, at.getTime()), audit);
     return true;
   }
 
@@ -61,12 +65,15 @@ export class CassandraPanelSessionStore implements PanelSessionStore {
       .slice(0, limit);
   }
 
-  private async write(record: PanelSessionRecord, ttl: number): Promise<void> {
+  /** The session's row and its audit event (when given): one logged batch, both or neither. */
+  private async write(record: PanelSessionRecord, ttl: number, audit?: AuditRecord): Promise<void> {
     // An open session leaves revoked_at out: a null would write a tombstone per sign-in.
     const values = [record.sessionId, record.role, record.accountId, record.credentialId, record.credentialFingerprint, record.createdAt, record.expiresAt];
     const columns = record.revokedAt ? COLUMNS : COLUMNS.replace(", revoked_at", "");
     const params = record.revokedAt ? [...values, record.revokedAt] : values;
-    await this.client.execute(`INSERT INTO panel_sessions (${columns}) VALUES (${params.map(() => "?").join(", ")}) USING TTL ?`, [...params, ttl]);
+    const query = `INSERT INTO panel_sessions (${columns}) VALUES (${params.map(() => "?").join(", ")}) USING TTL ?`;
+    if (!audit) return void (await this.client.execute(query, [...params, ttl]));
+    await this.client.loggedBatch([{ query, params: [...params, ttl] }, ...auditWrites(audit)].map((w) => ({ query: w.query, params: w.params as Params })));
   }
 }
 

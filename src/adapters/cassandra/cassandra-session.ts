@@ -445,9 +445,9 @@ export interface ConditionalResult {
 }
 
 /** Runs a lightweight transaction; throws AmbiguousWriteError when the outcome cannot be known. */
-export async function conditional(client: CassandraClient, query: string, params: unknown[]): Promise<ConditionalResult> {
+export async function conditional(client: CassandraClient, query: string, params: unknown[], options?: cassandra.QueryOptions): Promise<ConditionalResult> {
   try {
-    const result = await client.execute(query, params);
+    const result = await client.execute(query, params, options);
     return { applied: result.wasApplied(), current: result.first() ?? undefined };
   } catch (error) {
     if (isAmbiguous(error)) throw new AmbiguousWriteError(`outcome of a conditional write is unknown: ${(error as Error).message}`, { cause: error });

@@ -7,6 +7,7 @@ import type { SettingsStore, WebhookEndpoint } from "../../ports/settings-store.
 import { conditional, type CassandraClient } from "./cassandra-session.js";
 import type { AuditRecord } from "../../ports/audit-log.js";
 import { auditWrites } from "./cassandra-audit-log.js";
+import { AuditOutbox, type OutboxEntry } from "./audit-outbox.js";
 
 type Params = Parameters<CassandraClient["loggedBatch"]>[0][number]["params"];
 
@@ -14,8 +15,25 @@ type Params = Parameters<CassandraClient["loggedBatch"]>[0][number]["params"];
 const audited = (query: string, params: unknown[], audit: AuditRecord | undefined) =>
   [{ query, params }, ...auditWrites(audit)].map((write) => ({ query: write.query, params: write.params as Params }));
 
+/** A prices row's upsert by conditional writes (UPDATE IF EXISTS, else INSERT IF NOT EXISTS), with the event's outbox entry. */
+async function upsertPrice(client: CassandraClient, key: string, text: string | null, entry: OutboxEntry | undefined): Promise<boolean> {
+  const prepare = { prepare: true };
+  const set = entry ? `prices = ?, ${entry.set}` : "prices = ?";
+  const params = entry ? [text, entry.param, key] : [text, key];
+  const updated = await conditional(client, `UPDATE prices SET ${set} WHERE model = ? IF EXISTS`, params, prepare);
+  if (updated.applied || text === null) return updated.applied;
+  const inserted = entry
+    ? await conditional(client, "INSERT INTO prices (model, prices, audit_outbox) VALUES (?, ?, ?) IF NOT EXISTS", [key, text, entry.param], prepare)
+    : await conditional(client, "INSERT INTO prices (model, prices) VALUES (?, ?) IF NOT EXISTS", [key, text], prepare);
+  return inserted.applied;
+}
+
 export class CassandraSettingsStore implements SettingsStore {
-  constructor(private readonly client: CassandraClient) {}
+  private readonly outbox: AuditOutbox;
+
+  constructor(private readonly client: CassandraClient) {
+    this.outbox = new AuditOutbox(client);
+  }
 
   /** The configured prices become the table's first values; later starts keep what admins changed. */
   async seedPrices(defaults: PriceTable): Promise<void> {
@@ -57,16 +75,16 @@ export class CassandraSettingsStore implements SettingsStore {
     const rows = await this.client.execute("SELECT model, prices FROM prices");
     const table = new Map<string, ModelPrices>();
     for (const row of rows.rows) {
-      const model = findModel(row.model as string);
+      const model = row.prices == null ? undefined : findModel(row.model as string);
       if (model) table.set(model.id, parseModelPrices(model, JSON.parse(row.prices as string) as ModelPricesText));
     }
     return table;
   }
 
-  async setPrices(model: string, prices: ModelPrices): Promise<void> {
+  /** A conditional write: its event rides in the row's outbox (AuditOutbox). */
+  async setPrices(model: string, prices: ModelPrices, audit?: AuditRecord): Promise<void> {
     const text = JSON.stringify(formatModelPrices(prices));
-    const updated = await conditional(this.client, "UPDATE prices SET prices = ? WHERE model = ? IF EXISTS", [text, model]);
-    if (!updated.applied) await conditional(this.client, "INSERT INTO prices (model, prices) VALUES (?, ?) IF NOT EXISTS", [model, text]);
+    await this.outbox.conditional(audit, { table: "prices", column: "model", key: model }, (entry) => upsertPrice(this.client, model, text, entry));
   }
 
   /**
@@ -78,21 +96,18 @@ export class CassandraSettingsStore implements SettingsStore {
     const table = new Map<string, Money>();
     for (const row of rows.rows) {
       const key = row.model as string;
-      if (!key.startsWith(TOOL_PRICE_KEY_PREFIX)) continue;
+      // A removed price is a row without prices (its outbox may still be there).
+      if (!key.startsWith(TOOL_PRICE_KEY_PREFIX) || row.prices == null) continue;
       table.set(key.slice(TOOL_PRICE_KEY_PREFIX.length), parseMoney((JSON.parse(row.prices as string) as { per_call: string }).per_call));
     }
     return table;
   }
 
-  async setToolPrice(tool: string, price: Money | undefined): Promise<void> {
+  /** A removal sets the row's prices to null (IF EXISTS), so that its event has a row to ride in. */
+  async setToolPrice(tool: string, price: Money | undefined, audit?: AuditRecord): Promise<void> {
     const key = TOOL_PRICE_KEY_PREFIX + tool;
-    if (price === undefined) {
-      await conditional(this.client, "DELETE FROM prices WHERE model = ? IF EXISTS", [key]);
-      return;
-    }
-    const text = JSON.stringify({ per_call: formatToolPrice(price) });
-    const updated = await conditional(this.client, "UPDATE prices SET prices = ? WHERE model = ? IF EXISTS", [text, key]);
-    if (!updated.applied) await conditional(this.client, "INSERT INTO prices (model, prices) VALUES (?, ?) IF NOT EXISTS", [key, text]);
+    const text = price === undefined ? null : JSON.stringify({ per_call: formatToolPrice(price) });
+    await this.outbox.conditional(audit, { table: "prices", column: "model", key }, (entry) => upsertPrice(this.client, key, text, entry));
   }
 
   async webhook(accountId: string): Promise<WebhookEndpoint | undefined> {

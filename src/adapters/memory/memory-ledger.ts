@@ -1,4 +1,6 @@
 import type { Money } from "../../domain/money.js";
+import type { AuditRecord } from "../../ports/audit-log.js";
+import { MemoryAuditLog } from "./memory-audit-log.js";
 import type { ReleaseReason } from "../../domain/ledger/release-reasons.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
 import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeySpending } from "../../domain/accounts/key-limits.js";
@@ -39,6 +41,9 @@ export class MemoryLedger implements Ledger {
   private readonly accounts = new Map<string, Account>();
   private readonly reservations = new Map<string, Reservation>();
 
+  /** `audit`: where a credit's audit record goes, in the credit's own synchronous step. */
+  constructor(private readonly audit = new MemoryAuditLog()) {}
+
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
     if (this.accounts.has(accountId)) throw new Error(`account ${accountId} exists`);
     const account: Account = { name, createdAt: new Date(), balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [], entries: [], keys: new Map() };
@@ -46,11 +51,12 @@ export class MemoryLedger implements Ledger {
     if (initialBalance > 0n) record(account, { type: "credit", amount: initialBalance, reservedChange: 0n });
   }
 
-  async credit(accountId: string, amount: Money): Promise<BalanceSnapshot | undefined> {
+  async credit(accountId: string, amount: Money, audit?: AuditRecord): Promise<BalanceSnapshot | undefined> {
     const account = this.accounts.get(accountId);
     if (!account) return undefined;
     account.balance += amount;
     record(account, { type: "credit", amount, reservedChange: 0n });
+    this.audit.append(audit);
     return snapshot(account);
   }
 

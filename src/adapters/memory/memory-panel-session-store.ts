@@ -1,23 +1,31 @@
+import type { AuditRecord } from "../../ports/audit-log.js";
 import type { PanelSessionRecord, PanelSessionStore } from "../../ports/panel-session-store.js";
+import { MemoryAuditLog } from "./memory-audit-log.js";
 
 /** Panel sessions in a map; expired ones are dropped whenever a session is created. */
 export class MemoryPanelSessionStore implements PanelSessionStore {
   private readonly sessions = new Map<string, PanelSessionRecord>();
 
-  async create(record: PanelSessionRecord): Promise<void> {
+  constructor(private readonly audit = new MemoryAuditLog()) {}
+
+  async create(record: PanelSessionRecord, audit?: AuditRecord): Promise<void> {
     const now = record.createdAt.getTime();
     for (const [id, session] of this.sessions) if (session.expiresAt.getTime() <= now) this.sessions.delete(id);
     this.sessions.set(record.sessionId, record);
+    this.audit.append(audit);
   }
 
   async get(sessionId: string): Promise<PanelSessionRecord | undefined> {
     return this.sessions.get(sessionId);
   }
 
-  async revoke(sessionId: string, at: Date): Promise<boolean> {
+  async revoke(sessionId: string, at: Date, audit?: AuditRecord): Promise<boolean> {
     const record = this.sessions.get(sessionId);
     if (!record || record.expiresAt.getTime() <= at.getTime()) return false;
-    if (!record.revokedAt) this.sessions.set(sessionId, { ...record, revokedAt: at });
+    if (!record.revokedAt) {
+      this.sessions.set(sessionId, { ...record, revokedAt: at });
+      this.audit.append(audit);
+    }
     return true;
   }
 

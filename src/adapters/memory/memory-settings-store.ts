@@ -35,11 +35,15 @@ export class MemorySettingsStore implements SettingsStore {
     this.audit.append(audit);
   }
   async prices(): Promise<PriceTable> { return new Map(this.priceTable); }
-  async setPrices(model: string, prices: ModelPrices) { this.priceTable.set(model, prices); }
+  async setPrices(model: string, prices: ModelPrices, audit?: AuditRecord) {
+    this.priceTable.set(model, prices);
+    this.audit.append(audit);
+  }
   async toolPrices(): Promise<ToolPrices> { return new Map(this.toolPriceTable); }
-  async setToolPrice(tool: string, price: Money | undefined) {
+  async setToolPrice(tool: string, price: Money | undefined, audit?: AuditRecord) {
     if (price === undefined) this.toolPriceTable.delete(tool);
     else this.toolPriceTable.set(tool, price);
+    this.audit.append(audit);
   }
   async webhook(accountId: string) { return this.webhooks.get(accountId); }
   async setWebhook(accountId: string, endpoint: WebhookEndpoint | undefined, audit?: AuditRecord) {

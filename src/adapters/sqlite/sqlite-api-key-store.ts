@@ -2,6 +2,8 @@ import type { ApiKeyRecord, ApiKeyStore, KeyChange } from "../../ports/api-key-s
 import { decodeKeyLimits, encodeKeyLimits } from "../shared/key-limits-codec.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
+import type { AuditRecord } from "../../ports/audit-log.js";
+import { SqliteAuditLog } from "./sqlite-audit-log.js";
 
 interface KeyRow {
   key_id: string;
@@ -34,8 +36,16 @@ const CACHED_CREDENTIALS = 10_000;
 export class SqliteApiKeyStore implements ApiKeyStore {
   private readonly statements;
   private readonly byHash = new Map<string, ApiKeyRecord>();
+  /** A change and its audit record in one IMMEDIATE transaction; the record only when the change found its key (> 0 rows). */
+  private readonly audited: (change: () => { changes: number }, audit: AuditRecord | undefined) => number;
 
-  constructor(db: SqliteDb) {
+  constructor(db: SqliteDb, audit = new SqliteAuditLog(db)) {
+    const tx = db.transaction((change: () => { changes: number }, record: AuditRecord | undefined) => {
+      const { changes } = change();
+      if (changes > 0) audit.append(record);
+      return changes;
+    });
+    this.audited = (change, record) => sqliteCall(() => tx.immediate(change, record));
     this.statements = {
       // A record written again (same id or same hash) replaces the old one, as the other stores do.
       upsert: db.prepare(
@@ -55,15 +65,14 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     };
   }
 
-  async create(record: ApiKeyRecord): Promise<void> {
+  async create(record: ApiKeyRecord, audit?: AuditRecord): Promise<void> {
     this.byHash.clear();
-    sqliteCall(() =>
+    this.audited(() =>
       this.statements.upsert.run(
         record.keyId, record.secretHash, record.accountId, JSON.stringify(record.models), record.revoked ? 1 : 0,
         record.createdAt.getTime(), encodeKeyLimits(record.limits) || null, record.role ?? "key", record.name ?? "",
         null, null,
-      ),
-    );
+      ), audit);
   }
 
   async findBySecretHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
@@ -81,17 +90,17 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     return toRecord(sqliteCall(() => this.statements.byId.get(keyId)) as KeyRow | undefined);
   }
 
-  async update(keyId: string, change: KeyChange): Promise<ApiKeyRecord | undefined> {
+  async update(keyId: string, change: KeyChange, audit?: AuditRecord): Promise<ApiKeyRecord | undefined> {
     this.byHash.clear();
     const models = change.models === undefined ? null : JSON.stringify(change.models);
     const limits = change.limits === undefined ? null : encodeKeyLimits(change.limits) || null;
     const run = () => this.statements.update.run(change.name ?? null, models, change.limits === undefined ? 0 : 1, limits, keyId);
-    return sqliteCall(run).changes > 0 ? this.get(keyId) : undefined;
+    return this.audited(run, audit) > 0 ? this.get(keyId) : undefined;
   }
 
-  async rotate(keyId: string, newSecretHash: string, previousExpiresAt: Date): Promise<ApiKeyRecord | undefined> {
+  async rotate(keyId: string, newSecretHash: string, previousExpiresAt: Date, audit?: AuditRecord): Promise<ApiKeyRecord | undefined> {
     this.byHash.clear();
-    return sqliteCall(() => this.statements.rotate.run(previousExpiresAt.getTime(), newSecretHash, keyId)).changes > 0 ? this.get(keyId) : undefined;
+    return this.audited(() => this.statements.rotate.run(previousExpiresAt.getTime(), newSecretHash, keyId), audit) > 0 ? this.get(keyId) : undefined;
   }
 
   /** The key a rotation took this secret from, marked with when the secret stops working. */
@@ -101,9 +110,9 @@ export class SqliteApiKeyStore implements ApiKeyStore {
     return record && row?.previous_secret_expires_at != null ? Object.freeze({ ...record, secretExpiresAt: new Date(row.previous_secret_expires_at) }) : undefined;
   }
 
-  async revoke(keyId: string): Promise<boolean> {
+  async revoke(keyId: string, audit?: AuditRecord): Promise<boolean> {
     this.byHash.clear();
-    return sqliteCall(() => this.statements.revoke.run(keyId)).changes > 0;
+    return this.audited(() => this.statements.revoke.run(keyId), audit) > 0;
   }
 
   async listByAccount(accountId: string): Promise<ApiKeyRecord[]> {

@@ -1,4 +1,6 @@
 import type { Money } from "../../domain/money.js";
+import type { AuditRecord } from "../../ports/audit-log.js";
+import { SqliteAuditLog } from "./sqlite-audit-log.js";
 import { readReleaseReason, type ReleaseReason } from "../../domain/ledger/release-reasons.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
 import {
@@ -204,7 +206,7 @@ function ledgerTallies(s: LedgerStatements) {
 }
 
 /** The ledger's transactions over its statements. */
-function ledgerOperations(db: SqliteDb, now: () => number) {
+function ledgerOperations(db: SqliteDb, now: () => number, audit: SqliteAuditLog) {
   const s = ledgerStatements(db);
   const { spendingOf, keyHolds, tallyOfKey, openHoldsOf, moveTallies, record } = ledgerTallies(s);
 
@@ -215,12 +217,13 @@ function ledgerOperations(db: SqliteDb, now: () => number) {
     if (initialBalance > 0n) record(accountId, "credit", { amount: initialBalance, reservedChange: 0n, balance: initialBalance, reserved: 0n }, at);
   });
 
-  const creditTx = db.transaction((accountId: string, amount: Money): BalanceSnapshot | undefined => {
+  const creditTx = db.transaction((accountId: string, amount: Money, auditRecord?: AuditRecord): BalanceSnapshot | undefined => {
     const account = s.account.get(accountId) as AccountRow | undefined;
     if (!account) return undefined;
     const balance = money(account.balance) + amount;
     s.setBalance.run(text(balance), accountId);
     record(accountId, "credit", { amount, reservedChange: 0n, balance, reserved: money(account.reserved) }, now());
+    audit.append(auditRecord);
     return { balance, reserved: money(account.reserved) };
   });
 
@@ -295,8 +298,9 @@ export class SqliteLedger implements Ledger {
   private readonly ops: ReturnType<typeof ledgerOperations>;
   private readonly listing: ReturnType<typeof sqliteAccountList>;
 
-  constructor(db: SqliteDb, now: () => number = Date.now) {
-    this.ops = ledgerOperations(db, now);
+  /** `audit`: a credit's audit record is written in the credit's own IMMEDIATE transaction. */
+  constructor(db: SqliteDb, now: () => number = Date.now, audit = new SqliteAuditLog(db)) {
+    this.ops = ledgerOperations(db, now, audit);
     this.listing = sqliteAccountList(db);
   }
 
@@ -308,8 +312,8 @@ export class SqliteLedger implements Ledger {
     sqliteCall(() => this.ops.createTx.immediate(accountId, name, initialBalance));
   }
 
-  async credit(accountId: string, amount: Money): Promise<BalanceSnapshot | undefined> {
-    return sqliteCall(() => this.ops.creditTx.immediate(accountId, amount));
+  async credit(accountId: string, amount: Money, audit?: AuditRecord): Promise<BalanceSnapshot | undefined> {
+    return sqliteCall(() => this.ops.creditTx.immediate(accountId, amount, audit));
   }
 
   async balance(accountId: string): Promise<BalanceSnapshot | undefined> {

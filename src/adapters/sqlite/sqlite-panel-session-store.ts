@@ -2,6 +2,8 @@ import type { SessionRole } from "../../domain/accounts/panel-session.js";
 import type { PanelSessionRecord, PanelSessionStore } from "../../ports/panel-session-store.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
+import type { AuditRecord } from "../../ports/audit-log.js";
+import { SqliteAuditLog } from "./sqlite-audit-log.js";
 
 interface SessionRow {
   session_id: string;
@@ -19,13 +21,22 @@ const COLUMNS = "session_id, role, account_id, credential_id, credential_fingerp
 /** Panel sessions in the embedded file; creating one deletes the expired ones (indexed by expiry: sign-ins are rare). */
 export class SqlitePanelSessionStore implements PanelSessionStore {
   private readonly statements;
+  /** A change and its audit record in one IMMEDIATE transaction; the record only when the change applied (true). */
+  private readonly audited: (change: () => boolean, audit: AuditRecord | undefined) => boolean;
 
-  constructor(db: SqliteDb) {
+  constructor(db: SqliteDb, audit = new SqliteAuditLog(db)) {
+    const tx = db.transaction((change: () => boolean, record: AuditRecord | undefined) => {
+      const applied = change();
+      if (applied) audit.append(record);
+      return applied;
+    });
+    this.audited = (change, record) => sqliteCall(() => tx.immediate(change, record));
     this.statements = {
       sweep: db.prepare("DELETE FROM panel_sessions WHERE expires_at <= ?"),
       insert: db.prepare(`INSERT OR REPLACE INTO panel_sessions (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
       get: db.prepare(`SELECT ${COLUMNS} FROM panel_sessions WHERE session_id = ?`),
       revoke: db.prepare("UPDATE panel_sessions SET revoked_at = COALESCE(revoked_at, ?) WHERE session_id = ? AND expires_at > ?"),
+      isOpen: db.prepare("SELECT 1 FROM panel_sessions WHERE session_id = ? AND revoked_at IS NULL AND expires_at > ?").pluck(),
       revokeByCredential: db.prepare(
         "UPDATE panel_sessions SET revoked_at = ? WHERE credential_id = ? AND revoked_at IS NULL AND expires_at > ?",
       ),
@@ -35,22 +46,30 @@ export class SqlitePanelSessionStore implements PanelSessionStore {
     };
   }
 
-  async create(record: PanelSessionRecord): Promise<void> {
-    sqliteCall(() => {
+  async create(record: PanelSessionRecord, audit?: AuditRecord): Promise<void> {
+    this.audited(() => {
       this.statements.sweep.run(record.createdAt.getTime());
       this.statements.insert.run(
         record.sessionId, record.role, record.accountId, record.credentialId, record.credentialFingerprint,
         record.createdAt.getTime(), record.expiresAt.getTime(), record.revokedAt?.getTime() ?? null,
       );
-    });
+      return true;
+    }, audit);
   }
 
   async get(sessionId: string): Promise<PanelSessionRecord | undefined> {
     return toRecord(sqliteCall(() => this.statements.get.get(sessionId)) as SessionRow | undefined);
   }
 
-  async revoke(sessionId: string, at: Date): Promise<boolean> {
-    return sqliteCall(() => this.statements.revoke.run(at.getTime(), sessionId, at.getTime())).changes > 0;
+  async revoke(sessionId: string, at: Date, audit?: AuditRecord): Promise<boolean> {
+    let found = false;
+    // The record only when this call ends the session (an ended one keeps its first end and is recorded once).
+    this.audited(() => {
+      const open = this.statements.isOpen.get(sessionId, at.getTime()) !== undefined;
+      found = this.statements.revoke.run(at.getTime(), sessionId, at.getTime()).changes > 0;
+      return open;
+    }, audit);
+    return found;
   }
 
   async revokeByCredential(credentialId: string, at: Date): Promise<number> {

@@ -106,9 +106,9 @@ export class SqliteSettingsStore implements SettingsStore {
     return table;
   }
 
-  async setPrices(model: string, prices: ModelPrices): Promise<void> {
+  async setPrices(model: string, prices: ModelPrices, audit?: AuditRecord): Promise<void> {
     this.cachedPrices = undefined;
-    sqliteCall(() => this.statements.setPrice.run(model, JSON.stringify(formatModelPrices(prices))));
+    this.audited(() => this.statements.setPrice.run(model, JSON.stringify(formatModelPrices(prices))), audit);
   }
 
   /** A tool's price is a row of the prices table keyed "tool:<name>" (no model id has a colon), {"per_call": "<decimal>"}. */
@@ -124,14 +124,13 @@ export class SqliteSettingsStore implements SettingsStore {
     return table;
   }
 
-  async setToolPrice(tool: string, price: Money | undefined): Promise<void> {
+  async setToolPrice(tool: string, price: Money | undefined, audit?: AuditRecord): Promise<void> {
     this.cachedToolPrices = undefined;
     const key = TOOL_PRICE_KEY_PREFIX + tool;
-    sqliteCall(() =>
-      price === undefined
-        ? this.statements.deletePrice.run(key)
-        : this.statements.setPrice.run(key, JSON.stringify({ per_call: formatToolPrice(price) })),
-    );
+    this.audited(() => {
+      if (price === undefined) this.statements.deletePrice.run(key);
+      else this.statements.setPrice.run(key, JSON.stringify({ per_call: formatToolPrice(price) }));
+    }, audit);
   }
 
   async webhook(accountId: string): Promise<WebhookEndpoint | undefined> {

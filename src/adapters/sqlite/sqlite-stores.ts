@@ -116,14 +116,14 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
     const settings = new SqliteSettingsStore(db, audit);
     await settings.seedPrices(options.defaultPrices);
     const jobs = new SqliteJobStore(db);
-    const ledger = new SqliteLedger(db);
+    const ledger = new SqliteLedger(db, Date.now, audit);
     const writes = new GroupedWrites(db, { onCommit: options.onGroupCommit, verify: () => identity.verify() });
     const stores: StorePorts = {
       jobs,
       ledger,
       intentHolds: new SqliteIntentHolds(db, jobs, ledger, writes),
-      apiKeys: new SqliteApiKeyStore(db),
-      panelSessions: new SqlitePanelSessionStore(db),
+      apiKeys: new SqliteApiKeyStore(db, audit),
+      panelSessions: new SqlitePanelSessionStore(db, audit),
       idempotency: new SqliteIdempotencyStore(db),
       settings,
       deliveries: new SqliteDeliveryLog(db),

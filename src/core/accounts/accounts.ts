@@ -5,6 +5,8 @@ import { checkTextLength, MAX_NAME_CHARACTERS } from "../../domain/validation/te
 import type { BalanceSnapshot, Ledger } from "../../ports/ledger.js";
 import type { SettingsStore } from "../../ports/settings-store.js";
 import { balanceView } from "../services/balance-view.js";
+import type { Audit } from "../audit/audit-trail.js";
+import { formatMoney } from "../../domain/money.js";
 import { newWebhookSecret } from "../webhooks/webhook-requests.js";
 
 /** Accounts and their money as the operator opens and credits them (AdminService); an owner reads the same balance. */
@@ -34,12 +36,29 @@ export async function openAccount(
   return { accountId, name, balance: balanceView(await existingBalance(deps.ledger, accountId)) };
 }
 
-/** Credits the account; its balance stays within the maximum (422). */
-export async function addCredits(ledger: Pick<Ledger, "credit" | "balance">, accountId: string, amountText: string) {
+/** The longest reason a credit (or an adjustment) may carry into the audit trail. */
+export const MAX_REASON_CHARACTERS = 500;
+
+/**
+ * The audit trail's record of a change of the balance (credit.added; an adjustment's too): the balance read before and
+ * the one it makes, the amount and the reason. `before` is the balance read just before the change (decision 0034).
+ */
+export function balanceChange(accountId: string, before: bigint, change: bigint, reason: string) {
+  return {
+    accountId, subject: accountId,
+    before: { balance: formatMoney(before) },
+    after: { balance: formatMoney(before + change), amount: formatMoney(change), ...(reason === "" ? {} : { reason }) },
+  };
+}
+
+/** Credits the account; its balance stays within the maximum (422). The audit trail records it with its reason. */
+export async function addCredits(ledger: Pick<Ledger, "credit" | "balance">, accountId: string, amountText: string, reason = "", audit?: Audit) {
   const credit = amount("amount", amountText, { allowZero: false, max: MAX_CREDIT });
+  checkTextLength("reason", reason, MAX_REASON_CHARACTERS);
   // Checked before the credit, not in the same step: concurrent credits may pass the maximum by at most one credit.
-  checkBalanceAfterCredit((await existingBalance(ledger, accountId)).balance, credit);
-  const snapshot = await ledger.credit(accountId, credit);
+  const before = (await existingBalance(ledger, accountId)).balance;
+  checkBalanceAfterCredit(before, credit);
+  const snapshot = await ledger.credit(accountId, credit, audit?.("credit.added", balanceChange(accountId, before, credit, reason)));
   if (!snapshot) throw accountNotFound(accountId);
   return balanceView(snapshot);
 }

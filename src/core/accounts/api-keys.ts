@@ -13,6 +13,7 @@ import type { Clock } from "../../ports/clock.js";
 import type { Ledger } from "../../ports/ledger.js";
 import type { PanelSessionStore } from "../../ports/panel-session-store.js";
 import { hashSecret } from "../auth/presented-key.js";
+import type { Audit } from "../audit/audit-trail.js";
 
 /**
  * API keys and owner tokens as both the operator (AdminService) and an
@@ -41,12 +42,29 @@ export async function keyOfAccount(apiKeys: ApiKeyStore, accountId: string, keyI
   return record;
 }
 
+/** What the audit trail shows of a credential: never its secret nor its hash. */
+const auditedKey = (record: Pick<ApiKeyRecord, "name" | "models" | "limits">) => ({
+  name: record.name ?? "", models: [...record.models], limits: limitsMessage(record.limits ?? {}),
+});
+
 /** Revokes a key or an owner token (the operator's); a revoked owner token's panel sessions end with it. */
-export async function revokeCredential(deps: KeyDeps & { readonly panelSessions: Pick<PanelSessionStore, "revokeByCredential"> }, keyId: string) {
+export async function revokeCredential(
+  deps: KeyDeps & { readonly panelSessions: Pick<PanelSessionStore, "revokeByCredential"> }, keyId: string, audit?: Audit,
+) {
   const record = await existingKey(deps.apiKeys, keyId, { owners: true });
-  if (!(await deps.apiKeys.revoke(keyId))) throw keyNotFound(keyId);
+  await revokeKey(deps, record, audit);
   // A revoked owner token's sessions are refused anyway (ownerOfSession); their records end too, so no listing shows them open.
   if (record.role === "owner") await deps.panelSessions.revokeByCredential(record.keyId, deps.clock.now());
+}
+
+/**
+ * The one revocation of a credential found (the operator's and the owner's): recorded in the audit trail, except when
+ * it was revoked already (nothing changes).
+ */
+export async function revokeKey(deps: KeyDeps, record: ApiKeyRecord, audit?: Audit): Promise<void> {
+  const kind = record.role === "owner" ? "owner_token.revoked" : "key.revoked";
+  const change = { accountId: record.accountId, subject: record.keyId, before: { revoked: record.revoked }, after: { revoked: true } };
+  if (!(await deps.apiKeys.revoke(record.keyId, record.revoked ? undefined : audit?.(kind, change)))) throw keyNotFound(record.keyId);
 }
 
 /** Grants name at least one model, each "*" or a model of the catalog (422 invalid_grants). */
@@ -66,7 +84,7 @@ const newSecret = (role: CredentialRole) => `${role === "owner" ? "gso" : "gsk"}
 
 /** A new credential of the account; its secret is returned here once and only its hash is stored. */
 export async function issueCredential(
-  deps: KeyDeps, accountId: string, role: CredentialRole, models: readonly string[], limits: KeyLimits, name = "",
+  deps: KeyDeps, accountId: string, role: CredentialRole, models: readonly string[], limits: KeyLimits, name = "", audit?: Audit,
 ): Promise<{ record: ApiKeyRecord; secret: string }> {
   checkTextLength("name", name, MAX_NAME_CHARACTERS);
   const keyId = `${role === "owner" ? "own" : "key"}_${randomUUID().replaceAll("-", "")}`;
@@ -75,7 +93,8 @@ export async function issueCredential(
     keyId, accountId, secretHash: hashSecret(secret), models: [...models], revoked: false, createdAt: deps.clock.now(), limits, name,
     ...(role === "owner" ? { role } : {}),
   };
-  await deps.apiKeys.create(record);
+  const kind = role === "owner" ? "owner_token.created" : "key.created";
+  await deps.apiKeys.create(record, audit?.(kind, { accountId, subject: keyId, after: { ...auditedKey(record), secret: "issued" } }));
   return { record, secret };
 }
 
@@ -114,7 +133,7 @@ export interface KeyUpdate {
  * The one change of a key's name, grants and limits together (the operator's and the owner's): every field is checked
  * before anything is written, and the store's next lookup (every process's, on Cassandra) sees the change.
  */
-export async function updateKey(deps: KeyDeps, record: ApiKeyRecord, update: KeyUpdate): Promise<ApiKeyRecord> {
+export async function updateKey(deps: KeyDeps, record: ApiKeyRecord, update: KeyUpdate, audit?: Audit): Promise<ApiKeyRecord> {
   const mentioned = new Set<keyof KeyLimits>();
   const change: { name?: string; models?: readonly string[]; limits?: KeyLimits } = {};
   for (const path of update.updateMask?.paths ?? []) {
@@ -133,7 +152,12 @@ export async function updateKey(deps: KeyDeps, record: ApiKeyRecord, update: Key
     mentioned.add(field);
   }
   if (mentioned.size > 0) change.limits = changeKeyLimits(record.limits ?? {}, limitsInput(update.limits), mentioned);
-  const changed = await deps.apiKeys.update(record.keyId, change satisfies KeyChange);
+  const was = auditedKey(record);
+  const now = auditedKey({ name: change.name ?? record.name, models: change.models ?? record.models, limits: change.limits ?? record.limits });
+  const fields = (["name", "models", "limits"] as const).filter((field) => change[field] !== undefined);
+  const pick = (view: typeof was) => Object.fromEntries(fields.map((field) => [field, view[field]]));
+  const entry = fields.length === 0 ? undefined : audit?.("key.updated", { accountId: record.accountId, subject: record.keyId, before: pick(was), after: pick(now) });
+  const changed = await deps.apiKeys.update(record.keyId, change satisfies KeyChange, entry);
   if (!changed) throw keyNotFound(record.keyId);
   return changed;
 }
@@ -142,14 +166,17 @@ export async function updateKey(deps: KeyDeps, record: ApiKeyRecord, update: Key
  * The one rotation of a key's secret: a new secret for the same key (grants, limits and spending stay with the key id);
  * the old one ends at once, or after `graceSeconds` (0 to MAX_ROTATION_GRACE_SECONDS). The new secret is returned once.
  */
-export async function rotateKey(deps: KeyDeps, record: ApiKeyRecord, graceSeconds: number): Promise<{ record: ApiKeyRecord; secret: string }> {
+export async function rotateKey(
+  deps: KeyDeps, record: ApiKeyRecord, graceSeconds: number, audit?: Audit,
+): Promise<{ record: ApiKeyRecord; secret: string }> {
   if (!Number.isInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > MAX_ROTATION_GRACE_SECONDS) {
     throw invalid("invalid_grace_seconds", `grace_seconds must be a whole number from 0 to ${MAX_ROTATION_GRACE_SECONDS}`, { field: "grace_seconds" });
   }
   if (record.revoked) throw keyNotFound(record.keyId);
   const secret = newSecret(record.role ?? "key");
   const ends = new Date(deps.clock.now().getTime() + graceSeconds * 1000);
-  const rotated = await deps.apiKeys.rotate(record.keyId, hashSecret(secret), ends);
+  const change = { accountId: record.accountId, subject: record.keyId, after: { secret: "changed", grace_seconds: graceSeconds, previous_secret_ends: ends.toISOString() } };
+  const rotated = await deps.apiKeys.rotate(record.keyId, hashSecret(secret), ends, audit?.("key.rotated", change));
   if (!rotated) throw new DomainError("conflict", "key_rotation_conflict", `key ${record.keyId} was rotated by another call at the same time; read it and retry`);
   return { record: rotated, secret };
 }

@@ -8,9 +8,16 @@ import {
 import { badRequest, DomainError } from "../../domain/errors/domain-error.js";
 import type { ApiKeyStore } from "../../ports/api-key-store.js";
 import type { WriteBarrier } from "../../ports/write-barrier.js";
+import type { PanelSessionRecord } from "../../ports/panel-session-store.js";
 import { presentsAdminToken } from "../auth/admin-auth.js";
 import { ownerOfSession, ownerOfToken, presentedSession, SESSION_HEADER, type SessionAuthDeps } from "../auth/owner-auth.js";
 import { presentedKey } from "../auth/presented-key.js";
+import type { Audit } from "../audit/audit-trail.js";
+
+/** The Audit of a call by the actor a session names ("admin" for the operator's, "owner:<account_id>" for an owner's). */
+export type AuditBy = (actor: string) => Audit;
+const actorOf = (session: { readonly role: string; readonly accountId: string }) => (session.role === "owner" ? `owner:${session.accountId}` : "admin");
+const sessionAccount = (accountId: string) => (accountId === "" ? undefined : accountId);
 
 /**
  * The web panel's sessions: started and ended by whoever holds one (an
@@ -37,7 +44,7 @@ function sessionAnswer(secret: Buffer, session: PresentedSession, token: string)
 }
 
 /** A session for the owner token or admin token the headers carry; a session presented instead is answered as it is. */
-export async function startSession(deps: PanelSessionDeps, headers: Headers) {
+export async function startSession(deps: PanelSessionDeps, headers: Headers, auditBy?: AuditBy) {
   const secret = deps.settingsOf.urlSigningSecret;
   const now = deps.clock.now();
   const expiresAt = new Date(now.getTime() + SESSION_LIFETIME_MS);
@@ -66,13 +73,15 @@ export async function startSession(deps: PanelSessionDeps, headers: Headers) {
     credentialFingerprint: credentialFingerprint(secret, operator ? adminToken : presentedKey(headers)!),
     createdAt: now,
     expiresAt,
-  });
+  }, auditBy?.(actorOf(session))("session.started", {
+    accountId: sessionAccount(session.accountId), subject: session.id, after: { role: session.role, expires_at: expiresAt.toISOString() },
+  }));
   await deps.durability.flush();
   return sessionAnswer(secret, session, issueSession(secret, session, session.id));
 }
 
 /** Ends the session the headers carry (sign-out). */
-export async function endSession(deps: PanelSessionDeps, headers: Headers): Promise<void> {
+export async function endSession(deps: PanelSessionDeps, headers: Headers, auditBy?: AuditBy): Promise<void> {
   const token = headers.get(SESSION_HEADER);
   if (token === null) throw new DomainError("unauthenticated", "missing_credential", "EndSession needs the session in x-panel-session");
   // Signed by us is enough: ending a session needs no CSRF token and harms only its holder; an expired one has nothing left to end.
@@ -83,7 +92,7 @@ export async function endSession(deps: PanelSessionDeps, headers: Headers): Prom
     if (error instanceof DomainError && error.reason === "session_expired") return;
     throw error;
   }
-  await deps.panelSessions.revoke(session.id, deps.clock.now());
+  await endRecorded(deps, session.id, auditBy && ((record) => auditBy(actorOf(record))));
   await deps.durability.flush();
 }
 
@@ -109,8 +118,21 @@ export async function listOpenSessions(deps: SessionAuthDeps, limit = DEFAULT_SE
 }
 
 /** Ends an open session (the operator's); an unknown or ended one is panel_session_not_found. */
-export async function revokeOpenSession(deps: Pick<SessionAuthDeps, "panelSessions" | "clock">, sessionId: string): Promise<void> {
-  if (sessionId === "" || !(await deps.panelSessions.revoke(sessionId, deps.clock.now()))) {
+export async function revokeOpenSession(deps: Pick<SessionAuthDeps, "panelSessions" | "clock">, sessionId: string, audit?: Audit): Promise<void> {
+  if (sessionId === "" || !(await endRecorded(deps, sessionId, audit && (() => audit)))) {
     throw new DomainError("not_found", "panel_session_not_found", `no open panel session ${sessionId}`);
   }
+}
+
+/** Ends a session; the audit trail records it (session.ended) when it was open, not when it had ended already. */
+async function endRecorded(
+  deps: Pick<SessionAuthDeps, "panelSessions" | "clock">, sessionId: string, auditFor?: (record: PanelSessionRecord) => Audit,
+): Promise<boolean> {
+  const now = deps.clock.now();
+  const record = await deps.panelSessions.get(sessionId);
+  const open = record && !record.revokedAt && record.expiresAt > now;
+  const entry = open && auditFor?.(record)("session.ended", {
+    accountId: sessionAccount(record.accountId), subject: sessionId, before: { open: true }, after: { open: false },
+  });
+  return deps.panelSessions.revoke(sessionId, now, entry || undefined);
 }

@@ -13,7 +13,14 @@ import { CLIENT_ADDRESS } from "../auth/credential-guard.js";
  * which writes both in one atomic step. A change kind is wired with one argument: the `Audit` of its call, e.g.
  * `deps.settings.setModelPaused(id, paused, audit?.("model.paused", { subject: id, before, after }))`.
  */
-export const AUDIT_KINDS = ["project.paused", "model.paused", "route.paused", "webhook.set", "webhook.secret_rotated"] as const;
+export const AUDIT_KINDS = [
+  "project.paused", "model.paused", "route.paused", "webhook.set", "webhook.secret_rotated",
+  "credit.added",
+  "key.created", "key.updated", "key.rotated", "key.revoked",
+  "owner_token.created", "owner_token.revoked",
+  "price.updated", "tool_price.set", "tool_price.deleted",
+  "session.started", "session.ended",
+] as const;
 export type AuditKind = (typeof AUDIT_KINDS)[number] | (string & {});
 
 /** What one change did: values as plain JSON (never a secret: say "changed" instead). */

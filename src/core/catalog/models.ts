@@ -68,7 +68,7 @@ export async function priceList(settings: Pick<SettingsStore, "prices">) {
 }
 
 /** Sets a model's prices (the fields sent, the rest kept as they were); answers them as now in force. */
-export async function updatePrice(settings: Pick<SettingsStore, "prices" | "setPrices">, price: ModelPrice | undefined) {
+export async function updatePrice(settings: Pick<SettingsStore, "prices" | "setPrices">, price: ModelPrice | undefined, audit?: Audit) {
   const model = knownModel(price?.model ?? "");
   const previous = (await settings.prices()).get(model.id);
   const text = price!;
@@ -81,6 +81,7 @@ export async function updatePrice(settings: Pick<SettingsStore, "prices" | "setP
   };
   checkPriceTexts(prices);
   const next = parseModelPrices(model, prices, previous);
-  await settings.setPrices(model.id, next);
+  const change = { subject: model.id, before: previous && formatModelPrices(previous), after: formatModelPrices(next) };
+  await settings.setPrices(model.id, next, audit?.("price.updated", change));
   return { model: model.id, ...priceMessage(formatModelPrices(next)) };
 }

@@ -1,6 +1,7 @@
 import type { ToolPrice } from "../../../gen/generation/v1/admin_service_pb.js";
 import { formatToolPrice, knownTool, parseToolPrice } from "../../domain/pricing/tool-prices.js";
 import type { SettingsStore } from "../../ports/settings-store.js";
+import type { Audit } from "../audit/audit-trail.js";
 
 /** The built-in tools' per-call prices as the operator sets them (AdminService) and lists them with the models' prices. */
 
@@ -11,17 +12,20 @@ export async function toolPriceList(settings: Pick<SettingsStore, "toolPrices">)
 }
 
 /** Sets a built-in tool's per-call price (404 unknown_tool, 400 invalid_price); answers it as now in force. */
-export async function setToolPrice(settings: Pick<SettingsStore, "setToolPrice">, price: ToolPrice | undefined) {
+export async function setToolPrice(settings: Pick<SettingsStore, "setToolPrice" | "toolPrices">, price: ToolPrice | undefined, audit?: Audit) {
   const tool = knownTool(price?.tool ?? "");
   const perCall = parseToolPrice(price?.perCall ?? "");
-  await settings.setToolPrice(tool, perCall);
+  const previous = (await settings.toolPrices()).get(tool);
+  const change = { subject: tool, before: previous === undefined ? undefined : { per_call: formatToolPrice(previous) }, after: { per_call: formatToolPrice(perCall) } };
+  await settings.setToolPrice(tool, perCall, audit?.("tool_price.set", change));
   return { tool, perCall: formatToolPrice(perCall) };
 }
 
 /** Removes a built-in tool's price: calls declaring it are refused again. */
-export async function deleteToolPrice(settings: Pick<SettingsStore, "toolPrices" | "setToolPrice">, name: string) {
+export async function deleteToolPrice(settings: Pick<SettingsStore, "toolPrices" | "setToolPrice">, name: string, audit?: Audit) {
   const tool = knownTool(name);
-  const removed = (await settings.toolPrices()).has(tool);
-  if (removed) await settings.setToolPrice(tool, undefined);
+  const previous = (await settings.toolPrices()).get(tool);
+  const removed = previous !== undefined;
+  if (removed) await settings.setToolPrice(tool, undefined, audit?.("tool_price.deleted", { subject: tool, before: { per_call: formatToolPrice(previous) } }));
   return { tool, removed };
 }

@@ -5,7 +5,7 @@ import { auditOf, auditPage } from "../audit/audit-trail.js";
 import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
 import { existingBalance } from "../accounts/accounts.js";
 import {
-  accountKeys, checkGrants, issueCredential, keyNotFound, keyOfAccount, keyView, parseLimitsMessage, rotateKey, updateKey,
+  accountKeys, checkGrants, issueCredential, keyOfAccount, keyView, parseLimitsMessage, revokeKey, rotateKey, updateKey,
 } from "../accounts/api-keys.js";
 import { endSession, startSession } from "../accounts/panel-sessions.js";
 import { authenticateOwner, type Owner } from "../auth/owner-auth.js";
@@ -34,10 +34,10 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
   const byOwner = (context: HandlerContext, accountId: string) => auditOf(deps.clock, context, `owner:${accountId}`);
 
   return {
-    startSession: (_request, context) => startSession(deps, context.requestHeader),
+    startSession: (_request, context) => startSession(deps, context.requestHeader, (actor) => auditOf(deps.clock, context, actor)),
 
     endSession: async (_request, context) => {
-      await endSession(deps, context.requestHeader);
+      await endSession(deps, context.requestHeader, (actor) => auditOf(deps.clock, context, actor));
       return {};
     },
 
@@ -51,20 +51,20 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
       owner(context.requestHeader, async ({ accountId }) => {
         checkGrants(request.models);
         const limits = parseLimitsMessage(request.limits);
-        const { record, secret: apiKey } = await issueCredential(deps, accountId, "key", request.models, limits, request.name);
+        const { record, secret: apiKey } = await issueCredential(deps, accountId, "key", request.models, limits, request.name, byOwner(context, accountId));
         return { key: await keyView(deps, record), apiKey };
       }),
 
     updateAccountApiKey: (request, context) =>
       owner(context.requestHeader, async ({ accountId }) => {
-        const record = await updateKey(deps, await keyOfAccount(deps.apiKeys, accountId, request.keyId), request);
+        const record = await updateKey(deps, await keyOfAccount(deps.apiKeys, accountId, request.keyId), request, byOwner(context, accountId));
         return { key: await keyView(deps, record) };
       }),
 
     revokeAccountApiKey: (request, context) =>
       owner(context.requestHeader, async ({ accountId }) => {
         const record = await keyOfAccount(deps.apiKeys, accountId, request.keyId);
-        if (!(await deps.apiKeys.revoke(record.keyId))) throw keyNotFound(record.keyId);
+        await revokeKey(deps, record, byOwner(context, accountId));
         return { key: await keyView(deps, { ...record, revoked: true }) };
       }),
 
@@ -92,7 +92,7 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
 
     rotateAccountApiKey: (request, context) =>
       owner(context.requestHeader, async ({ accountId }) => {
-        const { record, secret: apiKey } = await rotateKey(deps, await keyOfAccount(deps.apiKeys, accountId, request.keyId), request.graceSeconds);
+        const { record, secret: apiKey } = await rotateKey(deps, await keyOfAccount(deps.apiKeys, accountId, request.keyId), request.graceSeconds, byOwner(context, accountId));
         return { key: await keyView(deps, record), apiKey };
       }),
     listAuditEvents: (request, context) =>

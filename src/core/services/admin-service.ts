@@ -47,7 +47,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     createAccount: (request, context) => admin(context.requestHeader, () => openAccount(deps, request.name, request.balance)),
 
     addCredits: (request, context) =>
-      admin(context.requestHeader, async () => ({ balance: await addCredits(deps.ledger, request.accountId, request.amount) })),
+      admin(context.requestHeader, async () => ({ balance: await addCredits(deps.ledger, request.accountId, request.amount, request.reason, byAdmin(context)) })),
 
     getAccountBalance: (request, context) =>
       admin(context.requestHeader, async () => ({ balance: balanceView(await existingBalance(deps.ledger, request.accountId)) })),
@@ -65,7 +65,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
       ofAccount(context.requestHeader, request.accountId, async () => {
         checkGrants(request.models);
         const limits = parseLimitsMessage(request.limits);
-        const { record, secret } = await issueCredential(deps, request.accountId, "key", request.models, limits, request.name);
+        const { record, secret } = await issueCredential(deps, request.accountId, "key", request.models, limits, request.name, byAdmin(context));
         return { keyId: record.keyId, apiKey: secret, models: request.models, accountId: request.accountId, limits: limitsMessage(limits), name: request.name };
       }),
 
@@ -74,13 +74,13 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     updateApiKey: (request, context) =>
       admin(context.requestHeader, async () => {
-        const record = await updateKey(deps, await existingKey(deps.apiKeys, request.keyId), request);
+        const record = await updateKey(deps, await existingKey(deps.apiKeys, request.keyId), request, byAdmin(context));
         return { key: await keyView(deps, record) };
       }),
 
     revokeApiKey: (request, context) =>
       admin(context.requestHeader, async () => {
-        await revokeCredential(deps, request.keyId);
+        await revokeCredential(deps, request.keyId, byAdmin(context));
         return { keyId: request.keyId, revoked: true };
       }),
 
@@ -89,7 +89,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     createOwnerToken: (request, context) =>
       ofAccount(context.requestHeader, request.accountId, async () => {
-        const { record, secret } = await issueCredential(deps, request.accountId, "owner", [], {});
+        const { record, secret } = await issueCredential(deps, request.accountId, "owner", [], {}, "", byAdmin(context));
         return { tokenId: record.keyId, ownerToken: secret, accountId: request.accountId };
       }),
 
@@ -98,7 +98,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     revokePanelSession: (request, context) =>
       admin(context.requestHeader, async () => {
-        await revokeOpenSession(deps, request.sessionId);
+        await revokeOpenSession(deps, request.sessionId, byAdmin(context));
         return { sessionId: request.sessionId, revoked: true };
       }),
 
@@ -126,11 +126,11 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     setRoutePaused: (request, context) => admin(context.requestHeader, () => pauseRoute(deps, request.name, request.paused, byAdmin(context))),
 
-    updatePrice: (request, context) => admin(context.requestHeader, async () => ({ price: await updatePrice(deps.settings, request.price) })),
+    updatePrice: (request, context) => admin(context.requestHeader, async () => ({ price: await updatePrice(deps.settings, request.price, byAdmin(context)) })),
 
     rotateApiKey: (request, context) =>
       admin(context.requestHeader, async () => {
-        const { record, secret } = await rotateKey(deps, await existingKey(deps.apiKeys, request.keyId), request.graceSeconds);
+        const { record, secret } = await rotateKey(deps, await existingKey(deps.apiKeys, request.keyId), request.graceSeconds, byAdmin(context));
         return { key: await keyView(deps, record), apiKey: secret };
       }),
 
@@ -138,9 +138,9 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     listAuditEvents: (request, context) => admin(context.requestHeader, () => auditPage(deps, deps.settingsOf.urlSigningSecret, request)),
 
-    setToolPrice: (request, context) => admin(context.requestHeader, async () => ({ price: await setToolPrice(deps.settings, request.price) })),
+    setToolPrice: (request, context) => admin(context.requestHeader, async () => ({ price: await setToolPrice(deps.settings, request.price, byAdmin(context)) })),
 
-    deleteToolPrice: (request, context) => admin(context.requestHeader, () => deleteToolPrice(deps.settings, request.tool)),
+    deleteToolPrice: (request, context) => admin(context.requestHeader, () => deleteToolPrice(deps.settings, request.tool, byAdmin(context))),
   };
 }
 

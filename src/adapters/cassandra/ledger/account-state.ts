@@ -12,7 +12,8 @@ export type Operation =
   | { kind: "reserve"; reservationId: string; amount: Money; options?: ReserveOptions }
   | { kind: "settle"; reservationId: string; amount: Money; tokens?: SettledTokens }
   | { kind: "release"; reservationId: string; reason?: ReleaseReason }
-  | { kind: "credit"; amount: Money };
+  /** `audit`: the credit's audit event (encodeRecord), carried by its journal entry (AuditOutbox). */
+  | { kind: "credit"; amount: Money; audit?: string };
 
 /**
  * A settle that ended its hold answers its Settlement; one that found no hold
@@ -87,6 +88,8 @@ export interface JournalEntry {
   readonly at: number;
   /** The id of the operation that made it (absent in journals written before version 12). */
   readonly op?: string;
+  /** On an audited credit: its audit event (JSON), copied into audit_events with the journal (migration 0017). */
+  readonly audit?: string;
 }
 
 export interface Journal {

@@ -5,6 +5,8 @@ import type {
   AccountListPage, AccountListQuery, BalanceSnapshot, KeyAccount, Ledger, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../../ports/ledger.js";
 import { conditional, type CassandraClient } from "../cassandra-session.js";
+import type { AuditRecord } from "../../../ports/audit-log.js";
+import { AuditOutbox, encodeRecord } from "../audit-outbox.js";
 import { noTelemetry, type Telemetry } from "../../../ports/telemetry.js";
 import { listAccount, listAccounts } from "./account-directory.js";
 import { keyHolds, MONEY, spendingOf, type Journal, type JournalEntry } from "./account-state.js";
@@ -38,6 +40,7 @@ export class CassandraLedger implements Ledger {
   private readonly rows: LedgerRows;
   private readonly statement: LedgerStatement;
   private readonly queue: GroupCommitQueue;
+  private readonly outbox: AuditOutbox;
 
   constructor(
     private readonly client: CassandraClient,
@@ -48,6 +51,7 @@ export class CassandraLedger implements Ledger {
     maxWrittenHolds = MAX_WRITTEN_HOLDS,
   ) {
     this.rows = new LedgerRows(client, now);
+    this.outbox = new AuditOutbox(client, now);
     this.statement = new LedgerStatement(client, this.rows);
     this.queue = new GroupCommitQueue(new LedgerRounds(client, this.rows, this.statement, now, telemetry, maxWrittenHolds), telemetry);
   }
@@ -73,9 +77,11 @@ export class CassandraLedger implements Ledger {
     this.statement.copyInBackground(accountId, journal);
   }
 
-  async credit(accountId: string, amount: Money): Promise<BalanceSnapshot | undefined> {
-    const outcome = await this.queue.enqueue(accountId, { kind: "credit", amount });
-    return outcome === "unknown_account" ? undefined : this.balance(accountId);
+  /** An audited credit: its event rides in the credit's journal entry and is copied out after (AuditOutbox). */
+  async credit(accountId: string, amount: Money, audit?: AuditRecord): Promise<BalanceSnapshot | undefined> {
+    const known = await this.outbox.conditional(audit, { ledger: accountId }, async () =>
+      (await this.queue.enqueue(accountId, { kind: "credit", amount, ...(audit ? { audit: encodeRecord(audit) } : {}) })) !== "unknown_account");
+    return known ? this.balance(accountId) : undefined;
   }
 
   async balance(accountId: string): Promise<BalanceSnapshot | undefined> {

@@ -59,6 +59,8 @@ export function apply(state: AccountState, batch: readonly Pending[], now: numbe
       case "credit":
         state.balance += operation.amount;
         round.record(id, "credit", operation.amount, 0n);
+        // The event rides in the credit's own entry, so it is written by the round's conditional write or not at all.
+        if (operation.audit !== undefined) round.entries.push({ ...round.entries.pop()!, audit: operation.audit });
         round.changed.push(id);
         round.outcomes.push("done");
         break;

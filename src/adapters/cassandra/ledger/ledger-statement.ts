@@ -1,4 +1,6 @@
 import { readReleaseReason } from "../../../domain/ledger/release-reasons.js";
+import { auditWrites } from "../cassandra-audit-log.js";
+import { decodeRecord } from "../audit-outbox.js";
 import type { LedgerCursor, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, LedgerEntryType } from "../../../ports/ledger.js";
 import type { CassandraClient, Row } from "../cassandra-session.js";
 import { dayOf, parseJournal, SEQ_PER_VERSION, type Journal, type JournalEntry } from "./account-state.js";
@@ -150,6 +152,8 @@ export class LedgerStatement {
           this.client.execute("INSERT INTO ledger_rounds (account_id, day, version, journal) VALUES (?, ?, ?, ?)", [
             accountId, day, BigInt(journal.version), days.size === 1 ? JSON.stringify(journal) : JSON.stringify({ version: journal.version, entries }),
           ]),
+          // Audited credits' events, copied with their journal (again, to the same rows, when their writer did already).
+          this.client.batch(entries.flatMap((entry) => (entry.audit === undefined ? [] : auditWrites(decodeRecord(entry.audit))))),
         ]),
       ),
     );

@@ -95,7 +95,7 @@ const ROUTES = [
   }),
   route({
     method: "POST", url: "/accounts/:accountId/credits", rpc: "addCredits", guard: "body",
-    request: ({ params, body }) => ({ ...params, amount: stringField(body, "amount") }),
+    request: ({ params, body }) => ({ ...params, amount: stringField(body, "amount"), reason: stringField(body, "reason", false) }),
     answer: ({ balance }) => balanceJson(balance),
   }),
   route({

@@ -170,7 +170,12 @@ export const ADMIN_SCHEMAS = {
     response: { 201: ACCOUNT },
   }),
   addCredits: admin("addCredits", "Add credits to an account", {
-    body: { type: "object", properties: { amount: orNull(MONEY_INPUT) }, required: ["amount"], examples: [{ amount: "25.00" }] },
+    body: {
+      type: "object",
+      properties: { amount: orNull(MONEY_INPUT), reason: { type: ["string", "null"], description: "Why (at most 500 characters); kept in the audit trail" } },
+      required: ["amount"],
+      examples: [{ amount: "25.00" }, { amount: "25.00", reason: "refund of ticket 1234" }],
+    },
     response: { 200: BALANCE },
   }),
   getAccountBalance: admin("getAccountBalance", "An account's balance", { response: { 200: BALANCE } }),
