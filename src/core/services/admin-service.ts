@@ -144,6 +144,15 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
     deleteToolPrice: (request, context) => admin(context.requestHeader, () => deleteToolPrice(deps.settings, request.tool)),
 
+    ...accountPageHandlers(deps, admin),
+  };
+}
+
+/** An account's page: its adjustments (decision 0038), its details and settings (decision 0039). */
+function accountPageHandlers(
+  deps: CoreDeps, admin: <T>(headers: Headers, work: () => Promise<T>) => Promise<T>,
+): Pick<ServiceImpl<typeof AdminService>, "adjustBalance" | "getAccount" | "updateAccount"> {
+  return {
     adjustBalance: (request, context) =>
       admin(context.requestHeader, () => adjustBalance(deps.ledger, request.accountId, request.amount, request.reason)),
 

@@ -84,31 +84,8 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
   /** Requests handed off by their handler, awaited by stop(). */
   const handedOff = new Set<Promise<void>>();
 
-  /** A finished, settled job's delivery, to its callback URL or the account's webhook. */
-  async function jobDelivery(jobId: string): Promise<Delivery | undefined> {
-    const job = await deps.jobs.get(jobId);
-    if (!job || !isTerminal(job.status) || !job.settled) return undefined;
-    const endpoint = await deps.settings.webhook(job.accountId);
-    const url = job.callbackUrl ?? (endpoint?.url || undefined);
-    if (!url || !endpoint) return undefined;
-    return {
-      key: job.id, jobId: job.id, accountId: job.accountId, url, secret: endpoint.secret, messageId: webhookMessageId(job),
-      since: job.finishedAt ?? deps.clock.now(), body: (now) => jobWebhookBody(deps, job, now), due: (fields) => ({ jobId: job.id, ...fields }),
-    };
-  }
-
-  /** A balance.low event's delivery, to the account's webhook (none set: nothing to deliver). */
-  async function alertDelivery(alert: BalanceLowDue): Promise<Delivery | undefined> {
-    const endpoint = await deps.settings.webhook(alert.accountId);
-    if (!endpoint || endpoint.url === "") return undefined;
-    return {
-      key: alert.accountId, jobId: "", accountId: alert.accountId, url: endpoint.url, secret: endpoint.secret, messageId: alert.alertId,
-      since: new Date(alert.at), body: () => balanceLowBody(alert), due: (fields) => ({ jobId: "", alert, ...fields }),
-    };
-  }
-
   async function attempt(event: WebhookAttemptDue): Promise<void> {
-    const delivery = event.alert ? await alertDelivery(event.alert) : await jobDelivery(event.jobId);
+    const delivery = event.alert ? await alertDelivery(deps, event.alert) : await jobDelivery(deps, event.jobId);
     if (!delivery) return;
     const { url, messageId } = delivery;
     const endpoint = { secret: delivery.secret };
@@ -206,6 +183,29 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
     async stop(graceMs: number): Promise<void> {
       await within(Promise.allSettled([...handedOff]), graceMs);
     },
+  };
+}
+
+/** A finished, settled job's delivery, to its callback URL or the account's webhook. */
+async function jobDelivery(deps: CoreDeps, jobId: string): Promise<Delivery | undefined> {
+  const job = await deps.jobs.get(jobId);
+  if (!job || !isTerminal(job.status) || !job.settled) return undefined;
+  const endpoint = await deps.settings.webhook(job.accountId);
+  const url = job.callbackUrl ?? (endpoint?.url || undefined);
+  if (!url || !endpoint) return undefined;
+  return {
+    key: job.id, jobId: job.id, accountId: job.accountId, url, secret: endpoint.secret, messageId: webhookMessageId(job),
+    since: job.finishedAt ?? deps.clock.now(), body: (now) => jobWebhookBody(deps, job, now), due: (fields) => ({ jobId: job.id, ...fields }),
+  };
+}
+
+/** A balance.low event's delivery, to the account's webhook (none set: nothing to deliver). */
+async function alertDelivery(deps: CoreDeps, alert: BalanceLowDue): Promise<Delivery | undefined> {
+  const endpoint = await deps.settings.webhook(alert.accountId);
+  if (!endpoint || endpoint.url === "") return undefined;
+  return {
+    key: alert.accountId, jobId: "", accountId: alert.accountId, url: endpoint.url, secret: endpoint.secret, messageId: alert.alertId,
+    since: new Date(alert.at), body: () => balanceLowBody(alert), due: (fields) => ({ jobId: "", alert, ...fields }),
   };
 }
 
