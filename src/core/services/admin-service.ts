@@ -143,7 +143,6 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     setToolPrice: (request, context) => admin(context.requestHeader, async () => ({ price: await setToolPrice(deps.settings, request.price) })),
 
     deleteToolPrice: (request, context) => admin(context.requestHeader, () => deleteToolPrice(deps.settings, request.tool)),
-
     ...accountPageHandlers(deps, admin),
   };
 }
