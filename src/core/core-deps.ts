@@ -13,6 +13,7 @@ import type { InputFetcher } from "../ports/input-fetcher.js";
 import type { JobFeed } from "../ports/job-feed.js";
 import type { JobStore } from "../ports/job-store.js";
 import type { Ledger } from "../ports/ledger.js";
+import type { BalanceAlertOutbox } from "../ports/balance-alerts.js";
 import type { GenerationProvider } from "../ports/provider.js";
 import type { SettingsStore } from "../ports/settings-store.js";
 import type { PanelSessionStore } from "../ports/panel-session-store.js";
@@ -45,6 +46,8 @@ export interface CorePorts {
   readonly deliveries: DeliveryLog;
   /** The audit trail's reads (its records ride with the changes: the stores' methods take them). */
   readonly audit: AuditLog;
+  /** The balance.low outbox the ledger writes (decision 0039), handed to the webhook dispatcher by the webhooks role; absent where the stores keep none. */
+  readonly balanceAlerts?: BalanceAlertOutbox;
   /** Awaited before an answer that acknowledges a write (a 202, a credit): what it acknowledges is on disk. */
   readonly durability: WriteBarrier;
   readonly clock: Clock;

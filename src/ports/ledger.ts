@@ -43,7 +43,7 @@ export interface SettledTokens {
   readonly candidatesTokens: number;
 }
 
-export type LedgerEntryType = "credit" | "hold" | "charge" | "release";
+export type LedgerEntryType = "credit" | "hold" | "charge" | "release" | "adjustment";
 
 /**
  * One movement of an account's money, written in the same atomic step as
@@ -66,6 +66,8 @@ export interface LedgerEntry {
   readonly tokens?: SettledTokens;
   /** On releases: why nothing was charged (undefined when the release gave none, as those written before reasons). */
   readonly reason?: ReleaseReason;
+  /** On adjustments: the operator's reason (decision 0038). */
+  readonly note?: string;
   readonly at: Date;
 }
 
@@ -117,6 +119,20 @@ export interface AccountListing {
   readonly createdAt: Date;
 }
 
+/** One account as its page shows it (decision 0039): the listing, and its low-balance setting and state. */
+export interface AccountDetails extends AccountListing {
+  /** Undefined: no alert. */
+  readonly lowBalanceThreshold?: Money;
+  /** Available was below the threshold when last judged (a balance.low event was due). */
+  readonly lowBalance: boolean;
+}
+
+/** What UpdateAccount changes: the fields present (a threshold of null removes the alert). */
+export interface AccountChange {
+  readonly name?: string;
+  readonly lowBalanceThreshold?: Money | null;
+}
+
 /** Where a page of accounts ended: its last account's sort key (the name key, or the id) and id. */
 export interface AccountCursor {
   readonly key: string;
@@ -137,6 +153,16 @@ export interface AccountListPage {
   /** Set when more accounts may match after the last one. */
   readonly next?: AccountCursor;
 }
+
+/**
+ * What an operator's adjustment did: applied (the balance after it and its
+ * entry), refused because a debit exceeded the available balance (nothing
+ * moved), or the account is unknown.
+ */
+export type AdjustOutcome =
+  | { readonly snapshot: BalanceSnapshot; readonly entry: LedgerEntry }
+  | "insufficient_funds"
+  | "unknown_account";
 
 /** What a settlement moved. */
 export interface Settlement {
@@ -171,6 +197,12 @@ export interface Ledger {
    * Cassandra in the credit's own round, copied out after): both or neither; none for an unknown account.
    */
   credit(accountId: string, amount: Money, audit?: AuditRecord): Promise<BalanceSnapshot | undefined>;
+  /**
+   * An operator's adjustment: a signed, non-zero amount with its reason, in
+   * one atomic step with its `adjustment` entry. A debit beyond the available
+   * balance (balance − reserved) is refused and moves nothing. `audit`: as credit's.
+   */
+  adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord): Promise<AdjustOutcome>;
   balance(accountId: string): Promise<BalanceSnapshot | undefined>;
   reserve(accountId: string, reservationId: string, amount: Money, options?: ReserveOptions): Promise<ReserveOutcome>;
   /**
@@ -199,6 +231,15 @@ export interface Ledger {
   keyAccount(accountId: string, keyId: string): Promise<KeyAccount>;
   /** A page of accounts, each read with its money (the operator's list); bounded by `limit`, never a scan of every account. */
   listAccounts(query: AccountListQuery): Promise<AccountListPage>;
+  /** One account with its money and settings; undefined when unknown. */
+  account(accountId: string): Promise<AccountDetails | undefined>;
+  /**
+   * Renames the account (its listing follows the new name on every backend)
+   * and/or sets its low-balance threshold; the low-balance state is judged
+   * again on the new threshold in the same step, without an event (decision
+   * 0039). Undefined when the account is unknown.
+   */
+  updateAccount(accountId: string, change: AccountChange): Promise<AccountDetails | undefined>;
   /** Whether any account exists (for the first-start hint). */
   hasAnyAccount(): Promise<boolean>;
 }

@@ -1,5 +1,6 @@
 import type { ApiKeyStore } from "./api-key-store.js";
 import type { AuditLog } from "./audit-log.js";
+import type { BalanceAlertOutbox } from "./balance-alerts.js";
 import type { DeliveryLog } from "./delivery-log.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import type { IntentHolds } from "./intent-holds.js";
@@ -26,4 +27,6 @@ export interface StorePorts {
   readonly deliveries: DeliveryLog;
   /** The audit trail's reads; its records are written by the stores above, with their changes. */
   readonly audit: AuditLog;
+  /** The balance.low outbox (decision 0039), where the ledger writes one; absent on Cassandra today. */
+  readonly balanceAlerts?: BalanceAlertOutbox;
 }

@@ -17,6 +17,7 @@ import { createTextService } from "../core/services/text-service.js";
 import { createGenerationWorker } from "../core/workers/generation-worker.js";
 import type { JobFinished } from "../core/jobs/finish-job.js";
 import { createWebhookDispatcher, type WebhookAttemptDue } from "../core/workers/webhook-dispatcher.js";
+import { createBalanceAlertRelay } from "../core/webhooks/balance-alerts.js";
 import { createRetentionSweeper } from "../core/workers/retention.js";
 import { createAnnouncer } from "../core/jobs/announcer.js";
 import { TOPICS, type Subscription } from "../ports/event-bus.js";
@@ -114,6 +115,7 @@ export function createCore(config: ServiceSettings, ports: CorePorts, publicBase
   let worker: ReturnType<typeof createGenerationWorker> | undefined;
   let webhooks: ReturnType<typeof createWebhookDispatcher> | undefined;
   let retentionTimer: NodeJS.Timeout | undefined;
+  const balanceAlerts = createBalanceAlertRelay(deps);
   return {
     deps,
     clients,
@@ -141,10 +143,12 @@ export function createCore(config: ServiceSettings, ports: CorePorts, publicBase
           await deps.bus.subscribe<JobFinished>(TOPICS.jobFinished, "webhook-dispatchers", webhooks.onJobFinished),
           await deps.bus.subscribe<WebhookAttemptDue>(TOPICS.webhookDelivery, "webhook-dispatchers", webhooks.onAttemptDue),
         );
+        balanceAlerts.start();
       }
     },
     async stopConsumers(graceMs) {
       clearInterval(retentionTimer);
+      balanceAlerts.stop();
       announcer.close();
       await Promise.all(subscriptions.splice(0).map((s) => s.close()));
       await Promise.all([worker?.stop(graceMs), webhooks?.stop(graceMs)]);

@@ -3,7 +3,7 @@ import { call, pico } from "./harness.js";
 
 export interface LedgerEntryJson {
   entry_id: string;
-  type: "credit" | "hold" | "charge" | "release";
+  type: "credit" | "hold" | "charge" | "release" | "adjustment";
   amount: string;
   balance_after: string;
   job_id: string | null;
@@ -16,6 +16,8 @@ export interface LedgerEntryJson {
   candidates_token_count: number;
   /** On releases: why nothing was charged (domain/ledger/release-reasons.ts); null elsewhere. */
   reason: string | null;
+  /** On adjustments: the operator's reason; null elsewhere. */
+  adjustment_reason: string | null;
 }
 
 /** Who reads the statement: the account's key (GET /api/v1/ledger) or the operator (GET /admin/v1/accounts/{id}/ledger). */

@@ -4,10 +4,13 @@ import { MemoryAuditLog } from "./memory-audit-log.js";
 import type { ReleaseReason } from "../../domain/ledger/release-reasons.js";
 import { boundedCharge, countsAsOpenHold } from "../../domain/pricing/settlement.js";
 import { countCharge, countReservation, keyAdmission, NO_SPENDING, type KeySpending } from "../../domain/accounts/key-limits.js";
+import { randomUUID } from "node:crypto";
 import { accountNameKey } from "../../domain/accounts/account-listing.js";
+import { isLowBalance, lowBalanceTransition } from "../../domain/accounts/low-balance.js";
 import type {
-  AccountListPage, AccountListQuery, BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
+  AccountChange, AccountDetails, AccountListPage, AccountListQuery, AdjustOutcome, BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
+import type { BalanceAlert, BalanceAlertOutbox } from "../../ports/balance-alerts.js";
 
 interface Account {
   name: string;
@@ -21,6 +24,8 @@ interface Account {
   entries: LedgerEntry[];
   /** Per key of the account: what it spent and its reservations this minute. */
   keys: Map<string, KeySpending>;
+  lowBalanceThreshold?: Money;
+  lowBalance: boolean;
 }
 
 interface Reservation {
@@ -37,16 +42,28 @@ interface Reservation {
  * one event loop every operation is atomic: concurrent reservations can never
  * overdraw an account or exceed its open-hold limit.
  */
-export class MemoryLedger implements Ledger {
+export class MemoryLedger implements Ledger, BalanceAlertOutbox {
   private readonly accounts = new Map<string, Account>();
   private readonly reservations = new Map<string, Reservation>();
+  private readonly alerts: BalanceAlert[] = [];
+
+  /** Judges the low-balance alert after a movement, in the same synchronous step (decision 0039). */
+  private judge(accountId: string, account: Account): void {
+    const available = account.balance - account.reserved;
+    const transition = lowBalanceTransition(available, account.lowBalanceThreshold, account.lowBalance);
+    if (transition === undefined) return;
+    account.lowBalance = transition === "crossed";
+    if (transition === "crossed") {
+      this.alerts.push({ alertId: `bal_${randomUUID().replaceAll("-", "")}`, accountId, available, threshold: account.lowBalanceThreshold!, at: new Date() });
+    }
+  }
 
   /** `audit`: where a credit's audit record goes, in the credit's own synchronous step. */
   constructor(private readonly audit = new MemoryAuditLog()) {}
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
     if (this.accounts.has(accountId)) throw new Error(`account ${accountId} exists`);
-    const account: Account = { name, createdAt: new Date(), balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [], entries: [], keys: new Map() };
+    const account: Account = { name, createdAt: new Date(), balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [], entries: [], keys: new Map(), lowBalance: false };
     this.accounts.set(accountId, account);
     if (initialBalance > 0n) record(account, { type: "credit", amount: initialBalance, reservedChange: 0n });
   }
@@ -57,7 +74,19 @@ export class MemoryLedger implements Ledger {
     account.balance += amount;
     record(account, { type: "credit", amount, reservedChange: 0n });
     this.audit.append(audit);
+    this.judge(accountId, account);
     return snapshot(account);
+  }
+
+  async adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord): Promise<AdjustOutcome> {
+    const account = this.accounts.get(accountId);
+    if (!account) return "unknown_account";
+    if (amount < 0n && account.balance - account.reserved < -amount) return "insufficient_funds";
+    account.balance += amount;
+    record(account, { type: "adjustment", amount, reservedChange: 0n, note: reason });
+    this.audit.append(audit);
+    this.judge(accountId, account);
+    return { snapshot: snapshot(account), entry: account.entries.at(-1)! };
   }
 
   async balance(accountId: string): Promise<BalanceSnapshot | undefined> {
@@ -87,6 +116,7 @@ export class MemoryLedger implements Ledger {
     account.open.add(reservationId);
     this.reservations.set(reservationId, { accountId, amount, state: "held", memo: options?.memo });
     record(account, { type: "hold", amount: 0n, reservedChange: amount, memo: options?.memo });
+    this.judge(accountId, account);
     return "reserved";
   }
 
@@ -100,6 +130,37 @@ export class MemoryLedger implements Ledger {
 
   async shortfalls(accountId: string): Promise<Shortfall[]> {
     return [...(this.accounts.get(accountId)?.shortfalls ?? [])];
+  }
+
+  async account(accountId: string): Promise<AccountDetails | undefined> {
+    const account = this.accounts.get(accountId);
+    if (!account) return undefined;
+    return {
+      accountId, name: account.name, balance: account.balance, reserved: account.reserved, createdAt: account.createdAt,
+      openJobs: [...account.open].filter((id) => this.reservations.get(id)?.memo?.jobId !== undefined).length,
+      ...(account.lowBalanceThreshold !== undefined && { lowBalanceThreshold: account.lowBalanceThreshold }), lowBalance: account.lowBalance,
+    };
+  }
+
+  async updateAccount(accountId: string, change: AccountChange): Promise<AccountDetails | undefined> {
+    const account = this.accounts.get(accountId);
+    if (!account) return undefined;
+    if (change.name !== undefined) account.name = change.name;
+    if (change.lowBalanceThreshold !== undefined) {
+      account.lowBalanceThreshold = change.lowBalanceThreshold ?? undefined;
+      account.lowBalance = isLowBalance(account.balance - account.reserved, account.lowBalanceThreshold);
+    }
+    return this.account(accountId);
+  }
+
+  /** The balance.low events due and not yet handed over (the outbox, ports/balance-alerts.ts), oldest first. */
+  async pendingBalanceAlerts(limit: number): Promise<BalanceAlert[]> {
+    return this.alerts.slice(0, limit);
+  }
+
+  async removeBalanceAlert(alertId: string): Promise<void> {
+    const at = this.alerts.findIndex((alert) => alert.alertId === alertId);
+    if (at >= 0) this.alerts.splice(at, 1);
   }
 
   async hasAnyAccount(): Promise<boolean> {
@@ -172,12 +233,13 @@ export class MemoryLedger implements Ledger {
     record(account, state === "settled"
       ? { type: "charge", amount: -settlement.charged, reservedChange: -reservation.amount, memo: reservation.memo, tokens }
       : { type: "release", amount: 0n, reservedChange: -reservation.amount, memo: reservation.memo, ...(reason !== undefined && { reason }) });
+    this.judge(reservation.accountId, account);
     return settlement;
   }
 }
 
 /** Appends an entry for a movement already applied to the account. */
-function record(account: Account, entry: Pick<LedgerEntry, "type" | "amount" | "reservedChange" | "memo" | "tokens" | "reason">): void {
+function record(account: Account, entry: Pick<LedgerEntry, "type" | "amount" | "reservedChange" | "memo" | "tokens" | "reason" | "note">): void {
   account.entries.push({
     ...entry, seq: BigInt(account.entries.length + 1), balanceAfter: account.balance, reservedAfter: account.reserved, at: new Date(),
   });

@@ -8,17 +8,24 @@ import {
 } from "../../domain/accounts/key-limits.js";
 import { decodeKeySpending, encodeKeySpending } from "../shared/key-limits-codec.js";
 import type {
-  AccountListPage, AccountListQuery, BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery,
+  AccountChange, AccountDetails, AccountListPage, AccountListQuery, AdjustOutcome, BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery,
   LedgerEntryType, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
+import { randomUUID } from "node:crypto";
 import { accountNameKey } from "../../domain/accounts/account-listing.js";
+import { lowBalanceTransition } from "../../domain/accounts/low-balance.js";
+import type { BalanceAlert, BalanceAlertOutbox } from "../../ports/balance-alerts.js";
 import { sqliteAccountList } from "./sqlite-account-list.js";
+import { sqliteAccountSettings } from "./sqlite-account-settings.js";
 import type { SqliteDb } from "./sqlite-database.js";
 import { sqliteCall } from "./sqlite-errors.js";
 
 interface AccountRow {
   balance: string;
   reserved: string;
+  /** The low-balance threshold (migrations/0018): NULL for none. */
+  low_balance_threshold: string | null;
+  low_balance: number;
 }
 
 interface HoldRow {
@@ -46,6 +53,8 @@ interface EntryRow {
   candidates_tokens: number | null;
   /** Why a release was made (migrations/0013); NULL elsewhere and on older releases. */
   reason: string | null;
+  /** An adjustment's reason (migrations/0018); NULL elsewhere. */
+  note: string | null;
   at: number;
 }
 
@@ -61,6 +70,7 @@ function toEntry(row: EntryRow): LedgerEntry {
     memo: row.model === null ? undefined : { jobId: row.job_id ?? undefined, model: row.model, keyId: row.key_id ?? undefined },
     tokens: row.prompt_tokens === null ? undefined : { promptTokens: row.prompt_tokens, candidatesTokens: row.candidates_tokens ?? 0 },
     reason: readReleaseReason(row.reason),
+    ...(row.note !== null && { note: row.note }),
     at: new Date(row.at),
   };
 }
@@ -72,7 +82,9 @@ const money = (value: string): Money => BigInt(value);
 /** Prepared statements of the ledger (tables of migrations/0001_initial.sql and 0002_ledger_shortfalls.sql). */
 function ledgerStatements(db: SqliteDb) {
   return {
-    account: db.prepare("SELECT balance, reserved FROM accounts WHERE account_id = ?"),
+    account: db.prepare("SELECT balance, reserved, low_balance_threshold, low_balance FROM accounts WHERE account_id = ?"),
+    setLowBalance: db.prepare("UPDATE accounts SET low_balance = ? WHERE account_id = ?"),
+    insertAlert: db.prepare("INSERT INTO balance_alerts (alert_id, account_id, available, threshold, at) VALUES (?, ?, ?, ?, ?)"),
     anyAccount: db.prepare("SELECT 1 FROM accounts LIMIT 1").pluck(),
     insertAccount: db.prepare("INSERT INTO accounts (account_id, name, balance, reserved, created_at, name_key) VALUES (?, ?, ?, '0', ?, ?)"),
     setBalance: db.prepare("UPDATE accounts SET balance = ? WHERE account_id = ?"),
@@ -87,13 +99,13 @@ function ledgerStatements(db: SqliteDb) {
     ),
     entry: db.prepare(
       `INSERT INTO ledger_entries (account_id, kind, amount, balance_after, reserved_change, reserved_after, reservation_id,
-         job_id, model, key_id, prompt_tokens, candidates_tokens, reason, at)
+         job_id, model, key_id, prompt_tokens, candidates_tokens, reason, note, at)
        VALUES (@account_id, @kind, @amount, @balance_after, @reserved_change, @reserved_after, @reservation_id,
-         @job_id, @model, @key_id, @prompt_tokens, @candidates_tokens, @reason, @at)`,
+         @job_id, @model, @key_id, @prompt_tokens, @candidates_tokens, @reason, @note, @at)`,
     ),
     entries: db.prepare(
       `SELECT entry_id, kind, amount, balance_after, reserved_change, reserved_after, job_id, model, key_id, prompt_tokens, candidates_tokens,
-         reason, at
+         reason, note, at
        FROM ledger_entries
        WHERE account_id = @account_id AND (@before IS NULL OR entry_id < @before)
          AND (@from IS NULL OR at >= @from) AND (@to IS NULL OR at < @to)
@@ -189,26 +201,40 @@ function ledgerTallies(s: LedgerStatements) {
   /** Records a movement in the transaction that makes it. */
   const record = (
     accountId: string, kind: LedgerEntryType, moved: { amount: Money; reservedChange: Money; balance: Money; reserved: Money },
-    at: number, reservationId: string | null = null, memo?: HoldMemo | HoldRow, tokens?: SettledTokens, reason?: ReleaseReason,
-  ) => {
+    at: number, reservationId: string | null = null, memo?: HoldMemo | HoldRow, tokens?: SettledTokens, reason?: ReleaseReason, note?: string,
+  ): number => {
     const fromRow = memo !== undefined && "state" in memo;
-    s.entry.run({
+    return Number(s.entry.run({
       account_id: accountId, kind, amount: text(moved.amount), balance_after: text(moved.balance),
       reserved_change: text(moved.reservedChange), reserved_after: text(moved.reserved), reservation_id: reservationId,
       job_id: (fromRow ? memo.job_id : memo?.jobId) ?? null,
       model: (fromRow ? memo.model : memo?.model) ?? null,
       key_id: (fromRow ? memo.key_id : memo?.keyId) ?? null,
-      prompt_tokens: tokens?.promptTokens ?? null, candidates_tokens: tokens?.candidatesTokens ?? null, reason: reason ?? null, at,
-    });
+      prompt_tokens: tokens?.promptTokens ?? null, candidates_tokens: tokens?.candidatesTokens ?? null, reason: reason ?? null,
+      note: note ?? null, at,
+    }).lastInsertRowid);
   };
 
-  return { spendingOf, keyHolds, tallyOfKey, openHoldsOf, moveTallies, record };
+  /**
+   * The low-balance alert (decision 0039), judged in the movement's transaction on the account as it was read there
+   * (its threshold and state) and its money after the movement: a crossing writes one alert into the outbox.
+   */
+  const judgeLowBalance = (accountId: string, row: AccountRow, after: BalanceSnapshot, at: number) => {
+    const threshold = row.low_balance_threshold === null ? undefined : money(row.low_balance_threshold);
+    const available = after.balance - after.reserved;
+    const transition = lowBalanceTransition(available, threshold, row.low_balance === 1);
+    if (transition === undefined) return;
+    s.setLowBalance.run(transition === "crossed" ? 1 : 0, accountId);
+    if (transition === "crossed") s.insertAlert.run(`bal_${randomUUID().replaceAll("-", "")}`, accountId, text(available), text(threshold!), at);
+  };
+
+  return { spendingOf, keyHolds, tallyOfKey, openHoldsOf, moveTallies, record, judgeLowBalance };
 }
 
 /** The ledger's transactions over its statements. */
 function ledgerOperations(db: SqliteDb, now: () => number, audit: SqliteAuditLog) {
   const s = ledgerStatements(db);
-  const { spendingOf, keyHolds, tallyOfKey, openHoldsOf, moveTallies, record } = ledgerTallies(s);
+  const { spendingOf, keyHolds, tallyOfKey, openHoldsOf, moveTallies, record, judgeLowBalance } = ledgerTallies(s);
 
   const createTx = db.transaction((accountId: string, name: string, initialBalance: Money) => {
     if (s.account.get(accountId)) throw new Error(`account ${accountId} exists`);
@@ -222,9 +248,29 @@ function ledgerOperations(db: SqliteDb, now: () => number, audit: SqliteAuditLog
     if (!account) return undefined;
     const balance = money(account.balance) + amount;
     s.setBalance.run(text(balance), accountId);
-    record(accountId, "credit", { amount, reservedChange: 0n, balance, reserved: money(account.reserved) }, now());
+    const at = now();
+    record(accountId, "credit", { amount, reservedChange: 0n, balance, reserved: money(account.reserved) }, at);
     audit.append(auditRecord);
+    judgeLowBalance(accountId, account, { balance, reserved: money(account.reserved) }, at);
     return { balance, reserved: money(account.reserved) };
+  });
+
+  /** An operator's adjustment (decision 0038): a debit never takes more than the available balance. */
+  const adjustTx = db.transaction((accountId: string, amount: Money, reason: string, auditRecord?: AuditRecord): AdjustOutcome => {
+    const account = s.account.get(accountId) as AccountRow | undefined;
+    if (!account) return "unknown_account";
+    const reserved = money(account.reserved);
+    if (amount < 0n && money(account.balance) - reserved < -amount) return "insufficient_funds";
+    const balance = money(account.balance) + amount;
+    const at = now();
+    s.setBalance.run(text(balance), accountId);
+    const seq = record(accountId, "adjustment", { amount, reservedChange: 0n, balance, reserved }, at, null, undefined, undefined, undefined, reason);
+    audit.append(auditRecord);
+    judgeLowBalance(accountId, account, { balance, reserved }, at);
+    const entry: LedgerEntry = {
+      seq: BigInt(seq), type: "adjustment", amount, balanceAfter: balance, reservedChange: 0n, reservedAfter: reserved, note: reason, at: new Date(at),
+    };
+    return { snapshot: { balance, reserved }, entry };
   });
 
   const reserveTx = db.transaction((accountId: string, reservationId: string, amount: Money, options?: ReserveOptions): ReserveOutcome => {
@@ -249,6 +295,7 @@ function ledgerOperations(db: SqliteDb, now: () => number, audit: SqliteAuditLog
     s.insertHold.run(reservationId, accountId, text(amount), at, memo?.jobId ?? null, memo?.model ?? null, memo?.keyId ?? null);
     moveTallies(accountId, reservationId, 1, amount, memo?.keyId ?? null, memo?.jobId !== undefined);
     record(accountId, "hold", { amount: 0n, reservedChange: amount, balance, reserved: reserved + amount }, at, reservationId, memo);
+    judgeLowBalance(accountId, account, { balance, reserved: reserved + amount }, at);
     return "reserved";
   });
 
@@ -278,10 +325,11 @@ function ledgerOperations(db: SqliteDb, now: () => number, audit: SqliteAuditLog
       s.setKeySpending.run(hold.key_id, hold.account_id, encodeKeySpending(countCharge(spendingOf(hold.key_id), charged, new Date(at))));
     }
     if (shortfall > 0n) s.insertShortfall.run(reservationId, hold.account_id, text(asked), text(charged), text(shortfall), at);
+    judgeLowBalance(hold.account_id, account, { balance, reserved }, at);
     return { charged, shortfall };
   });
 
-  return { s, createTx, creditTx, reserveTx, endTx, spendingOf, keyHolds };
+  return { s, createTx, creditTx, adjustTx, reserveTx, endTx, spendingOf, keyHolds };
 }
 
 /**
@@ -294,14 +342,32 @@ function ledgerOperations(db: SqliteDb, now: () => number, audit: SqliteAuditLog
  * recording the rest in ledger_shortfalls. Holds and ledger entries are
  * kept for good, so every balance can be explained row by row.
  */
-export class SqliteLedger implements Ledger {
+export class SqliteLedger implements Ledger, BalanceAlertOutbox {
   private readonly ops: ReturnType<typeof ledgerOperations>;
   private readonly listing: ReturnType<typeof sqliteAccountList>;
+  private readonly settings: ReturnType<typeof sqliteAccountSettings>;
 
   /** `audit`: a credit's audit record is written in the credit's own IMMEDIATE transaction. */
   constructor(db: SqliteDb, now: () => number = Date.now, audit = new SqliteAuditLog(db)) {
     this.ops = ledgerOperations(db, now, audit);
     this.listing = sqliteAccountList(db);
+    this.settings = sqliteAccountSettings(db);
+  }
+
+  async account(accountId: string): Promise<AccountDetails | undefined> {
+    return sqliteCall(() => this.settings.account(accountId));
+  }
+
+  async updateAccount(accountId: string, change: AccountChange): Promise<AccountDetails | undefined> {
+    return sqliteCall(() => this.settings.update.immediate(accountId, change));
+  }
+
+  async pendingBalanceAlerts(limit: number): Promise<BalanceAlert[]> {
+    return sqliteCall(() => this.settings.pendingAlerts(limit));
+  }
+
+  async removeBalanceAlert(alertId: string): Promise<void> {
+    sqliteCall(() => this.settings.removeAlert(alertId));
   }
 
   async listAccounts(query: AccountListQuery): Promise<AccountListPage> {
@@ -314,6 +380,10 @@ export class SqliteLedger implements Ledger {
 
   async credit(accountId: string, amount: Money, audit?: AuditRecord): Promise<BalanceSnapshot | undefined> {
     return sqliteCall(() => this.ops.creditTx.immediate(accountId, amount, audit));
+  }
+
+  async adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord): Promise<AdjustOutcome> {
+    return sqliteCall(() => this.ops.adjustTx.immediate(accountId, amount, reason, audit));
   }
 
   async balance(accountId: string): Promise<BalanceSnapshot | undefined> {

@@ -128,6 +128,7 @@ export async function openSqliteStores(options: SqliteStoresOptions): Promise<Sq
       settings,
       deliveries: new SqliteDeliveryLog(db),
       audit,
+      balanceAlerts: ledger,
     };
     const bus = createSqliteEventBus(db, {
       redeliveryDelayMs: options.redeliveryDelayMs,

@@ -15,7 +15,7 @@ import { CLIENT_ADDRESS } from "../auth/credential-guard.js";
  */
 export const AUDIT_KINDS = [
   "project.paused", "model.paused", "route.paused", "webhook.set", "webhook.secret_rotated",
-  "credit.added",
+  "credit.added", "balance.adjusted",
   "key.created", "key.updated", "key.rotated", "key.revoked",
   "owner_token.created", "owner_token.revoked",
   "price.updated", "tool_price.set", "tool_price.deleted",

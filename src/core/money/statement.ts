@@ -17,6 +17,7 @@ const TYPE_TO_PROTO: Record<LedgerEntryType, EntryTypeProto> = {
   hold: EntryTypeProto.HOLD,
   charge: EntryTypeProto.CHARGE,
   release: EntryTypeProto.RELEASE,
+  adjustment: EntryTypeProto.ADJUSTMENT,
 };
 
 const TYPE_NAMES = new Map<EntryTypeProto, string>(Object.entries(TYPE_TO_PROTO).map(([name, value]) => [value, name]));
@@ -50,6 +51,7 @@ export function entryView(entry: LedgerEntry): LedgerEntryMessage {
     promptTokenCount: BigInt(entry.tokens?.promptTokens ?? 0),
     candidatesTokenCount: BigInt(entry.tokens?.candidatesTokens ?? 0),
     reason: entry.type === "release" ? entry.reason ?? "" : "",
+    adjustmentReason: entry.type === "adjustment" ? entry.note ?? "" : "",
   });
 }
 

@@ -3,7 +3,8 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { ListAuditEventsRequestSchema } from "../../../gen/generation/v1/admin_service_pb.js";
 import { auditOf, auditPage } from "../audit/audit-trail.js";
 import { AccountService } from "../../../gen/generation/v1/account_service_pb.js";
-import { existingBalance } from "../accounts/accounts.js";
+import { accountChange, lowBalanceView, updateAccount } from "../accounts/account-settings.js";
+import { accountNotFound } from "../accounts/accounts.js";
 import {
   accountKeys, checkGrants, issueCredential, keyOfAccount, keyView, parseLimitsMessage, revokeKey, rotateKey, updateKey,
 } from "../accounts/api-keys.js";
@@ -42,7 +43,11 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
     },
 
     getAccount: (_request, context) =>
-      owner(context.requestHeader, async ({ accountId }) => ({ accountId, balance: balanceView(await existingBalance(deps.ledger, accountId)) })),
+      owner(context.requestHeader, async ({ accountId }) => {
+        const account = await deps.ledger.account(accountId);
+        if (!account) throw accountNotFound(accountId);
+        return { accountId, balance: balanceView(account), name: account.name, ...lowBalanceView(account) };
+      }),
 
     listApiKeys: (_request, context) =>
       owner(context.requestHeader, async ({ accountId }) => ({ keys: await accountKeys(deps, accountId) })),
@@ -98,5 +103,11 @@ export function createAccountService(deps: CoreDeps): ServiceImpl<typeof Account
     listAuditEvents: (request, context) =>
       owner(context.requestHeader, ({ accountId }) =>
         auditPage(deps, deps.settingsOf.urlSigningSecret, request.query ?? create(ListAuditEventsRequestSchema), accountId)),
+
+    updateAccount: (request, context) =>
+      owner(context.requestHeader, async ({ accountId }) => {
+        const account = await updateAccount(deps, accountId, accountChange(request.updateMask?.paths ?? [], request.name, request.lowBalanceThreshold));
+        return { account: { accountId, balance: balanceView(account), name: account.name, ...lowBalanceView(account) } };
+      }),
   };
 }

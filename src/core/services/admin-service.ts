@@ -5,6 +5,8 @@ import { AdminService } from "../../../gen/generation/v1/admin_service_pb.js";
 import { GetUsageRequestSchema, ListLedgerEntriesRequestSchema } from "../../../gen/generation/v1/generation_service_pb.js";
 import { accountList } from "../accounts/account-list.js";
 import { addCredits, existingBalance, openAccount } from "../accounts/accounts.js";
+import { adjustBalance } from "../accounts/adjustments.js";
+import { accountChange, accountDetailsView, updateAccount } from "../accounts/account-settings.js";
 import {
   accountKeys, checkGrants, existingKey, issueCredential, keyView, limitsMessage, parseLimitsMessage, revokeCredential, rotateKey, updateKey,
 } from "../accounts/api-keys.js";
@@ -141,6 +143,25 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     setToolPrice: (request, context) => admin(context.requestHeader, async () => ({ price: await setToolPrice(deps.settings, request.price, byAdmin(context)) })),
 
     deleteToolPrice: (request, context) => admin(context.requestHeader, () => deleteToolPrice(deps.settings, request.tool, byAdmin(context))),
+    ...accountPageHandlers(deps, admin),
+  };
+}
+
+/** An account's page: its adjustments (decision 0038), its details and settings (decision 0039). */
+function accountPageHandlers(
+  deps: CoreDeps, admin: <T>(headers: Headers, work: () => Promise<T>) => Promise<T>,
+): Pick<ServiceImpl<typeof AdminService>, "adjustBalance" | "getAccount" | "updateAccount"> {
+  return {
+    adjustBalance: (request, context) =>
+      admin(context.requestHeader, () => adjustBalance(deps.ledger, request.accountId, request.amount, request.reason, auditOf(deps.clock, context, "admin"))),
+
+    getAccount: (request, context) => admin(context.requestHeader, async () => ({ account: await accountDetailsView(deps, request.accountId) })),
+
+    updateAccount: (request, context) =>
+      admin(context.requestHeader, async () => {
+        const change = accountChange(request.updateMask?.paths ?? [], request.name, request.lowBalanceThreshold);
+        return { account: await accountDetailsView(deps, request.accountId, await updateAccount(deps, request.accountId, change)) };
+      }),
   };
 }
 

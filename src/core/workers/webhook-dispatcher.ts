@@ -1,5 +1,5 @@
 import { isTerminal } from "../../domain/jobs/job-state-machine.js";
-import type { Job } from "../../domain/jobs/job.js";
+import { balanceLowBody, type BalanceLowDue } from "../webhooks/balance-alerts.js";
 import { webhookMessageId } from "../../domain/webhooks/payload.js";
 import { TOPICS } from "../../ports/event-bus.js";
 import type { CoreDeps } from "../core-deps.js";
@@ -23,13 +23,32 @@ export interface WebhookDeadLetter {
 }
 
 export interface WebhookAttemptDue {
+  /** The job whose completion is delivered; "" for an account event (`alert`). */
   readonly jobId: string;
+  /** A balance.low event (decision 0039) instead of a job's completion. */
+  readonly alert?: BalanceLowDue;
   /** 0 for the first attempt. */
   readonly attempt: number;
   /** Set when the delivery gate handed this attempt back to wait (a busy or failing destination): the attempt is still to be made. */
   readonly deferred?: boolean;
   /** Set on the check a handed-off attempt leaves behind: usually that attempt is recorded by then and this is a no-op. */
   readonly check?: boolean;
+}
+
+/** One delivery's subject: a finished job, or an account event; what `send` needs of it. */
+interface Delivery {
+  /** The bus key of its attempts. */
+  readonly key: string;
+  readonly jobId: string;
+  readonly accountId: string;
+  readonly url: string;
+  readonly secret: string;
+  readonly messageId: string;
+  /** When the event happened (the delivery latency's start). */
+  readonly since: Date;
+  body(now: Date): string;
+  /** The event of a later attempt of this delivery. */
+  due(fields: { attempt: number; deferred?: boolean; check?: boolean }): WebhookAttemptDue;
 }
 
 /** How long a handler waits for its request before handing it off: most answers come sooner, and the bus's slot is freed for others. */
@@ -66,12 +85,11 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
   const handedOff = new Set<Promise<void>>();
 
   async function attempt(event: WebhookAttemptDue): Promise<void> {
-    const job = await deps.jobs.get(event.jobId);
-    if (!job || !isTerminal(job.status) || !job.settled) return;
-    const endpoint = await deps.settings.webhook(job.accountId);
-    const url = job.callbackUrl ?? (endpoint?.url || undefined);
-    if (!url || !endpoint) return;
-    const messageId = webhookMessageId(job);
+    const delivery = event.alert ? await alertDelivery(deps, event.alert) : await jobDelivery(deps, event.jobId);
+    if (!delivery) return;
+    const { url, messageId } = delivery;
+    const endpoint = { secret: delivery.secret };
+    const job = { id: delivery.key, accountId: delivery.accountId };
     const previous = inFlight.get(messageId);
     if (event.check && !previous) {
       const record = await deps.deliveries.get(messageId);
@@ -82,10 +100,10 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
       deps.telemetry.observe({ kind: "webhook_deferred", reason: admission.reason });
       if (admission.reason === "breaker_open") {
         await previous?.catch(() => {}); // after this process's own attempt of the message, so the log sees one attempt at a time
-        return send(job, url, messageId, event, async (now) => ({ at: now, url, error: BREAKER_OPEN }));
+        return send(delivery, event, async (now) => ({ at: now, url, error: BREAKER_OPEN }));
       }
       await deps.bus.publish<WebhookAttemptDue>(
-        TOPICS.webhookDelivery, job.id, { jobId: job.id, attempt: event.attempt, deferred: true }, { delayMs: admission.delayMs },
+        TOPICS.webhookDelivery, job.id, delivery.due({ attempt: event.attempt, deferred: true }), { delayMs: admission.delayMs },
       );
       return;
     }
@@ -97,10 +115,10 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
       ticket.finish(made.status === undefined ? "unanswered" : "answered", ended - started, ended);
       return made;
     };
-    const attributes = { "job.id": job.id, "webhook.attempt": event.attempt + 1 };
+    const attributes = { "job.id": delivery.jobId, "webhook.attempt": event.attempt + 1 };
     const current = (previous ?? Promise.resolve())
       .catch(() => {})
-      .then(() => deps.tracer.span("webhook.deliver", attributes, () => send(job, url, messageId, event, post)))
+      .then(() => deps.tracer.span("webhook.deliver", attributes, () => send(delivery, event, post)))
       .finally(() => ticket.finish("none", 0, deps.clock.now().getTime())); // a no-op unless send ended without a request
     inFlight.set(messageId, current);
     const settled = current.finally(() => {
@@ -109,7 +127,7 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
     if (await within(settled, HOLD_MS)) return settled;
     // Still waiting for its answer: free the bus's slot, and leave a check behind in case this process dies first.
     await deps.bus.publish<WebhookAttemptDue>(
-      TOPICS.webhookDelivery, job.id, { jobId: job.id, attempt: event.attempt, check: true }, { delayMs: webhookCheckDelayMs(settings.webhookTimeoutMs) },
+      TOPICS.webhookDelivery, job.id, delivery.due({ attempt: event.attempt, check: true }), { delayMs: webhookCheckDelayMs(settings.webhookTimeoutMs) },
     );
     const background = settled.catch((error: unknown) =>
       deps.logger.warn({ job_id: job.id, account_id: job.accountId, message_id: messageId, err: error }, "a handed-off webhook attempt failed; its check event makes it again"),
@@ -118,21 +136,20 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
     void background.finally(() => handedOff.delete(background));
   }
 
-  async function send(
-    job: Job, url: string, messageId: string, event: WebhookAttemptDue,
-    post: (now: Date, body: string) => Promise<DeliveryAttempt>,
-  ): Promise<void> {
+  async function send(delivery: Delivery, event: WebhookAttemptDue, post: (now: Date, body: string) => Promise<DeliveryAttempt>): Promise<void> {
+    const { url, messageId } = delivery;
+    const job = { id: delivery.key, accountId: delivery.accountId };
     const record = await deps.deliveries.get(messageId);
     if (record && record.state !== "pending") return;
     if (record && record.attempts.length > event.attempt) return; // a duplicate of an attempt already made
     const now = deps.clock.now();
-    const body = jobWebhookBody(deps, job, now);
+    const body = delivery.body(now);
     const attempt = await post(now, body);
-    const subject = { jobId: job.id, accountId: job.accountId };
+    const subject = { jobId: delivery.jobId, accountId: delivery.accountId };
     if (succeeded(attempt)) {
       // Final first: if anything below fails and the event comes again, it finds the delivery done.
       await deps.deliveries.finish(messageId, "delivered");
-      deps.telemetry.observe({ kind: "webhook_delivered", seconds: Math.max(0, (now.getTime() - (job.finishedAt ?? now).getTime()) / 1000) });
+      deps.telemetry.observe({ kind: "webhook_delivered", seconds: Math.max(0, (now.getTime() - delivery.since.getTime()) / 1000) });
       await deps.deliveries.recordAttempt(messageId, subject, attempt).catch((error) =>
         deps.logger.warn({ job_id: job.id, account_id: job.accountId, message_id: messageId, err: error }, "recording a delivered webhook failed"),
       );
@@ -143,7 +160,7 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
       // The retry is scheduled before this attempt is recorded: if scheduling fails, the event comes
       // again and this (failed) attempt is simply made again, instead of the delivery stalling.
       await deps.bus.publish<WebhookAttemptDue>(
-        TOPICS.webhookDelivery, job.id, { jobId: job.id, attempt: event.attempt + 1 }, { delayMs: delay },
+        TOPICS.webhookDelivery, job.id, delivery.due({ attempt: event.attempt + 1 }), { delayMs: delay },
       );
       await deps.deliveries.recordAttempt(messageId, subject, attempt);
       return;
@@ -154,7 +171,7 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
       deps.logger.warn({ job_id: job.id, account_id: job.accountId, message_id: messageId, attempts: event.attempt + 1 }, "webhook delivery exhausted its retries: a dead letter");
       const final = await deps.deliveries.get(messageId);
       await deps.bus.publish<WebhookDeadLetter>(TOPICS.webhookDeadLetter, job.id, {
-        messageId, jobId: job.id, url, payload: body, attempts: final?.attempts.length ?? event.attempt + 1,
+        messageId, jobId: delivery.jobId, url, payload: body, attempts: final?.attempts.length ?? event.attempt + 1,
         lastStatus: attempt.status, lastError: attempt.error,
       });
     }
@@ -166,6 +183,29 @@ export function createWebhookDispatcher(deps: CoreDeps, fairness: WebhookFairnes
     async stop(graceMs: number): Promise<void> {
       await within(Promise.allSettled([...handedOff]), graceMs);
     },
+  };
+}
+
+/** A finished, settled job's delivery, to its callback URL or the account's webhook. */
+async function jobDelivery(deps: CoreDeps, jobId: string): Promise<Delivery | undefined> {
+  const job = await deps.jobs.get(jobId);
+  if (!job || !isTerminal(job.status) || !job.settled) return undefined;
+  const endpoint = await deps.settings.webhook(job.accountId);
+  const url = job.callbackUrl ?? (endpoint?.url || undefined);
+  if (!url || !endpoint) return undefined;
+  return {
+    key: job.id, jobId: job.id, accountId: job.accountId, url, secret: endpoint.secret, messageId: webhookMessageId(job),
+    since: job.finishedAt ?? deps.clock.now(), body: (now) => jobWebhookBody(deps, job, now), due: (fields) => ({ jobId: job.id, ...fields }),
+  };
+}
+
+/** A balance.low event's delivery, to the account's webhook (none set: nothing to deliver). */
+async function alertDelivery(deps: CoreDeps, alert: BalanceLowDue): Promise<Delivery | undefined> {
+  const endpoint = await deps.settings.webhook(alert.accountId);
+  if (!endpoint || endpoint.url === "") return undefined;
+  return {
+    key: alert.accountId, jobId: "", accountId: alert.accountId, url: endpoint.url, secret: endpoint.secret, messageId: alert.alertId,
+    since: new Date(alert.at), body: () => balanceLowBody(alert), due: (fields) => ({ jobId: "", alert, ...fields }),
   };
 }
 

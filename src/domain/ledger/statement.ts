@@ -11,7 +11,7 @@ import { invalidPageToken, readPageToken, signPageToken, type TokenScope } from 
  * first; a page continues strictly below the previous page's last.
  */
 
-export const STATEMENT_ENTRY_TYPES = ["credit", "hold", "charge", "release"] as const;
+export const STATEMENT_ENTRY_TYPES = ["credit", "hold", "charge", "release", "adjustment"] as const;
 export const STATEMENT_SOURCES = ["job", "text_call"] as const;
 export type StatementSource = (typeof STATEMENT_SOURCES)[number];
 

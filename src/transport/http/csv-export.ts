@@ -20,7 +20,7 @@ export const csvFilename = (stem: string, accountId?: string) =>
 /** The statement's columns: the JSON entry's fields, in this order. */
 export const LEDGER_COLUMNS = [
   "entry_id", "type", "amount", "balance_after", "reserved_change", "reserved_after", "job_id", "model", "key_id",
-  "prompt_token_count", "candidates_token_count", "reason", "created_at",
+  "prompt_token_count", "candidates_token_count", "reason", "created_at", "adjustment_reason",
 ] as const;
 
 const USAGE_COLUMNS = ["requests", "prompt_token_count", "candidates_token_count", "spend"] as const;

@@ -1,5 +1,5 @@
 import { accountNameKey } from "../../../domain/accounts/account-listing.js";
-import type { AccountListPage, AccountListQuery, AccountListing } from "../../../ports/ledger.js";
+import type { AccountDetails, AccountListPage, AccountListQuery, AccountListing } from "../../../ports/ledger.js";
 import type { CassandraClient } from "../cassandra-session.js";
 import { decodeKeyHolds, MONEY } from "./account-state.js";
 
@@ -26,7 +26,9 @@ export async function listAccounts(client: CassandraClient, query: AccountListQu
     )
   ).rows;
   const page = keys.slice(0, query.limit);
-  const accounts = await Promise.all(page.map((row) => listing(client, row.account_id as string)));
+  const read = await Promise.all(page.map((row) => listing(client, row.account_id as string)));
+  // A name row left by a rename (its removal follows the rename and may not have happened) no longer names the account.
+  const accounts = read.map((account, i) => (query.by === "name" && account && accountNameKey(account.name) !== page[i]!.sort_key ? undefined : account));
   const last = page.at(-1);
   return {
     accounts: accounts.filter((account): account is AccountListing => account !== undefined),
@@ -34,14 +36,31 @@ export async function listAccounts(client: CassandraClient, query: AccountListQu
   };
 }
 
-async function listing(client: CassandraClient, accountId: string): Promise<AccountListing | undefined> {
+/** A rename's index rows: the new name's row first (a listing never misses the account), then the old one's removed. */
+export async function relistAccount(client: CassandraClient, accountId: string, oldName: string, newName: string, rename: () => Promise<void>): Promise<void> {
+  await client.execute("INSERT INTO accounts_listed (bucket, sort_key, account_id) VALUES (?, ?, ?)", ["name", accountNameKey(newName), accountId]);
+  await rename();
+  if (accountNameKey(oldName) !== accountNameKey(newName)) {
+    await client.execute("DELETE FROM accounts_listed WHERE bucket = ? AND sort_key = ? AND account_id = ?", ["name", accountNameKey(oldName), accountId]);
+  }
+}
+
+/** One account with its settings (the money row, read once; not serially: a view, as the listing's). */
+export async function accountDetails(client: CassandraClient, accountId: string): Promise<AccountDetails | undefined> {
   const row = (
-    await client.execute("SELECT name, created_at, balance, reserved, key_holds FROM account_ledger WHERE account_id = ? AND hold_id = ?", [accountId, MONEY])
+    await client.execute(
+      "SELECT name, created_at, balance, reserved, key_holds, low_balance_threshold, low_balance FROM account_ledger WHERE account_id = ? AND hold_id = ?",
+      [accountId, MONEY],
+    )
   ).first();
   if (!row) return undefined;
   const holds = Object.values((row.key_holds as Record<string, string> | null) ?? {}).map(decodeKeyHolds);
+  const threshold = row.low_balance_threshold as bigint | null;
   return {
     accountId, name: (row.name as string | null) ?? "", balance: row.balance as bigint, reserved: row.reserved as bigint,
     createdAt: row.created_at as Date, openJobs: holds.reduce((sum, held) => sum + held.openJobs, 0),
+    ...(threshold !== null && { lowBalanceThreshold: threshold }), lowBalance: (row.low_balance as boolean | null) ?? false,
   };
 }
+
+const listing = (client: CassandraClient, accountId: string): Promise<AccountListing | undefined> => accountDetails(client, accountId);

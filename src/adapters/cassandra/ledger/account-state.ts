@@ -4,7 +4,7 @@ import type { ReleaseReason } from "../../../domain/ledger/release-reasons.js";
 import { countsAsOpenHold } from "../../../domain/pricing/settlement.js";
 import { NO_SPENDING, type KeySpending } from "../../../domain/accounts/key-limits.js";
 import { decodeKeySpending } from "../../shared/key-limits-codec.js";
-import type { HoldMemo, LedgerEntryType, ReserveOptions, ReserveOutcome, SettledTokens, Settlement } from "../../../ports/ledger.js";
+import type { AccountChange, HoldMemo, LedgerEntryType, ReserveOptions, ReserveOutcome, SettledTokens, Settlement } from "../../../ports/ledger.js";
 import type { Row } from "../cassandra-session.js";
 
 /** One money operation on an account, as its queue carries it into a round. */
@@ -13,14 +13,18 @@ export type Operation =
   | { kind: "settle"; reservationId: string; amount: Money; tokens?: SettledTokens }
   | { kind: "release"; reservationId: string; reason?: ReleaseReason }
   /** `audit`: the credit's audit event (encodeRecord), carried by its journal entry (AuditOutbox). */
-  | { kind: "credit"; amount: Money; audit?: string };
+  | { kind: "credit"; amount: Money; audit?: string }
+  /** An operator's adjustment (decision 0038): a debit beyond the available balance is refused. */
+  | { kind: "adjust"; amount: Money; reason: string; audit?: string }
+  /** UpdateAccount (decision 0039): the name and/or the low-balance threshold (null: none), written with the money. */
+  | { kind: "settings"; change: AccountChange };
 
 /**
  * A settle that ended its hold answers its Settlement; one that found no hold
  * "no_hold" (turned into the settlement recorded before, or nothing, by
  * the ledger's `resolveRepeats`); the rest "done".
  */
-export type Outcome = ReserveOutcome | "done" | "no_hold" | Settlement;
+export type Outcome = ReserveOutcome | "done" | "no_hold" | Settlement | { readonly adjusted: JournalEntry };
 
 /** An operation waiting in its account's queue, with its id (kept on the entry it makes). */
 export interface Pending {
@@ -47,6 +51,11 @@ export interface AccountState {
   balance: Money;
   reserved: Money;
   version: bigint;
+  /** The account's name (written by every round, changed by a "settings" operation). */
+  name: string;
+  /** The low-balance threshold (undefined: no alert) and whether available was below it when last judged. */
+  lowBalanceThreshold: Money | undefined;
+  lowBalance: boolean;
   /** The entries of the last write (null on a row from before the statement existed). */
   journal: Journal | null;
   /** Per key of the account: its spending (JSON KeySpending). */
@@ -85,6 +94,8 @@ export interface JournalEntry {
   readonly tokens?: SettledTokens;
   /** On a release: why (absent on other entries, and in journals written before releases said why). */
   readonly reason?: ReleaseReason;
+  /** On an adjustment: the operator's reason. */
+  readonly note?: string;
   readonly at: number;
   /** The id of the operation that made it (absent in journals written before version 12). */
   readonly op?: string;
@@ -158,6 +169,9 @@ export function stateOf(row: Row): AccountState {
     balance: row.balance as bigint,
     reserved: row.reserved as bigint,
     version: row.version as bigint,
+    name: (row.name as string | null | undefined) ?? "",
+    lowBalanceThreshold: (row.low_balance_threshold as bigint | null | undefined) ?? undefined,
+    lowBalance: (row.low_balance as boolean | null | undefined) ?? false,
     journal: parseJournal(row.journal),
     keys: new Map(Object.entries((row.key_spending as Record<string, string> | null) ?? {})),
     keyHolds: new Map(Object.entries((row.key_holds as Record<string, string> | null) ?? {}).map(([key, text]) => [key, decodeKeyHolds(text)])),

@@ -2,18 +2,18 @@ import type { Money } from "../../../domain/money.js";
 import type { ReleaseReason } from "../../../domain/ledger/release-reasons.js";
 import { NO_SPENDING } from "../../../domain/accounts/key-limits.js";
 import type {
-  AccountListPage, AccountListQuery, BalanceSnapshot, KeyAccount, Ledger, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
+  AccountChange, AccountDetails, AccountListPage, AccountListQuery, AdjustOutcome, BalanceSnapshot, KeyAccount, Ledger, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../../ports/ledger.js";
 import { conditional, type CassandraClient } from "../cassandra-session.js";
 import type { AuditRecord } from "../../../ports/audit-log.js";
 import { AuditOutbox, encodeRecord } from "../audit-outbox.js";
 import { noTelemetry, type Telemetry } from "../../../ports/telemetry.js";
-import { listAccount, listAccounts } from "./account-directory.js";
+import { accountDetails, listAccount, listAccounts, relistAccount } from "./account-directory.js";
 import { keyHolds, MONEY, spendingOf, type Journal, type JournalEntry } from "./account-state.js";
 import { GroupCommitQueue } from "./group-commit.js";
 import { LedgerRounds } from "./ledger-rounds.js";
 import { LedgerRows } from "./ledger-rows.js";
-import { LedgerStatement } from "./ledger-statement.js";
+import { ledgerEntryOf, LedgerStatement } from "./ledger-statement.js";
 import { MAX_WRITTEN_HOLDS } from "./written-rows.js";
 
 /**
@@ -84,6 +84,17 @@ export class CassandraLedger implements Ledger {
     return known ? this.balance(accountId) : undefined;
   }
 
+  async adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord): Promise<AdjustOutcome> {
+    let outcome: Awaited<ReturnType<typeof this.queue.enqueue>> = "unknown_account";
+    await this.outbox.conditional(audit, { ledger: accountId }, async () => {
+      outcome = await this.queue.enqueue(accountId, { kind: "adjust", amount, reason, ...(audit ? { audit: encodeRecord(audit) } : {}) });
+      return typeof outcome === "object" && "adjusted" in outcome;
+    });
+    if (typeof outcome !== "object" || !("adjusted" in outcome)) return outcome === "unknown_account" ? "unknown_account" : "insufficient_funds";
+    const entry = ledgerEntryOf(outcome.adjusted);
+    return { snapshot: { balance: entry.balanceAfter, reserved: entry.reservedAfter }, entry };
+  }
+
   async balance(accountId: string): Promise<BalanceSnapshot | undefined> {
     const row = await this.rows.moneyRow(accountId, "balance, reserved");
     return row ? { balance: row.balance as bigint, reserved: row.reserved as bigint } : undefined;
@@ -110,6 +121,23 @@ export class CassandraLedger implements Ledger {
 
   async listAccounts(query: AccountListQuery): Promise<AccountListPage> {
     return listAccounts(this.client, query);
+  }
+
+  async account(accountId: string): Promise<AccountDetails | undefined> {
+    return accountDetails(this.client, accountId);
+  }
+
+  /** Written by a round of the account (the name and threshold live in its money row); a rename moves its listing row around it. */
+  async updateAccount(accountId: string, change: AccountChange): Promise<AccountDetails | undefined> {
+    const before = await accountDetails(this.client, accountId);
+    if (!before) return undefined;
+    let outcome: unknown;
+    const write = async () => {
+      outcome = await this.queue.enqueue(accountId, { kind: "settings", change });
+    };
+    if (change.name !== undefined) await relistAccount(this.client, accountId, before.name, change.name, write);
+    else await write();
+    return outcome === "unknown_account" ? undefined : accountDetails(this.client, accountId);
   }
 
   async hasAnyAccount(): Promise<boolean> {

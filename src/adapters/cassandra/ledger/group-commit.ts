@@ -62,7 +62,7 @@ export class GroupCommitQueue {
 
   enqueue(accountId: string, operation: Operation): Promise<Outcome> {
     return new Promise((resolve, reject) => {
-      if (operation.kind !== "credit" && operation.reservationId === MONEY) return reject(new Error("a reservation id is never empty (it names the money row)"));
+      if ("reservationId" in operation && operation.reservationId === MONEY) return reject(new Error("a reservation id is never empty (it names the money row)"));
       const queue = this.queues.get(accountId);
       const pending = { id: newOperationId(), operation, resolve, reject };
       if (queue) {

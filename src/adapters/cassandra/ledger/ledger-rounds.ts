@@ -121,7 +121,7 @@ export class LedgerRounds implements RoundRunner {
   private async write(accountId: string, state: AccountState, before: bigint, applied: Applied): Promise<WriteResult> {
     const holds = holdWrites(accountId, state, applied.touched);
     const journal: Journal = { version: (before + 1n).toString(), entries: applied.entries };
-    const writes = [moneyRowWrite(accountId, state, before, journal, applied.shortfalls), ...holds.writes];
+    const writes = [moneyRowWrite(accountId, state, before, journal, applied.shortfalls, applied.alerts), ...holds.writes];
     try {
       const result = writes.length === 1 ? await conditional(this.client, writes[0]!.query, writes[0]!.params) : await conditionalBatch(this.client, writes);
       if (result.applied) {
@@ -151,7 +151,7 @@ export class LedgerRounds implements RoundRunner {
   private async prepare(accountId: string, state: AccountState, batch: readonly Pending[], readReservations: boolean): Promise<"ready" | "counted" | "stale"> {
     const unknown = new Set<string>();
     for (const { operation } of batch) {
-      if (operation.kind === "credit" || state.holds.has(operation.reservationId)) continue;
+      if (operation.kind === "credit" || operation.kind === "adjust" || operation.kind === "settings" || state.holds.has(operation.reservationId)) continue;
       if (operation.kind !== "reserve" || readReservations) unknown.add(operation.reservationId);
     }
     if (unknown.size > 0 && !(await this.rows.readHolds(accountId, state, [...unknown]))) return "stale";

@@ -44,7 +44,8 @@ export class LedgerRows {
     for (let attempt = 0; attempt < 3; attempt++) {
       const row = await serialRead(
         this.client,
-        "SELECT balance, reserved, version, journal, key_spending, key_holds, open_holds, open_counts FROM account_ledger WHERE account_id = ? AND hold_id = ?",
+        "SELECT balance, reserved, version, journal, key_spending, key_holds, open_holds, open_counts, name, low_balance_threshold, low_balance " +
+          "FROM account_ledger WHERE account_id = ? AND hold_id = ?",
         [accountId, MONEY],
       );
       if (row) return stateOf(row);
@@ -76,6 +77,7 @@ export class LedgerRows {
     const journal = parseJournal(old.journal) ?? this.carriedForward(balance, version, holds, memos);
     const tallies: AccountState = {
       balance, reserved: 0n, version, journal, keys: new Map(), keyHolds: new Map(), openHolds: 0, openCounts: new Map(), holds: new Map(),
+      name: (old.name as string | null) ?? "", lowBalanceThreshold: undefined, lowBalance: false,
     };
     for (const [id, amount] of holds) tally(tallies, id, { amount, memo: memos[id] }, 1);
     const statics =
@@ -179,15 +181,18 @@ export class LedgerRows {
  * version, on the condition that the row is still at `before`. Shortfalls
  * are added to the row by the same conditional write that charges.
  */
-export function moneyRowWrite(accountId: string, state: AccountState, before: bigint, journal: Journal, shortfalls: Record<string, Money>): Write {
+export function moneyRowWrite(
+  accountId: string, state: AccountState, before: bigint, journal: Journal, shortfalls: Record<string, Money>, alerts: Record<string, string> = {},
+): Write {
   return {
     query:
       "UPDATE account_ledger SET balance = ?, reserved = ?, journal = ?, key_spending = ?, key_holds = ?, open_holds = ?, open_counts = ?, version = ?, " +
-      "shortfalls = shortfalls + ? WHERE account_id = ? AND hold_id = ? IF version = ?",
+      "shortfalls = shortfalls + ?, name = ?, low_balance_threshold = ?, low_balance = ?, balance_alerts = balance_alerts + ? " +
+      "WHERE account_id = ? AND hold_id = ? IF version = ?",
     params: [
       state.balance, state.reserved, JSON.stringify(journal), Object.fromEntries(state.keys),
       keyHoldsColumn(state), state.openHolds, Object.fromEntries(state.openCounts),
-      before + 1n, shortfalls, accountId, MONEY, before,
+      before + 1n, shortfalls, state.name, state.lowBalanceThreshold ?? null, state.lowBalance, alerts, accountId, MONEY, before,
     ],
   };
 }

@@ -3,7 +3,8 @@ import type { ReleaseReason } from "../../../domain/ledger/release-reasons.js";
 import { boundedCharge } from "../../../domain/pricing/settlement.js";
 import { countCharge, countReservation, keyAdmission, type KeyRefusal } from "../../../domain/accounts/key-limits.js";
 import { encodeKeySpending } from "../../shared/key-limits-codec.js";
-import type { HoldMemo, KeyReservation, LedgerEntryType, SettledTokens } from "../../../ports/ledger.js";
+import { isLowBalance, lowBalanceTransition } from "../../../domain/accounts/low-balance.js";
+import type { AccountChange, HoldMemo, KeyReservation, LedgerEntryType, SettledTokens } from "../../../ports/ledger.js";
 import {
   keyHolds, ruleKey, SEQ_PER_VERSION, spendingOf, tally,
   type AccountState, type Hold, type Journal, type JournalEntry, type Operation, type Outcome, type Pending, type TouchedHolds,
@@ -28,6 +29,8 @@ export interface Applied {
   readonly touched: TouchedHolds;
   /** Reservations refused whose id was not read (an open hold of that id would make the answer "reserved"). */
   readonly unsure: string[];
+  /** The balance.low events the batch's movements made due (the outbox, by alert id: JSON of available, threshold, at). */
+  readonly alerts: Record<string, string>;
 }
 
 /** The state of one apply: the account, and what the batch did so far. */
@@ -35,7 +38,7 @@ interface Round extends Applied {
   readonly state: AccountState;
   readonly now: number;
   touch(id: string): void;
-  record(op: string, type: LedgerEntryType, amount: Money, reservedChange: Money, memo?: HoldMemo, tokens?: SettledTokens, reason?: ReleaseReason): void;
+  record(op: string, type: LedgerEntryType, amount: Money, reservedChange: Money, memo?: HoldMemo, tokens?: SettledTokens, reason?: ReleaseReason, note?: string): void;
 }
 
 /**
@@ -64,10 +67,17 @@ export function apply(state: AccountState, batch: readonly Pending[], now: numbe
         round.changed.push(id);
         round.outcomes.push("done");
         break;
+      case "adjust":
+        applyAdjust(round, id, operation);
+        break;
+      case "settings":
+        applySettings(round, id, operation.change);
+        break;
     }
+    if (operation.kind !== "settings") judgeLowBalance(round, id);
   }
-  const { outcomes, changed, shortfalls, entries, touched, unsure } = round;
-  return { outcomes, changed, shortfalls, entries, touched, unsure };
+  const { outcomes, changed, shortfalls, entries, touched, unsure, alerts } = round;
+  return { outcomes, changed, shortfalls, entries, touched, unsure, alerts };
 }
 
 function startRound(state: AccountState, now: number): Round {
@@ -77,20 +87,60 @@ function startRound(state: AccountState, now: number): Round {
   // Entry times never go back along an account's entries (they order its statement and bucket its days).
   const at = Math.max(now, state.journal?.entries.at(-1)?.at ?? 0);
   return {
-    state, now, outcomes: [], changed: [], shortfalls: {}, entries, touched, unsure: [],
+    state, now, outcomes: [], changed: [], shortfalls: {}, entries, touched, unsure: [], alerts: {},
     touch(id) {
       if (touched.has(id)) return;
       const known = state.holds.get(id);
       touched.set(id, known ? "open" : known === null ? "absent" : "assumed");
     },
-    record(op, type, amount, reservedChange, memo, tokens, reason) {
+    record(op, type, amount, reservedChange, memo, tokens, reason, note) {
       entries.push({
         seq: (seqBase + BigInt(entries.length)).toString(), type, amount: amount.toString(), balanceAfter: state.balance.toString(),
         reservedChange: reservedChange.toString(), reservedAfter: state.reserved.toString(), ...(memo ? { memo } : {}), ...(tokens ? { tokens } : {}),
-        ...(reason !== undefined ? { reason } : {}), at, op,
+        ...(reason !== undefined ? { reason } : {}), ...(note !== undefined ? { note } : {}), at, op,
       });
     },
   };
+}
+
+/** The name and/or the threshold; the state is judged again on the new threshold, without an event (decision 0039). */
+function applySettings(round: Round, id: string, change: AccountChange): void {
+  const { state } = round;
+  if (change.name !== undefined) state.name = change.name;
+  if (change.lowBalanceThreshold !== undefined) {
+    state.lowBalanceThreshold = change.lowBalanceThreshold ?? undefined;
+    state.lowBalance = isLowBalance(state.balance - state.reserved, state.lowBalanceThreshold);
+  }
+  round.changed.push(id);
+  round.outcomes.push("done");
+}
+
+/** After a movement: a crossing below the threshold adds one alert to the outbox, in this round's write; a return above re-arms. */
+function judgeLowBalance(round: Round, id: string): void {
+  const { state } = round;
+  const available = state.balance - state.reserved;
+  const transition = lowBalanceTransition(available, state.lowBalanceThreshold, state.lowBalance);
+  if (transition === undefined) return;
+  state.lowBalance = transition === "crossed";
+  if (transition === "crossed") {
+    // The operation's id is unique and kept on its entry: the alert's id, so a replayed round names the same alert.
+    round.alerts[`bal_${id}`] = JSON.stringify({ available: available.toString(), threshold: state.lowBalanceThreshold!.toString(), at: round.now });
+  }
+}
+
+/** An adjustment: a debit never takes more than the available balance (refused: nothing moves). */
+function applyAdjust(round: Round, id: string, operation: Extract<Operation, { kind: "adjust" }>): void {
+  const { state } = round;
+  if (operation.amount < 0n && state.balance - state.reserved < -operation.amount) {
+    round.outcomes.push("insufficient_funds");
+    return;
+  }
+  state.balance += operation.amount;
+  round.record(id, "adjustment", operation.amount, 0n, undefined, undefined, undefined, operation.reason);
+  // As a credit's: the event rides in the adjustment's own entry, written by the round's conditional write or not at all.
+  if (operation.audit !== undefined) round.entries.push({ ...round.entries.pop()!, audit: operation.audit });
+  round.changed.push(id);
+  round.outcomes.push({ adjusted: round.entries.at(-1)! });
 }
 
 function applyReserve(round: Round, id: string, operation: Extract<Operation, { kind: "reserve" }>): void {
@@ -187,6 +237,9 @@ export function replayedOutcomes(batch: readonly Pending[], state: AccountState,
         const counted = cap && state.openCounts.get(ruleKey(cap.countedPrefix, cap.exceptPrefix));
         return cap && counted !== undefined && counted >= cap.limit ? "too_many_open_holds" : "insufficient_funds";
       }
+      case "adjust":
+        // Applied exactly when its entry is in the journal; otherwise it was refused for funds.
+        return entry ? { adjusted: entry } : "insufficient_funds";
       case "settle": {
         if (!entry) return "no_hold"; // it found no hold: a repeat
         const charged = -BigInt(entry.amount);

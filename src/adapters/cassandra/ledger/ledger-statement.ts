@@ -169,7 +169,7 @@ export class LedgerStatement {
 }
 
 /** An entry as a journal keeps it, as the statement gives it (the same shape as a ledger_entries row gives). */
-function ledgerEntryOf(entry: JournalEntry): LedgerEntry {
+export function ledgerEntryOf(entry: JournalEntry): LedgerEntry {
   return {
     seq: BigInt(entry.seq),
     type: entry.type,
@@ -180,6 +180,7 @@ function ledgerEntryOf(entry: JournalEntry): LedgerEntry {
     memo: entry.memo === undefined ? undefined : { jobId: entry.memo.jobId, model: entry.memo.model, keyId: entry.memo.keyId },
     tokens: entry.tokens === undefined ? undefined : { promptTokens: entry.tokens.promptTokens, candidatesTokens: entry.tokens.candidatesTokens },
     reason: readReleaseReason(entry.reason),
+    ...(entry.note !== undefined && { note: entry.note }),
     at: new Date(entry.at),
   };
 }

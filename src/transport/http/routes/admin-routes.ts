@@ -7,7 +7,8 @@ import { callerValues } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { GatewayError } from "../gateway-error.js";
 import { balanceJson, ledgerPageJson, parseBody, usageJson } from "../json-mapping.js";
-import { ACCOUNT_SUMMARY, ADMIN_SCHEMAS, API_KEY, AUDIT_EVENT, KEY_LIMITS, PANEL_SESSION } from "../schemas/admin.js";
+import { LEDGER_ENTRY } from "../schemas/money.js";
+import { ACCOUNT_DETAILS, ACCOUNT_SUMMARY, ADMIN_SCHEMAS, API_KEY, AUDIT_EVENT, KEY_LIMITS, PANEL_SESSION } from "../schemas/admin.js";
 import { limitOf, queryText, timestampOf } from "../query-params.js";
 import { csvStatementRequest, statementRequest, USAGE_GROUP_COLUMNS, usageGroupOf, usageRequest } from "./money-routes.js";
 import { csvFilename, sendStatementCsv, sendUsageCsv, wantsCsv } from "../csv-export.js";
@@ -97,6 +98,24 @@ const ROUTES = [
     method: "POST", url: "/accounts/:accountId/credits", rpc: "addCredits", guard: "body",
     request: ({ params, body }) => ({ ...params, amount: stringField(body, "amount"), reason: stringField(body, "reason", false) }),
     answer: ({ balance }) => balanceJson(balance),
+  }),
+  route({
+    method: "POST", url: "/accounts/:accountId/adjustments", rpc: "adjustBalance", guard: "body", status: 201,
+    request: ({ params, body }) => ({ ...params, amount: stringField(body, "amount"), reason: stringField(body, "reason") }),
+    answer: ({ balance, entry }) => ({ ...balanceJson(balance), entry: LEDGER_ENTRY.json(entry!) }),
+  }),
+  route({
+    method: "GET", url: "/accounts/:accountId", rpc: "getAccount", guard: "header",
+    answer: ({ account }) => ACCOUNT_DETAILS.json(account),
+  }),
+  route({
+    method: "PATCH", url: "/accounts/:accountId", rpc: "updateAccount", guard: "body",
+    // The fields sent are the ones changed (a null threshold removes it): an update mask.
+    request: ({ params, body }) => ({
+      ...params, name: stringField(body, "name", false), lowBalanceThreshold: stringField(body, "low_balance_threshold", false),
+      updateMask: { paths: Object.keys(body ?? {}) },
+    }),
+    answer: ({ account }) => ACCOUNT_DETAILS.json(account),
   }),
   route({
     method: "GET", url: "/accounts/:accountId/balance", rpc: "getAccountBalance",

@@ -14,6 +14,7 @@ const GROUPINGS = { model: UsageGrouping.MODEL, key: UsageGrouping.KEY, day: Usa
 
 const ENTRY_TYPES = {
   credit: LedgerEntryType.CREDIT, hold: LedgerEntryType.HOLD, charge: LedgerEntryType.CHARGE, release: LedgerEntryType.RELEASE,
+  adjustment: LedgerEntryType.ADJUSTMENT,
 } as const;
 const SOURCES = { job: LedgerEntrySource.JOB, text_call: LedgerEntrySource.TEXT_CALL } as const;
 /** A usage CSV's group column, by grouping: the JSON row's field. */

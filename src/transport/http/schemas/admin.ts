@@ -4,10 +4,11 @@ import {
 } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import { ADMIN_SECURITY, BALANCE, DECIMAL, MONEY, MONEY_INPUT, operation } from "./common.js";
-import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA } from "./money.js";
+import { ADMIN_LEDGER_SCHEMA, ADMIN_USAGE_SCHEMA, LEDGER_ENTRY } from "./money.js";
 import { describedFields, orNull, protoJsonSchema } from "./proto-json-schema.js";
 import { restView, type RestView } from "./rest-view.js";
 import type { Balance } from "../../../../gen/generation/v1/money_pb.js";
+import type { AccountDetails } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { balanceJson } from "../json-mapping.js";
 
 /**
@@ -67,6 +68,26 @@ const ACCOUNT = {
 export const ACCOUNT_SUMMARY = restView(AccountSummarySchema, {
   balance: { inline: { schema: BALANCE, json: (balance: Balance | undefined) => balanceJson(balance) } as unknown as RestView<never> },
 });
+
+/** One account's page (GET/PATCH /admin/v1/accounts/{id}): the summary's fields, its low-balance setting and state, its webhook URL. */
+export const ACCOUNT_DETAILS = {
+  schema: {
+    type: "object",
+    properties: {
+      ...(ACCOUNT_SUMMARY.schema as { properties: Record<string, unknown> }).properties,
+      low_balance_threshold: { ...orNull(MONEY), description: "balance.low is sent when available falls below it; null: no alert." },
+      low_balance: { type: "boolean", description: "available is below low_balance_threshold (back at or above it re-arms the alert)." },
+      webhook_url: { ...orNull({ type: "string" }), description: "The account webhook's URL; null when none is set." },
+    },
+    required: [...((ACCOUNT_SUMMARY.schema as { required?: string[] }).required ?? []), "low_balance_threshold", "low_balance", "webhook_url"],
+  },
+  json: (account: AccountDetails | undefined) => ({
+    ...(ACCOUNT_SUMMARY.json(account?.summary as never) as object),
+    low_balance_threshold: account?.lowBalanceThreshold ?? null,
+    low_balance: account?.lowBalance ?? false,
+    webhook_url: account?.webhookUrl ? account.webhookUrl : null,
+  }),
+};
 
 /** A price as the admin API reads and writes it: ModelPrice in proto field names. */
 const PRICE_OUT = protoJsonSchema(ModelPriceSchema, { direction: "output", names: "proto" });
@@ -260,4 +281,38 @@ export const ADMIN_SCHEMAS = {
     response: { 200: TOOL_PRICE_OUT },
   }),
   deleteToolPrice: admin("deleteToolPrice", "Remove a built-in tool's price: calls declaring it are refused again (400)"),
+  adjustBalance: admin("adjustBalance", "Adjust an account's balance by a signed amount with a reason (an `adjustment` statement entry)", {
+    body: {
+      type: "object",
+      properties: {
+        amount: { ...MONEY_INPUT, description: "Signed, non-zero decimal USD: \"-5.00\" debits (at most the available balance, else 409 insufficient_funds), \"2.50\" credits." },
+        reason: { type: "string", description: "Why: required, 1 to 500 characters once trimmed (otherwise 422 invalid_reason); shown in the statement." },
+      },
+      required: ["amount", "reason"],
+      additionalProperties: false,
+      examples: [{ amount: "-5.00", reason: "refund for job 3f1c2a9e" }],
+    },
+    response: {
+      201: {
+        type: "object",
+        properties: { ...BALANCE.properties, entry: LEDGER_ENTRY.schema },
+        required: [...BALANCE.required, "entry"],
+      },
+    },
+  }),
+  getAccount: admin("getAccount", "One account: name, status, money, open jobs, low-balance setting and state, webhook URL", {
+    response: { 200: ACCOUNT_DETAILS.schema },
+  }),
+  updateAccount: admin("updateAccount", "Rename an account and/or set its low-balance threshold (fields sent change; a null threshold removes the alert)", {
+    body: {
+      type: "object",
+      properties: {
+        name: { type: "string", description: "The new name, 1 to 200 characters; the account list finds it by it at once." },
+        low_balance_threshold: { ...orNull(MONEY_INPUT), description: "Decimal USD (at least 0.01): balance.low is sent once each time available falls below it; null removes it." },
+      },
+      additionalProperties: false,
+      examples: [{ name: "Acme", low_balance_threshold: "10.00" }, { low_balance_threshold: null }],
+    },
+    response: { 200: ACCOUNT_DETAILS.schema },
+  }),
 } as const;

@@ -30,6 +30,7 @@ export const LEDGER_ENTRY = restView(LedgerEntrySchema, {
         "retry ended its hold). null on other entries and on releases recorded before reasons were; treat an unknown value as null.",
     },
   },
+  adjustment_reason: { emptyIsNull: true, schema: { description: "On an adjustment: the operator's reason. null on other entries." } },
 });
 
 const STATEMENT = {
@@ -45,7 +46,7 @@ const STATEMENT = {
       {
         entry_id: "3000000", type: "charge", amount: "-0.039", balance_after: "9.961", job_id: "3f1c2a9e-0b7d-4c55-9a51-2f0f3e7c6d41",
         model: "aimodel-2.5-flash-image", created_at: "2026-11-23T10:00:02.480Z", reserved_change: "-0.039", reserved_after: "0.00",
-        key_id: "key_0f3e7c6d41", prompt_token_count: 0, candidates_token_count: 0, reason: null,
+        key_id: "key_0f3e7c6d41", prompt_token_count: 0, candidates_token_count: 0, reason: null, adjustment_reason: null,
       },
     ],
     next_page_token: null,
@@ -63,7 +64,7 @@ export const STATEMENT_QUERY = {
     to: TIME("Only entries written strictly before this instant; not before from (400 invalid_time_range)"),
     type: {
       type: "string", examples: ["charge,release"],
-      description: "Only entries of these types, comma-separated: credit, hold, charge, release (otherwise 400 invalid_entry_type).",
+      description: "Only entries of these types, comma-separated: credit, hold, charge, release, adjustment (otherwise 400 invalid_entry_type).",
     },
     model: { type: "string", description: "Only entries of holds for this model; credits never match (an unknown model: 400 invalid_model)." },
     key_id: { type: "string", description: "Only entries of holds asked by this API key or owner token; credits never match." },
