@@ -1,10 +1,12 @@
 import { useCsrfToken } from "./rpc.js";
 import { currentSession, signIn, signOut, type Session } from "./session.js";
-import { act, clearNotice, field, failureText, form, h, input, say } from "./ui.js";
+import { act, clearNotice, field, failureText, form, h, input, say, takePendingNotice } from "./ui.js";
 import { jobsView, playgroundView } from "./views/jobs.js";
 import { keysView } from "./views/keys.js";
 import { moneyView } from "./views/money.js";
-import { accountsView, controlsView } from "./views/operator.js";
+import { accountView, accountsView } from "./views/accounts.js";
+import { operatorAuditView, ownerAuditView } from "./views/audit.js";
+import { controlsView } from "./views/operator.js";
 import { pricesView } from "./views/prices.js";
 import { textActivityView } from "./views/text-activity.js";
 import { deadLettersView, webhookView } from "./views/webhook.js";
@@ -23,13 +25,15 @@ const OWNER: readonly Screen[] = [
   { path: "text-activity", title: "Text activity", render: () => textActivityView() },
   { path: "keys", title: "API keys", render: () => keysView() },
   { path: "webhook", title: "Webhook", render: (refresh) => webhookView(refresh) },
+  { path: "audit", title: "Audit", render: () => ownerAuditView() },
   { path: "prices", title: "Prices", render: () => pricesView() },
 ];
 
 const OPERATOR: readonly Screen[] = [
-  { path: "accounts", title: "Accounts", render: () => accountsView(() => void boot()) },
+  { path: "accounts", title: "Accounts", render: (_refresh, accountId) => (accountId ? accountView(accountId, () => void boot()) : accountsView()) },
   { path: "controls", title: "Pauses, prices, routes", render: (refresh) => controlsView(refresh) },
   { path: "dead-letters", title: "Dead letters", render: (refresh) => deadLettersView(refresh) },
+  { path: "audit", title: "Audit", render: () => operatorAuditView() },
   { path: "prices", title: "Prices", render: () => pricesView() },
 ];
 
@@ -98,6 +102,7 @@ async function boot(): Promise<void> {
 // A new screen starts without the last one's banner; actions within a screen keep theirs (they re-render without a hash change).
 window.addEventListener("hashchange", () => {
   clearNotice();
-  void show();
+  const notice = takePendingNotice();
+  void show().then(() => notice && say(notice));
 });
 void boot();

@@ -45,3 +45,24 @@ export function describeFailure(error: unknown): { status: number; reason: strin
   const detail = failure.findDetails(ErrorDetailSchema)[0];
   return { status: detail ? httpStatusOf(failure.code, detail.reason) : 0, reason: detail?.reason ?? failure.code.toString(), message: failure.rawMessage };
 }
+
+/**
+ * Downloads a CSV export of the REST API (statement, usage) as the session: the gateway takes the session cookie
+ * with its CSRF token on these GETs that ask for text/csv (docs/panel.md). The service streams the file; the
+ * browser saves what arrived under the file name the service gave.
+ */
+export async function downloadCsv(path: string): Promise<string> {
+  const response = await fetch(path, { credentials: "same-origin", headers: { accept: "text/csv", "x-csrf-token": csrfToken } });
+  if (!response.ok) {
+    const body = (await response.json().catch(() => ({}))) as { error?: { code?: string; message?: string } };
+    throw new Error(`${response.status} ${body.error?.code ?? "download_failed"}: ${body.error?.message ?? response.statusText}`);
+  }
+  const filename = /filename="([^"]+)"/.exec(response.headers.get("content-disposition") ?? "")?.[1] ?? "export.csv";
+  const url = URL.createObjectURL(await response.blob());
+  const link = Object.assign(document.createElement("a"), { href: url, download: filename });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  return filename;
+}

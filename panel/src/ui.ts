@@ -1,3 +1,4 @@
+import { ConnectError } from "@connectrpc/connect";
 import { describeFailure } from "./rpc.js";
 
 type Child = Node | string | number | false | null | undefined;
@@ -83,6 +84,7 @@ export function say(text: string, kind: "ok" | "error" = "ok"): void {
 
 /** A failed call as the user reads it: "503 model_paused: the model … is paused". */
 export function failureText(error: unknown): string {
+  if (error instanceof Error && !(error instanceof ConnectError)) return error.message;
   const { status, reason, message } = describeFailure(error);
   return `${status ? `${status} ` : ""}${reason}: ${message}`;
 }
@@ -124,3 +126,26 @@ export function form(label: string, children: Child[], submitText: string, work:
 }
 
 export const input = (name: string, attributes: Attributes = {}) => h("input", { name, ...attributes });
+
+let pendingNotice: string | undefined;
+
+/** Moves to another screen, saying `notice` there (a new screen otherwise starts without a banner). */
+export function navigate(hash: string, notice?: string): void {
+  pendingNotice = notice;
+  if (location.hash === hash) window.dispatchEvent(new HashChangeEvent("hashchange"));
+  else location.hash = hash;
+}
+
+/** The notice a navigation asked for, once. */
+export function takePendingNotice(): string | undefined {
+  const notice = pendingNotice;
+  pendingNotice = undefined;
+  return notice;
+}
+
+/** A button that downloads a CSV export (see downloadCsv). */
+export function downloadButton(label: string, path: () => string, download: (path: string) => Promise<string>): HTMLButtonElement {
+  const button = h("button", { type: "button" }, label);
+  button.addEventListener("click", () => void act(button, async () => say(`Downloaded ${await download(path())}.`)));
+  return button;
+}

@@ -191,6 +191,35 @@ describe("the web panel's sign-in and session", () => {
     assert.equal(reasonOf(notOwner.json), "owner_credential_required");
   });
 
+  it("when the panel downloads a CSV with its session cookie and CSRF token, then the statement and usage stream as for a key, and without the CSRF token, or asking for JSON, the cookie is ignored (401)", async () => {
+    const customer = await createCustomer(service, "7.25");
+    const owner = await signIn(service, (await ownerToken(service, customer.accountId)).token);
+    const operator = await signIn(service, ADMIN_TOKEN);
+    const get = (path: string, headers: Record<string, string>) => fetch(`${service.url}${path}`, { headers });
+    const csv = { accept: "text/csv" };
+    for (const [path, session] of [
+      ["/api/v1/ledger", owner], ["/api/v1/usage?group_by=model", owner],
+      [`/admin/v1/accounts/${customer.accountId}/ledger`, operator], [`/admin/v1/accounts/${customer.accountId}/usage?group_by=model`, operator],
+    ] as const) {
+      const downloaded = await get(path, { ...csv, cookie: session.cookie, "x-csrf-token": session.csrf });
+      const text = await downloaded.text();
+      assert.equal(downloaded.status, 200, `${path}: ${text}`);
+      assert.match(downloaded.headers.get("content-type") ?? "", /^text\/csv/);
+      if (path.includes("ledger")) {
+        const [header, row] = text.split("\r\n");
+        assert.match(header!, /^entry_id,type,amount,balance_after,/);
+        assert.match(row!, /,credit,7\.25,7\.25,/);
+      }
+      const refusals: Record<string, string>[] = [{ ...csv, cookie: session.cookie }, { ...csv, cookie: session.cookie, "x-csrf-token": "forged" }, { cookie: session.cookie, "x-csrf-token": session.csrf }];
+      for (const refused of refusals) {
+        const answer = await get(path, refused);
+        assert.equal(answer.status, 401, `${path} with ${Object.keys(refused).join("+")}: ${await answer.text()}`);
+      }
+    }
+    const ownerAsOperator = await get(`/admin/v1/accounts/${customer.accountId}/ledger`, { ...csv, cookie: owner.cookie, "x-csrf-token": owner.csrf });
+    assert.equal(ownerAsOperator.status, 403, "an owner's session is not the operator's, on REST as on the RPCs");
+  });
+
   it("when a session is altered or signed out, then it is refused, and the sign-out clears the cookie", async () => {
     const operator = await signIn(service, ADMIN_TOKEN);
     const altered = operator.cookie.replace(/.$/, (c) => (c === "A" ? "B" : "A"));

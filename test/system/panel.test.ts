@@ -2,7 +2,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { Webhook } from "standardwebhooks";
@@ -159,7 +159,7 @@ describe("the web panel in Chromium", () => {
 
   /** A fresh browser context signed in as the owner of a new account (the operator's steps done over the API). */
   async function ownerPage(
-    target: TestService, balance: string, options: { timezoneId?: string; viewport?: { width: number; height: number } } = {},
+    target: TestService, balance: string, options: { timezoneId?: string; viewport?: { width: number; height: number }; acceptDownloads?: boolean } = {},
   ): Promise<{ page: Page; context: BrowserContext; accountId: string }> {
     const opened = await call(target, "POST", "/admin/v1/accounts", { admin: true, body: { name: "owner", balance } });
     const issued = await fetch(`${target.url}/generation.v1.AdminService/CreateOwnerToken`, {
@@ -167,7 +167,9 @@ describe("the web panel in Chromium", () => {
       body: JSON.stringify({ accountId: opened.json.account_id }),
     });
     const { ownerToken } = (await issued.json()) as { ownerToken: string };
-    const ownerContext = await browser.newContext({ viewport: options.viewport ?? { width: 1280, height: 900 }, timezoneId: options.timezoneId });
+    const ownerContext = await browser.newContext({
+      viewport: options.viewport ?? { width: 1280, height: 900 }, timezoneId: options.timezoneId, acceptDownloads: options.acceptDownloads,
+    });
     const owner = await ownerContext.newPage();
     owner.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
 
@@ -319,7 +321,8 @@ describe("the web panel in Chromium", () => {
         await operator.goto(`${service.url}/panel/`);
         await operator.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
         await operator.getByRole("button", { name: "Sign in" }).click();
-        const row = operator.getByRole("row").filter({ hasText: accountId });
+        // The dead letters table's row (the accounts list, the operator's home, names the account too).
+        const row = operator.getByRole("table", { name: "Dead letters, most recent first" }).getByRole("row").filter({ hasText: accountId });
         await eventually(async () => {
           await operator.getByRole("link", { name: "Dead letters" }).click();
           return row.count();
@@ -485,6 +488,13 @@ describe("the web panel in Chromium", () => {
         await operator.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
         await operator.getByRole("button", { name: "Sign in" }).click();
         await visitEvery(operator, size, "operator");
+        await operator.locator("#nav a[href='#/accounts']").click();
+        await operator.locator("main tbody a").first().click();
+        await operator.getByTestId("operator-available").waitFor();
+        await operator.waitForLoadState("networkidle");
+        const overflow = (await operator.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
+        assert.ok(overflow <= 0, `the operator's account page is ${overflow} px wider than the ${size} screen`);
+        await operator.screenshot({ path: join(SHOTS, `${size}-operator-account.png`), fullPage: true });
       } finally {
         await operatorContext.close();
       }
@@ -494,6 +504,159 @@ describe("the web panel in Chromium", () => {
       } finally {
         await ownerContext.close();
       }
+    }
+  });
+
+  /** A CSV the page downloads when `button` is pressed, as text; checked against the statement the API answers. */
+  async function downloadedStatement(target: Page, button: ReturnType<Page["getByRole"]>, accountId: string): Promise<void> {
+    const [download] = await Promise.all([target.waitForEvent("download"), button.click()]);
+    assert.match(download.suggestedFilename(), /^ledger(-acct_[\w-]+)?\.csv$/);
+    const lines = (await readFile((await download.path())!, "utf8")).split("\r\n").filter((line) => line !== "");
+    assert.match(lines[0]!, /^entry_id,type,amount,balance_after,reserved_change,reserved_after,job_id,model,key_id,/);
+    const entries = await allEntries(service, { accountId });
+    assert.ok(entries.length > 0);
+    assert.deepEqual(lines.slice(1).map((line) => line.split(",").slice(0, 4)), entries.map((e) => [e.entry_id, e.type, e.amount, e.balance_after]));
+  }
+
+  /** Signs in as the operator in a new context. */
+  async function operatorPage(viewport = { width: 1280, height: 800 }): Promise<{ page: Page; context: BrowserContext }> {
+    const operatorContext = await browser.newContext({ viewport, acceptDownloads: true });
+    const operator = await operatorContext.newPage();
+    operator.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    await operator.goto(`${service.url}/panel/`);
+    await operator.getByLabel("Owner token or admin token").fill(ADMIN_TOKEN);
+    await operator.getByRole("button", { name: "Sign in" }).click();
+    await operator.getByRole("form", { name: "Find an account" }).waitFor();
+    return { page: operator, context: operatorContext };
+  }
+
+  it("when the operator finds an account by name and by id, edits and rotates its key, downloads its statement and pauses a model, then the API and the audit page agree", async () => {
+    const name = `Findme ${Date.now().toString(36)}`;
+    const opened = await call(service, "POST", "/admin/v1/accounts", { admin: true, body: { name, balance: "6.125" } });
+    const accountId: string = opened.json.account_id;
+    const kept = "aimodel-2.5-flash-image";
+    const removed = "aimodel-3.1-flash-image";
+    const key = await call(service, "POST", `/admin/v1/accounts/${accountId}/keys`, { admin: true, body: { models: [kept, removed] } });
+    const keyId: string = key.json.key_id;
+    const { page: operator, context: operatorContext } = await operatorPage();
+    try {
+      const search = operator.getByRole("form", { name: "Find an account" });
+      const row = operator.getByRole("row").filter({ hasText: accountId });
+      for (const q of [name.slice(0, 9).toUpperCase(), accountId.slice(0, -1)]) {
+        await search.getByLabel("Find an account").fill(q);
+        await search.getByRole("button", { name: "Search" }).click();
+        await eventually(() => operator.locator("main tbody tr").count(), (count) => count === 1, { what: `only ${accountId} starting with ${q}` });
+        await row.waitFor();
+      }
+      const cells = await row.getByRole("cell").allTextContents();
+      assert.deepEqual(cells.slice(0, 5), [name, accountId, "$6.13", "$0.00", "0"]);
+      assert.equal(cells[6], "active");
+      assert.equal(await row.getByRole("cell").nth(2).locator("span").getAttribute("title"), "$6.125");
+      await operator.screenshot({ path: join(SHOTS, "17-operator-account-search.png"), fullPage: true });
+      await row.getByRole("link", { name }).click();
+      assert.equal(await operator.getByTestId("operator-available").textContent(), "$6.13");
+
+      // Its key: the grants narrowed (the removed model is 403 at once), then a new secret with no grace.
+      const keyRow = operator.getByRole("row").filter({ hasText: keyId });
+      await keyRow.getByText("Edit", { exact: true }).click();
+      const edit = operator.getByRole("form", { name: `Edit ${keyId}` });
+      await edit.getByLabel("Name").fill("render farm");
+      await edit.getByRole("checkbox", { name: removed, exact: true }).uncheck();
+      await edit.getByRole("button", { name: "Save key" }).click();
+      await operator.locator("#notice").filter({ hasText: `Key ${keyId} saved` }).waitFor();
+      assert.match((await keyRow.textContent()) ?? "", new RegExp(`^render farm${keyId}${kept}none`));
+      const refused = await call(service, "POST", "/api/v1/generations", { key: key.json.api_key, body: { model: removed, prompt: "a removed model" } });
+      assert.equal(refused.status, 403, refused.text);
+      assert.deepEqual((await keysOf(accountId)).map((k) => k.models), [[kept]]);
+
+      await keyRow.getByText("Rotate", { exact: true }).click();
+      await operator.getByRole("form", { name: `Rotate ${keyId}` }).getByRole("button", { name: "Rotate secret" }).click();
+      const rotated = operator.getByTestId("api-key-secret");
+      await rotated.waitFor();
+      const secret = (await rotated.textContent()) ?? "";
+      assert.match(secret, /^gsk_/);
+      assert.equal((await call(service, "GET", "/api/v1/balance", { key: key.json.api_key })).status, 401, "the old secret is refused at once");
+      assert.equal((await call(service, "GET", "/api/v1/balance", { key: secret })).status, 200, "the new secret works");
+      await operator.screenshot({ path: join(SHOTS, "18-operator-account.png"), fullPage: true });
+
+      await downloadedStatement(operator, operator.getByRole("button", { name: "Download the statement (CSV)" }), accountId);
+      await operator.locator("#notice").filter({ hasText: `Downloaded ledger-${accountId}.csv.` }).waitFor();
+
+      // A pause is audited: who, from where, before and after.
+      const model = "aimodel-nbx-2.1";
+      await operator.getByRole("link", { name: "Pauses, prices, routes" }).click();
+      await operator.getByRole("button", { name: `Pause ${model}` }).click();
+      await operator.getByRole("button", { name: `Resume ${model}` }).click();
+      await operator.getByRole("button", { name: `Pause ${model}` }).waitFor();
+      await operator.getByRole("link", { name: "Audit" }).click();
+      const filters = operator.getByRole("form", { name: "Filter audit entries" });
+      await filters.getByLabel("Kind").fill("model.paused");
+      await filters.getByLabel("Actor").fill("admin");
+      await applied(filters);
+      const entries = operator.getByTestId("audit").locator("tbody tr").filter({ hasText: model });
+      assert.equal(await entries.count(), 2, "the pause and the resume");
+      const newest = await entries.first().getByRole("cell").allTextContents();
+      assert.deepEqual(newest.slice(1, 4), ["model.paused", "admin", "127.0.0.1"]);
+      assert.match(newest[6]!, /true.*→.*false/);
+      await operator.screenshot({ path: join(SHOTS, "19-operator-audit.png"), fullPage: true });
+      assert.deepEqual(problems, []);
+    } finally {
+      await operatorContext.close();
+    }
+  });
+
+  it("when the owner names a key, narrows its models, rotates it, sets the webhook and downloads the statement, then the API, the audit page and the file agree", async () => {
+    const { page: owner, context: ownerContext, accountId } = await ownerPage(service, "4.50", { acceptDownloads: true });
+    const kept = "aimodel-2.5-flash-image";
+    const removed = "aimodel-3.1-flash-image";
+    try {
+      await owner.getByRole("link", { name: "API keys" }).click();
+      const createForm = owner.getByRole("form", { name: "Create an API key" });
+      await createForm.getByLabel("Name").fill("build bot");
+      for (const model of [kept, removed]) await createForm.getByRole("checkbox", { name: model, exact: true }).check();
+      await createForm.getByRole("button", { name: "Create key" }).click();
+      const oldSecret = (await owner.getByTestId("api-key-secret").textContent()) ?? "";
+      const row = owner.getByRole("row").filter({ hasText: "build bot" });
+      await row.waitFor();
+      const [created] = await keysOf(accountId);
+      assert.equal((created as { name?: string }).name, "build bot");
+
+      await row.getByText("Edit", { exact: true }).click();
+      const edit = owner.getByRole("form", { name: `Edit ${created!.keyId}` });
+      await edit.getByRole("checkbox", { name: removed, exact: true }).uncheck();
+      await edit.getByRole("button", { name: "Save key" }).click();
+      await owner.locator("#notice").filter({ hasText: "saved" }).waitFor();
+      const refused = await call(service, "POST", "/api/v1/generations", { key: oldSecret, body: { model: removed, prompt: "a removed model" } });
+      assert.equal(refused.status, 403, refused.text);
+
+      await row.getByText("Rotate", { exact: true }).click();
+      const rotate = owner.getByRole("form", { name: `Rotate ${created!.keyId}` });
+      await rotate.getByLabel("Grace (seconds)").fill("300");
+      await rotate.getByRole("button", { name: "Rotate secret" }).click();
+      await owner.locator("#notice").filter({ hasText: "rotated" }).waitFor();
+      const newSecret = (await owner.getByTestId("api-key-secret").textContent()) ?? "";
+      assert.notEqual(newSecret, oldSecret);
+      assert.match((await row.textContent()) ?? "", /old secret until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+      for (const secret of [oldSecret, newSecret]) assert.equal((await call(service, "GET", "/api/v1/balance", { key: secret })).status, 200, "both work during the grace");
+      await owner.screenshot({ path: join(SHOTS, "20-owner-key-rotated.png"), fullPage: true });
+
+      await withReceiver(() => 204, async (receiver) => {
+        await owner.getByRole("link", { name: "Webhook" }).click();
+        await owner.getByRole("textbox", { name: "URL", exact: true }).fill(receiver.url);
+        await owner.getByRole("button", { name: "Save URL" }).click();
+        await owner.locator("#notice").filter({ hasText: "Webhook URL saved." }).waitFor();
+      });
+      await owner.getByRole("link", { name: "Audit" }).click();
+      const entry = owner.getByTestId("audit").locator("tbody tr").filter({ hasText: "webhook.set" });
+      await entry.waitFor();
+      const cells = await entry.getByRole("cell").allTextContents();
+      assert.deepEqual(cells.slice(2, 5), [`owner:${accountId}`, "127.0.0.1", accountId]);
+      await owner.screenshot({ path: join(SHOTS, "21-owner-audit.png"), fullPage: true });
+
+      await owner.getByRole("link", { name: "Money" }).click();
+      await downloadedStatement(owner, owner.getByRole("button", { name: "Download the statement (CSV)" }), accountId);
+    } finally {
+      await ownerContext.close();
     }
   });
 

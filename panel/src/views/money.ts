@@ -1,8 +1,8 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { LedgerEntry, UsageRow } from "../../../gen/generation/v1/money_pb.js";
 import { LedgerEntryType, UsageGrouping } from "../../../gen/generation/v1/money_pb.js";
-import { account, generation } from "../rpc.js";
-import { act, h, section, table, toCents, usd, utc } from "../ui.js";
+import { account, downloadCsv, generation } from "../rpc.js";
+import { act, downloadButton, h, section, table, toCents, usd, utc } from "../ui.js";
 
 const ENTRY: Record<number, string> = {
   [LedgerEntryType.CREDIT]: "credit", [LedgerEntryType.HOLD]: "hold", [LedgerEntryType.CHARGE]: "charge", [LedgerEntryType.RELEASE]: "release",
@@ -89,6 +89,9 @@ export async function moneyView(): Promise<HTMLElement> {
       h("div", { class: "charts" }, spendChart("Spend per day", usageRows(byDay.rows)), spendChart("Spend per model", usageRows(byModel.rows)))),
     section("Statement",
       h("p", {}, "Every movement of the account's money, newest first. The amounts add up to the balance; the reserved changes add up to what is reserved."),
+      h("div", { class: "actions" },
+        downloadButton("Download the statement (CSV)", () => "/api/v1/ledger", downloadCsv),
+        downloadButton("Download usage by day (CSV)", () => "/api/v1/usage?group_by=day", downloadCsv)),
       h("div", { class: "scroll", role: "region", "aria-label": "Statement", tabindex: 0 },
         h("table", { "data-testid": "statement" }, h("caption", {}, "Statement"),
           h("thead", {}, h("tr", {}, ...["When (UTC)", "Type", "Amount", "Balance after", "Reserved change", "Model", "Job", "Key"].map((t) => h("th", { scope: "col" }, t)))),

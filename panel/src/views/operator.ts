@@ -1,64 +1,7 @@
 import type { Model } from "../../../gen/generation/v1/model_pb.js";
 import { admin } from "../rpc.js";
-import { signIn } from "../session.js";
-import { act, field, form, h, input, say, section, table, usd } from "../ui.js";
+import { act, field, form, h, input, say, section, table } from "../ui.js";
 import { loadModels, priceLines } from "./prices.js";
-
-/** Accounts: open one, credit it, look one up, issue its owner token (and sign in as its owner). */
-export function accountsView(onSignedIn: () => void): HTMLElement {
-  const found = h("div", { "data-testid": "account-found" });
-
-  async function show(accountId: string): Promise<void> {
-    const [{ balance }, { keys }] = await Promise.all([admin.getAccountBalance({ accountId }), admin.listAccountApiKeys({ accountId })]);
-    const keyTable = (list: typeof keys) =>
-      table(["Key", "Grants", "Spent", "Status"], list.map((key) => [h("code", {}, key.keyId), key.models.join(", "), usd(key.spent), key.revoked ? "revoked" : "active"]),
-        `Keys of ${accountId}`);
-    const keyList = h("div", {}, keyTable(keys));
-    const tokenBox = h("div", { class: "secret", hidden: true });
-    const issue = h("button", { type: "button" }, "Issue an owner token");
-    issue.addEventListener("click", () => void act(issue, async () => {
-      const { ownerToken, tokenId } = await admin.createOwnerToken({ accountId });
-      const signInButton = h("button", { type: "button" }, "Sign in as this owner");
-      signInButton.addEventListener("click", () => void act(signInButton, async () => {
-        await signIn(ownerToken);
-        onSignedIn();
-      }));
-      tokenBox.hidden = false;
-      tokenBox.replaceChildren(
-        h("p", {}, h("strong", {}, "Give this token to the account's owner now: it is shown only once."), ` (id ${tokenId}; revoke it as a key.)`),
-        h("output", { "data-testid": "owner-token", "aria-label": "The owner token" }, ownerToken), signInButton);
-      keyList.replaceChildren(keyTable((await admin.listAccountApiKeys({ accountId })).keys));
-      say(`Owner token ${tokenId} issued.`);
-    }));
-    const credit = form(`Credit ${accountId}`, [field("Amount (USD)", input("amount", { inputmode: "decimal", required: true, autocomplete: "off" }))], "Add credit", async (data) => {
-      await admin.addCredits({ accountId, amount: String(data.get("amount")) });
-      await show(accountId);
-      say(`Credited ${accountId}.`);
-    });
-    found.replaceChildren(section(`Account ${accountId}`,
-      h("p", {}, "Balance ", usd(balance?.balance), ", reserved ", usd(balance?.reserved), ", available ",
-        h("strong", {}, usd(balance?.available, { "data-testid": "operator-available" }))),
-      credit,
-      keyList,
-      issue, tokenBox));
-  }
-
-  return h("div", {},
-    section("Open an account",
-      form("Open an account", [
-        field("Name", input("name", { required: true, autocomplete: "off" })),
-        field("Opening balance (USD)", input("balance", { inputmode: "decimal", autocomplete: "off", placeholder: "0" })),
-      ], "Open account", async (data) => {
-        const created = await admin.createAccount({ name: String(data.get("name")), balance: String(data.get("balance") ?? "") });
-        say(`Account ${created.accountId} opened.`);
-        await show(created.accountId);
-      })),
-    section("Look up an account",
-      form("Look up an account", [field("Account id", input("account", { required: true, autocomplete: "off", placeholder: "acct_…" }))], "Look up", async (data) => {
-        await show(String(data.get("account")).trim());
-      })),
-    found);
-}
 
 /** Pauses (project, models), prices and upstream routes. */
 export async function controlsView(refresh: () => void): Promise<HTMLElement> {

@@ -4,6 +4,8 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { REQUEST_TIMING, timingOf } from "./request-timing.js";
 import { clientOfRequest } from "../client-address.js";
 import { onAnswerEnd } from "./edge/pipelining.js";
+import { credentialsOf } from "../rpc/credentials.js";
+import { wantsCsv } from "./csv-export.js";
 
 /** Why a request's core calls are aborted when its client went away before the answer was complete. */
 const CLIENT_GONE = new Error("client disconnected");
@@ -46,8 +48,20 @@ export function requestCall(reply: FastifyReply, headers: Headers = new Headers(
 
 const headersWith = (name: string, value: string | undefined) => new Headers(value ? { [name]: value } : {});
 
-/** `/api/v1` and `/admin/v1`: the key (or the admin token) travels as `authorization: Bearer`. */
-export const platformHeaders = (request: FastifyRequest): Headers => headersWith("authorization", request.headers.authorization);
+/**
+ * `/api/v1` and `/admin/v1`: the key (or the admin token) travels as `authorization: Bearer`. The one exception is
+ * the panel's download (docs/panel.md): a GET asking for CSV with no `authorization`, carrying the session cookie
+ * and its CSRF token, is the session's call (the core checks both, as on the Connect mount); every other REST
+ * request ignores the cookie.
+ */
+export function platformHeaders(request: FastifyRequest): Headers {
+  const { authorization } = request.headers;
+  if (authorization || request.method !== "GET" || !wantsCsv(request)) return headersWith("authorization", authorization);
+  const credentials = credentialsOf(request.headers);
+  const session = credentials.get("x-panel-session");
+  const csrf = credentials.get("x-csrf-token");
+  return session && csrf ? new Headers({ "x-panel-session": session, "x-csrf-token": csrf }) : new Headers();
+}
 
 /** Where the vendor surface takes the key, first found first: ours, the vendor SDKs' header, then `?key=` (as the vendor's REST API). */
 export const VENDOR_KEY_HEADERS = ["x-vendor-api-key", "x-goog-api-key"] as const;

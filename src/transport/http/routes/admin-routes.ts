@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } fro
 import { AdminService, KeyLimitsSchema, ToolPriceSchema, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import type { CoreClients } from "../../../core/index.js";
-import { callerValues } from "../call-options.js";
+import { callerValues, platformHeaders } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { GatewayError } from "../gateway-error.js";
 import { balanceJson, ledgerPageJson, parseBody, usageJson } from "../json-mapping.js";
@@ -42,9 +42,7 @@ const PROTO_NAMES = { useProtoFieldName: true, alwaysEmitImplicit: true } as con
 
 /** The call options of an admin route: its admin token (or panel session, via the core) and the caller's values. */
 function adminCall(request: FastifyRequest) {
-  const headers = new Headers();
-  if (request.headers.authorization) headers.set("authorization", request.headers.authorization);
-  return { headers, contextValues: callerValues(request) };
+  return { headers: platformHeaders(request), contextValues: callerValues(request) };
 }
 
 /** A body's fields, as its route schema let them through (types checked there; null means "not set"). */
