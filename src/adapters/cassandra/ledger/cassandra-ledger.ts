@@ -9,7 +9,7 @@ import type { AuditRecord } from "../../../ports/audit-log.js";
 import { AuditOutbox, encodeRecord } from "../audit-outbox.js";
 import { noTelemetry, type Telemetry } from "../../../ports/telemetry.js";
 import { accountDetails, listAccount, listAccounts, relistAccount } from "./account-directory.js";
-import { keyHolds, MONEY, spendingOf, type Journal, type JournalEntry } from "./account-state.js";
+import { keyHolds, MONEY, spendingOf, type Journal, type JournalEntry, type Outcome } from "./account-state.js";
 import { GroupCommitQueue } from "./group-commit.js";
 import { LedgerRounds } from "./ledger-rounds.js";
 import { LedgerRows } from "./ledger-rows.js";
@@ -85,11 +85,13 @@ export class CassandraLedger implements Ledger {
   }
 
   async adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord): Promise<AdjustOutcome> {
-    let outcome: Awaited<ReturnType<typeof this.queue.enqueue>> = "unknown_account";
+    const answered: { outcome?: Outcome } = {};
     await this.outbox.conditional(audit, { ledger: accountId }, async () => {
-      outcome = await this.queue.enqueue(accountId, { kind: "adjust", amount, reason, ...(audit ? { audit: encodeRecord(audit) } : {}) });
+      const outcome = await this.queue.enqueue(accountId, { kind: "adjust", amount, reason, ...(audit ? { audit: encodeRecord(audit) } : {}) });
+      answered.outcome = outcome;
       return typeof outcome === "object" && "adjusted" in outcome;
     });
+    const outcome = answered.outcome;
     if (typeof outcome !== "object" || !("adjusted" in outcome)) return outcome === "unknown_account" ? "unknown_account" : "insufficient_funds";
     const entry = ledgerEntryOf(outcome.adjusted);
     return { snapshot: { balance: entry.balanceAfter, reserved: entry.reservedAfter }, entry };
