@@ -1,4 +1,4 @@
-// backends: real
+// backends: embedded, real
 /**
  * The audit trail of Cassandra's conditional writes (decision 0034, migration 0017), driven step by step: an event
  * whose conditional write applied but whose copy never happened (the writer "crashed") appears once the recovery runs;
