@@ -47,7 +47,7 @@ describe("the web panel's sign-in and session", () => {
 
     const account = await rpc(service, "AccountService/GetAccount", {}, { cookie: owner.cookie, "x-csrf-token": owner.csrf });
     assert.equal(account.status, 200, account.text);
-    assert.deepEqual(account.json, { accountId: customer.accountId, balance: { balance: "12.50", reserved: "0.00", available: "12.50", currency: "USD" } });
+    assert.deepEqual(account.json, { accountId: customer.accountId, balance: { balance: "12.50", reserved: "0.00", available: "12.50", currency: "USD" }, name: "test" });
     const keys = await rpc(service, "AccountService/ListApiKeys", {}, { cookie: owner.cookie, "x-csrf-token": owner.csrf });
     assert.deepEqual(keys.json.keys.map((k: any) => k.keyId), [customer.keyId], "the owner token itself is not listed among the keys");
   });
