@@ -85,6 +85,27 @@ describe("the audit trail of money and permissions", () => {
     assert.deepEqual(own.json.events.map((e: { eventId: string }) => e.eventId), [event.event_id]);
   });
 
+  it("when the operator debits an account with an adjustment, then one balance.adjusted event has the balance before and after and the reason; a refused debit leaves none", async () => {
+    const customer = await createCustomer(service, "3.00");
+    const since = new Date().toISOString();
+    const refused = await call(service, "POST", `/admin/v1/accounts/${customer.accountId}/adjustments`, {
+      admin: true, body: { amount: "-3.01", reason: "more than there is" },
+    });
+    assert.equal(refused.status, 409, refused.text);
+    assert.deepEqual(await audit({ kind: "balance.adjusted", from: since }), []);
+    const adjusted = await call(service, "POST", `/admin/v1/accounts/${customer.accountId}/adjustments`, {
+      admin: true, body: { amount: "-1.25", reason: "duplicate credit of ticket 77" },
+    });
+    assert.equal(adjusted.status, 201, adjusted.text);
+    const event = await only(customer.accountId, "balance.adjusted");
+    assert.equal(event.actor, "admin");
+    assert.match(event.client_address, LOOPBACK);
+    assert.deepEqual(parsed(event.before), { balance: "3.00" });
+    assert.deepEqual(parsed(event.after), { balance: "1.75", amount: "-1.25", reason: "duplicate credit of ticket 77" });
+    const balance = await call(service, "GET", `/admin/v1/accounts/${customer.accountId}/balance`, { admin: true });
+    assert.equal(balance.json.balance, "1.75");
+  });
+
   it("when a credit is refused (bad amount, too long a reason, unknown account), then it leaves no event", async () => {
     const customer = await createCustomer(service, "1.00");
     const since = new Date().toISOString();
