@@ -557,7 +557,7 @@ describe("the web panel in Chromium", () => {
       assert.equal(await operator.getByTestId("operator-available").textContent(), "$6.13");
 
       // Its key: the grants narrowed (the removed model is 403 at once), then a new secret with no grace.
-      const keyRow = operator.getByRole("row").filter({ hasText: keyId });
+      const keyRow = operator.getByRole("table", { name: `Keys of ${accountId}` }).getByRole("row").filter({ hasText: keyId });
       await keyRow.getByText("Edit", { exact: true }).click();
       const edit = operator.getByRole("form", { name: `Edit ${keyId}` });
       await edit.getByLabel("Name").fill("render farm");
