@@ -73,6 +73,9 @@ export function showLowBalance(settings: AccountSettings | undefined): void {
     banner.replaceChildren();
     return;
   }
+  const said = `${settings.available}/${settings.lowBalanceThreshold}`;
+  if (!banner.hidden && banner.dataset.said === said) return; // unchanged: not announced again on every screen
+  banner.dataset.said = said;
   banner.hidden = false;
   banner.replaceChildren(h("strong", {}, "Low balance: "), usd(settings.available), " available, below your alert threshold of ",
     usd(settings.lowBalanceThreshold), ". New jobs stop when it runs out: ask your operator for credit.");
