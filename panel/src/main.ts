@@ -2,6 +2,7 @@ import { useCsrfToken } from "./rpc.js";
 import { currentSession, signIn, signOut, type Session } from "./session.js";
 import { act, clearNotice, field, failureText, form, h, input, say, takePendingNotice } from "./ui.js";
 import { jobsView, playgroundView } from "./views/jobs.js";
+import { refreshLowBalance, showLowBalance } from "./views/account-settings.js";
 import { keysView } from "./views/keys.js";
 import { moneyView } from "./views/money.js";
 import { accountView, accountsView } from "./views/accounts.js";
@@ -50,6 +51,8 @@ async function show(): Promise<void> {
     else link.removeAttribute("aria-current");
   }
   document.title = `${screen.title} · Generation service`;
+  // The owner's low-balance banner is read again on every screen (sign-in, navigation, after a money change).
+  if (screens === OWNER) void refreshLowBalance().catch(() => showLowBalance(undefined));
   try {
     main.replaceChildren(h("h1", {}, screen.title), await screen.render(() => void show(), rest));
   } catch (error) {
@@ -71,6 +74,7 @@ function signInView(): HTMLElement {
 function shell(session: Session): void {
   clearNotice();
   screens = session.role === "owner" ? OWNER : OPERATOR;
+  if (screens !== OWNER) showLowBalance(undefined);
   useCsrfToken(session.csrf_token);
   nav.replaceChildren(...screens.map((s) => h("a", { href: `#/${s.path}` }, s.title)));
   const out = h("button", { type: "button", class: "link" }, "Sign out");
@@ -86,6 +90,7 @@ async function boot(): Promise<void> {
   const session = await currentSession();
   if (!session) {
     screens = [];
+    showLowBalance(undefined);
     useCsrfToken("");
     nav.replaceChildren();
     who.replaceChildren();

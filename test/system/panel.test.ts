@@ -53,8 +53,11 @@ describe("the web panel in Chromium", () => {
 
   /** Every form control has a label a screen reader announces. */
   function unlabelled(): Promise<string[]> {
+    return unlabelledIn(page);
+  }
+  function unlabelledIn(target: Page): Promise<string[]> {
     // Evaluated in the page (a string: this file is checked without the DOM's types).
-    return page.evaluate(`[...document.querySelectorAll("input, select, textarea")]
+    return target.evaluate(`[...document.querySelectorAll("input, select, textarea")]
       .filter((control) => control.labels?.length === 0 && !control.getAttribute("aria-label"))
       .map((control) => control.outerHTML)`);
   }
@@ -557,6 +560,7 @@ describe("the web panel in Chromium", () => {
       assert.equal(await operator.getByTestId("operator-available").textContent(), "$6.13");
 
       // Its key: the grants narrowed (the removed model is 403 at once), then a new secret with no grace.
+      // In the keys table: the audit entries below name the key too (its key.created).
       const keyRow = operator.getByRole("table", { name: `Keys of ${accountId}` }).getByRole("row").filter({ hasText: keyId });
       await keyRow.getByText("Edit", { exact: true }).click();
       const edit = operator.getByRole("form", { name: `Edit ${keyId}` });
@@ -655,6 +659,156 @@ describe("the web panel in Chromium", () => {
 
       await owner.getByRole("link", { name: "Money" }).click();
       await downloadedStatement(owner, owner.getByRole("button", { name: "Download the statement (CSV)" }), accountId);
+    } finally {
+      await ownerContext.close();
+    }
+  });
+
+  /** The audit events of an account of one kind, as the API answers them (GET /admin/v1/audit). */
+  async function auditOf(accountId: string, kind: string): Promise<{ actor: string; before: string | null; after: string | null }[]> {
+    const response = await call(service, "GET", `/admin/v1/audit?account_id=${accountId}&kind=${kind}`, { admin: true });
+    assert.equal(response.status, 200, response.text);
+    return response.json.events;
+  }
+
+  /** Saves the current page at the phone's size too (390x844) and checks that it fits, then goes back to the desktop's. */
+  async function phoneShot(target: Page, name: string): Promise<void> {
+    await target.setViewportSize({ width: 390, height: 844 });
+    const overflow = (await target.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
+    assert.ok(overflow <= 0, `${name} is ${overflow} px wider than the phone's screen`);
+    await target.screenshot({ path: join(SHOTS, `${name}-phone.png`), fullPage: true });
+    await target.setViewportSize({ width: 1280, height: 800 });
+  }
+
+  it("when the operator finds an account by name, credits it with a reason, debits it with a reason and renames it, then the figures, the statement, the audit page and the API agree", async () => {
+    const name = `Adjustme ${Date.now().toString(36)}`;
+    const opened = await call(service, "POST", "/admin/v1/accounts", { admin: true, body: { name, balance: "10.00" } });
+    const accountId: string = opened.json.account_id;
+    const { page: operator, context: operatorContext } = await operatorPage();
+    try {
+      const search = operator.getByRole("form", { name: "Find an account" });
+      await search.getByLabel("Find an account").fill(name.toLowerCase());
+      await search.getByRole("button", { name: "Search" }).click();
+      await operator.getByRole("row").filter({ hasText: accountId }).getByRole("link", { name }).click();
+      const available = operator.getByTestId("operator-available");
+      await available.waitFor();
+      const notice = operator.locator("#notice");
+
+      const credit = operator.getByRole("form", { name: `Credit ${accountId}` });
+      await credit.getByLabel("Amount (USD)").fill("2.505");
+      await credit.getByLabel("Reason (optional)").fill("goodwill for the outage");
+      await credit.getByRole("button", { name: "Add credit" }).click();
+      await notice.filter({ hasText: `Credited ${accountId}.` }).waitFor();
+      await eventually(() => available.textContent(), (text) => text === "$12.51", { what: "the credited figures" });
+      assert.equal(await available.getAttribute("title"), "$12.505");
+
+      // The adjustment: refused ones say why (409, 422) and move nothing; the debit then updates figures and statement in place.
+      const adjust = operator.getByRole("form", { name: `Adjust ${accountId}` });
+      await adjust.getByLabel("Direction").selectOption("debit");
+      await adjust.getByLabel("Adjustment (USD)").fill("100");
+      await adjust.getByLabel("Reason", { exact: true }).fill("too much");
+      await adjust.getByRole("button", { name: "Adjust balance" }).click();
+      await operator.getByRole("alert").filter({ hasText: /^409 insufficient_funds: / }).waitFor();
+      await adjust.getByLabel("Reason", { exact: true }).fill("   ");
+      await adjust.getByRole("button", { name: "Adjust balance" }).click();
+      await operator.getByRole("alert").filter({ hasText: /^422 invalid_reason: / }).waitFor();
+      assert.equal(await available.getAttribute("title"), "$12.505", "a refused adjustment moves nothing");
+      await adjust.getByLabel("Adjustment (USD)").fill("1.25");
+      await adjust.getByLabel("Reason", { exact: true }).fill("refund of a duplicate charge");
+      await adjust.getByRole("button", { name: "Adjust balance" }).click();
+      await notice.filter({ hasText: `Adjusted ${accountId} by -1.25 USD.` }).waitFor();
+      await eventually(() => available.getAttribute("title"), (title) => title === "$11.255", { what: "the adjusted figures" });
+      assert.equal(await available.textContent(), "$11.26");
+      const newest = operator.getByTestId("statement").locator("tbody tr").first();
+      await eventually(() => newest.getByRole("cell").allTextContents(), (cells) => cells[1] === "adjustmentrefund of a duplicate charge", { what: "the adjustment in the statement" });
+      assert.deepEqual((await newest.getByRole("cell").allTextContents()).slice(2, 4), ["-$1.25", "$11.26"]);
+      const entries = await allEntries(service, { accountId }, 100, "type=adjustment");
+      assert.deepEqual(entries.map((e) => [e.type, e.amount, e.balance_after, (e as { adjustment_reason?: string }).adjustment_reason]),
+        [["adjustment", "-1.25", "11.255", "refund of a duplicate charge"]]);
+
+      // Settings: renamed; a threshold above available, then cleared.
+      const settings = operator.getByRole("form", { name: `Settings of ${accountId}` });
+      const renamed = `${name} renamed`;
+      await settings.getByLabel("Account name").fill(renamed);
+      await settings.getByLabel("Low-balance threshold (USD)").fill("20.00");
+      await settings.getByRole("button", { name: "Save settings" }).click();
+      await notice.filter({ hasText: "Settings saved." }).waitFor();
+      await operator.getByRole("heading", { name: renamed, level: 2 }).waitFor();
+      assert.match((await operator.getByTestId("threshold-state").textContent()) ?? "", /below it now/);
+      await operator.getByText("low balance", { exact: true }).waitFor();
+      let got = await call(service, "GET", `/admin/v1/accounts/${accountId}`, { admin: true });
+      assert.deepEqual([got.json.name, got.json.low_balance_threshold, got.json.low_balance], [renamed, "20.00", true]);
+      await operator.screenshot({ path: join(SHOTS, "22-operator-account-adjusted.png"), fullPage: true });
+      await phoneShot(operator, "22-operator-account-adjusted");
+      await settings.getByRole("button", { name: "Clear the threshold" }).click();
+      await notice.filter({ hasText: "Low-balance alert removed." }).waitFor();
+      assert.equal(await operator.getByTestId("threshold-state").textContent(), "No low-balance alert is set.");
+      got = await call(service, "GET", `/admin/v1/accounts/${accountId}`, { admin: true });
+      assert.deepEqual([got.json.name, got.json.low_balance_threshold, got.json.low_balance], [renamed, null, false]);
+
+      // The audit page shows both money changes with their reasons; the API says the same.
+      await operator.getByRole("link", { name: "Audit" }).click();
+      const filters = operator.getByRole("form", { name: "Filter audit entries" });
+      await filters.getByLabel("Account").fill(accountId);
+      await applied(filters);
+      const rows = operator.getByTestId("audit").locator("tbody tr");
+      for (const [kind, reason] of [["credit.added", "goodwill for the outage"], ["balance.adjusted", "refund of a duplicate charge"]] as const) {
+        const row = rows.filter({ hasText: kind });
+        assert.equal(await row.count(), 1, kind);
+        const cells = await row.getByRole("cell").allTextContents();
+        assert.deepEqual(cells.slice(1, 3), [kind, "admin"]);
+        assert.ok(cells.join(" ").includes(reason), `${kind} shows its reason: ${cells.join(" | ")}`);
+        const [event, ...more] = await auditOf(accountId, kind);
+        assert.equal(more.length, 0);
+        assert.equal(event!.actor, "admin");
+        assert.equal(JSON.parse(event!.after!).reason, reason);
+      }
+      assert.equal(JSON.parse((await auditOf(accountId, "balance.adjusted"))[0]!.after!).amount, "-1.25");
+      await operator.screenshot({ path: join(SHOTS, "23-operator-audit-money.png"), fullPage: true });
+      await phoneShot(operator, "23-operator-audit-money");
+      assert.deepEqual(await unlabelledIn(operator), []);
+      assert.deepEqual(problems, []);
+    } finally {
+      await operatorContext.close();
+    }
+  });
+
+  it("when the owner sets a low-balance threshold above the balance, then a banner shows on every screen until the operator's credit lifts available above it", async () => {
+    const { page: owner, context: ownerContext, accountId } = await ownerPage(service, "5.00", { viewport: { width: 1280, height: 800 } });
+    const banner = owner.locator("#low-balance");
+    try {
+      assert.equal(await banner.isHidden(), true);
+      const settings = owner.getByRole("form", { name: "Account settings" });
+      await settings.getByLabel("Account name").fill("Owner's studio");
+      await settings.getByLabel("Low-balance threshold (USD)").fill("8.00");
+      await settings.getByRole("button", { name: "Save settings" }).click();
+      await owner.locator("#notice").filter({ hasText: "Settings saved." }).waitFor();
+      await banner.waitFor();
+      assert.equal(await banner.textContent(), "Low balance: $5.00 available, below your alert threshold of $8.00. New jobs stop when it runs out: ask your operator for credit.");
+      const got = await call(service, "GET", `/admin/v1/accounts/${accountId}`, { admin: true });
+      assert.deepEqual([got.json.name, got.json.low_balance_threshold, got.json.low_balance], ["Owner's studio", "8.00", true]);
+      await owner.screenshot({ path: join(SHOTS, "24-owner-low-balance.png"), fullPage: true });
+      await phoneShot(owner, "24-owner-low-balance");
+      for (const screen of ["Jobs", "API keys"]) {
+        await owner.getByRole("link", { name: screen }).click();
+        await owner.locator("main h1").filter({ hasText: screen }).waitFor();
+        await banner.waitFor();
+      }
+
+      // The operator credits it above the threshold (its adjustment reaches the owner's statement with the reason).
+      const adjusted = await call(service, "POST", `/admin/v1/accounts/${accountId}/adjustments`, { admin: true, body: { amount: "4.00", reason: "top-up after the alert" } });
+      assert.equal(adjusted.status, 201, adjusted.text);
+      await owner.getByRole("link", { name: "Money" }).click();
+      await eventually(() => banner.isHidden(), (hidden) => hidden, { what: "the banner gone" });
+      assert.equal(await owner.getByTestId("available").textContent(), "$9.00");
+      const newest = owner.getByTestId("statement").locator("tbody tr").first();
+      assert.deepEqual((await newest.getByRole("cell").allTextContents()).slice(1, 3), ["adjustmenttop-up after the alert", "$4.00"]);
+      await owner.getByRole("link", { name: "Jobs" }).click();
+      await owner.locator("main h1").filter({ hasText: "Jobs" }).waitFor();
+      await owner.waitForLoadState("networkidle");
+      assert.equal(await banner.isHidden(), true, "no banner on the next screens");
+      assert.deepEqual(await unlabelledIn(owner), []);
+      assert.deepEqual(problems, []);
     } finally {
       await ownerContext.close();
     }

@@ -1,14 +1,16 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { create } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
-import type { AccountSummary } from "../../../gen/generation/v1/admin_service_pb.js";
+import type { AccountDetails, AccountSummary } from "../../../gen/generation/v1/admin_service_pb.js";
 import type { LedgerEntry } from "../../../gen/generation/v1/money_pb.js";
 import { LedgerEntryType } from "../../../gen/generation/v1/money_pb.js";
 import { admin, downloadCsv } from "../rpc.js";
 import { signIn } from "../session.js";
 import { act, downloadButton, field, form, h, input, navigate, say, section, table, usd, utc } from "../ui.js";
+import { settingsForm, type AccountSettings } from "./account-settings.js";
 import { auditTrail } from "./audit.js";
 import { KEY_HEADERS, keyRows, type KeyActions } from "./keys.js";
+import { entryType } from "./money.js";
 import { loadModels } from "./prices.js";
 
 const ADMIN_KEY_ACTIONS: KeyActions = {
@@ -59,11 +61,12 @@ export async function accountsView(): Promise<HTMLElement> {
 
 const ENTRY_TYPES: [string, LedgerEntryType | undefined][] = [
   ["every type", undefined], ["credit", LedgerEntryType.CREDIT], ["hold", LedgerEntryType.HOLD], ["charge", LedgerEntryType.CHARGE], ["release", LedgerEntryType.RELEASE],
+  ["adjustment", LedgerEntryType.ADJUSTMENT],
 ];
 const ENTRY_NAME = Object.fromEntries(ENTRY_TYPES.filter(([, type]) => type !== undefined).map(([name, type]) => [type, name]));
 
-/** The account's statement, paged, filtered by type, with its CSV downloads (statement, usage by day). */
-async function statementSection(accountId: string): Promise<HTMLElement> {
+/** The account's statement, paged, filtered by type, with its CSV downloads (statement, usage by day); `reload` reads it again from the newest entry. */
+async function statementSection(accountId: string): Promise<{ element: HTMLElement; reload: () => Promise<void> }> {
   const rows = h("tbody", {});
   const older = h("button", { type: "button", hidden: true }, "Older entries");
   let pageToken = "";
@@ -72,22 +75,25 @@ async function statementSection(accountId: string): Promise<HTMLElement> {
     const chosen = ENTRY_TYPES.find(([name]) => name === type)?.[1];
     const page = await admin.listAccountLedgerEntries({ accountId, query: { limit: 20, pageToken, types: chosen === undefined ? [] : [chosen] } });
     rows.append(...page.entries.map((entry: LedgerEntry) => h("tr", {}, ...[
-      utc(timestampDate(entry.createdAt!)), ENTRY_NAME[entry.type] ?? String(entry.type), usd(entry.amount), usd(entry.balanceAfter), usd(entry.reservedChange),
+      utc(timestampDate(entry.createdAt!)), entryType(entry, ENTRY_NAME), usd(entry.amount), usd(entry.balanceAfter), usd(entry.reservedChange),
       entry.model ?? "", entry.jobId ? h("code", {}, entry.jobId.slice(0, 8)) : "", entry.keyId ?? ""].map((cell) => h("td", {}, cell)))));
     pageToken = page.nextPageToken;
     older.hidden = pageToken === "";
   };
   older.addEventListener("click", () => void act(older, load));
+  const reload = async () => {
+    pageToken = "";
+    rows.replaceChildren();
+    await load();
+  };
   await load();
   const filter = form("Filter the statement", [field("Type", h("select", { name: "type" }, ...ENTRY_TYPES.map(([name]) => h("option", { value: name === "every type" ? "" : name }, name))))],
     "Apply filters", async (data) => {
       type = String(data.get("type") ?? "");
-      pageToken = "";
-      rows.replaceChildren();
-      await load();
+      await reload();
     });
   const base = `/admin/v1/accounts/${encodeURIComponent(accountId)}`;
-  return section("Statement",
+  const element = section("Statement",
     h("div", { class: "actions" },
       downloadButton("Download the statement (CSV)", () => `${base}/ledger${type ? `?type=${type}` : ""}`, downloadCsv),
       downloadButton("Download usage by day (CSV)", () => `${base}/usage?group_by=day`, downloadCsv)),
@@ -97,18 +103,56 @@ async function statementSection(accountId: string): Promise<HTMLElement> {
         h("thead", {}, h("tr", {}, ...["When (UTC)", "Type", "Amount", "Balance after", "Reserved change", "Model", "Job", "Key"].map((t) => h("th", { scope: "col" }, t)))),
         rows)),
     older);
+  return { element, reload };
 }
 
-/** One account for the operator: its figures, credit, keys (edit, rotate, revoke), owner token, statement and audit entries. */
+const settingsOf = (details: AccountDetails): AccountSettings => ({
+  name: details.summary?.name ?? "", lowBalanceThreshold: details.lowBalanceThreshold, lowBalance: details.lowBalance, available: details.summary?.balance?.available,
+});
+
+/**
+ * The operator's money actions on an account: a credit (AddCredits, an optional reason kept in the audit entry) and an
+ * adjustment (AdjustBalance: credit or debit, a required reason, shown in the statement). `changed` reads the figures
+ * and the statement again.
+ */
+function moneyForms(accountId: string, changed: () => Promise<void>): HTMLElement[] {
+  const credit = form(`Credit ${accountId}`, [
+    field("Amount (USD)", input("amount", { inputmode: "decimal", required: true, autocomplete: "off" })),
+    field("Reason (optional)", input("reason", { maxlength: 500, autocomplete: "off" }), "Kept in the audit entry of the credit."),
+  ], "Add credit", async (data) => {
+    await admin.addCredits({ accountId, amount: String(data.get("amount")), reason: String(data.get("reason") ?? "").trim() });
+    credit.reset();
+    await changed();
+    say(`Credited ${accountId}.`);
+  });
+  const adjust = form(`Adjust ${accountId}`, [
+    field("Direction", h("select", { name: "direction" }, h("option", { value: "credit" }, "credit (adds)"), h("option", { value: "debit" }, "debit (takes away)"))),
+    field("Adjustment (USD)", input("amount", { inputmode: "decimal", required: true, autocomplete: "off" }), "Without a sign; a debit never takes more than is available."),
+    field("Reason", input("reason", { required: true, maxlength: 500, autocomplete: "off" }), "Required; shown in the statement next to the adjustment."),
+  ], "Adjust balance", async (data) => {
+    const amount = String(data.get("amount") ?? "").trim().replace(/^[+-]/, "");
+    const signed = data.get("direction") === "debit" ? `-${amount}` : amount;
+    const { entry } = await admin.adjustBalance({ accountId, amount: signed, reason: String(data.get("reason") ?? "") });
+    adjust.reset();
+    await changed();
+    say(`Adjusted ${accountId} by ${entry?.amount ?? signed} USD.`);
+  });
+  return [h("div", {}, h("h3", {}, "Credit"), credit), h("div", {}, h("h3", {}, "Adjust (credit or debit with a reason)"), adjust)];
+}
+
+/** One account for the operator: its figures, settings, credit and adjustment, keys (edit, rotate, revoke), owner token, statement and audit entries. */
 export async function accountView(accountId: string, onSignedIn: () => void): Promise<HTMLElement> {
-  const [{ accounts }, { keys }, models] = await Promise.all([
-    admin.listAccounts({ q: accountId, limit: 1 }), admin.listAccountApiKeys({ accountId }), loadModels()]);
-  const summary = accounts.find((found) => found.accountId === accountId);
-  if (!summary) return h("p", { role: "alert" }, `No account ${accountId}.`);
+  const [{ account: details }, { keys }, models] = await Promise.all([
+    admin.getAccount({ accountId }), admin.listAccountApiKeys({ accountId }), loadModels()]);
+  if (!details?.summary) return h("p", { role: "alert" }, `No account ${accountId}.`);
   const figures = h("p", {});
-  const showFigures = (s: AccountSummary) => figures.replaceChildren("Balance ", usd(s.balance?.balance), ", reserved ", usd(s.balance?.reserved), ", available ",
-    h("strong", {}, usd(s.balance?.available, { "data-testid": "operator-available" })), `; ${s.openJobs} open jobs; ${s.status}; opened ${utc(s.createdAt ? timestampDate(s.createdAt) : undefined)} UTC.`);
-  showFigures(summary);
+  const showFigures = (d: AccountDetails) => {
+    const s = d.summary!;
+    figures.replaceChildren("Balance ", usd(s.balance?.balance), ", reserved ", usd(s.balance?.reserved), ", available ",
+      h("strong", {}, usd(s.balance?.available, { "data-testid": "operator-available" })), `; ${s.openJobs} open jobs; ${s.status}; opened ${utc(s.createdAt ? timestampDate(s.createdAt) : undefined)} UTC.`,
+      d.lowBalance ? h("span", { class: "badge warn" }, "low balance") : "");
+  };
+  showFigures(details);
 
   const secretBox = h("div", { class: "secret", hidden: true, "data-testid": "new-key" });
   const keyList = h("div", {});
@@ -133,21 +177,28 @@ export async function accountView(accountId: string, onSignedIn: () => void): Pr
     await reloadKeys();
     say(`Owner token ${tokenId} issued.`);
   }));
-  const credit = form(`Credit ${accountId}`, [field("Amount (USD)", input("amount", { inputmode: "decimal", required: true, autocomplete: "off" }))], "Add credit", async (data) => {
-    await admin.addCredits({ accountId, amount: String(data.get("amount")) });
-    const [again] = (await admin.listAccounts({ q: accountId, limit: 1 })).accounts;
+  const statement = await statementSection(accountId);
+  const audit = h("div", {});
+  const showAudit = async () => audit.replaceChildren(await auditTrail((query) => admin.listAuditEvents({ ...query, accountId }), { accountId, chooseAccount: false, caption: `Audit entries of ${accountId}` }));
+  await showAudit();
+  const changed = async () => {
+    const { account: again } = await admin.getAccount({ accountId });
     if (again) showFigures(again);
-    credit.reset();
-    say(`Credited ${accountId}.`);
-  });
-  // Money actions: the credit today; an operator adjustment (AdjustBalance, with its reason) joins it here.
-  const moneyActions = h("div", { class: "money-actions", "data-slot": "money-actions" }, credit);
-  // The account's settings (rename, low-balance threshold: AdminService.UpdateAccount) go in this slot.
-  const settings = h("div", { "data-slot": "account-settings" });
+    await Promise.all([statement.reload(), showAudit()]);
+  };
+  const moneyActions = h("div", { class: "money-actions", "data-slot": "money-actions" }, ...moneyForms(accountId, changed));
+  const heading = h("h2", { id: "s-account" }, details.summary.name || accountId);
+  const settings = h("div", { "data-slot": "account-settings" }, h("div", {}, h("h3", {}, "Settings"),
+    settingsForm(`Settings of ${accountId}`, settingsOf(details), async (change) => {
+      const { account: updated } = await admin.updateAccount({ accountId, ...change });
+      if (updated) showFigures(updated);
+      void showAudit();
+      return settingsOf(updated!);
+    }, (saved) => { heading.textContent = saved.name || accountId; })));
   return h("div", {},
     h("p", {}, h("a", { href: "#/accounts" }, "← All accounts")),
-    section(summary.name || accountId, h("p", {}, "Account ", h("code", {}, accountId)), figures, settings, moneyActions),
+    h("section", { "aria-labelledby": "s-account" }, heading, h("p", {}, "Account ", h("code", {}, accountId)), figures, moneyActions, settings),
     section("Keys", keyList, secretBox, issue, tokenBox),
-    await statementSection(accountId),
-    section("Audit entries", await auditTrail((query) => admin.listAuditEvents({ ...query, accountId }), { accountId, chooseAccount: false, caption: `Audit entries of ${accountId}` })));
+    statement.element,
+    section("Audit entries", audit));
 }

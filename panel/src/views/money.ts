@@ -3,10 +3,20 @@ import type { LedgerEntry, UsageRow } from "../../../gen/generation/v1/money_pb.
 import { LedgerEntryType, UsageGrouping } from "../../../gen/generation/v1/money_pb.js";
 import { account, downloadCsv, generation } from "../rpc.js";
 import { act, downloadButton, h, section, table, toCents, usd, utc } from "../ui.js";
+import { ownerSettingsForm, showLowBalance } from "./account-settings.js";
 
 const ENTRY: Record<number, string> = {
   [LedgerEntryType.CREDIT]: "credit", [LedgerEntryType.HOLD]: "hold", [LedgerEntryType.CHARGE]: "charge", [LedgerEntryType.RELEASE]: "release",
+  [LedgerEntryType.ADJUSTMENT]: "adjustment",
 };
+
+/** A statement entry's type, with the operator's reason under an adjustment. */
+export function entryType(entry: LedgerEntry, names: Record<number, string>): HTMLElement {
+  const name = names[entry.type] ?? String(entry.type);
+  return entry.adjustmentReason
+    ? h("span", {}, name, h("br"), h("small", { class: "hint", "data-testid": "adjustment-reason" }, entry.adjustmentReason))
+    : h("span", {}, name);
+}
 
 /** Exact decimal text → an integer of 10⁻⁹ dollars (no float ever holds money; only the bar's pixel length is a number). */
 function nanos(amount: string): bigint {
@@ -50,11 +60,14 @@ const usageRows = (rows: UsageRow[]) =>
   rows.map((row) => ({ label: row.group.value ?? "", spend: row.spend, requests: row.requests }));
 
 export async function moneyView(): Promise<HTMLElement> {
-  const [{ balance }, byDay, byModel] = await Promise.all([
+  const [got, byDay, byModel] = await Promise.all([
     account.getAccount({}),
     generation.getUsage({ groupBy: UsageGrouping.DAY }),
     generation.getUsage({ groupBy: UsageGrouping.MODEL }),
   ]);
+  const { balance } = got;
+  const settings = { name: got.name, lowBalanceThreshold: got.lowBalanceThreshold, lowBalance: got.lowBalance, available: balance?.available };
+  showLowBalance(settings);
   const entries = h("tbody", {});
   const older = h("button", { type: "button", hidden: true }, "Older entries");
   let pageToken = "";
@@ -62,7 +75,7 @@ export async function moneyView(): Promise<HTMLElement> {
     for (const entry of list) {
       entries.append(h("tr", {},
         h("td", {}, utc(timestampDate(entry.createdAt!))),
-        h("td", {}, ENTRY[entry.type] ?? ""),
+        h("td", {}, entryType(entry, ENTRY)),
         h("td", { class: "num" }, usd(entry.amount)),
         h("td", { class: "num" }, usd(entry.balanceAfter)),
         h("td", { class: "num" }, usd(entry.reservedChange)),
@@ -85,6 +98,7 @@ export async function moneyView(): Promise<HTMLElement> {
     section("Balance", h("div", { class: "figures" },
       figure("Balance", balance?.balance, "balance"), figure("Reserved", balance?.reserved, "reserved"), figure("Available", balance?.available, "available")),
     h("p", { class: "hint" }, "Available = balance − reserved: money held for jobs that have not finished yet is reserved.")),
+    section("Account settings", ownerSettingsForm(settings, showLowBalance)),
     section("Usage, last 30 days",
       h("div", { class: "charts" }, spendChart("Spend per day", usageRows(byDay.rows)), spendChart("Spend per model", usageRows(byModel.rows)))),
     section("Statement",
