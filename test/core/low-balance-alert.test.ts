@@ -11,6 +11,8 @@ import assert from "node:assert/strict";
 import { Webhook } from "standardwebhooks";
 import { call, eventually, startTestService, type TestService } from "../support/harness.js";
 import { postGeneration, startLocalServer, type LocalServer } from "../support/jobs-api-helpers.js";
+import * as grpc from "@grpc/grpc-js";
+import { bearer, grpcAddress, loadGrpcPackage, unary } from "../support/rpc-helpers.js";
 
 interface Received {
   readonly headers: Record<string, string>;
@@ -61,6 +63,13 @@ describe("the low-balance alert", () => {
     const own = await call(service, "GET", "/api/v1/balance", { key });
     assert.equal(own.status, 200, own.text);
     assert.deepEqual(own.json, { balance: "1.00", reserved: "0.039", available: "0.961", currency: "USD", low_balance_threshold: "0.98", low_balance: true });
+    const generation = new (loadGrpcPackage().GenerationService!)(grpcAddress(service.grpcUrl), grpc.credentials.createInsecure());
+    try {
+      const answer = await unary<{ balance: { available: string }; lowBalanceThreshold: string; lowBalance: boolean }>(generation, "GetBalance", {}, bearer(key));
+      assert.deepEqual([answer.balance.available, answer.lowBalanceThreshold, answer.lowBalance], ["0.961", "0.98", true]);
+    } finally {
+      generation.close();
+    }
 
     assert.equal((await postGeneration(service, key, image)).status, 202); // 0.922, still below: no event
     const credit = await call(service, "POST", `/admin/v1/accounts/${accountId}/credits`, { admin: true, body: { amount: "1.00" } });
