@@ -1,4 +1,4 @@
-// backends: real
+// backends: embedded, real
 /**
  * The balance.low outbox on Cassandra (decision 0039, migrations 0018 and 0019), driven step by step: a round that
  * crossed the threshold applied, and its process stopped before handing the alert over; the relay of the process
