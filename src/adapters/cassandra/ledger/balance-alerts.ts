@@ -66,6 +66,7 @@ export class BalanceAlertIndex {
   async remove(alertId: string): Promise<void> {
     const row = (await this.client.execute("SELECT account_id FROM balance_alert_pending WHERE bucket = ? AND alert_id = ?", [PENDING, alertId], { prepare: true })).first();
     if (row) {
+      // Not conditional: rounds only add to the map (`balance_alerts + ?`), so this entry's cell is never written again.
       await this.client.execute("UPDATE account_ledger SET balance_alerts = balance_alerts - ? WHERE account_id = ? AND hold_id = ?",
         [[alertId], row.account_id as string, MONEY], { prepare: true });
     }
