@@ -76,6 +76,22 @@ describe("the balance.low outbox on Cassandra", { skip }, () => {
     await next.bus.close();
   });
 
+  it("when two processes' relays pass together, then whatever each hands over is the one alert, by its one id", async () => {
+    const accountId = `acct-${randomUUID()}`;
+    const ledger = new CassandraLedger(client);
+    await ledger.createAccount(accountId, "two", parseMoney("1.00"));
+    await ledger.updateAccount(accountId, { lowBalanceThreshold: parseMoney("0.50") });
+    assert.equal(await ledger.reserve(accountId, "job:big", parseMoney("0.60")), "reserved"); // available 0.40: crossed
+    const [a, b] = [await webhooksRole(new CassandraLedger(client)), await webhooksRole(new CassandraLedger(client))];
+    await Promise.all([a.relay.pass(), b.relay.pass()]);
+    const handed = await eventually(() => [...a.handed, ...b.handed], (all) => all.length >= 1, { what: "the alert on a bus" });
+    assert.equal(new Set(handed.map((alert) => alert.alertId)).size, 1, "one webhook-id");
+    assert.ok(a.handed.length <= 1 && b.handed.length <= 1);
+    assert.deepEqual([handed[0]!.available, handed[0]!.threshold], ["0.40", "0.50"]);
+    assert.equal(await a.relay.pass() + await b.relay.pass(), 0, "handed over, then removed");
+    await Promise.all([a.bus.close(), b.bus.close()]);
+  });
+
   it("when an alert was announced but its round did not apply, then it is never handed over and its pending row is dropped after the grace", async () => {
     const accountId = `acct-${randomUUID()}`;
     const ledger = new CassandraLedger(client);
