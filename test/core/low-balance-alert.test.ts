@@ -1,15 +1,18 @@
-// backends: embedded
+// backends: embedded, real
 /**
  * Issue 39, decision 0039: the low-balance alert. A hold that takes available below the threshold sends exactly one
  * signed balance.low event to the account webhook (checked with the standardwebhooks package, as receivers do); a
  * second hold while still below sends none; a credit back above re-arms it; crossing again sends a second one.
- * The embedded backend only: Cassandra records the crossing and its outbox entry, but does not deliver it yet.
+ * On both backends: SQLite's balance_alerts table, or Cassandra's money-row map found through balance_alert_pending.
+ * The key's own GET /api/v1/balance (GenerationService.GetBalance) shows the threshold and the state.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Webhook } from "standardwebhooks";
 import { call, eventually, startTestService, type TestService } from "../support/harness.js";
 import { postGeneration, startLocalServer, type LocalServer } from "../support/jobs-api-helpers.js";
+import * as grpc from "@grpc/grpc-js";
+import { bearer, grpcAddress, loadGrpcPackage, unary } from "../support/rpc-helpers.js";
 
 interface Received {
   readonly headers: Record<string, string>;
@@ -57,11 +60,23 @@ describe("the low-balance alert", () => {
     assert.deepEqual([payload.data.account_id, payload.data.available, payload.data.threshold], [accountId, "0.961", "0.98"]);
     assert.ok(!Number.isNaN(Date.parse(payload.data.at)));
     assert.equal((await call(service, "GET", `/admin/v1/accounts/${accountId}`, { admin: true })).json.low_balance, true);
+    const own = await call(service, "GET", "/api/v1/balance", { key });
+    assert.equal(own.status, 200, own.text);
+    assert.deepEqual(own.json, { balance: "1.00", reserved: "0.039", available: "0.961", currency: "USD", low_balance_threshold: "0.98", low_balance: true });
+    const generation = new (loadGrpcPackage().GenerationService!)(grpcAddress(service.grpcUrl), grpc.credentials.createInsecure());
+    try {
+      const answer = await unary<{ balance: { available: string }; lowBalanceThreshold: string; lowBalance: boolean }>(generation, "GetBalance", {}, bearer(key));
+      assert.deepEqual([answer.balance.available, answer.lowBalanceThreshold, answer.lowBalance], ["0.961", "0.98", true]);
+    } finally {
+      generation.close();
+    }
 
     assert.equal((await postGeneration(service, key, image)).status, 202); // 0.922, still below: no event
     const credit = await call(service, "POST", `/admin/v1/accounts/${accountId}/credits`, { admin: true, body: { amount: "1.00" } });
     assert.equal(credit.json.available, "1.922"); // back above: re-armed
     assert.equal((await call(service, "GET", `/admin/v1/accounts/${accountId}`, { admin: true })).json.low_balance, false);
+    const rearmed = (await call(service, "GET", "/api/v1/balance", { key })).json;
+    assert.deepEqual([rearmed.available, rearmed.low_balance_threshold, rearmed.low_balance], ["1.922", "0.98", false]);
     assert.equal(lowEvents().length, 1, "no event for the hold made while below, nor for the credit");
 
     const debit = await call(service, "POST", `/admin/v1/accounts/${accountId}/adjustments`, { admin: true, body: { amount: "-1.00", reason: "test debit" } });

@@ -46,6 +46,7 @@ export async function openCassandraStores(
       settings,
       deliveries: new CassandraDeliveryLog(client, options.retentionSeconds),
       audit: new CassandraAuditLog(client),
+      balanceAlerts: ledger,
     };
     const close = () => client.shutdown();
     return { stores, probe: cassandraProbe(client), close };

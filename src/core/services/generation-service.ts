@@ -20,6 +20,7 @@ import { isJobId, jobNotFound, listOwnJobs, ownJob } from "../jobs/own-jobs.js";
 import { watchJob } from "../jobs/watch-job.js";
 import { statementPage, usageReport } from "../money/statement.js";
 import { balanceView } from "./balance-view.js";
+import { lowBalanceView } from "../accounts/account-settings.js";
 
 const INPUT_MODES: Record<InputMode, DomainInputMode> = {
   [InputMode.UNSPECIFIED]: "any",
@@ -134,9 +135,10 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
 
     getBalance: async (_request, context) => {
       const caller = await authenticate(context.requestHeader, deps);
-      const snapshot = await deps.ledger.balance(caller.accountId);
-      if (!snapshot) throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
-      return { balance: balanceView(snapshot) };
+      // One read: the money and the low-balance setting and state (decision 0039) come from the account's row.
+      const account = await deps.ledger.account(caller.accountId);
+      if (!account) throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
+      return { balance: balanceView(account), ...lowBalanceView(account) };
     },
 
     listModels: () => modelList(deps.settings),

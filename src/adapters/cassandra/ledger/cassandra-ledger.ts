@@ -11,6 +11,8 @@ import { noTelemetry, type Telemetry } from "../../../ports/telemetry.js";
 import { accountDetails, listAccount, listAccounts, relistAccount } from "./account-directory.js";
 import { keyHolds, MONEY, spendingOf, type Journal, type JournalEntry, type Outcome } from "./account-state.js";
 import { GroupCommitQueue } from "./group-commit.js";
+import type { BalanceAlert, BalanceAlertOutbox } from "../../../ports/balance-alerts.js";
+import { BalanceAlertIndex } from "./balance-alerts.js";
 import { LedgerRounds } from "./ledger-rounds.js";
 import { LedgerRows } from "./ledger-rows.js";
 import { ledgerEntryOf, LedgerStatement } from "./ledger-statement.js";
@@ -36,11 +38,12 @@ import { MAX_WRITTEN_HOLDS } from "./written-rows.js";
  * `shortfalls` by the same write. That map is also what a repeated settle
  * answers from (see LedgerRounds.answer).
  */
-export class CassandraLedger implements Ledger {
+export class CassandraLedger implements Ledger, BalanceAlertOutbox {
   private readonly rows: LedgerRows;
   private readonly statement: LedgerStatement;
   private readonly queue: GroupCommitQueue;
   private readonly outbox: AuditOutbox;
+  private readonly alerts: BalanceAlertIndex;
 
   constructor(
     private readonly client: CassandraClient,
@@ -53,7 +56,8 @@ export class CassandraLedger implements Ledger {
     this.rows = new LedgerRows(client, now);
     this.outbox = new AuditOutbox(client, now);
     this.statement = new LedgerStatement(client, this.rows);
-    this.queue = new GroupCommitQueue(new LedgerRounds(client, this.rows, this.statement, now, telemetry, maxWrittenHolds), telemetry);
+    this.alerts = new BalanceAlertIndex(client, now);
+    this.queue = new GroupCommitQueue(new LedgerRounds(client, this.rows, this.statement, now, telemetry, maxWrittenHolds, this.alerts), telemetry);
   }
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
@@ -153,6 +157,15 @@ export class CassandraLedger implements Ledger {
     const state = await this.rows.read(accountId);
     if (!state) return { spending: NO_SPENDING, held: 0n, openJobs: 0 };
     return { spending: spendingOf(state, keyId), ...keyHolds(state, keyId) };
+  }
+
+  /** The balance.low alerts rounds wrote and the webhooks role has not handed over (BalanceAlertIndex). */
+  pendingBalanceAlerts(limit: number): Promise<BalanceAlert[]> {
+    return this.alerts.pending(limit);
+  }
+
+  removeBalanceAlert(alertId: string): Promise<void> {
+    return this.alerts.remove(alertId);
   }
 
   /** The account's statement, newest first (LedgerStatement.entries). */

@@ -7,6 +7,7 @@ import type { RoundRunner } from "./group-commit.js";
 import { apply, madeBy, replayedOutcomes, type Applied } from "./ledger-rules.js";
 import { holdWrites, moneyRowWrite, type LedgerRows } from "./ledger-rows.js";
 import type { LedgerStatement } from "./ledger-statement.js";
+import type { BalanceAlertIndex } from "./balance-alerts.js";
 import { WrittenRows } from "./written-rows.js";
 
 const MAX_ATTEMPTS = 60;
@@ -51,6 +52,8 @@ export class LedgerRounds implements RoundRunner {
     private readonly now: () => number,
     private readonly telemetry: Telemetry,
     maxWrittenHolds: number,
+    /** Where a crossing round announces its balance.low alerts before writing them (balance-alerts.ts). */
+    private readonly alerts?: BalanceAlertIndex,
   ) {
     this.written = new WrittenRows(maxWrittenHolds);
   }
@@ -122,6 +125,9 @@ export class LedgerRounds implements RoundRunner {
     const holds = holdWrites(accountId, state, applied.touched);
     const journal: Journal = { version: (before + 1n).toString(), entries: applied.entries };
     const writes = [moneyRowWrite(accountId, state, before, journal, applied.shortfalls, applied.alerts), ...holds.writes];
+    const alertIds = Object.keys(applied.alerts);
+    // Announced first: a crash after the write leaves the relay a row that names the alert (an outage here fails the round, unwritten).
+    if (alertIds.length > 0) await this.alerts?.announce(accountId, alertIds);
     try {
       const result = writes.length === 1 ? await conditional(this.client, writes[0]!.query, writes[0]!.params) : await conditionalBatch(this.client, writes);
       if (result.applied) {
