@@ -46,7 +46,7 @@ export interface CorePorts {
   readonly deliveries: DeliveryLog;
   /** The audit trail's reads (its records ride with the changes: the stores' methods take them). */
   readonly audit: AuditLog;
-  /** The balance.low outbox the ledger writes (decision 0039), handed to the webhook dispatcher by the webhooks role; absent where the stores keep none. */
+  /** The balance.low outbox the ledger writes (decision 0038), handed to the webhook dispatcher by the webhooks role; absent where the stores keep none. */
   readonly balanceAlerts?: BalanceAlertOutbox;
   /** Awaited before an answer that acknowledges a write (a 202, a credit): what it acknowledges is on disk. */
   readonly durability: WriteBarrier;

@@ -1,6 +1,6 @@
 import type { Money } from "../domain/money.js";
 
-/** A balance.low event due (decision 0039): written by the ledger in the step that crossed the threshold. */
+/** A balance.low event due (decision 0038): written by the ledger in the step that crossed the threshold. */
 export interface BalanceAlert {
   /** Unique; the webhook delivery's message id, so handing it over twice sends one event. */
   readonly alertId: string;

@@ -66,7 +66,7 @@ export interface LedgerEntry {
   readonly tokens?: SettledTokens;
   /** On releases: why nothing was charged (undefined when the release gave none, as those written before reasons). */
   readonly reason?: ReleaseReason;
-  /** On adjustments: the operator's reason (decision 0038). */
+  /** On adjustments: the operator's reason (decision 0037). */
   readonly note?: string;
   readonly at: Date;
 }
@@ -119,7 +119,7 @@ export interface AccountListing {
   readonly createdAt: Date;
 }
 
-/** One account as its page shows it (decision 0039): the listing, and its low-balance setting and state. */
+/** One account as its page shows it (decision 0038): the listing, and its low-balance setting and state. */
 export interface AccountDetails extends AccountListing {
   /** Undefined: no alert. */
   readonly lowBalanceThreshold?: Money;
@@ -237,7 +237,7 @@ export interface Ledger {
    * Renames the account (its listing follows the new name on every backend)
    * and/or sets its low-balance threshold; the low-balance state is judged
    * again on the new threshold in the same step, without an event (decision
-   * 0039). Undefined when the account is unknown.
+   * 0038). Undefined when the account is unknown.
    */
   updateAccount(accountId: string, change: AccountChange): Promise<AccountDetails | undefined>;
   /** Whether any account exists (for the first-start hint). */

@@ -27,6 +27,6 @@ export interface StorePorts {
   readonly deliveries: DeliveryLog;
   /** The audit trail's reads; its records are written by the stores above, with their changes. */
   readonly audit: AuditLog;
-  /** The balance.low outbox (decision 0039), where the ledger writes one; absent on Cassandra today. */
+  /** The balance.low outbox (decision 0038), where the ledger writes one. */
   readonly balanceAlerts?: BalanceAlertOutbox;
 }

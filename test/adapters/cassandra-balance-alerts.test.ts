@@ -1,6 +1,6 @@
 // backends: embedded, real
 /**
- * The balance.low outbox on Cassandra (decision 0039, migrations 0018 and 0019), driven step by step: a round that
+ * The balance.low outbox on Cassandra (decision 0038, migrations 0018 and 0019), driven step by step: a round that
  * crossed the threshold applied, and its process stopped before handing the alert over; the relay of the process
  * started next hands it over, once. An announced alert whose round did not apply is never handed over, and its
  * pending row is dropped after the grace.

@@ -1,6 +1,6 @@
 // backends: embedded, real
 /**
- * Issue 39, decisions 0038 and 0039 (both backends, TEST_BACKEND): an operator's adjustment with its reason, in the
+ * Issue 39, decisions 0037 and 0038 (both backends, TEST_BACKEND): an operator's adjustment with its reason, in the
  * statement (JSON and CSV, and its `type` filter); refused adjustments move nothing; an account renamed is found by
  * its new name, not its old one; the low-balance threshold is set and shown.
  */

@@ -1,6 +1,6 @@
 // backends: embedded, real
 /**
- * Issue 39, decision 0039: the low-balance alert. A hold that takes available below the threshold sends exactly one
+ * Issue 39, decision 0038: the low-balance alert. A hold that takes available below the threshold sends exactly one
  * signed balance.low event to the account webhook (checked with the standardwebhooks package, as receivers do); a
  * second hold while still below sends none; a credit back above re-arms it; crossing again sends a second one.
  * On both backends: SQLite's balance_alerts table, or Cassandra's money-row map found through balance_alert_pending.

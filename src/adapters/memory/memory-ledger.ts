@@ -47,7 +47,7 @@ export class MemoryLedger implements Ledger, BalanceAlertOutbox {
   private readonly reservations = new Map<string, Reservation>();
   private readonly alerts: BalanceAlert[] = [];
 
-  /** Judges the low-balance alert after a movement, in the same synchronous step (decision 0039). */
+  /** Judges the low-balance alert after a movement, in the same synchronous step (decision 0038). */
   private judge(accountId: string, account: Account): void {
     const available = account.balance - account.reserved;
     const transition = lowBalanceTransition(available, account.lowBalanceThreshold, account.lowBalance);

@@ -216,7 +216,7 @@ function ledgerTallies(s: LedgerStatements) {
   };
 
   /**
-   * The low-balance alert (decision 0039), judged in the movement's transaction on the account as it was read there
+   * The low-balance alert (decision 0038), judged in the movement's transaction on the account as it was read there
    * (its threshold and state) and its money after the movement: a crossing writes one alert into the outbox.
    */
   const judgeLowBalance = (accountId: string, row: AccountRow, after: BalanceSnapshot, at: number) => {
@@ -255,7 +255,7 @@ function ledgerOperations(db: SqliteDb, now: () => number, audit: SqliteAuditLog
     return { balance, reserved: money(account.reserved) };
   });
 
-  /** An operator's adjustment (decision 0038): a debit never takes more than the available balance. */
+  /** An operator's adjustment (decision 0037): a debit never takes more than the available balance. */
   const adjustTx = db.transaction((accountId: string, amount: Money, reason: string, auditRecord?: AuditRecord): AdjustOutcome => {
     const account = s.account.get(accountId) as AccountRow | undefined;
     if (!account) return "unknown_account";

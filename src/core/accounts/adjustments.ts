@@ -9,7 +9,7 @@ import type { Audit } from "../audit/audit-trail.js";
 import { accountNotFound, balanceChange, existingBalance } from "./accounts.js";
 
 /**
- * An operator's adjustment (AdminService.AdjustBalance, decision 0038): a
+ * An operator's adjustment (AdminService.AdjustBalance, decision 0037): a
  * signed amount with its reason, written by the ledger in one atomic step
  * with its `adjustment` entry. A debit beyond the available balance is 409
  * insufficient_funds and moves nothing; a credit keeps the balance within its

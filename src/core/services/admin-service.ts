@@ -147,7 +147,7 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
   };
 }
 
-/** An account's page: its adjustments (decision 0038), its details and settings (decision 0039). */
+/** An account's page: its adjustments (decision 0037), its details and settings (decision 0038). */
 function accountPageHandlers(
   deps: CoreDeps, admin: <T>(headers: Headers, work: () => Promise<T>) => Promise<T>,
 ): Pick<ServiceImpl<typeof AdminService>, "adjustBalance" | "getAccount" | "updateAccount"> {

@@ -135,7 +135,7 @@ export function createGenerationService(deps: CoreDeps, announce: Announce): Ser
 
     getBalance: async (_request, context) => {
       const caller = await authenticate(context.requestHeader, deps);
-      // One read: the money and the low-balance setting and state (decision 0039) come from the account's row.
+      // One read: the money and the low-balance setting and state (decision 0038) come from the account's row.
       const account = await deps.ledger.account(caller.accountId);
       if (!account) throw new DomainError("unauthenticated", "inactive_account", "the key's account no longer exists");
       return { balance: balanceView(account), ...lowBalanceView(account) };

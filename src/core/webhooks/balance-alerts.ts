@@ -19,7 +19,7 @@ export const balanceLowDue = (alert: BalanceAlert): BalanceLowDue => ({
   at: alert.at.toISOString(),
 });
 
-/** The signed body of a balance.low delivery (decision 0039). */
+/** The signed body of a balance.low delivery (decision 0038). */
 export function balanceLowBody(alert: BalanceLowDue): string {
   return JSON.stringify({
     type: "balance.low",

@@ -25,7 +25,7 @@ export interface WebhookDeadLetter {
 export interface WebhookAttemptDue {
   /** The job whose completion is delivered; "" for an account event (`alert`). */
   readonly jobId: string;
-  /** A balance.low event (decision 0039) instead of a job's completion. */
+  /** A balance.low event (decision 0038) instead of a job's completion. */
   readonly alert?: BalanceLowDue;
   /** 0 for the first attempt. */
   readonly attempt: number;

@@ -2,7 +2,7 @@ import { invalid } from "../errors/domain-error.js";
 import type { Money } from "../money.js";
 import { MAX_CREDIT, parseAmountField } from "../validation/amounts.js";
 
-/** An adjustment's reason: 1 to 500 characters once trimmed (decision 0038). */
+/** An adjustment's reason: 1 to 500 characters once trimmed (decision 0037). */
 export const MAX_ADJUSTMENT_REASON_CHARACTERS = 500;
 
 /**

@@ -1,7 +1,7 @@
 import type { Money } from "../money.js";
 
 /**
- * The low-balance alert's rule (decision 0039), judged by the ledger in the
+ * The low-balance alert's rule (decision 0038), judged by the ledger in the
  * atomic step of every movement: "crossed" when available falls below the
  * threshold while the account was not low (one balance.low event is due),
  * "rearmed" when available is back at or above it (or the alert is removed)

@@ -14,9 +14,9 @@ export type Operation =
   | { kind: "release"; reservationId: string; reason?: ReleaseReason }
   /** `audit`: the credit's audit event (encodeRecord), carried by its journal entry (AuditOutbox). */
   | { kind: "credit"; amount: Money; audit?: string }
-  /** An operator's adjustment (decision 0038): a debit beyond the available balance is refused. */
+  /** An operator's adjustment (decision 0037): a debit beyond the available balance is refused. */
   | { kind: "adjust"; amount: Money; reason: string; audit?: string }
-  /** UpdateAccount (decision 0039): the name and/or the low-balance threshold (null: none), written with the money. */
+  /** UpdateAccount (decision 0038): the name and/or the low-balance threshold (null: none), written with the money. */
   | { kind: "settings"; change: AccountChange };
 
 /**

@@ -14,7 +14,7 @@ interface StoredAlert {
 }
 
 /**
- * The balance.low outbox on Cassandra (decision 0039, migrations 0018 and 0019). The round that crosses the threshold
+ * The balance.low outbox on Cassandra (decision 0038, migrations 0018 and 0019). The round that crosses the threshold
  * adds its alert to the money row's `balance_alerts` map in its own conditional write; so that the relay finds it
  * without reading every account:
  *

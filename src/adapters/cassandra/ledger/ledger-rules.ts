@@ -103,7 +103,7 @@ function startRound(state: AccountState, now: number): Round {
   };
 }
 
-/** The name and/or the threshold; the state is judged again on the new threshold, without an event (decision 0039). */
+/** The name and/or the threshold; the state is judged again on the new threshold, without an event (decision 0038). */
 function applySettings(round: Round, id: string, change: AccountChange): void {
   const { state } = round;
   if (change.name !== undefined) state.name = change.name;

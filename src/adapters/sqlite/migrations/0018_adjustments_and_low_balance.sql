@@ -1,5 +1,5 @@
 -- Schema version 18: operator adjustments and the low-balance alert (issue 39,
--- decisions 0038 and 0039).
+-- decisions 0037 and 0038).
 --
 -- ledger_entries is rebuilt: its CHECK on kind gains 'adjustment' (SQLite
 -- cannot change a CHECK in place, as 0011 did), and `note` carries an

@@ -272,7 +272,7 @@ export const LIST_JOBS_SCHEMA = operation("jobs", "listJobs", "List the key's ac
   response: { 200: JOB_PAGE },
 });
 
-/** The balance and, since issue 39 (additive), the account's low-balance setting and state (decision 0039). */
+/** The balance and, since issue 39 (additive), the account's low-balance setting and state (decision 0038). */
 export const OWN_BALANCE = {
   type: "object",
   properties: {
