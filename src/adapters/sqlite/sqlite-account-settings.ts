@@ -25,7 +25,7 @@ interface AlertRow {
 /**
  * One account's page and settings on SQLite (decision 0038): its name (and the name key the listing searches,
  * changed in the same statement), its low-balance threshold and state, and the outbox of balance.low events the
- * ledger's transactions write (migrations/0018).
+ * ledger's transactions write (migrations/0017).
  */
 export function sqliteAccountSettings(db: SqliteDb) {
   const s = {

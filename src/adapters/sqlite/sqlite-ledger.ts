@@ -23,7 +23,7 @@ import { sqliteCall } from "./sqlite-errors.js";
 interface AccountRow {
   balance: string;
   reserved: string;
-  /** The low-balance threshold (migrations/0018): NULL for none. */
+  /** The low-balance threshold (migrations/0017): NULL for none. */
   low_balance_threshold: string | null;
   low_balance: number;
 }
@@ -53,7 +53,7 @@ interface EntryRow {
   candidates_tokens: number | null;
   /** Why a release was made (migrations/0013); NULL elsewhere and on older releases. */
   reason: string | null;
-  /** An adjustment's reason (migrations/0018); NULL elsewhere. */
+  /** An adjustment's reason (migrations/0017); NULL elsewhere. */
   note: string | null;
   at: number;
 }
