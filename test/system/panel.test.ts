@@ -541,6 +541,9 @@ describe("the web panel in Chromium", () => {
     const removed = "aimodel-3.1-flash-image";
     const key = await call(service, "POST", `/admin/v1/accounts/${accountId}/keys`, { admin: true, body: { models: [kept, removed] } });
     const keyId: string = key.json.key_id;
+    const hook = "http://127.0.0.1:9/operator-hook";
+    const hooked = await call(service, "PUT", `/admin/v1/accounts/${accountId}/webhook`, { admin: true, body: { url: hook } });
+    assert.equal(hooked.status, 200, hooked.text);
     const { page: operator, context: operatorContext } = await operatorPage();
     try {
       const search = operator.getByRole("form", { name: "Find an account" });
@@ -558,6 +561,7 @@ describe("the web panel in Chromium", () => {
       await operator.screenshot({ path: join(SHOTS, "17-operator-account-search.png"), fullPage: true });
       await row.getByRole("link", { name }).click();
       assert.equal(await operator.getByTestId("operator-available").textContent(), "$6.13");
+      assert.equal(await operator.getByTestId("operator-webhook").textContent(), hook, "the account page shows its webhook");
 
       // Its key: the grants narrowed (the removed model is 403 at once), then a new secret with no grace.
       // In the keys table: the audit entries below name the key too (its key.created).

@@ -150,7 +150,8 @@ export async function accountView(accountId: string, onSignedIn: () => void): Pr
     const s = d.summary!;
     figures.replaceChildren("Balance ", usd(s.balance?.balance), ", reserved ", usd(s.balance?.reserved), ", available ",
       h("strong", {}, usd(s.balance?.available, { "data-testid": "operator-available" })), `; ${s.openJobs} open jobs; ${s.status}; opened ${utc(s.createdAt ? timestampDate(s.createdAt) : undefined)} UTC.`,
-      d.lowBalance ? h("span", { class: "badge warn" }, "low balance") : "");
+      d.lowBalance ? h("span", { class: "badge warn" }, "low balance") : "",
+      " Webhook: ", h("code", { "data-testid": "operator-webhook" }, d.webhookUrl === "" ? "none" : d.webhookUrl), ".");
   };
   showFigures(details);
 

@@ -173,9 +173,9 @@ export function jobsRoutes(core: CoreClients, guard: BodyGuard, options: JobsRou
     });
 
     app.get("/api/v1/balance", { schema: GET_BALANCE_SCHEMA }, async (request, reply) => {
-      const { balance, lowBalanceThreshold, lowBalance } = await core.generation.getBalance({}, platformCall(request, reply));
+      const { balance } = await core.generation.getBalance({}, platformCall(request, reply));
       reply.header("cache-control", "no-store");
-      return { ...balanceJson(balance), low_balance_threshold: lowBalanceThreshold ?? null, low_balance: lowBalance };
+      return balanceJson(balance);
     });
 
     app.get("/api/v1/models", { schema: LIST_MODELS_SCHEMA }, async (request, reply) => {

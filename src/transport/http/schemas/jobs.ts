@@ -272,20 +272,8 @@ export const LIST_JOBS_SCHEMA = operation("jobs", "listJobs", "List the key's ac
   response: { 200: JOB_PAGE },
 });
 
-/** The balance and, since issue 39 (additive), the account's low-balance setting and state (decision 0038). */
-export const OWN_BALANCE = {
-  type: "object",
-  properties: {
-    ...BALANCE.properties,
-    low_balance_threshold: { ...orNull(MONEY), description: "balance.low is sent when available falls below it; null: no alert." },
-    low_balance: { type: "boolean", description: "available is below low_balance_threshold (back at or above it re-arms the alert)." },
-  },
-  required: [...BALANCE.required, "low_balance_threshold", "low_balance"],
-  examples: [{ ...BALANCE.examples[0], low_balance_threshold: "10.00", low_balance: true }],
-} as const;
-
 export const GET_BALANCE_SCHEMA = operation("jobs", "getBalance", "The key's account balance", PLATFORM_SECURITY, {
-  response: { 200: OWN_BALANCE },
+  response: { 200: BALANCE },
 });
 
 export const LIST_MODELS_SCHEMA = operation("jobs", "listModels", "Every model with its options and prices (no key needed)", [], {
