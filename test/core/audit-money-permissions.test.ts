@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { call, createCustomer, startTestService, type ApiResponse, type TestService } from "../support/harness.js";
 import { ownerToken, rpc } from "../support/panel-helpers.js";
 import { parseMoney } from "../../src/domain/money.js";
+import type { AuditEventJson } from "../support/audit-events.js";
 
 let service: TestService;
 
@@ -22,17 +23,6 @@ after(async () => {
   await service?.close();
 });
 
-interface AuditEventJson {
-  event_id: string;
-  created_at: string;
-  kind: string;
-  actor: string;
-  client_address: string;
-  account_id: string | null;
-  subject: string | null;
-  before: string | null;
-  after: string | null;
-}
 
 async function audit(query: Record<string, string>): Promise<AuditEventJson[]> {
   const events: AuditEventJson[] = [];

@@ -11,6 +11,7 @@ import * as grpc from "@grpc/grpc-js";
 import { call, createCustomer, startTestService, ADMIN_TOKEN, type ApiResponse, type TestService } from "../support/harness.js";
 import { ownerToken, reasonOf, rpc } from "../support/panel-helpers.js";
 import { bearer, grpcAddress, loadGrpcPackage, rpcError, unary } from "../support/rpc-helpers.js";
+import type { AuditEventJson } from "../support/audit-events.js";
 
 let service: TestService;
 
@@ -22,17 +23,6 @@ after(async () => {
   await service?.close();
 });
 
-interface AuditEventJson {
-  event_id: string;
-  created_at: string;
-  kind: string;
-  actor: string;
-  client_address: string;
-  account_id: string | null;
-  subject: string | null;
-  before: string | null;
-  after: string | null;
-}
 
 /** The operator's listing with these query parameters (every page when `all`). */
 async function audit(query: Record<string, string>, all = true): Promise<AuditEventJson[]> {
