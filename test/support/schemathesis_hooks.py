@@ -216,6 +216,9 @@ def _record_success(case: Any, response: Any) -> None:
         _journal({"kind": "account", "account_id": body["account_id"], "opening": body["balance"]})
     elif operation == "addCredits" and response.status_code == 200:
         _journal({"kind": "credit", "account_id": _named_account(case), "amount": case.body["amount"]})
+    elif operation == "adjustBalance" and response.status_code == 201:
+        # A signed amount: a debit adjustment lowers what the account was credited.
+        _journal({"kind": "credit", "account_id": _named_account(case), "amount": case.body["amount"]})
     elif operation == "updatePrice" and response.status_code == 200 and isinstance(body, dict):
         _journal({"kind": "price", "price": body})
     elif operation in TEXT_CALLS and response.status_code == 200:
