@@ -45,6 +45,7 @@ function cassandraOf(e: Environment): CassandraConfig | undefined {
     replication: { strategy: e.CASSANDRA_REPLICATION_STRATEGY, factor: e.CASSANDRA_REPLICATION_FACTOR },
     consistency: e.CASSANDRA_CONSISTENCY,
     serialConsistency: e.CASSANDRA_SERIAL_CONSISTENCY,
+    speculativeReadDelayMs: e.CASSANDRA_SPECULATIVE_READ_DELAY,
   };
 }
 

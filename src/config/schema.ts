@@ -171,6 +171,13 @@ export const VARIABLES = {
     "Level of the lightweight transactions (reservations, idempotency keys, job claims) and of the reads that must " +
       "see them; `SERIAL` runs Paxos across all data centers.",
   ),
+  CASSANDRA_SPECULATIVE_READ_DELAY: time(
+    "500ms",
+    "A read (never a write or a lightweight transaction) not answered by its node within this is sent to one more " +
+      "node as well, and the first answer wins: a paused or cut-off node costs a read this long instead of the 15 s " +
+      "request timeout.",
+    10,
+  ),
   KAFKA_BROKERS: names("e.g. `127.0.0.1:9092`. When set, job lifecycle events travel over Kafka."),
   KAFKA_TOPIC_PREFIX: text("", "Prefix of every topic and consumer group (several deployments on one cluster).", "empty"),
   KAFKA_PARTITIONS: int(6, "Partitions of the main topics, created at start.", 1),

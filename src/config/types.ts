@@ -144,6 +144,8 @@ export interface CassandraConfig {
   readonly consistency: "LOCAL_QUORUM" | "QUORUM" | "ALL";
   /** CASSANDRA_SERIAL_CONSISTENCY: the lightweight transactions' level. */
   readonly serialConsistency: "LOCAL_SERIAL" | "SERIAL";
+  /** CASSANDRA_SPECULATIVE_READ_DELAY: when a read is sent to a second node too. */
+  readonly speculativeReadDelayMs: number;
 }
 
 export interface KafkaConfig {

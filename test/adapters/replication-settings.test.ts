@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import cassandra from "cassandra-driver";
 import kafkajs from "kafkajs";
 import { configFrom, type Config } from "../../src/config/config.js";
-import { clientOptions, keyspaceStatement, openSession } from "../../src/adapters/cassandra/cassandra-session.js";
+import { CassandraClient, clientOptions, keyspaceStatement, openSession } from "../../src/adapters/cassandra/cassandra-session.js";
 import { busTopics, createKafkaEventBus } from "../../src/adapters/kafka/kafka-event-bus.js";
 import { createKafkaJobFeed, JOB_LIFECYCLE_TOPIC } from "../../src/adapters/kafka/kafka-job-feed.js";
 import { withReplication } from "../../src/adapters/kafka/kafka-topics.js";
@@ -77,6 +77,18 @@ describe("replication settings: what the configuration makes of them", () => {
     assert.equal(scaledOut({ KAFKA_ACKS: "1" }).kafka!.acks, 1);
   });
 
+  it("when nothing is set, then a read not answered in 500 ms goes to one more node, and a connection is closed after 3 timeouts; CASSANDRA_SPECULATIVE_READ_DELAY changes the delay", () => {
+    const options = clientOptions(scaledOut().cassandra!);
+    const policy = options.policies?.speculativeExecution;
+    assert.ok(policy instanceof cassandra.policies.speculativeExecution.ConstantSpeculativeExecutionPolicy, "a constant speculative execution policy");
+    assert.deepEqual(policy.getOptions(), new Map<string, unknown>([["delay", 500], ["maxSpeculativeExecutions", 1]]));
+    assert.equal(options.socketOptions?.defunctReadTimeoutThreshold, 3);
+    assert.equal(options.socketOptions?.readTimeout, 15_000, "writes and lightweight transactions still wait out the server's own timeouts");
+    const quick = clientOptions(scaledOut({ CASSANDRA_SPECULATIVE_READ_DELAY: "120ms" }).cassandra!).policies?.speculativeExecution;
+    assert.equal(quick?.getOptions().get("delay"), 120);
+    assert.throws(() => scaledOut({ CASSANDRA_SPECULATIVE_READ_DELAY: "soon" }), /CASSANDRA_SPECULATIVE_READ_DELAY/);
+  });
+
   it("when a value is refused, then the start stops naming the variable: a level below a quorum, an unknown strategy, min.insync.replicas above the factor", () => {
     assert.throws(() => scaledOut({ CASSANDRA_CONSISTENCY: "ONE" }), { message: 'CASSANDRA_CONSISTENCY must be one of LOCAL_QUORUM, QUORUM, ALL (got "ONE")' });
     assert.throws(() => scaledOut({ CASSANDRA_SERIAL_CONSISTENCY: "LOCAL_QUORUM" }), /CASSANDRA_SERIAL_CONSISTENCY must be one of LOCAL_SERIAL, SERIAL/);
@@ -99,6 +111,35 @@ describe("replication settings against one Cassandra node and one Kafka broker",
     } finally {
       await session.execute(`DROP KEYSPACE IF EXISTS ${keyspace}`, [], { prepare: false }).catch(() => undefined);
       await session.shutdown();
+    }
+  });
+
+  it("when the service reads, then the driver may send the read to another node (idempotent); a write or a lightweight transaction never", async () => {
+    const keyspace = `repl_${randomBytes(4).toString("hex")}`;
+    const settings = configFrom({ ...SINGLE_NODE_REPLICATION, CASSANDRA_CONTACT_POINTS: CONTACT_POINTS.join(","), CASSANDRA_KEYSPACE: keyspace }).cassandra!;
+    const sent: { query: string; idempotent: boolean }[] = [];
+    const tracker: cassandra.tracker.RequestTracker = {
+      onSuccess: (_host, query, _params, options) => void sent.push({ query: String(query), idempotent: options.isIdempotent() }),
+      onError: (_host, query, _params, options) => void sent.push({ query: String(query), idempotent: options.isIdempotent() }),
+      shutdown: () => undefined,
+    };
+    const admin = await openSession(settings);
+    const client = new CassandraClient(new cassandra.Client({ ...clientOptions(settings), requestTracker: tracker }));
+    try {
+      await client.execute(`CREATE TABLE ${keyspace}.t (k text PRIMARY KEY, v int)`, [], { prepare: false });
+      await client.execute(`INSERT INTO ${keyspace}.t (k, v) VALUES (?, ?)`, ["a", 1]);
+      await client.execute(`UPDATE ${keyspace}.t SET v = ? WHERE k = ? IF v = ?`, [2, "a", 1]);
+      const row = (await client.execute(`  select v FROM ${keyspace}.t WHERE k = ?`, ["a"])).first();
+      assert.equal(row?.get("v"), 2, "the conditional update applied once");
+      const idempotent = (start: string) => sent.find((entry) => entry.query.trimStart().toUpperCase().startsWith(start))?.idempotent;
+      assert.deepEqual(
+        [idempotent("CREATE"), idempotent("INSERT"), idempotent("UPDATE"), idempotent("SELECT")],
+        [false, false, false, true],
+      );
+    } finally {
+      await client.shutdown();
+      await admin.execute(`DROP KEYSPACE IF EXISTS ${keyspace}`, [], { prepare: false }).catch(() => undefined);
+      await admin.shutdown();
     }
   });
 

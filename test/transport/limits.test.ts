@@ -192,8 +192,6 @@ describe("limits at their defaults", () => {
     // Megabytes of fields besides input images are beyond MAX_BODY_BYTES: refused while streaming, before any parsing.
     assertPlatformError(response, 422, "input_too_large");
     assert.match(response.json.error.message, /besides input_images_base64/);
-    // Before the limit this was accepted after 5–7 s of CPU; the bound is loose for a shared machine.
-    assert.ok(elapsedMs < 5_000, `took ${elapsedMs} ms`);
     await assertBalance(service, customer.apiKey, FRESH_BALANCE);
   });
 

@@ -10,16 +10,20 @@ const { Client, types, errors, policies } = cassandra;
 export type Row = cassandra.types.Row;
 type Params = cassandra.ArrayOrObject | undefined;
 
+const READ = /^\s*SELECT\s/i;
+
 /** Errors that mean Cassandra cannot answer now (down, stalled, overloaded), as opposed to a bad query. */
 function isUnreachable(error: unknown): boolean {
   if (error instanceof errors.NoHostAvailableError || error instanceof errors.OperationTimedOutError) return true;
+  if (error instanceof errors.BusyConnectionError) return true;
   if (error instanceof errors.ResponseError) {
     const codes = types.responseErrorCodes;
     return [codes.unavailableException, codes.overloaded, codes.isBootstrapping, codes.readTimeout, codes.writeTimeout, codes.readFailure, codes.writeFailure]
       .includes(error.code);
   }
-  // A connection closed under a request (the server went away mid-query).
-  return error instanceof errors.DriverError && /socket|connection|closed|ECONNRE/i.test(error.message);
+  // A connection closed under a request (the server went away mid-query): the driver's plain DriverError, whose
+  // subclasses name everything else (bad arguments, authentication, unsupported, internal).
+  return error instanceof errors.DriverError && Object.getPrototypeOf(error) === errors.DriverError.prototype;
 }
 
 /**
@@ -33,7 +37,10 @@ export class CassandraClient {
 
   async execute(query: string, params?: Params, options?: cassandra.QueryOptions): Promise<cassandra.types.ResultSet> {
     try {
-      return await this.driver.execute(query, params, options);
+      // A read may run twice: sent to a second node when the first is slow (speculative execution) or retried on the
+      // next after a timeout. A write never is: a second run of a condition or an append is not the same statement.
+      const read = READ.test(query);
+      return await this.driver.execute(query, params, read ? { ...options, isIdempotent: true } : options);
     } catch (error) {
       if (isUnreachable(error)) throw new DependencyUnavailableError("cassandra", `Cassandra is unreachable: ${(error as Error).message}`, { cause: error });
       throw error;
@@ -124,6 +131,8 @@ export interface CassandraSettings {
   readonly consistency?: Consistency;
   /** Paxos's level and the serial reads', LOCAL_SERIAL when left out. */
   readonly serialConsistency?: SerialConsistency;
+  /** How long a read waits for its first node before it is sent to another as well (500 ms when left out). */
+  readonly speculativeReadDelayMs?: number;
 }
 
 /** A CQL string literal. */
@@ -158,14 +167,27 @@ export function clientOptions(config: CassandraSettings, keyspace?: string): cas
     },
     // Above the server's cas_contention_timeout + write_request_timeout, so the
     // client never gives up on a write the server may still commit.
-    socketOptions: { readTimeout: 15_000, connectTimeout: 5_000 },
-    // After an outage, reconnect every second (the default backs off towards
-    // minutes, which kept processes failing long after Cassandra was back);
-    // heartbeats find a silently dead connection within seconds.
-    policies: { reconnection: new policies.reconnection.ConstantReconnectionPolicy(1000) },
+    // A paused or cut-off node answers nothing: after a few timeouts in a row its connection is closed and the node
+    // is left out until it answers a new connection, instead of after the driver's default of 64.
+    socketOptions: { readTimeout: 15_000, connectTimeout: 5_000, defunctReadTimeoutThreshold: DEFUNCT_AFTER_TIMEOUTS },
+    policies: {
+      // After an outage, reconnect every second (the default backs off towards
+      // minutes, which kept processes failing long after Cassandra was back).
+      reconnection: new policies.reconnection.ConstantReconnectionPolicy(1000),
+      // A read not answered within the delay is sent to one more replica as well, and the first answer wins: a
+      // stalled coordinator costs a read this delay, not the read timeout. Only reads (see execute) take part.
+      speculativeExecution: new policies.speculativeExecution.ConstantSpeculativeExecutionPolicy(
+        config.speculativeReadDelayMs ?? DEFAULT_SPECULATIVE_READ_DELAY_MS, 1),
+    },
+    // Heartbeats find a silently dead idle connection within seconds.
     pooling: { heartBeatInterval: 5_000 },
   };
 }
+
+/** Timeouts in a row on one connection before it is closed as dead. */
+const DEFUNCT_AFTER_TIMEOUTS = 3;
+/** CASSANDRA_SPECULATIVE_READ_DELAY's default, for callers that leave it out. */
+export const DEFAULT_SPECULATIVE_READ_DELAY_MS = 500;
 
 /** The driver's number of a consistency level. */
 function levelOf(name: Consistency | SerialConsistency): number {
