@@ -16,7 +16,7 @@ export interface KeyedMoney {
 }
 
 /** Where an operator's keys live: per account, apart from the account's own job keys. */
-const scopeOf = (accountId: string) => `admin:${accountId}`;
+export const operatorScope = (accountId: string) => `admin:${accountId}`;
 
 /**
  * The ledger's name for the operation a key stands for (decision 0039): derived from the scope (operator and
@@ -24,7 +24,7 @@ const scopeOf = (accountId: string) => `admin:${accountId}`;
  * another request under a key (after it expired) names another.
  */
 export function operationIdOf(accountId: string, key: string, operation: string, request: object): string {
-  const digest = createHash("sha256").update(scopeOf(accountId)).update("\n").update(bareKey(key)).update("\n");
+  const digest = createHash("sha256").update(operatorScope(accountId)).update("\n").update(bareKey(key)).update("\n");
   return `op_${digest.update(requestFingerprint(operation, request)).digest("base64url").slice(0, 32)}`;
 }
 
@@ -47,7 +47,7 @@ export async function onceUnderKey<T extends { replayed: boolean }>(
     deps.idempotency,
     deps,
     {
-      scope: scopeOf(keyed.accountId), key: keyed.key, operation: keyed.operation, request: keyed.request,
+      scope: operatorScope(keyed.accountId), key: keyed.key, operation: keyed.operation, request: keyed.request,
       ttlMs: deps.settingsOf.idempotencyTtlMs, retryAfterSeconds: 1, staleBefore: staleBefore(deps.settingsOf, deps.clock.now()),
     },
     {
