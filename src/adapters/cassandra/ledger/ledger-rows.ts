@@ -231,7 +231,8 @@ export function holdWrites(
   for (const id of onceMade) {
     writes.push({
       query: "INSERT INTO account_ledger (account_id, hold_id, entry) VALUES (?, ?, ?) IF NOT EXISTS",
-      params: [accountId, onceRow(id), JSON.stringify(state.once.get(id))],
+      // The entry without its audit event (copied out from the journal, never from here).
+      params: [accountId, onceRow(id), JSON.stringify({ ...state.once.get(id), audit: undefined })],
     });
     named.push(onceRow(id));
   }
