@@ -49,12 +49,6 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
   return {
     createAccount: (request, context) => admin(context.requestHeader, () => openAccount(deps, request.name, request.balance)),
 
-    // Under an Idempotency-Key the credit is applied once (decision 0039).
-    addCredits: ({ idempotencyKey, ...request }, context) =>
-      admin(context.requestHeader, () =>
-        onceUnderKey(deps, { accountId: request.accountId, key: idempotencyKey, operation: "admin.credits", request: requestFields(request) }, (operationId, replay) =>
-          addCredits(deps.ledger, request.accountId, request.amount, request.reason, byAdmin(context), { operationId, replay }))),
-
     getAccountBalance: (request, context) =>
       admin(context.requestHeader, async () => ({ balance: balanceView(await existingBalance(deps.ledger, request.accountId)) })),
 
@@ -147,20 +141,36 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     setToolPrice: (request, context) => admin(context.requestHeader, async () => ({ price: await setToolPrice(deps.settings, request.price, byAdmin(context)) })),
 
     deleteToolPrice: (request, context) => admin(context.requestHeader, () => deleteToolPrice(deps.settings, request.tool, byAdmin(context))),
+    ...moneyHandlers(deps, admin),
     ...accountPageHandlers(deps, admin),
   };
 }
 
-/** An account's page: its adjustments (decision 0037), its details and settings (decision 0038). */
-function accountPageHandlers(
+/**
+ * The operator's money: credits and adjustments (decision 0037), each applied once under an Idempotency-Key
+ * (decision 0039).
+ */
+function moneyHandlers(
   deps: CoreDeps, admin: <T>(headers: Headers, work: () => Promise<T>) => Promise<T>,
-): Pick<ServiceImpl<typeof AdminService>, "adjustBalance" | "getAccount" | "updateAccount"> {
+): Pick<ServiceImpl<typeof AdminService>, "addCredits" | "adjustBalance"> {
   return {
+    addCredits: ({ idempotencyKey, ...request }, context) =>
+      admin(context.requestHeader, () =>
+        onceUnderKey(deps, { accountId: request.accountId, key: idempotencyKey, operation: "admin.credits", request: requestFields(request) }, (operationId, replay) =>
+          addCredits(deps.ledger, request.accountId, request.amount, request.reason, auditOf(deps.clock, context, "admin"), { operationId, replay }))),
+
     adjustBalance: ({ idempotencyKey, ...request }, context) =>
       admin(context.requestHeader, () =>
         onceUnderKey(deps, { accountId: request.accountId, key: idempotencyKey, operation: "admin.adjustments", request: requestFields(request) }, (operationId, replay) =>
           adjustBalance(deps.ledger, request.accountId, request.amount, request.reason, auditOf(deps.clock, context, "admin"), { operationId, replay }))),
+  };
+}
 
+/** An account's page: its details and settings (decision 0038). */
+function accountPageHandlers(
+  deps: CoreDeps, admin: <T>(headers: Headers, work: () => Promise<T>) => Promise<T>,
+): Pick<ServiceImpl<typeof AdminService>, "getAccount" | "updateAccount"> {
+  return {
     getAccount: (request, context) => admin(context.requestHeader, async () => ({ account: await accountDetailsView(deps, request.accountId) })),
 
     updateAccount: (request, context) =>
