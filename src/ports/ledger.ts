@@ -160,9 +160,17 @@ export interface AccountListPage {
  * moved), or the account is unknown.
  */
 export type AdjustOutcome =
-  | { readonly snapshot: BalanceSnapshot; readonly entry: LedgerEntry }
+  | { readonly snapshot: BalanceSnapshot; readonly entry: LedgerEntry; readonly repeated?: true }
   | "insufficient_funds"
   | "unknown_account";
+
+/**
+ * What a credit did: the balance right after it (its entry's figures). `repeated`: the credit's operation id had
+ * made an entry already, so nothing moved now and these are the figures of that entry (decision 0039).
+ */
+export interface Credited extends BalanceSnapshot {
+  readonly repeated?: true;
+}
 
 /** What a settlement moved. */
 export interface Settlement {
@@ -196,13 +204,17 @@ export interface Ledger {
    * Credits the account. `audit`, when given, is recorded with the credit in one atomic step (the same transaction; on
    * Cassandra in the credit's own round, copied out after): both or neither; none for an unknown account.
    */
-  credit(accountId: string, amount: Money, audit?: AuditRecord): Promise<BalanceSnapshot | undefined>;
+  credit(accountId: string, amount: Money, audit?: AuditRecord, operationId?: string): Promise<Credited | undefined>;
   /**
    * An operator's adjustment: a signed, non-zero amount with its reason, in
    * one atomic step with its `adjustment` entry. A debit beyond the available
    * balance (balance − reserved) is refused and moves nothing. `audit`: as credit's.
+   *
+   * `operationId` (credit and adjust; decision 0039): the operation's name, kept with its entry for good. When an
+   * entry of the account was made under it already, the same atomic step moves nothing, writes no audit, and answers
+   * that entry (its balance figures), marked `repeated`: a retry after a crash applies the operation once.
    */
-  adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord): Promise<AdjustOutcome>;
+  adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord, operationId?: string): Promise<AdjustOutcome>;
   balance(accountId: string): Promise<BalanceSnapshot | undefined>;
   reserve(accountId: string, reservationId: string, amount: Money, options?: ReserveOptions): Promise<ReserveOutcome>;
   /**

@@ -206,6 +206,15 @@ def _json(response: Any) -> Any:
         return None
 
 
+def _replayed(response: Any) -> bool:
+    """Whether the answer replays an earlier request with the same Idempotency-Key (header Idempotent-Replayed: true)."""
+    headers = {str(name).lower(): value for name, value in dict(response.headers).items()}
+    value = headers.get("idempotent-replayed")
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value == "true"
+
+
 def _record_success(case: Any, response: Any) -> None:
     operation = _operation_id(case)
     body = _json(response)
@@ -214,6 +223,9 @@ def _record_success(case: Any, response: Any) -> None:
         _journal({"kind": "job", "job_id": body["job_id"]})
     elif operation == "createAccount" and response.status_code == 201 and isinstance(body, dict):
         _journal({"kind": "account", "account_id": body["account_id"], "opening": body["balance"]})
+    elif operation in ("addCredits", "adjustBalance") and _replayed(response):
+        # A replay under its Idempotency-Key moved no money (decision 0039): the first answer was journaled.
+        pass
     elif operation == "addCredits" and response.status_code == 200:
         _journal({"kind": "credit", "account_id": _named_account(case), "amount": case.body["amount"]})
     elif operation == "adjustBalance" and response.status_code == 201:

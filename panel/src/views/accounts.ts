@@ -116,12 +116,15 @@ const settingsOf = (details: AccountDetails): AccountSettings => ({
  * and the statement again.
  */
 function moneyForms(accountId: string, changed: () => Promise<void>): HTMLElement[] {
+  const creditKey = submissionKey();
+  const adjustKey = submissionKey();
   const credit = form(`Credit ${accountId}`, [
     field("Amount (USD)", input("amount", { inputmode: "decimal", required: true, autocomplete: "off" })),
     field("Reason (optional)", input("reason", { maxlength: 500, autocomplete: "off" }), "Kept in the audit entry of the credit."),
   ], "Add credit", async (data) => {
-    await admin.addCredits({ accountId, amount: String(data.get("amount")), reason: String(data.get("reason") ?? "").trim() });
+    await admin.addCredits({ accountId, amount: String(data.get("amount")), reason: String(data.get("reason") ?? "").trim(), idempotencyKey: creditKey.key });
     credit.reset();
+    creditKey.renew();
     await changed();
     say(`Credited ${accountId}.`);
   });
@@ -132,12 +135,26 @@ function moneyForms(accountId: string, changed: () => Promise<void>): HTMLElemen
   ], "Adjust balance", async (data) => {
     const amount = String(data.get("amount") ?? "").trim().replace(/^[+-]/, "");
     const signed = data.get("direction") === "debit" ? `-${amount}` : amount;
-    const { entry } = await admin.adjustBalance({ accountId, amount: signed, reason: String(data.get("reason") ?? "") });
+    const { entry } = await admin.adjustBalance({ accountId, amount: signed, reason: String(data.get("reason") ?? ""), idempotencyKey: adjustKey.key });
     adjust.reset();
+    adjustKey.renew();
     await changed();
     say(`Adjusted ${accountId} by ${entry?.amount ?? signed} USD.`);
   });
+  // What the operator types is another request: another key (the same key with another body would be refused).
+  credit.addEventListener("input", creditKey.renew);
+  adjust.addEventListener("input", adjustKey.renew);
   return [h("div", {}, h("h3", {}, "Credit"), credit), h("div", {}, h("h3", {}, "Adjust (credit or debit with a reason)"), adjust)];
+}
+
+/**
+ * The Idempotency-Key of one filled-in money form (decision 0039): every submission of the same figures (a double
+ * click, a retry after an error whose answer was lost) sends the same key, so the money moves once; a new key once
+ * the form succeeded or was changed.
+ */
+function submissionKey() {
+  const state = { key: crypto.randomUUID(), renew: () => (state.key = crypto.randomUUID()) };
+  return state;
 }
 
 /** One account for the operator: its figures, settings, credit and adjustment, keys (edit, rotate, revoke), owner token, statement and audit entries. */

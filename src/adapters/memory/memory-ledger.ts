@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { accountNameKey } from "../../domain/accounts/account-listing.js";
 import { isLowBalance, lowBalanceTransition } from "../../domain/accounts/low-balance.js";
 import type {
-  AccountChange, AccountDetails, AccountListPage, AccountListQuery, AdjustOutcome, BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
+  AccountChange, AccountDetails, AccountListPage, AccountListQuery, AdjustOutcome, BalanceSnapshot, Credited, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
 import type { BalanceAlert, BalanceAlertOutbox } from "../../ports/balance-alerts.js";
 
@@ -26,6 +26,8 @@ interface Account {
   keys: Map<string, KeySpending>;
   lowBalanceThreshold?: Money;
   lowBalance: boolean;
+  /** Entries made by named operations (credits and adjustments with an operation id), by that id. */
+  once: Map<string, LedgerEntry>;
 }
 
 interface Reservation {
@@ -63,27 +65,33 @@ export class MemoryLedger implements Ledger, BalanceAlertOutbox {
 
   async createAccount(accountId: string, name: string, initialBalance: Money): Promise<void> {
     if (this.accounts.has(accountId)) throw new Error(`account ${accountId} exists`);
-    const account: Account = { name, createdAt: new Date(), balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [], entries: [], keys: new Map(), lowBalance: false };
+    const account: Account = { name, createdAt: new Date(), balance: initialBalance, reserved: 0n, open: new Set(), shortfalls: [], entries: [], keys: new Map(), lowBalance: false, once: new Map() };
     this.accounts.set(accountId, account);
     if (initialBalance > 0n) record(account, { type: "credit", amount: initialBalance, reservedChange: 0n });
   }
 
-  async credit(accountId: string, amount: Money, audit?: AuditRecord): Promise<BalanceSnapshot | undefined> {
+  async credit(accountId: string, amount: Money, audit?: AuditRecord, operationId?: string): Promise<Credited | undefined> {
     const account = this.accounts.get(accountId);
     if (!account) return undefined;
+    const made = operationId === undefined ? undefined : account.once.get(operationId);
+    if (made) return { balance: made.balanceAfter, reserved: made.reservedAfter, repeated: true };
     account.balance += amount;
     record(account, { type: "credit", amount, reservedChange: 0n });
+    if (operationId !== undefined) account.once.set(operationId, account.entries.at(-1)!);
     this.audit.append(audit);
     this.judge(accountId, account);
     return snapshot(account);
   }
 
-  async adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord): Promise<AdjustOutcome> {
+  async adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord, operationId?: string): Promise<AdjustOutcome> {
     const account = this.accounts.get(accountId);
     if (!account) return "unknown_account";
+    const made = operationId === undefined ? undefined : account.once.get(operationId);
+    if (made) return { snapshot: { balance: made.balanceAfter, reserved: made.reservedAfter }, entry: made, repeated: true };
     if (amount < 0n && account.balance - account.reserved < -amount) return "insufficient_funds";
     account.balance += amount;
     record(account, { type: "adjustment", amount, reservedChange: 0n, note: reason });
+    if (operationId !== undefined) account.once.set(operationId, account.entries.at(-1)!);
     this.audit.append(audit);
     this.judge(accountId, account);
     return { snapshot: snapshot(account), entry: account.entries.at(-1)! };

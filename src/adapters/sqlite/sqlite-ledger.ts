@@ -8,7 +8,7 @@ import {
 } from "../../domain/accounts/key-limits.js";
 import { decodeKeySpending, encodeKeySpending } from "../shared/key-limits-codec.js";
 import type {
-  AccountChange, AccountDetails, AccountListPage, AccountListQuery, AdjustOutcome, BalanceSnapshot, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery,
+  AccountChange, AccountDetails, AccountListPage, AccountListQuery, AdjustOutcome, BalanceSnapshot, Credited, HoldMemo, KeyAccount, Ledger, LedgerEntry, LedgerEntryPage, LedgerEntryQuery,
   LedgerEntryType, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../ports/ledger.js";
 import { randomUUID } from "node:crypto";
@@ -103,6 +103,13 @@ function ledgerStatements(db: SqliteDb) {
        VALUES (@account_id, @kind, @amount, @balance_after, @reserved_change, @reserved_after, @reservation_id,
          @job_id, @model, @key_id, @prompt_tokens, @candidates_tokens, @reason, @note, @at)`,
     ),
+    // The entry a named operation made (migration 0018, decision 0039), and the name set on the entry just made.
+    entryOfOperation: db.prepare(
+      `SELECT entry_id, kind, amount, balance_after, reserved_change, reserved_after, job_id, model, key_id, prompt_tokens, candidates_tokens,
+         reason, note, at
+       FROM ledger_entries WHERE account_id = ? AND operation_id = ?`,
+    ),
+    nameEntry: db.prepare("UPDATE ledger_entries SET operation_id = ? WHERE entry_id = ?"),
     entries: db.prepare(
       `SELECT entry_id, kind, amount, balance_after, reserved_change, reserved_after, job_id, model, key_id, prompt_tokens, candidates_tokens,
          reason, note, at
@@ -243,28 +250,40 @@ function ledgerOperations(db: SqliteDb, now: () => number, audit: SqliteAuditLog
     if (initialBalance > 0n) record(accountId, "credit", { amount: initialBalance, reservedChange: 0n, balance: initialBalance, reserved: 0n }, at);
   });
 
-  const creditTx = db.transaction((accountId: string, amount: Money, auditRecord?: AuditRecord): BalanceSnapshot | undefined => {
+  /** The entry a named operation made on the account already (decision 0039): its repeat moves nothing. */
+  const madeBy = (accountId: string, operationId: string | undefined): LedgerEntry | undefined => {
+    const row = operationId === undefined ? undefined : (s.entryOfOperation.get(accountId, operationId) as EntryRow | undefined);
+    return row && toEntry(row);
+  };
+
+  const creditTx = db.transaction((accountId: string, amount: Money, auditRecord?: AuditRecord, operationId?: string): Credited | undefined => {
     const account = s.account.get(accountId) as AccountRow | undefined;
     if (!account) return undefined;
+    const made = madeBy(accountId, operationId);
+    if (made) return { balance: made.balanceAfter, reserved: made.reservedAfter, repeated: true };
     const balance = money(account.balance) + amount;
     s.setBalance.run(text(balance), accountId);
     const at = now();
-    record(accountId, "credit", { amount, reservedChange: 0n, balance, reserved: money(account.reserved) }, at);
+    const seq = record(accountId, "credit", { amount, reservedChange: 0n, balance, reserved: money(account.reserved) }, at);
+    if (operationId !== undefined) s.nameEntry.run(operationId, seq);
     audit.append(auditRecord);
     judgeLowBalance(accountId, account, { balance, reserved: money(account.reserved) }, at);
     return { balance, reserved: money(account.reserved) };
   });
 
   /** An operator's adjustment (decision 0037): a debit never takes more than the available balance. */
-  const adjustTx = db.transaction((accountId: string, amount: Money, reason: string, auditRecord?: AuditRecord): AdjustOutcome => {
+  const adjustTx = db.transaction((accountId: string, amount: Money, reason: string, auditRecord?: AuditRecord, operationId?: string): AdjustOutcome => {
     const account = s.account.get(accountId) as AccountRow | undefined;
     if (!account) return "unknown_account";
+    const made = madeBy(accountId, operationId);
+    if (made) return { snapshot: { balance: made.balanceAfter, reserved: made.reservedAfter }, entry: made, repeated: true };
     const reserved = money(account.reserved);
     if (amount < 0n && money(account.balance) - reserved < -amount) return "insufficient_funds";
     const balance = money(account.balance) + amount;
     const at = now();
     s.setBalance.run(text(balance), accountId);
     const seq = record(accountId, "adjustment", { amount, reservedChange: 0n, balance, reserved }, at, null, undefined, undefined, undefined, reason);
+    if (operationId !== undefined) s.nameEntry.run(operationId, seq);
     audit.append(auditRecord);
     judgeLowBalance(accountId, account, { balance, reserved }, at);
     const entry: LedgerEntry = {
@@ -378,12 +397,12 @@ export class SqliteLedger implements Ledger, BalanceAlertOutbox {
     sqliteCall(() => this.ops.createTx.immediate(accountId, name, initialBalance));
   }
 
-  async credit(accountId: string, amount: Money, audit?: AuditRecord): Promise<BalanceSnapshot | undefined> {
-    return sqliteCall(() => this.ops.creditTx.immediate(accountId, amount, audit));
+  async credit(accountId: string, amount: Money, audit?: AuditRecord, operationId?: string): Promise<Credited | undefined> {
+    return sqliteCall(() => this.ops.creditTx.immediate(accountId, amount, audit, operationId));
   }
 
-  async adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord): Promise<AdjustOutcome> {
-    return sqliteCall(() => this.ops.adjustTx.immediate(accountId, amount, reason, audit));
+  async adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord, operationId?: string): Promise<AdjustOutcome> {
+    return sqliteCall(() => this.ops.adjustTx.immediate(accountId, amount, reason, audit, operationId));
   }
 
   async balance(accountId: string): Promise<BalanceSnapshot | undefined> {

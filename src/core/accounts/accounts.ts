@@ -51,14 +51,26 @@ export function balanceChange(accountId: string, before: bigint, change: bigint,
   };
 }
 
-/** Credits the account; its balance stays within the maximum (422). The audit trail records it with its reason. */
-export async function addCredits(ledger: Pick<Ledger, "credit" | "balance">, accountId: string, amountText: string, reason = "", audit?: Audit) {
+/** How a money request is tied to its Idempotency-Key (keyed-money.ts): the ledger's operation id, and whether the key was finished. */
+export interface Once {
+  readonly operationId?: string;
+  /** The key's request was answered before: its entry exists, so the maximum is not judged again on today's balance. */
+  readonly replay?: boolean;
+}
+
+/**
+ * Credits the account; its balance stays within the maximum (422). The audit trail records it with its reason. With
+ * an operation id the ledger credits once (decision 0039): a repeat answers the balance its entry recorded, `replayed`.
+ */
+export async function addCredits(
+  ledger: Pick<Ledger, "credit" | "balance">, accountId: string, amountText: string, reason = "", audit?: Audit, once: Once = {},
+) {
   const credit = amount("amount", amountText, { allowZero: false, max: MAX_CREDIT });
   checkTextLength("reason", reason, MAX_REASON_CHARACTERS);
   // Checked before the credit, not in the same step: concurrent credits may pass the maximum by at most one credit.
   const before = (await existingBalance(ledger, accountId)).balance;
-  checkBalanceAfterCredit(before, credit);
-  const snapshot = await ledger.credit(accountId, credit, audit?.("credit.added", balanceChange(accountId, before, credit, reason)));
-  if (!snapshot) throw accountNotFound(accountId);
-  return balanceView(snapshot);
+  if (!once.replay) checkBalanceAfterCredit(before, credit);
+  const credited = await ledger.credit(accountId, credit, audit?.("credit.added", balanceChange(accountId, before, credit, reason)), once.operationId);
+  if (!credited) throw accountNotFound(accountId);
+  return { balance: balanceView(credited), replayed: credited.repeated === true };
 }

@@ -6,6 +6,7 @@ import { GetUsageRequestSchema, ListLedgerEntriesRequestSchema } from "../../../
 import { accountList } from "../accounts/account-list.js";
 import { addCredits, existingBalance, openAccount } from "../accounts/accounts.js";
 import { adjustBalance } from "../accounts/adjustments.js";
+import { onceUnderKey } from "../accounts/keyed-money.js";
 import { accountChange, accountDetailsView, updateAccount } from "../accounts/account-settings.js";
 import {
   accountKeys, checkGrants, existingKey, issueCredential, keyView, limitsMessage, parseLimitsMessage, revokeCredential, rotateKey, updateKey,
@@ -47,9 +48,6 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
 
   return {
     createAccount: (request, context) => admin(context.requestHeader, () => openAccount(deps, request.name, request.balance)),
-
-    addCredits: (request, context) =>
-      admin(context.requestHeader, async () => ({ balance: await addCredits(deps.ledger, request.accountId, request.amount, request.reason, byAdmin(context)) })),
 
     getAccountBalance: (request, context) =>
       admin(context.requestHeader, async () => ({ balance: balanceView(await existingBalance(deps.ledger, request.accountId)) })),
@@ -143,18 +141,36 @@ export function createAdminService(deps: CoreDeps): ServiceImpl<typeof AdminServ
     setToolPrice: (request, context) => admin(context.requestHeader, async () => ({ price: await setToolPrice(deps.settings, request.price, byAdmin(context)) })),
 
     deleteToolPrice: (request, context) => admin(context.requestHeader, () => deleteToolPrice(deps.settings, request.tool, byAdmin(context))),
+    ...moneyHandlers(deps, admin),
     ...accountPageHandlers(deps, admin),
   };
 }
 
-/** An account's page: its adjustments (decision 0037), its details and settings (decision 0038). */
+/**
+ * The operator's money: credits and adjustments (decision 0037), each applied once under an Idempotency-Key
+ * (decision 0039).
+ */
+function moneyHandlers(
+  deps: CoreDeps, admin: <T>(headers: Headers, work: () => Promise<T>) => Promise<T>,
+): Pick<ServiceImpl<typeof AdminService>, "addCredits" | "adjustBalance"> {
+  return {
+    addCredits: ({ idempotencyKey, ...request }, context) =>
+      admin(context.requestHeader, () =>
+        onceUnderKey(deps, { accountId: request.accountId, key: idempotencyKey, operation: "admin.credits", request: requestFields(request) }, (operationId, replay) =>
+          addCredits(deps.ledger, request.accountId, request.amount, request.reason, auditOf(deps.clock, context, "admin"), { operationId, replay }))),
+
+    adjustBalance: ({ idempotencyKey, ...request }, context) =>
+      admin(context.requestHeader, () =>
+        onceUnderKey(deps, { accountId: request.accountId, key: idempotencyKey, operation: "admin.adjustments", request: requestFields(request) }, (operationId, replay) =>
+          adjustBalance(deps.ledger, request.accountId, request.amount, request.reason, auditOf(deps.clock, context, "admin"), { operationId, replay }))),
+  };
+}
+
+/** An account's page: its details and settings (decision 0038). */
 function accountPageHandlers(
   deps: CoreDeps, admin: <T>(headers: Headers, work: () => Promise<T>) => Promise<T>,
-): Pick<ServiceImpl<typeof AdminService>, "adjustBalance" | "getAccount" | "updateAccount"> {
+): Pick<ServiceImpl<typeof AdminService>, "getAccount" | "updateAccount"> {
   return {
-    adjustBalance: (request, context) =>
-      admin(context.requestHeader, () => adjustBalance(deps.ledger, request.accountId, request.amount, request.reason, auditOf(deps.clock, context, "admin"))),
-
     getAccount: (request, context) => admin(context.requestHeader, async () => ({ account: await accountDetailsView(deps, request.accountId) })),
 
     updateAccount: (request, context) =>
@@ -164,6 +180,9 @@ function accountPageHandlers(
       }),
   };
 }
+
+/** What a money request asks, as its Idempotency-Key's fingerprint reads it: its fields, without the message's type tag. */
+const requestFields = ({ accountId, amount, reason }: { accountId: string; amount: string; reason: string }) => ({ accountId, amount, reason });
 
 /** Pauses or resumes the whole project; the audit trail records it with the value it replaced. */
 async function pauseProject(settings: CoreDeps["settings"], paused: boolean, by: Audit) {

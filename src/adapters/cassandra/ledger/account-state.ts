@@ -12,10 +12,13 @@ export type Operation =
   | { kind: "reserve"; reservationId: string; amount: Money; options?: ReserveOptions }
   | { kind: "settle"; reservationId: string; amount: Money; tokens?: SettledTokens }
   | { kind: "release"; reservationId: string; reason?: ReleaseReason }
-  /** `audit`: the credit's audit event (encodeRecord), carried by its journal entry (AuditOutbox). */
-  | { kind: "credit"; amount: Money; audit?: string }
-  /** An operator's adjustment (decision 0037): a debit beyond the available balance is refused. */
-  | { kind: "adjust"; amount: Money; reason: string; audit?: string }
+  /**
+   * `audit`: the credit's audit event (encodeRecord), carried by its journal entry (AuditOutbox). `once`: the
+   * operation's id (decision 0039): applied only when the account has no entry made under it (its once row).
+   */
+  | { kind: "credit"; amount: Money; audit?: string; once?: string }
+  /** An operator's adjustment (decision 0037): a debit beyond the available balance is refused. `once`: as credit's. */
+  | { kind: "adjust"; amount: Money; reason: string; audit?: string; once?: string }
   /** UpdateAccount (decision 0038): the name and/or the low-balance threshold (null: none), written with the money. */
   | { kind: "settings"; change: AccountChange };
 
@@ -24,7 +27,10 @@ export type Operation =
  * "no_hold" (turned into the settlement recorded before, or nothing, by
  * the ledger's `resolveRepeats`); the rest "done".
  */
-export type Outcome = ReserveOutcome | "done" | "no_hold" | Settlement | { readonly adjusted: JournalEntry };
+export type Outcome =
+  | ReserveOutcome | "done" | "no_hold" | Settlement | { readonly adjusted: JournalEntry } | { readonly credited: JournalEntry }
+  /** A credit or adjustment whose `once` id had made an entry already: that entry; nothing moved. */
+  | { readonly madeBefore: JournalEntry };
 
 /** An operation waiting in its account's queue, with its id (kept on the entry it makes). */
 export interface Pending {
@@ -72,6 +78,11 @@ export interface AccountState {
    * holds it read or wrote, and reads the others it names.
    */
   holds: Map<string, Hold | null>;
+  /**
+   * The once rows known at this version (decision 0039), by operation id: the entry its operation made, or null for
+   * one known to be absent (within a round only). A round reads those its operations name and does not know.
+   */
+  once: Map<string, JournalEntry | null>;
 }
 
 /**
@@ -115,6 +126,17 @@ const DAY_MS = 86_400_000;
 export const dayOf = (ms: number) => Math.floor(ms / DAY_MS);
 /** An entry's seq: the version of the write that made it, then its place in that write's batch (< MAX_BATCH + carried-forward holds). */
 export const SEQ_PER_VERSION = 1_000_000n;
+
+/**
+ * The row of the account's partition that records a named operation's entry (decision 0039): written IF NOT EXISTS
+ * in the conditional write that applies it, never changed nor deleted. Its prefix is no hold's (those are `job:`).
+ */
+export const onceRow = (operationId: string) => `once:${operationId}`;
+export const isOnceRow = (rowId: string) => rowId.startsWith("once:");
+const operationOfRow = (rowId: string) => rowId.slice("once:".length);
+
+/** A once row's entry (its `entry` column, JSON). */
+export const onceEntryOf = (row: Row): JournalEntry | null => (typeof row.entry === "string" ? (JSON.parse(row.entry) as JournalEntry) : null);
 
 /** An operation's id, kept on the entry it makes: 96 random bits, 16 characters. */
 export const newOperationId = () => randomBytes(12).toString("base64url");
@@ -178,6 +200,7 @@ export function stateOf(row: Row): AccountState {
     openHolds: row.open_holds as number,
     openCounts: new Map(Object.entries((row.open_counts as Record<string, number> | null) ?? {})),
     holds: new Map(),
+    once: new Map(),
   };
 }
 
@@ -192,9 +215,15 @@ export function stateAfterLoss(rows: readonly Row[], named: readonly string[]): 
   // Whole rows come back only when some statement of the batch is IF [NOT] EXISTS; otherwise only the version.
   if (!money || money.version === null || money.version === undefined || money.balance === undefined) return undefined;
   const state = stateOf(money);
-  for (const id of named) state.holds.set(id, null);
+  for (const id of named) {
+    if (isOnceRow(id)) state.once.set(operationOfRow(id), null);
+    else state.holds.set(id, null);
+  }
   for (const row of rows) {
-    if (row.hold_id !== MONEY) state.holds.set(row.hold_id as string, holdOf(row));
+    const id = row.hold_id as string;
+    if (id === MONEY) continue;
+    if (isOnceRow(id)) state.once.set(operationOfRow(id), onceEntryOf(row));
+    else state.holds.set(id, holdOf(row));
   }
   return state;
 }

@@ -2,7 +2,7 @@ import type { Money } from "../../../domain/money.js";
 import type { ReleaseReason } from "../../../domain/ledger/release-reasons.js";
 import { NO_SPENDING } from "../../../domain/accounts/key-limits.js";
 import type {
-  AccountChange, AccountDetails, AccountListPage, AccountListQuery, AdjustOutcome, BalanceSnapshot, KeyAccount, Ledger, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
+  AccountChange, AccountDetails, AccountListPage, AccountListQuery, AdjustOutcome, BalanceSnapshot, Credited, KeyAccount, Ledger, LedgerEntryPage, LedgerEntryQuery, ReserveOptions, ReserveOutcome, SettledTokens, Settlement, Shortfall,
 } from "../../../ports/ledger.js";
 import { conditional, type CassandraClient } from "../cassandra-session.js";
 import type { AuditRecord } from "../../../ports/audit-log.js";
@@ -10,6 +10,9 @@ import { AuditOutbox, encodeRecord } from "../audit-outbox.js";
 import { noTelemetry, type Telemetry } from "../../../ports/telemetry.js";
 import { accountDetails, listAccount, listAccounts, relistAccount } from "./account-directory.js";
 import { keyHolds, MONEY, spendingOf, type Journal, type JournalEntry, type Outcome } from "./account-state.js";
+
+/** The balance an entry records after its movement. */
+const figuresOf = (entry: JournalEntry): BalanceSnapshot => ({ balance: BigInt(entry.balanceAfter), reserved: BigInt(entry.reservedAfter) });
 import { GroupCommitQueue } from "./group-commit.js";
 import type { BalanceAlert, BalanceAlertOutbox } from "../../../ports/balance-alerts.js";
 import { BalanceAlertIndex } from "./balance-alerts.js";
@@ -81,21 +84,40 @@ export class CassandraLedger implements Ledger, BalanceAlertOutbox {
     this.statement.copyInBackground(accountId, journal);
   }
 
-  /** An audited credit: its event rides in the credit's journal entry and is copied out after (AuditOutbox). */
-  async credit(accountId: string, amount: Money, audit?: AuditRecord): Promise<BalanceSnapshot | undefined> {
-    const known = await this.outbox.conditional(audit, { ledger: accountId }, async () =>
-      (await this.queue.enqueue(accountId, { kind: "credit", amount, ...(audit ? { audit: encodeRecord(audit) } : {}) })) !== "unknown_account");
-    return known ? this.balance(accountId) : undefined;
-  }
-
-  async adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord): Promise<AdjustOutcome> {
+  /**
+   * An audited credit: its event rides in the credit's journal entry and is copied out after (AuditOutbox). Answers
+   * the balance its entry records. A named one (`operationId`, decision 0039) that made an entry before answers
+   * that entry's figures, and its event is dropped (nothing applied).
+   */
+  async credit(accountId: string, amount: Money, audit?: AuditRecord, operationId?: string): Promise<Credited | undefined> {
     const answered: { outcome?: Outcome } = {};
     await this.outbox.conditional(audit, { ledger: accountId }, async () => {
-      const outcome = await this.queue.enqueue(accountId, { kind: "adjust", amount, reason, ...(audit ? { audit: encodeRecord(audit) } : {}) });
+      const outcome = await this.queue.enqueue(accountId, {
+        kind: "credit", amount, ...(audit ? { audit: encodeRecord(audit) } : {}), ...(operationId !== undefined && { once: operationId }),
+      });
+      answered.outcome = outcome;
+      return typeof outcome === "object" && "credited" in outcome;
+    });
+    const outcome = answered.outcome;
+    if (typeof outcome === "object" && "credited" in outcome) return figuresOf(outcome.credited);
+    if (typeof outcome === "object" && "madeBefore" in outcome) return { ...figuresOf(outcome.madeBefore), repeated: true };
+    return outcome === "unknown_account" ? undefined : this.balance(accountId);
+  }
+
+  async adjust(accountId: string, amount: Money, reason: string, audit?: AuditRecord, operationId?: string): Promise<AdjustOutcome> {
+    const answered: { outcome?: Outcome } = {};
+    await this.outbox.conditional(audit, { ledger: accountId }, async () => {
+      const outcome = await this.queue.enqueue(accountId, {
+        kind: "adjust", amount, reason, ...(audit ? { audit: encodeRecord(audit) } : {}), ...(operationId !== undefined && { once: operationId }),
+      });
       answered.outcome = outcome;
       return typeof outcome === "object" && "adjusted" in outcome;
     });
     const outcome = answered.outcome;
+    if (typeof outcome === "object" && "madeBefore" in outcome) {
+      const entry = ledgerEntryOf(outcome.madeBefore);
+      return { snapshot: figuresOf(outcome.madeBefore), entry, repeated: true };
+    }
     if (typeof outcome !== "object" || !("adjusted" in outcome)) return outcome === "unknown_account" ? "unknown_account" : "insufficient_funds";
     const entry = ledgerEntryOf(outcome.adjusted);
     return { snapshot: { balance: entry.balanceAfter, reserved: entry.reservedAfter }, entry };

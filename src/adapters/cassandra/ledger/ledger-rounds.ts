@@ -122,7 +122,7 @@ export class LedgerRounds implements RoundRunner {
 
   /** The round's conditional write: the money row at the next version, with the hold rows it touched. */
   private async write(accountId: string, state: AccountState, before: bigint, applied: Applied): Promise<WriteResult> {
-    const holds = holdWrites(accountId, state, applied.touched);
+    const holds = holdWrites(accountId, state, applied.touched, applied.onceMade);
     const journal: Journal = { version: (before + 1n).toString(), entries: applied.entries };
     const writes = [moneyRowWrite(accountId, state, before, journal, applied.shortfalls, applied.alerts), ...holds.writes];
     const alertIds = Object.keys(applied.alerts);
@@ -133,6 +133,7 @@ export class LedgerRounds implements RoundRunner {
       if (result.applied) {
         this.statement.copyInBackground(accountId, journal);
         for (const [id, hold] of state.holds) if (hold === null) state.holds.delete(id);
+        for (const [id, made] of state.once) if (made === null) state.once.delete(id);
         this.written.keep(accountId, { ...state, version: before + 1n, journal });
         return { kind: "applied" };
       }
@@ -161,6 +162,9 @@ export class LedgerRounds implements RoundRunner {
       if (operation.kind !== "reserve" || readReservations) unknown.add(operation.reservationId);
     }
     if (unknown.size > 0 && !(await this.rows.readHolds(accountId, state, [...unknown]))) return "stale";
+    // A named credit or adjustment (decision 0039) is judged knowing whether its once row holds an entry.
+    const named = unknownOnce(batch, state);
+    if (named.length > 0 && !(await this.rows.readOnce(accountId, state, named))) return "stale";
     let counted = false;
     for (const { operation } of batch) {
       const cap = operation.kind === "reserve" ? operation.options?.maxOpenHolds : undefined;
@@ -200,6 +204,9 @@ export class LedgerRounds implements RoundRunner {
     const reservations = batch.flatMap(({ id, operation }) => (operation.kind === "reserve" && !made.has(id) ? [operation.reservationId] : []));
     // Read at the state's version: a serial read just completed every round in flight, and this account's queue is ours.
     if (reservations.length > 0) await this.rows.readHolds(accountId, state, reservations);
+    // A named operation without an entry there was a repeat: its answer is its once row's entry.
+    const named = unknownOnce(batch.filter(({ id }) => !made.has(id)), state);
+    if (named.length > 0) await this.rows.readOnce(accountId, state, named);
     return replayedOutcomes(batch, state, made);
   }
 
@@ -233,4 +240,13 @@ export class LedgerRounds implements RoundRunner {
       pending.resolve({ charged, shortfall, repeated: true });
     });
   }
+}
+
+/** The operation ids of the batch's named credits and adjustments whose once row the state does not know. */
+function unknownOnce(batch: readonly Pending[], state: AccountState): string[] {
+  const ids = new Set<string>();
+  for (const { operation } of batch) {
+    if ((operation.kind === "credit" || operation.kind === "adjust") && operation.once !== undefined && !state.once.has(operation.once)) ids.add(operation.once);
+  }
+  return [...ids];
 }

@@ -4,7 +4,7 @@ import type { HoldMemo, LedgerEntryType } from "../../../ports/ledger.js";
 import { DependencyUnavailableError } from "../../../ports/dependency.js";
 import { AmbiguousWriteError, conditionalBatch, serialRead, type CassandraClient, type Row } from "../cassandra-session.js";
 import {
-  after, holdOf, keyHoldsColumn, MONEY, parseJournal, ruleOf, SEQ_PER_VERSION, stateOf, tally,
+  after, holdOf, isOnceRow, keyHoldsColumn, MONEY, onceEntryOf, onceRow, parseJournal, ruleOf, SEQ_PER_VERSION, stateOf, tally,
   type AccountState, type Journal, type JournalEntry, type TouchedHolds,
 } from "./account-state.js";
 
@@ -76,7 +76,7 @@ export class LedgerRows {
     const version = old.version as bigint;
     const journal = parseJournal(old.journal) ?? this.carriedForward(balance, version, holds, memos);
     const tallies: AccountState = {
-      balance, reserved: 0n, version, journal, keys: new Map(), keyHolds: new Map(), openHolds: 0, openCounts: new Map(), holds: new Map(),
+      balance, reserved: 0n, version, journal, keys: new Map(), keyHolds: new Map(), openHolds: 0, openCounts: new Map(), holds: new Map(), once: new Map(),
       name: (old.name as string | null) ?? "", lowBalanceThreshold: undefined, lowBalance: false,
     };
     for (const [id, amount] of holds) tally(tallies, id, { amount, memo: memos[id] }, 1);
@@ -138,6 +138,23 @@ export class LedgerRows {
   }
 
   /**
+   * Reads the once rows of the named operations into the state (decision 0039), with the money row in the same
+   * read. False when the money row is of another version than the state's (as readHolds).
+   */
+  async readOnce(accountId: string, state: AccountState, operationIds: readonly string[]): Promise<boolean> {
+    const rows = (await this.client.execute(
+      "SELECT hold_id, version, entry FROM account_ledger WHERE account_id = ? AND hold_id IN ?", [accountId, [MONEY, ...operationIds.map(onceRow)]],
+    )).rows;
+    for (const id of operationIds) state.once.set(id, null);
+    let current = false;
+    for (const row of rows) {
+      if (row.hold_id === MONEY) current = row.version === state.version;
+      else state.once.set((row.hold_id as string).slice("once:".length), onceEntryOf(row));
+    }
+    return current;
+  }
+
+  /**
    * Counts the holds an open-hold rule counts, from the hold rows (once per
    * rule and account: the rounds keep the count from then on). It reads only
    * the ids the rule counts (its prefix, less the excepted one), so the
@@ -162,7 +179,7 @@ export class LedgerRows {
         const page = await this.client.execute(query, [accountId, from, ...(to === undefined ? [] : [to])], {
           fetchSize: 5_000, ...(pageState ? { pageState } : {}),
         });
-        for (const row of page.rows) if (countsAsOpenHold(row.hold_id as string, counted, except ?? undefined)) open++;
+        for (const row of page.rows) if (!isOnceRow(row.hold_id as string) && countsAsOpenHold(row.hold_id as string, counted, except ?? undefined)) open++;
         pageState = page.pageState ?? undefined;
       } while (pageState);
     }
@@ -205,9 +222,20 @@ export function moneyRowWrite(
  * round), the others IF EXISTS (true whenever the money row's version is), so
  * that a lost round answers every row it named (see stateAfterLoss).
  */
-export function holdWrites(accountId: string, state: AccountState, touched: TouchedHolds): { writes: Write[]; named: string[] } {
+export function holdWrites(
+  accountId: string, state: AccountState, touched: TouchedHolds, onceMade: readonly string[] = [],
+): { writes: Write[]; named: string[] } {
   const writes: Write[] = [];
   const named: string[] = [];
+  // The once rows of the named operations this round applied (decision 0039): a second write of one loses the round.
+  for (const id of onceMade) {
+    writes.push({
+      query: "INSERT INTO account_ledger (account_id, hold_id, entry) VALUES (?, ?, ?) IF NOT EXISTS",
+      // The entry without its audit event (copied out from the journal, never from here).
+      params: [accountId, onceRow(id), JSON.stringify({ ...state.once.get(id), audit: undefined })],
+    });
+    named.push(onceRow(id));
+  }
   for (const [id, before] of touched) {
     const hold = state.holds.get(id);
     if (hold && before === "open") {

@@ -31,6 +31,8 @@ export interface Applied {
   readonly unsure: string[];
   /** The balance.low events the batch's movements made due (the outbox, by alert id: JSON of available, threshold, at). */
   readonly alerts: Record<string, string>;
+  /** The named operations (`once`) the batch applied: their once rows are written with the round (decision 0039). */
+  readonly onceMade: string[];
 }
 
 /** The state of one apply: the account, and what the batch did so far. */
@@ -60,15 +62,16 @@ export function apply(state: AccountState, batch: readonly Pending[], now: numbe
         applyEnd(round, id, operation);
         break;
       case "credit":
+        if (repeated(round, operation.once)) break;
         state.balance += operation.amount;
         round.record(id, "credit", operation.amount, 0n);
         // The event rides in the credit's own entry, so it is written by the round's conditional write or not at all.
         if (operation.audit !== undefined) round.entries.push({ ...round.entries.pop()!, audit: operation.audit });
         round.changed.push(id);
-        round.outcomes.push("done");
+        round.outcomes.push({ credited: madeOnce(round, operation.once) });
         break;
       case "adjust":
-        applyAdjust(round, id, operation);
+        if (!repeated(round, operation.once)) applyAdjust(round, id, operation);
         break;
       case "settings":
         applySettings(round, id, operation.change);
@@ -76,8 +79,29 @@ export function apply(state: AccountState, batch: readonly Pending[], now: numbe
     }
     if (operation.kind !== "settings") judgeLowBalance(round, id);
   }
-  const { outcomes, changed, shortfalls, entries, touched, unsure, alerts } = round;
-  return { outcomes, changed, shortfalls, entries, touched, unsure, alerts };
+  const { outcomes, changed, shortfalls, entries, touched, unsure, alerts, onceMade } = round;
+  return { outcomes, changed, shortfalls, entries, touched, unsure, alerts, onceMade };
+}
+
+/**
+ * A named operation (decision 0039) whose once row holds an entry: answered with that entry, nothing moves. The round
+ * has read the row (LedgerRounds.prepare), so undefined here means an operation without a name.
+ */
+function repeated(round: Round, once: string | undefined): boolean {
+  const made = once === undefined ? undefined : round.state.once.get(once);
+  if (!made) return false;
+  round.outcomes.push({ madeBefore: made });
+  return true;
+}
+
+/** The entry just recorded; for a named operation it is also its once row's, written with the round. */
+function madeOnce(round: Round, once: string | undefined): JournalEntry {
+  const entry = round.entries.at(-1)!;
+  if (once !== undefined) {
+    round.state.once.set(once, entry);
+    round.onceMade.push(once);
+  }
+  return entry;
 }
 
 function startRound(state: AccountState, now: number): Round {
@@ -87,7 +111,7 @@ function startRound(state: AccountState, now: number): Round {
   // Entry times never go back along an account's entries (they order its statement and bucket its days).
   const at = Math.max(now, state.journal?.entries.at(-1)?.at ?? 0);
   return {
-    state, now, outcomes: [], changed: [], shortfalls: {}, entries, touched, unsure: [], alerts: {},
+    state, now, outcomes: [], changed: [], shortfalls: {}, entries, touched, unsure: [], alerts: {}, onceMade: [],
     touch(id) {
       if (touched.has(id)) return;
       const known = state.holds.get(id);
@@ -140,7 +164,7 @@ function applyAdjust(round: Round, id: string, operation: Extract<Operation, { k
   // As a credit's: the event rides in the adjustment's own entry, written by the round's conditional write or not at all.
   if (operation.audit !== undefined) round.entries.push({ ...round.entries.pop()!, audit: operation.audit });
   round.changed.push(id);
-  round.outcomes.push({ adjusted: round.entries.at(-1)! });
+  round.outcomes.push({ adjusted: madeOnce(round, operation.once) });
 }
 
 function applyReserve(round: Round, id: string, operation: Extract<Operation, { kind: "reserve" }>): void {
@@ -237,9 +261,15 @@ export function replayedOutcomes(batch: readonly Pending[], state: AccountState,
         const counted = cap && state.openCounts.get(ruleKey(cap.countedPrefix, cap.exceptPrefix));
         return cap && counted !== undefined && counted >= cap.limit ? "too_many_open_holds" : "insufficient_funds";
       }
-      case "adjust":
-        // Applied exactly when its entry is in the journal; otherwise it was refused for funds.
-        return entry ? { adjusted: entry } : "insufficient_funds";
+      case "credit":
+      case "adjust": {
+        // Applied exactly when its entry is in the journal; otherwise a repeat of a named operation (its once row,
+        // read by LedgerRounds.replay) or, for an adjustment, refused for funds.
+        if (entry) return operation.kind === "credit" ? { credited: entry } : { adjusted: entry };
+        const made = operation.once === undefined ? undefined : state.once.get(operation.once);
+        if (made) return { madeBefore: made };
+        return operation.kind === "credit" ? "done" : "insufficient_funds";
+      }
       case "settle": {
         if (!entry) return "no_hold"; // it found no hold: a repeat
         const charged = -BigInt(entry.amount);

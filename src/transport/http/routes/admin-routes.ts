@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } fro
 import { AdminService, KeyLimitsSchema, ToolPriceSchema, UpstreamRouteSchema } from "../../../../gen/generation/v1/admin_service_pb.js";
 import { ModelPriceSchema } from "../../../../gen/generation/v1/model_pb.js";
 import type { CoreClients } from "../../../core/index.js";
-import { callerValues, platformHeaders } from "../call-options.js";
+import { callerValues, idempotencyKeyOf, platformHeaders } from "../call-options.js";
 import type { BodyGuard } from "../edge/body-guard.js";
 import { GatewayError } from "../gateway-error.js";
 import { balanceJson, ledgerPageJson, parseBody, usageJson } from "../json-mapping.js";
@@ -94,12 +94,16 @@ const ROUTES = [
   }),
   route({
     method: "POST", url: "/accounts/:accountId/credits", rpc: "addCredits", guard: "body",
-    request: ({ params, body }) => ({ ...params, amount: stringField(body, "amount"), reason: stringField(body, "reason", false) }),
+    request: (request) => ({
+      ...request.params, amount: stringField(request.body, "amount"), reason: stringField(request.body, "reason", false), idempotencyKey: idempotencyKeyOf(request),
+    }),
     answer: ({ balance }) => balanceJson(balance),
   }),
   route({
     method: "POST", url: "/accounts/:accountId/adjustments", rpc: "adjustBalance", guard: "body", status: 201,
-    request: ({ params, body }) => ({ ...params, amount: stringField(body, "amount"), reason: stringField(body, "reason") }),
+    request: (request) => ({
+      ...request.params, amount: stringField(request.body, "amount"), reason: stringField(request.body, "reason"), idempotencyKey: idempotencyKeyOf(request),
+    }),
     answer: ({ balance, entry }) => ({ ...balanceJson(balance), entry: LEDGER_ENTRY.json(entry!) }),
   }),
   route({
@@ -251,6 +255,8 @@ export function adminRoutes(core: CoreClients, guard: BodyGuard) {
           const call = core.admin[rpc] as (request: object, options: ReturnType<typeof adminCall>) => Promise<MessageShape<Method["output"]>>;
           if (csv && wantsCsv(request)) return csv(request, reply, (message) => call(message, adminCall(request)));
           const response = await call(requestOf ? requestOf(request) : request.params, adminCall(request));
+          // A money request's replay under its Idempotency-Key (decision 0039): the original answer, marked as the jobs' is.
+          if ((response as { replayed?: boolean }).replayed === true) reply.header("idempotent-replayed", "true");
           const json = answer ? answer(response) : toJson(AdminService.method[rpc].output, response, PROTO_NAMES);
           return status ? reply.code(status).send(json) : json;
         },

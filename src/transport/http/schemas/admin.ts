@@ -23,6 +23,22 @@ function admin(rpc: keyof typeof AdminService.method, summary: string, { respons
   return operation("admin", rpc, summary, ADMIN_SECURITY, { ...rest, response: answer });
 }
 
+/** The Idempotency-Key of an operator's credit or adjustment (decision 0039), and the header of its replay. */
+const MONEY_KEY_HEADERS = {
+  type: "object",
+  properties: {
+    "idempotency-key": {
+      type: "string",
+      description:
+        "Makes a retry safe: a repeat with the same key (per account, kept 24 h) and body returns the original answer and moves no money again, " +
+        "even after a crash between the move and its answer. Another body under the key is 422 idempotency_key_reused; a key in progress 409.",
+    },
+  },
+} as const;
+const REPLAYED_HEADER = {
+  "idempotent-replayed": { type: "string", enum: ["true"], description: "Present when this answer replays an earlier request with the same Idempotency-Key." },
+} as const;
+
 /** A key's limits in a request: decimal strings and whole numbers; null (or absent) is no limit. Ranges are the domain's (400 invalid_key_limit). */
 const KEY_LIMITS_IN = describedFields(KeyLimitsSchema, {
   spend_limit: orNull({ type: "string" }),
@@ -197,7 +213,8 @@ export const ADMIN_SCHEMAS = {
       required: ["amount"],
       examples: [{ amount: "25.00" }, { amount: "25.00", reason: "refund of ticket 1234" }],
     },
-    response: { 200: BALANCE },
+    headers: MONEY_KEY_HEADERS,
+    response: { 200: { ...BALANCE, headers: REPLAYED_HEADER } },
   }),
   getAccountBalance: admin("getAccountBalance", "An account's balance", { response: { 200: BALANCE } }),
   createApiKey: admin("createApiKey", "Create an API key for an account, scoped to models", {
@@ -292,11 +309,13 @@ export const ADMIN_SCHEMAS = {
       additionalProperties: false,
       examples: [{ amount: "-5.00", reason: "refund for job 3f1c2a9e" }],
     },
+    headers: MONEY_KEY_HEADERS,
     response: {
       201: {
         type: "object",
         properties: { ...BALANCE.properties, entry: LEDGER_ENTRY.schema },
         required: [...BALANCE.required, "entry"],
+        headers: REPLAYED_HEADER,
       },
     },
   }),
