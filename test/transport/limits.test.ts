@@ -180,18 +180,16 @@ describe("limits at their defaults", () => {
     }
   });
 
-  it("when metadata has a million keys, then 422, refused cheaply while the body arrives", async (t) => {
+  // 3 MiB of metadata: refused by its key count (MAX_METADATA_KEYS) with nothing held. A body past the 4 MiB a refused
+  // body is discarded might meet a reset before its answer; megabytes refused while streaming: edge-body-admission.test's 8 MiB case.
+  it("when metadata has 200,000 keys, then 422 metadata_too_large, and nothing is charged", async (t) => {
     const customer = await createCustomer(service);
     const metadata: Record<string, number> = {};
-    for (let i = 0; i < 1_000_000; i++) metadata[`k${i}`] = i;
+    for (let i = 0; i < 200_000; i++) metadata[`k${i}`] = i;
     const body = JSON.stringify(job(metadata));
-    const started = performance.now();
     const response = await call(service, "POST", "/api/v1/generations", { key: customer.apiKey, rawBody: body, headers: { "content-type": "application/json" } });
-    const elapsedMs = performance.now() - started;
-    t.diagnostic(`${(body.length / 1024 / 1024).toFixed(1)} MiB of metadata answered ${response.status} in ${elapsedMs.toFixed(0)} ms`);
-    // Megabytes of fields besides input images are beyond MAX_BODY_BYTES: refused while streaming, before any parsing.
-    assertPlatformError(response, 422, "input_too_large");
-    assert.match(response.json.error.message, /besides input_images_base64/);
+    t.diagnostic(`${(body.length / 1024 / 1024).toFixed(1)} MiB of metadata answered ${response.status}`);
+    assertPlatformError(response, 422, "metadata_too_large");
     await assertBalance(service, customer.apiKey, FRESH_BALANCE);
   });
 

@@ -179,8 +179,7 @@ export function clientOptions(config: CassandraSettings, keyspace?: string): cas
       speculativeExecution: new policies.speculativeExecution.ConstantSpeculativeExecutionPolicy(
         config.speculativeReadDelayMs ?? DEFAULT_SPECULATIVE_READ_DELAY_MS, 1),
     },
-    // Heartbeats find a silently dead idle connection within seconds.
-    pooling: { heartBeatInterval: 5_000 },
+    pooling: { heartBeatInterval: 5_000 }, // finds a silently dead idle connection within seconds
   };
 }
 

@@ -13,9 +13,7 @@ import { otherFieldsBytes } from "../streamed-images.js";
 
 /** A refused body is read and discarded for at most this long and this much, so its client reads the answer, not a reset. */
 export const LINGER_MS = 2_000;
-// Well above a body a client would send in LINGER_MS on a fast link (a 17 MB body of a million metadata keys reads
-// its 422 rather than a reset); discarding costs a copy, never a parse.
-const LINGER_BYTES = 32 * 1024 * 1024;
+const LINGER_BYTES = 4 * 1024 * 1024;
 
 /** Bytes a request with inline input images may carry: the images as base64 plus its other fields (shared with the streamed path). */
 export function generationBodyBytes(limits: ValidationLimits, edge: EdgeLimits): number {
