@@ -150,10 +150,10 @@ def _only_resume(case: Any) -> None:
 
 
 def _keep_fuzz_key(case: Any) -> None:
-    """The run's own key is never revoked: statements name it (key_id), and a stateful link from them
-    to revokeApiKey would turn every call after it into a 401. Revocation is still exercised, on an
-    id no key has (404 key_not_found)."""
-    if _operation_id(case) == "revokeApiKey" and (case.path_parameters or {}).get("keyId") == FUZZ_KEY_ID:
+    """The run's own key is never revoked or rotated: statements name it (key_id), and a stateful link
+    from them to revokeApiKey or rotateApiKey (the old secret ends) would turn every call after it into
+    a 401. Both are still exercised, on an id no key has (404 key_not_found)."""
+    if _operation_id(case) in ("revokeApiKey", "rotateApiKey") and (case.path_parameters or {}).get("keyId") == FUZZ_KEY_ID:
         case.path_parameters = {**case.path_parameters, "keyId": "key_not_the_fuzz_key"}
 
 
